@@ -1,0 +1,297 @@
+"""Pydantic v2 models of every wire object (DESIGN.md §3).
+
+Field names the paper defines are kept exactly; the extensions (``keys``, ``scope``, ``patch``,
+``rules``, ``max_age_s``, ``contract_seq``, ``contract_epoch``) are optional. Unknown fields are
+ignored when parsing, so a client keeps working against a newer server.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Row = dict[str, JsonValue]
+RuleTriple = tuple[str, str, str]
+
+
+class WireModel(BaseModel):
+    """Base of every wire object: lenient on input, compact on output."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+    def to_wire(self) -> dict[str, Any]:
+        """The JSON-ready dict sent on the wire: aliases applied, absent optional fields dropped."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+class CacheHint(str, Enum):
+    """Whether and how a client may keep a suggestion."""
+
+    CACHEABLE = "cacheable"
+    """The fix came from server-side reference tables: cache it, keyed on its dependencies."""
+    RECOMPUTE = "recompute"
+    """The fix is derivable from the request alone: nothing server-side to go stale."""
+    NO_STORE = "no-store"
+    """(ext) The fix must not be persisted."""
+
+
+class Action(str, Enum):
+    """The shape of the change a suggestion asks for."""
+
+    ADD_FIELD = "add_field"
+    REWRITE_VALUE = "rewrite_value"
+    CONDITIONAL_REWRITE = "conditional_rewrite"
+
+
+class TableDependency(WireModel):
+    """One entry of a suggestion's dependency vector (L4)."""
+
+    table: str
+    version: str
+    keys: list[str] | None = Field(
+        default=None, description="(ext) The rows of `table` the fix read; absent means the table."
+    )
+
+
+class PatchOperation(WireModel):
+    """One RFC 6902 JSON Patch operation on the request body."""
+
+    op: Literal["add", "remove", "replace", "move", "copy", "test"]
+    path: str
+    value: JsonValue | None = None
+    from_: str | None = Field(default=None, alias="from")
+
+
+class Suggestion(WireModel):
+    """A recovery suggestion: a typed, machine-readable change that makes the request pass."""
+
+    type: str = Field(description="Stable identifier of the fix, e.g. USE_REQUIRED_FUNDING_TYPE.")
+    parameters: dict[str, JsonValue] = Field(description="The request fields to merge, verbatim.")
+    action: Action
+    message: str | None = Field(default=None, description="Human-readable explanation.")
+    cache_hint: CacheHint | None = None
+    table: str | None = Field(default=None, description="Primary table; only when cacheable (L1).")
+    tables: list[TableDependency] | None = Field(default=None, description="Dependency vector (L4).")
+    rules: list[RuleTriple] | None = Field(
+        default=None, description="(ext, L4) The rule triples the policy relied on."
+    )
+    scope: dict[str, JsonValue] | None = Field(
+        default=None, description="(ext) Request fields and values the fix is keyed on, like Vary."
+    )
+    patch: list[PatchOperation] | None = Field(
+        default=None, description="(ext) The same fix as RFC 6902 operations on patchable paths."
+    )
+    max_age_s: int | None = Field(
+        default=None, ge=0, description="(ext) Freshness ceiling: revalidate after this many seconds."
+    )
+
+
+class RecoveryFeedback(WireModel):
+    suggestions: list[Suggestion]
+
+
+class ContractFields(WireModel):
+    """The response-level contract fields carried by every response (also `GET /contract/versions`)."""
+
+    table_versions: dict[str, str] | None = Field(
+        default=None, description="{table: version} (L1); only changed tables under Contract-Since."
+    )
+    rules_version: str | None = Field(default=None, description="Rules fingerprint (L6).")
+    contract_seq: int | None = Field(default=None, ge=0, description="(ext) Registry history position.")
+    contract_epoch: str | None = Field(default=None, description="(ext) Opaque id of the history.")
+
+
+class SuccessResponse(ContractFields):
+    """A request that passed every policy."""
+
+    success: Literal[True] = True
+    result: dict[str, JsonValue] | None = None
+
+
+class Problem(ContractFields):
+    """An RFC 9457 problem document, extended with the contract fields and recovery feedback."""
+
+    type: str = "about:blank"
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str | None = None
+    instance: str | None = None
+    success: Literal[False] = False
+    recovery_feedback: RecoveryFeedback | None = None
+    errors: list[dict[str, JsonValue]] | None = Field(
+        default=None, description="Input validation errors, one per offending location."
+    )
+
+
+class TableDiff(WireModel):
+    """The keys a reload added, removed and changed (each list sorted)."""
+
+    added: list[str] = Field(default_factory=list)
+    removed: list[str] = Field(default_factory=list)
+    changed: list[str] = Field(default_factory=list)
+
+    @property
+    def keys(self) -> list[str]:
+        """Every key the reload touched, sorted."""
+        return sorted({*self.added, *self.removed, *self.changed})
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.removed or self.changed)
+
+
+class ReloadRequest(WireModel):
+    """`POST /admin/reload-table`: replace a table's rows wholesale."""
+
+    table: str
+    rows: dict[str, Row]
+    version: str | None = Field(default=None, description="Operator-chosen version; else bumped.")
+
+
+class PatchTableRequest(WireModel):
+    """`POST /admin/patch-table` (ext): upsert and delete rows; cost scales with the change."""
+
+    table: str
+    upsert: dict[str, Row] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+    version: str | None = None
+
+
+class ReloadResult(WireModel):
+    table: str
+    old_version: str
+    new_version: str
+    diff: TableDiff
+    affected_downstream: list[str] = Field(
+        description="Graph nodes reachable from the changed rows in the graph as it was before."
+    )
+    touch: bool = Field(default=False, description="Version moved but no row changed.")
+    contract_seq: int
+    contract_epoch: str
+
+
+class RuleDeclaration(WireModel):
+    """A derivation rule: each row of `from_table` relates to a row of `to_table`."""
+
+    from_table: str
+    to_table: str
+    relation: str
+    via: str | None = Field(
+        default=None,
+        description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",
+    )
+
+    @property
+    def triple(self) -> RuleTriple:
+        return (self.from_table, self.to_table, self.relation)
+
+
+class RulesRequest(WireModel):
+    """`POST /admin/rules`: replace the rule declarations."""
+
+    rules: list[RuleDeclaration]
+
+
+class RulesResult(WireModel):
+    old_rules_version: str
+    new_rules_version: str
+    added: list[RuleTriple]
+    removed: list[RuleTriple]
+    contract_seq: int
+    contract_epoch: str
+
+
+class RulesListing(WireModel):
+    """`GET /contract/rules`."""
+
+    rules_version: str
+    rules: list[RuleDeclaration]
+
+
+class RowChange(WireModel):
+    seq: int
+    table: str
+    key: str
+    op: Literal["added", "removed", "changed"]
+    old_version: str
+    new_version: str
+
+
+class TableTransition(WireModel):
+    seq: int
+    table: str
+    old_version: str
+    new_version: str
+    touch: bool = False
+    affected_downstream: list[str] = Field(default_factory=list)
+
+
+class RuleChange(WireModel):
+    seq: int
+    old_rules_version: str
+    new_rules_version: str
+    added: list[RuleTriple]
+    removed: list[RuleTriple]
+
+
+class ChangesFeed(WireModel):
+    """`GET /contract/changes?since=SEQ`: every change after `since`, in seq order."""
+
+    contract_epoch: str
+    since: int
+    last_seq: int
+    rows: list[RowChange] = Field(default_factory=list)
+    tables: list[TableTransition] = Field(default_factory=list)
+    rules: list[RuleChange] = Field(default_factory=list)
+
+
+class GraphNode(WireModel):
+    table: str
+    key: str
+    version: str
+
+
+class GraphEdge(WireModel):
+    from_: str = Field(alias="from")
+    to: str
+    relation: str
+
+
+class GraphListing(WireModel):
+    """`GET /contract/graph` (L5): nodes are `table:key`, edges one per rule instance."""
+
+    nodes: dict[str, GraphNode]
+    edges: list[GraphEdge]
+    rules_version: str | None = None
+    contract_seq: int | None = None
+
+
+#: Every wire object, by the name its JSON Schema is published under.
+WIRE_MODELS: dict[str, type[WireModel]] = {
+    model.__name__: model
+    for model in (
+        Suggestion,
+        TableDependency,
+        PatchOperation,
+        RecoveryFeedback,
+        ContractFields,
+        SuccessResponse,
+        Problem,
+        TableDiff,
+        ReloadRequest,
+        PatchTableRequest,
+        ReloadResult,
+        RuleDeclaration,
+        RulesRequest,
+        RulesResult,
+        RulesListing,
+        RowChange,
+        TableTransition,
+        RuleChange,
+        ChangesFeed,
+        GraphNode,
+        GraphEdge,
+        GraphListing,
+    )
+}
