@@ -1,0 +1,47 @@
+"""The provider side: versioned reference tables, rules, graph, policies and the feedback generator.
+
+The core here is sans-IO; ``app`` (FastAPI) and ``storage`` (SQLite) are adapters at the edge.
+"""
+
+from .datafiles import DataFileError, SnapshotFile, read_snapshot
+from .domain import Domain, Route, TableSpec
+from .graph import KnowledgeGraph, node_id, split_node
+from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
+from .provider import Outcome, Provider
+from .registry import Commit, Registry
+from .rules import Rule, RuleSet
+from .state import RegistryState
+from .tables import Snapshot, diff, freeze, thaw
+from .tracking import ReadTracker, TrackedTable, TrackedTables
+
+__all__ = [
+    "Commit",
+    "DataFileError",
+    "Domain",
+    "Finding",
+    "FunctionPolicy",
+    "KnowledgeGraph",
+    "Outcome",
+    "Policy",
+    "Provider",
+    "ReadTracker",
+    "Registry",
+    "RegistryState",
+    "Route",
+    "Rule",
+    "RuleSet",
+    "Snapshot",
+    "SnapshotFile",
+    "TableSpec",
+    "TrackedTable",
+    "TrackedTables",
+    "Violation",
+    "diff",
+    "evaluate",
+    "freeze",
+    "node_id",
+    "policy",
+    "read_snapshot",
+    "split_node",
+    "thaw",
+]

@@ -1,0 +1,82 @@
+"""The bounded change log behind ``GET /contract/changes``."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..protocol.models import ChangesFeed, RowChange, RuleChange, TableTransition
+from ..protocol.problems import ProblemType, ProtocolError
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """Everything one registry change did, under one ``seq``."""
+
+    seq: int
+    transition: TableTransition | None = None
+    rows: tuple[RowChange, ...] = ()
+    rule_change: RuleChange | None = None
+
+
+class ChangeLog:
+    """The most recent ``capacity`` records. Older positions answer resync-required."""
+
+    def __init__(self, capacity: int = 10_000, records: Iterable[LogRecord] = (), floor: int = 0) -> None:
+        if capacity < 1:
+            raise ValueError("change log capacity must be at least 1")
+        self.capacity = capacity
+        self._records: deque[LogRecord] = deque(maxlen=capacity)
+        self._floor = floor
+        for record in records:
+            self.append(record)
+
+    @property
+    def floor(self) -> int:
+        """The oldest ``since`` the log can still answer."""
+        return self._records[0].seq - 1 if self._records else self._floor
+
+    def append(self, record: LogRecord) -> None:
+        if self._records and record.seq <= self._records[-1].seq:
+            raise ValueError("change log records must have increasing seq")
+        if len(self._records) == self.capacity:
+            self._floor = self._records[0].seq
+        self._records.append(record)
+
+    def records(self) -> tuple[LogRecord, ...]:
+        return tuple(self._records)
+
+    def since(
+        self, since: int, last_seq: int, epoch: str, *, tables: Iterable[str] | None = None,
+        client_epoch: str | None = None,
+    ) -> ChangesFeed:
+        """Every change after ``since`` (optionally only for ``tables``), or resync-required."""
+        if client_epoch is not None and client_epoch != epoch:
+            raise ProtocolError(
+                ProblemType.RESYNC_REQUIRED, f"epoch {client_epoch!r} is not this registry's history"
+            )
+        if since < 0 or since > last_seq:
+            raise ProtocolError(
+                ProblemType.RESYNC_REQUIRED, f"position {since} is not in this history (last is {last_seq})"
+            )
+        if since < self.floor:
+            raise ProtocolError(
+                ProblemType.RESYNC_REQUIRED,
+                f"position {since} is older than the retained log (oldest answerable is {self.floor})",
+            )
+        wanted = None if tables is None else set(tables)
+        rows: list[RowChange] = []
+        transitions: list[TableTransition] = []
+        rule_changes: list[RuleChange] = []
+        for record in self._records:
+            if record.seq <= since:
+                continue
+            if record.transition is not None and (wanted is None or record.transition.table in wanted):
+                transitions.append(record.transition)
+                rows.extend(record.rows)
+            if record.rule_change is not None:
+                rule_changes.append(record.rule_change)
+        return ChangesFeed(
+            contract_epoch=epoch, since=since, last_seq=last_seq, rows=rows, tables=transitions, rules=rule_changes
+        )

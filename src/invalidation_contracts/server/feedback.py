@@ -1,0 +1,118 @@
+"""The feedback generator: renders findings and registry state as the wire contract at a level."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
+
+from ..protocol.levels import Level
+from ..protocol.models import (
+    Action,
+    CacheHint,
+    ContractFields,
+    PatchOperation,
+    Problem,
+    RecoveryFeedback,
+    SuccessResponse,
+    Suggestion,
+    TableDependency,
+)
+from ..protocol.problems import ProblemType, problem
+from .policies import Finding
+from .state import RegistryState
+
+
+def pointer(field: str) -> str:
+    """The RFC 6901 JSON Pointer of a top-level request field."""
+    return "/" + field.replace("~", "~0").replace("/", "~1")
+
+
+def patch_for(finding: Finding) -> list[PatchOperation]:
+    """The violation's fix as RFC 6902 operations: ``test`` preconditions, then add or replace."""
+    v = finding.violation
+    ops = [PatchOperation(op="test", path=pointer(f), value=val) for f, val in v.precondition.items()]
+    verb = "add" if v.action is Action.ADD_FIELD else "replace"
+    ops += [PatchOperation(op=verb, path=pointer(f), value=val) for f, val in v.parameters.items()]
+    return ops
+
+
+def contract_fields(state: RegistryState, level: Level, since: int | None = None) -> ContractFields:
+    """The response-level fields of ``state`` at ``level``; ``since`` gives the conditional form."""
+    if not level.structured:
+        return ContractFields()
+    return ContractFields(
+        table_versions=state.versions(since),
+        rules_version=state.rules.version if level.rules_fingerprint else None,
+        contract_seq=state.seq,
+        contract_epoch=state.epoch,
+    )
+
+
+def suggestion(
+    finding: Finding, state: RegistryState, level: Level, patchable: Collection[str] | None = None
+) -> Suggestion:
+    """One finding as a suggestion carrying exactly the fields ``level`` adds."""
+    v = finding.violation
+    if v.no_store:
+        hint = CacheHint.NO_STORE
+    elif finding.cacheable:
+        hint = CacheHint.CACHEABLE
+    else:
+        hint = CacheHint.RECOMPUTE
+    fields: dict[str, Any] = {
+        "type": v.type,
+        "message": v.message,
+        "parameters": dict(v.parameters),
+        "action": v.action,
+        "cache_hint": hint,
+        "scope": dict(v.scope) or None,
+        "max_age_s": v.max_age_s,
+    }
+    if hint is CacheHint.CACHEABLE:
+        fields["table"] = finding.primary_table
+    touched = {*v.parameters, *v.precondition}
+    if patchable is None or touched <= set(patchable):
+        fields["patch"] = patch_for(finding)
+    if level.dependency_vectors and finding.reads:
+        fields["tables"] = [
+            TableDependency(
+                table=table,
+                version=state.tables[table].version,
+                keys=None if finding.reads[table] is None else sorted(finding.reads[table]),
+            )
+            for table in finding.tables_in_read_order
+        ]
+        fields["rules"] = list(finding.rules) or None
+    return Suggestion(**fields)
+
+
+def failure(
+    findings: Sequence[Finding],
+    state: RegistryState,
+    level: Level,
+    *,
+    since: int | None = None,
+    patchable: Collection[str] | None = None,
+    instance: str | None = None,
+) -> Problem:
+    """The 422 policy-violation problem document for ``findings`` (prose only at L0)."""
+    detail = "; ".join(f.violation.message for f in findings)
+    if not level.structured:
+        return problem(ProblemType.POLICY_VIOLATION, detail, instance=instance)
+    feedback = RecoveryFeedback(
+        suggestions=[suggestion(f, state, level, patchable) for f in findings]
+    )
+    return problem(
+        ProblemType.POLICY_VIOLATION,
+        detail,
+        contract=contract_fields(state, level, since),
+        recovery_feedback=feedback,
+        instance=instance,
+    )
+
+
+def success(
+    state: RegistryState, level: Level, result: Mapping[str, Any] | None = None, *, since: int | None = None
+) -> SuccessResponse:
+    fields = contract_fields(state, level, since).model_dump(exclude_none=True)
+    return SuccessResponse(result=dict(result) if result is not None else None, **fields)

@@ -1,0 +1,80 @@
+"""The provider core: validate a request, run its policies on one snapshot, render the contract.
+
+Sans-IO: takes a payload, returns a status and a wire object. The FastAPI app is a thin adapter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..protocol.levels import Level
+from ..protocol.models import Problem, SuccessResponse
+from ..protocol.problems import ProblemType, problem
+from . import feedback
+from .domain import Domain, Route
+from .policies import Finding, evaluate
+from .registry import Registry
+from .state import RegistryState
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """A route's answer: the HTTP status, the body, and the findings and state it came from."""
+
+    status: int
+    body: Problem | SuccessResponse
+    findings: tuple[Finding, ...]
+    state: RegistryState
+
+
+def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    """Pydantic errors as JSON-ready ``{loc, msg, type}`` items (no echoed input)."""
+    return [
+        {"loc": [str(p) for p in err["loc"]], "msg": err["msg"], "type": err["type"]}
+        for err in exc.errors(include_url=False, include_input=False)
+    ]
+
+
+class Provider:
+    """A domain's routes over a registry at a contract level."""
+
+    def __init__(self, domain: Domain, registry: Registry | None = None, level: Level | int = Level.RULES_FINGERPRINT):
+        self.domain = domain
+        self.registry = registry if registry is not None else domain.registry()
+        self.level = Level.parse(level)
+
+    def findings(self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None) -> list[Finding]:
+        """The violations of a valid payload against ``state`` (default: the current one)."""
+        state = state if state is not None else self.registry.state
+        request = route.request_model.model_validate(payload).model_dump(mode="json")
+        return evaluate(route.policies, request, state.tables, state.rules)
+
+    def handle(
+        self, route: Route, payload: Any, *, since: int | None = None, instance: str | None = None
+    ) -> Outcome:
+        """Answer one request; every stamp and suggestion comes from the same snapshot."""
+        state = self.registry.state
+        try:
+            model = route.request_model.model_validate(payload)
+        except ValidationError as exc:
+            body = problem(
+                ProblemType.INVALID_REQUEST,
+                f"the body does not match the {route.request_model.__name__} schema",
+                contract=feedback.contract_fields(state, self.level, since),
+                errors=validation_errors(exc),
+                instance=instance,
+            )
+            return Outcome(body.status, body, (), state)
+        request = model.model_dump(mode="json")
+        found = tuple(evaluate(route.policies, request, state.tables, state.rules))
+        if found:
+            body = feedback.failure(
+                found, state, self.level, since=since, patchable=route.patchable_fields, instance=instance
+            )
+            return Outcome(body.status, body, found, state)
+        result = route.on_success(model, state) if route.on_success is not None else None
+        return Outcome(200, feedback.success(state, self.level, result, since=since), (), state)

@@ -1,0 +1,116 @@
+"""Immutable reference-table snapshots and the exact diff between two of them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from ..protocol.canonical import row_etag
+from ..protocol.models import TableDiff
+from ..protocol.problems import ProblemType, ProtocolError
+
+FrozenRow = Mapping[str, Any]
+
+
+def freeze(value: Any, where: str = "row") -> Any:
+    """Deep-freeze a JSON value (dicts become read-only mappings, lists tuples); reject non-JSON."""
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: object keys must be strings")
+            out[k] = freeze(v, f"{where}.{k}")
+        return MappingProxyType(out)
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if value is None or isinstance(value, (str, bool, int, float)):
+        if isinstance(value, float) and value != value:
+            raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: NaN is not JSON")
+        return value
+    raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def thaw(value: Any) -> Any:
+    """The plain-JSON (dict/list) copy of a frozen value."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def _frozen_row(table: str, key: Any, row: Any) -> FrozenRow:
+    if not isinstance(key, str) or not key:
+        raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {table!r}: row keys must be non-empty strings")
+    if not isinstance(row, Mapping):
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST, f"table {table!r}: row {key!r} must be an object, not {type(row).__name__}"
+        )
+    return freeze(row, f"{table}[{key!r}]")
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One version of a reference table: keyed rows, each with a content etag. Never mutated."""
+
+    name: str
+    version: str
+    rows: Mapping[str, FrozenRow]
+    etags: Mapping[str, str] = field(repr=False)
+
+    @classmethod
+    def build(cls, name: str, version: str, rows: Mapping[str, Any]) -> "Snapshot":
+        """Validate and freeze ``rows`` (key → JSON object) into a snapshot."""
+        if not isinstance(rows, Mapping):
+            raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {name!r}: rows must be an object of key → row")
+        frozen = {key: _frozen_row(name, key, row) for key, row in rows.items()}
+        etags = {key: row_etag(row) for key, row in frozen.items()}
+        return cls(name, version, MappingProxyType(frozen), MappingProxyType(etags))
+
+    def with_changes(
+        self, version: str, upsert: Mapping[str, Any] = MappingProxyType({}), delete: Iterable[str] = ()
+    ) -> "Snapshot":
+        """A new snapshot with ``upsert`` rows set and ``delete`` keys removed (missing keys are an error)."""
+        rows = dict(self.rows)
+        etags = dict(self.etags)
+        for key in delete:
+            if key not in rows:
+                raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {self.name!r}: no row {key!r} to delete")
+            del rows[key], etags[key]
+        for key, row in upsert.items():
+            rows[key] = _frozen_row(self.name, key, row)
+            etags[key] = row_etag(rows[key])
+        return Snapshot(self.name, version, MappingProxyType(rows), MappingProxyType(etags))
+
+    def restamped(self, version: str) -> "Snapshot":
+        """The same rows under another version (a touch)."""
+        return Snapshot(self.name, version, self.rows, self.etags)
+
+    def same_content(self, other: "Snapshot") -> bool:
+        return self.etags == other.etags
+
+    def plain_rows(self) -> dict[str, dict[str, Any]]:
+        return {key: thaw(row) for key, row in self.rows.items()}
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def diff(old: Snapshot, new: Snapshot, keys: Iterable[str] | None = None) -> TableDiff:
+    """The keys ``new`` added, removed and changed against ``old``.
+
+    With ``keys`` only those candidates are compared, so a patch costs in proportion to its size.
+    """
+    candidates = set(old.etags) | set(new.etags) if keys is None else set(keys)
+    added, removed, changed = [], [], []
+    for key in candidates:
+        before, after = old.etags.get(key), new.etags.get(key)
+        if before is None and after is not None:
+            added.append(key)
+        elif before is not None and after is None:
+            removed.append(key)
+        elif before != after:
+            changed.append(key)
+    return TableDiff(added=sorted(added), removed=sorted(removed), changed=sorted(changed))

@@ -1,0 +1,139 @@
+"""Read-tracking views: every row a policy reads becomes part of its fix's dependency vector.
+
+Policies never hand-write their dependencies; they read tables (and rules) through these views,
+and whatever they touched is what the suggestion depends on. A fix that read nothing is ``recompute``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ..protocol.models import RuleTriple, TableDependency
+from .rules import Rule, RuleSet
+from .tables import Snapshot
+
+WHOLE_TABLE = None
+
+
+class ReadTracker:
+    """The ordered record of what one policy evaluation read."""
+
+    __slots__ = ("_reads", "_rules")
+
+    def __init__(self) -> None:
+        self._reads: dict[str, set[str] | None] = {}
+        self._rules: dict[RuleTriple, None] = {}
+
+    def read_key(self, table: str, key: str) -> None:
+        keys = self._reads.setdefault(table, set())
+        if keys is not None:
+            keys.add(key)
+
+    def read_table(self, table: str) -> None:
+        self._reads[table] = WHOLE_TABLE
+
+    def read_rule(self, triple: RuleTriple) -> None:
+        self._rules[triple] = None
+
+    @property
+    def tables(self) -> list[str]:
+        """Tables read, in first-read order."""
+        return list(self._reads)
+
+    @property
+    def rules(self) -> list[RuleTriple]:
+        return list(self._rules)
+
+    def reads(self) -> dict[str, frozenset[str] | None]:
+        """table → keys read (None: the whole table was scanned)."""
+        return {t: (None if k is None else frozenset(k)) for t, k in self._reads.items()}
+
+    def dependencies(self, versions: Mapping[str, str]) -> list[TableDependency]:
+        """The dependency vector, stamped with ``versions``; tables in first-read order."""
+        return [
+            TableDependency(table=t, version=versions[t], keys=None if k is None else sorted(k))
+            for t, k in self._reads.items()
+        ]
+
+
+class TrackedTable(Mapping[str, Mapping[str, Any]]):
+    """A read-only, read-recording view of one snapshot. Scanning it depends on the whole table."""
+
+    __slots__ = ("_snapshot", "_tracker")
+
+    def __init__(self, snapshot: Snapshot, tracker: ReadTracker) -> None:
+        self._snapshot = snapshot
+        self._tracker = tracker
+
+    @property
+    def name(self) -> str:
+        return self._snapshot.name
+
+    def __getitem__(self, key: str) -> Mapping[str, Any]:
+        self._tracker.read_key(self._snapshot.name, key)
+        return self._snapshot.rows[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._tracker.read_key(self._snapshot.name, key)
+        return self._snapshot.rows.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            self._tracker.read_key(self._snapshot.name, key)
+        return key in self._snapshot.rows
+
+    def __iter__(self) -> Iterator[str]:
+        self._tracker.read_table(self._snapshot.name)
+        return iter(self._snapshot.rows)
+
+    def __len__(self) -> int:
+        self._tracker.read_table(self._snapshot.name)
+        return len(self._snapshot.rows)
+
+
+class TrackedRules:
+    """Read-recording access to the rule declarations in force."""
+
+    __slots__ = ("_rules", "_tracker")
+
+    def __init__(self, rules: RuleSet, tracker: ReadTracker) -> None:
+        self._rules = rules
+        self._tracker = tracker
+
+    def find(self, from_table: str, to_table: str, relation: str | None = None) -> tuple[Rule, ...]:
+        """The rules from ``from_table`` to ``to_table``; the ones found become dependencies."""
+        found = self._rules.find(from_table, to_table, relation)
+        for rule in found:
+            self._tracker.read_rule(rule.triple)
+        return found
+
+    def declares(self, from_table: str, to_table: str, relation: str) -> bool:
+        return bool(self.find(from_table, to_table, relation))
+
+    def from_table(self, table: str) -> tuple[Rule, ...]:
+        found = self._rules.by_from_table.get(table, ())
+        for rule in found:
+            self._tracker.read_rule(rule.triple)
+        return found
+
+
+class TrackedTables:
+    """What a policy gets: ``tables["name"]`` and ``tables.rules``, all reads recorded."""
+
+    __slots__ = ("_snapshots", "_tracker", "rules")
+
+    def __init__(self, snapshots: Mapping[str, Snapshot], rules: RuleSet, tracker: ReadTracker) -> None:
+        self._snapshots = snapshots
+        self._tracker = tracker
+        self.rules = TrackedRules(rules, tracker)
+
+    def __getitem__(self, name: str) -> TrackedTable:
+        return TrackedTable(self._snapshots[name], self._tracker)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._snapshots
+
+    @property
+    def tracker(self) -> ReadTracker:
+        return self._tracker
