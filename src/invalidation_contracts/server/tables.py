@@ -12,6 +12,8 @@ from ..protocol.models import TableDiff
 from ..protocol.problems import ProblemType, ProtocolError
 
 FrozenRow = Mapping[str, Any]
+MAX_SAFE_INTEGER = 2**53 - 1
+"""Largest integer RFC 8785 (and every JSON parser built on doubles) represents exactly."""
 
 
 def freeze(value: Any, where: str = "row") -> Any:
@@ -25,9 +27,15 @@ def freeze(value: Any, where: str = "row") -> Any:
         return MappingProxyType(out)
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
-    if value is None or isinstance(value, (str, bool, int, float)):
-        if isinstance(value, float) and value != value:
-            raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: NaN is not JSON")
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, (int, float)):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: {value} is not a JSON number")
+        if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"{where}: integer {value} is outside the interoperable range ±2^53"
+            )
         return value
     raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: {type(value).__name__} is not a JSON value")
 

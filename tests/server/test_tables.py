@@ -1,0 +1,65 @@
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from invalidation_contracts.protocol.problems import ProtocolError
+from invalidation_contracts.server import Snapshot, diff, thaw
+
+values = st.one_of(st.integers(-1000, 1000), st.text(max_size=4), st.booleans())
+row = st.dictionaries(st.sampled_from(["a", "b", "c"]), values, max_size=3)
+table = st.dictionaries(st.sampled_from([f"k{i}" for i in range(8)]), row, max_size=8)
+
+
+def test_snapshot_rows_cannot_be_mutated():
+    snap = Snapshot.build("t", "1.0.0", {"k": {"v": [1, 2]}})
+    with pytest.raises(TypeError):
+        snap.rows["k"]["v"] = 3  # type: ignore[index]
+    assert thaw(snap.rows["k"]) == {"v": [1, 2]}
+
+
+def test_snapshot_is_independent_of_the_input_dict():
+    rows = {"k": {"v": 1}}
+    snap = Snapshot.build("t", "1.0.0", rows)
+    rows["k"]["v"] = 2
+    assert snap.rows["k"]["v"] == 1
+
+
+@pytest.mark.parametrize(
+    "rows, message",
+    [
+        ({"k": 5}, "must be an object"),
+        ({"": {}}, "non-empty strings"),
+        ({"k": {"v": float("nan")}}, "not a JSON number"),
+        ({"k": {"v": 2**60}}, "interoperable range"),
+        ({"k": {"v": object()}}, "not a JSON value"),
+    ],
+)
+def test_bad_rows_are_refused_with_a_clear_message(rows, message):
+    with pytest.raises(ProtocolError, match=message):
+        Snapshot.build("t", "1.0.0", rows)
+
+
+def test_with_changes_refuses_to_delete_a_missing_row():
+    snap = Snapshot.build("t", "1.0.0", {"k": {}})
+    with pytest.raises(ProtocolError, match="no row 'nope'"):
+        snap.with_changes("1.1.0", delete=["nope"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(table, table)
+def test_diff_is_exact(old_rows, new_rows):
+    d = diff(Snapshot.build("t", "1", old_rows), Snapshot.build("t", "2", new_rows))
+    assert d.added == sorted(set(new_rows) - set(old_rows))
+    assert d.removed == sorted(set(old_rows) - set(new_rows))
+    assert d.changed == sorted(k for k in set(old_rows) & set(new_rows) if old_rows[k] != new_rows[k])
+
+
+@settings(max_examples=200, deadline=None)
+@given(table, table)
+def test_diff_restricted_to_the_patched_keys_equals_the_full_diff(old_rows, new_rows):
+    old = Snapshot.build("t", "1", old_rows)
+    upsert = {k: v for k, v in new_rows.items() if old_rows.get(k) != v}
+    delete = [k for k in old_rows if k not in new_rows]
+    new = old.with_changes("2", upsert, delete)
+    assert diff(old, new, [*upsert, *delete]) == diff(old, new)
+    assert thaw(new.rows) == new_rows
