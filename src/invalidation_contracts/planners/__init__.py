@@ -1,5 +1,36 @@
-"""Planners: turn a task, the memory block and earlier feedback into a request."""
+"""Planners: turn a task, the memory block and earlier feedback into a request.
+
+Build one from its command-line spec with :func:`create_planner` (``simulated:exact``,
+``anthropic:claude-haiku-4-5``, ``openai:gpt-5-mini``, ``openai-compatible:MODEL@URL``). The vendor
+adapters are imported only when such a spec is used.
+"""
 
 from .base import Attempt, Plan, Planner, PlanningContext, Usage
+from .errors import PlannerCallError, PlannerConfigError, PlannerError, PlannerResponseError
+from .preflight import PreflightReport, preflight
+from .registry import PlannerSpec, create_planner, parse_planner_spec
+from .rendering import RenderedPrompt, estimate_tokens, render_prompt
+from .simulated import PRESETS, SimulatedPlanner, SimulatedProfile
 
-__all__ = ["Attempt", "Plan", "Planner", "PlanningContext", "Usage"]
+__all__ = [
+    "PRESETS",
+    "Attempt",
+    "Plan",
+    "Planner",
+    "PlannerCallError",
+    "PlannerConfigError",
+    "PlannerError",
+    "PlannerResponseError",
+    "PlannerSpec",
+    "PlanningContext",
+    "PreflightReport",
+    "RenderedPrompt",
+    "SimulatedPlanner",
+    "SimulatedProfile",
+    "Usage",
+    "create_planner",
+    "estimate_tokens",
+    "parse_planner_spec",
+    "preflight",
+    "render_prompt",
+]

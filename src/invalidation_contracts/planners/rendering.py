@@ -1,0 +1,63 @@
+"""What a real model is shown for one attempt, rendered once for every planner.
+
+Both vendor adapters send exactly this text, and the simulated profiles estimate their token usage
+from it, so a simulated and a real run of the same context are billed on the same prompt.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .base import PlanningContext
+
+#: The closing instruction of every prompt; the schema follows it.
+ANSWER_INSTRUCTION = (
+    "Answer with the request body only: one JSON object that matches the JSON Schema below. "
+    "Do not add prose or explanations."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedPrompt:
+    """The system text and the user text of one planning call."""
+
+    system: str
+    user: str
+
+
+def render_prompt(context: PlanningContext) -> RenderedPrompt:
+    """Render ``context`` as the (system, user) text a model receives.
+
+    The user text holds the task, the memory block verbatim, each earlier attempt as its request
+    JSON and response JSON, and the instruction to answer with a body matching ``request_schema``.
+    """
+    sections = [f"Task:\n{context.task.strip()}"]
+    if context.memory_block.strip():
+        sections.append(context.memory_block.strip())
+    for number, attempt in enumerate(context.attempts, start=1):
+        sections.append(
+            f"Attempt {number} request:\n{_json(attempt.request)}\n"
+            f"Attempt {number} response (HTTP {attempt.status}):\n{_json(attempt.response)}"
+        )
+    sections.append(f"{ANSWER_INSTRUCTION}\n{_json(context.request_schema)}")
+    return RenderedPrompt(system=context.system_prompt.strip(), user="\n\n".join(sections))
+
+
+def render_output(request: dict[str, Any]) -> str:
+    """The text of an answer that is exactly ``request``: what a simulated planner 'writes'."""
+    return _json(request)
+
+
+def estimate_tokens(text: str) -> int:
+    """A deterministic token estimate: one token per four characters, rounded up.
+
+    Only for planners no vendor bills; the figure is always reported with ``estimated=True``.
+    """
+    return math.ceil(len(text) / 4)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False)
