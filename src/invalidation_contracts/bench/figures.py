@@ -1,0 +1,318 @@
+"""PNG figures in the shape of the paper's Figures 3–6, drawn from the artifacts' cell metrics.
+
+``plan_figures`` says which figures the data supports (the report links them without drawing);
+``write_figures`` draws them with matplotlib's Agg canvas (no display, no pyplot global state).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .artifacts import read_runs
+from .metrics import SIMULATED_MARK, CellMetrics, aggregate, arm_rank, rotation_count, series_label
+
+#: matplotlib's tab10, so colors do not depend on the user's rc settings.
+COLORS = (
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
+)  # fmt: skip
+LINESTYLES = ("-", "--", ":", "-.")
+DASH = "–"
+
+
+@dataclass(frozen=True, slots=True)
+class FigureSpec:
+    """One figure the data supports: its file name, title and caption."""
+
+    filename: str
+    title: str
+    caption: str
+    draw: Callable[[Any], None]
+
+
+Series = tuple[str, str, str]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text)
+
+
+def _series(cells: Sequence[CellMetrics]) -> list[Series]:
+    return sorted({(c.planner, c.detection, c.apply_mode) for c in cells})
+
+
+def _label(series: Series, cells: Sequence[CellMetrics]) -> str:
+    simulated = any(c.simulated for c in cells if (c.planner, c.detection, c.apply_mode) == series)
+    return series_label(series[0], simulated, series[1], series[2])
+
+
+def _suffix(cells: Sequence[CellMetrics]) -> str:
+    if all(c.simulated for c in cells):
+        return " (simulated planners)"
+    if any(c.simulated for c in cells):
+        return f" ({SIMULATED_MARK} simulated planners)"
+    return ""
+
+
+def _index(cells: Sequence[CellMetrics]) -> dict[tuple[Series, str, str], CellMetrics]:
+    return {((c.planner, c.detection, c.apply_mode), c.scenario, c.arm): c for c in cells}
+
+
+def _percent(cell: CellMetrics | None, name: str) -> tuple[float, float]:
+    stat = None if cell is None else cell[name]
+    if stat is None or stat.mean is None:
+        return float("nan"), 0.0
+    return 100 * stat.mean, 100 * (stat.std or 0.0)
+
+
+def _defined(xs: Iterable[float], ys: Iterable[float]) -> tuple[list[float], list[float]]:
+    """The points with a value, so a line joins the arms or streams a series has data for."""
+    pairs = [(x, y) for x, y in zip(xs, ys, strict=True) if not math.isnan(y)]
+    return [x for x, _ in pairs], [y for _, y in pairs]
+
+
+def _bars(
+    cells: Sequence[CellMetrics],
+    scenario: str,
+    arms: Sequence[str],
+    metric: str,
+    ylabel: str,
+    title: str,
+) -> Callable[[Any], None]:
+    """Grouped bars: one group per arm, one bar per planner, seed std as error bars."""
+
+    def draw(fig: Any) -> None:
+        index = _index(cells)
+        series = _series(cells)
+        codes = {c.arm: c.arm_code for c in cells}
+        ax = fig.add_subplot()
+        width = 0.8 / max(len(series), 1)
+        for i, s in enumerate(series):
+            values = [_percent(index.get((s, scenario, a)), metric) for a in arms]
+            xs = [j - 0.4 + width * (i + 0.5) for j in range(len(arms))]
+            ax.bar(
+                xs,
+                [v for v, _ in values],
+                width,
+                yerr=[e for _, e in values],
+                capsize=2,
+                error_kw={"ecolor": "#444444", "elinewidth": 0.8},
+                color=COLORS[i % len(COLORS)],
+                label=_label(s, cells),
+            )
+            for x, (v, _) in zip(xs, values, strict=True):
+                if math.isnan(v) or v == 0:
+                    ax.text(
+                        x, 1, DASH if math.isnan(v) else "0", ha="center", va="bottom", fontsize=7
+                    )
+        ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
+        _finish(fig, ax, ylabel, title, legend_title="planner")
+
+    return draw
+
+
+def _finish(
+    fig: Any, ax: Any, ylabel: str, title: str, legend_title: str | None = None, handles: Any = None
+) -> None:
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(
+        handles=handles,
+        fontsize=8,
+        title=legend_title,
+        title_fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+    )
+    fig.tight_layout()
+
+
+def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callable[[Any], None]:
+    """Compliance against the number of rotations: A2D solid, A1 dashed, one color per planner."""
+
+    def draw(fig: Any) -> None:
+        from matplotlib.lines import Line2D
+
+        ax = fig.add_subplot()
+        index = _index(cells)
+        points: dict[str, int] = {}
+        for c in cells:
+            parsed = rotation_count(c.scenario)
+            if parsed and parsed[0] == stream:
+                points[c.scenario] = parsed[1]
+        order = sorted(points, key=points.get)  # type: ignore[arg-type]
+        codes = {c.arm: c.arm_code for c in cells}
+        series = _series(cells)
+        for i, s in enumerate(series):
+            for arm, style in (("row", "-"), ("naive", "--")):
+                values = [_percent(index.get((s, sc, arm)), "compliance")[0] for sc in order]
+                ax.plot(
+                    *_defined([points[sc] for sc in order], values),
+                    style,
+                    marker="o",
+                    color=COLORS[i % len(COLORS)],
+                )
+        ax.set_xticks(sorted(set(points.values())))
+        ax.set_xlabel("table rotations in the stream")
+        handles = [
+            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            for i, s in enumerate(series)
+        ]
+        handles += [
+            Line2D([], [], color="black", linestyle="-", label=codes.get("row", "A2D")),
+            Line2D([], [], color="black", linestyle="--", label=codes.get("naive", "A1")),
+        ]
+        _finish(fig, ax, "Compliance (%)", title, handles=handles)
+
+    return draw
+
+
+def _targeted(
+    cells: Sequence[CellMetrics], scenarios: Sequence[str], title: str
+) -> Callable[[Any], None]:
+    """First-try on each stream's drift-targeted class by arm: one color per planner, one style per stream."""
+
+    def draw(fig: Any) -> None:
+        from matplotlib.lines import Line2D
+
+        ax = fig.add_subplot()
+        index = _index(cells)
+        arms = sorted({c.arm for c in cells}, key=arm_rank)
+        codes = {c.arm: c.arm_code for c in cells}
+        series = _series(cells)
+        for i, s in enumerate(series):
+            for j, scenario in enumerate(scenarios):
+                values = [
+                    _percent(index.get((s, scenario, a)), "targeted_first_try")[0] for a in arms
+                ]
+                ax.plot(
+                    *_defined(range(len(arms)), values),
+                    LINESTYLES[j % len(LINESTYLES)],
+                    marker="o",
+                    color=COLORS[i % len(COLORS)],
+                )
+        ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
+        handles = [
+            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            for i, s in enumerate(series)
+        ]
+        targeted = {c.scenario: c.targeted_class for c in cells}
+        handles += [
+            Line2D(
+                [],
+                [],
+                color="black",
+                linestyle=LINESTYLES[j % len(LINESTYLES)],
+                label=f"{sc} ({targeted[sc]})",
+            )
+            for j, sc in enumerate(scenarios)
+        ]
+        _finish(fig, ax, "First-try on the targeted class (%)", title, handles=handles)
+
+    return draw
+
+
+def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
+    """The figures the cells support, in paper order; a figure without data is left out."""
+    by_scenario: dict[str, list[CellMetrics]] = defaultdict(list)
+    for c in cells:
+        by_scenario[c.scenario].append(c)
+    table_streams = {
+        s: cs for s, cs in sorted(by_scenario.items()) if not any(c.rules_stream for c in cs)
+    }
+    specs: list[FigureSpec] = []
+
+    for scenario, cs in table_streams.items():
+        arms = sorted({c.arm for c in cs if c["compliance"].n}, key=arm_rank)
+        if arms:
+            title = f"Figure 3 — Compliance by arm on {scenario}{_suffix(cs)}"
+            specs.append(
+                FigureSpec(
+                    f"fig3-compliance-{_slug(scenario)}.png",
+                    title,
+                    "First-try rate on the governed class over injection-eligible episodes; bars are means "
+                    "over seeds, whiskers the sample std.",
+                    _bars(cs, scenario, arms, "compliance", "Compliance (%)", title),
+                )
+            )
+    for scenario, cs in table_streams.items():
+        arms = sorted({c.arm for c in cs if c["post_drift_funding"].n}, key=arm_rank)
+        if arms:
+            title = f"Figure 4 — Post-drift funding first-try on {scenario}{_suffix(cs)}"
+            specs.append(
+                FigureSpec(
+                    f"fig4-post-drift-funding-{_slug(scenario)}.png",
+                    title,
+                    "First-try rate on funding episodes after the last drift event (the benign bump), by arm.",
+                    _bars(
+                        cs,
+                        scenario,
+                        arms,
+                        "post_drift_funding",
+                        "Post-drift funding first-try (%)",
+                        title,
+                    ),
+                )
+            )
+    streams: dict[str, list[CellMetrics]] = defaultdict(list)
+    for scenario, cs in table_streams.items():
+        if (parsed := rotation_count(scenario)) is not None:
+            streams[parsed[0]] += [c for c in cs if c.arm in ("row", "naive") and c["compliance"].n]
+    for stream, cs in sorted(streams.items()):
+        if cs:
+            title = f"Figure 5 — Compliance vs rotations ({stream}){_suffix(cs)}"
+            specs.append(
+                FigureSpec(
+                    f"fig5-rotations-{_slug(stream)}.png",
+                    title,
+                    "Compliance against the number of table rotations in one stream: A2D solid, A1 dashed.",
+                    _rotations(cs, stream, title),
+                )
+            )
+    targeted = [
+        s
+        for s, cs in table_streams.items()
+        if rotation_count(s) is None
+        and any(c.targeted_class and c["targeted_first_try"].n for c in cs)
+    ]
+    if targeted:
+        cs = [c for c in cells if c.scenario in targeted]
+        title = f"Figure 6 — First-try on the drift-targeted class{_suffix(cs)}"
+        specs.append(
+            FigureSpec(
+                "fig6-targeted-class.png",
+                title,
+                "First-try rate on the class each stream's drift targets (the class of its stale slots), "
+                "by arm; one line style per stream: " + ", ".join(f"`{s}`" for s in targeted) + ".",
+                _targeted(cs, targeted, title),
+            )
+        )
+    return specs
+
+
+def write_figures(root: Path) -> list[Path]:
+    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return the paths."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    specs = plan_figures(aggregate(read_runs(Path(root))))
+    out = Path(root) / "figures"
+    written = []
+    for spec in specs:
+        out.mkdir(parents=True, exist_ok=True)
+        fig = Figure(figsize=(9.0, 4.2), dpi=120)
+        FigureCanvasAgg(fig)
+        spec.draw(fig)
+        path = out / spec.filename
+        fig.savefig(path, format="png")
+        written.append(path)
+    return written

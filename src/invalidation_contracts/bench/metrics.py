@@ -1,0 +1,797 @@
+"""The paper's metrics, computed from run artifacts alone, so a report is rebuilt without rerunning.
+
+``run_metrics`` scores one run, ``aggregate`` pools runs into grid cells (one per scenario, planner,
+arm, detection and apply mode) as a mean over seeds, and ``summary_json`` is both for machines.
+Every definition is pre-registered; they are listed in ``DEFINITIONS`` (rendered into the report's
+"Definitions" section and appended to this docstring at import).
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from .artifacts import Run, RunKey, read_runs
+
+#: The strategies in ladder order (descriptive names); unknown arms sort after them by name.
+ARM_ORDER = (
+    "none",
+    "naive",
+    "table",
+    "row",
+    "row+consumers",
+    "row+graph",
+    "rules-oracle",
+    "rules-stamp",
+    "rules-stamp+vectors",
+)
+#: Table 5's baseline: lazy (failure-gated) detection with consumer notification.
+LAZY_REFERENCE = ("row+consumers", "lazy")
+#: Class order in tables; other classes follow by name.
+CLASS_ORDER = ("governed", "funding", "negative_control", "no_constraint")
+#: Marks a simulated planner wherever a planner is named in a table or figure.
+SIMULATED_MARK = "†"
+#: Hint shapes (episode ``action``) in Table 7's order.
+ACTION_ORDER = ("add_field", "rewrite_value", "conditional_rewrite")
+
+DEFINITIONS: tuple[tuple[str, str], ...] = (
+    (
+        "Compliance",
+        (
+            "first-try rate over the injection-eligible episodes of the governed class "
+            '(`klass == "governed"`): every governed episode except the first governed episode of the '
+            "stream (nothing can be in memory yet) and except the pre-registered stale slots (the "
+            "manifest's `stale_slots`, or the episodes flagged `stale_slot` when the metadata lacks them). "
+            "Undefined (–) at A0 (`none`) and when no episode is eligible."
+        ),
+    ),
+    ("First-try per class", "mean of `first_try` over the episodes of each `klass`."),
+    (
+        "Retries",
+        (
+            "Σ (attempts − 1) over episodes; an episode that does not complete counts all its attempts "
+            "(max_attempts − 1 retries)."
+        ),
+    ),
+    (
+        "Evictions",
+        (
+            "`memory` records with event `evict`; correct = oracle label `stale == true`, wrong = "
+            "`stale == false`. Precision = correct / evictions (undefined with no eviction)."
+        ),
+    ),
+    (
+        "Recall",
+        (
+            "(entries with a `stale` record that have an `evict` event in the same or a later episode) / "
+            "(entries with a `stale` record); undefined when no entry went stale."
+        ),
+    ),
+    ("Restamps", "count of `memory` records with event `restamp`."),
+    (
+        "Per drift event",
+        (
+            "evictions, restamps and the first reaction (the episode of the first `alert` or `evict` "
+            "event) counted over the episodes after that drift event's `after_episode` up to and "
+            "including the next drift event's `after_episode`."
+        ),
+    ),
+    (
+        "Stale injections",
+        "`inject` events with `stale == true`; also counted separately outside the stale slots.",
+    ),
+    (
+        "Completed episodes",
+        (
+            "episodes with `completed == true`; shown beside every event count, because a run that "
+            "exhausts its retries reaches fewer drift events and can imitate a precise one (§4.1)."
+        ),
+    ),
+    (
+        "Tokens",
+        "input and output tokens summed over attempts; `est.` marks estimates (simulated planners).",
+    ),
+    (
+        "Token saving",
+        (
+            "1 − tokens(arm) / tokens(A0) for the same scenario, planner, seed, detection and apply mode, "
+            "averaged over seeds; undefined without a matching A0 run. Tokens = input + output."
+        ),
+    ),
+    (
+        "Δ tokens vs lazy",
+        (
+            "tokens(arm) / tokens(lazy `row+consumers`) − 1 for the same scenario, planner, seed and "
+            "apply mode, averaged over seeds (Table 5)."
+        ),
+    ),
+    (
+        "Wire cost",
+        (
+            "over all responses pooled: mean response bytes, mean contract bytes (`contract_bytes`), "
+            "overhead = Σ contract bytes / Σ response bytes, split into the envelope (`envelope_bytes`) and "
+            "the per-suggestion fields (`suggestion_bytes`); the same over the responses that carry "
+            "suggestions; and the largest contract bytes of one response."
+        ),
+    ),
+    (
+        "Post-drift funding",
+        (
+            'first-try rate on `klass == "funding"` episodes after the last drift event\'s '
+            "`after_episode` (the benign bump on the payments stream)."
+        ),
+    ),
+    (
+        "Drift-targeted class",
+        (
+            "the most common class among the pre-registered stale-slot episodes; its first-try rate is "
+            "Figure 6's measure."
+        ),
+    ),
+    (
+        "Aggregation",
+        (
+            "per cell (scenario, planner, arm, detection, apply mode): the mean over seeds of each run's "
+            "value, the sample standard deviation (n − 1; undefined for one seed), and the number of seeds "
+            "where the value is defined. Wire cost pools responses instead."
+        ),
+    ),
+)
+
+__doc__ = (
+    (__doc__ or "")
+    + "\nDefinitions:\n\n"
+    + "\n".join(f"* {name}: {text}" for name, text in DEFINITIONS)
+)
+
+
+def arm_rank(arm: str) -> tuple[int, str]:
+    """Sort key putting arms in ladder order."""
+    return (ARM_ORDER.index(arm), "") if arm in ARM_ORDER else (len(ARM_ORDER), arm)
+
+
+def class_rank(klass: str) -> tuple[int, str]:
+    """Sort key putting constraint classes in table order."""
+    return (CLASS_ORDER.index(klass), "") if klass in CLASS_ORDER else (len(CLASS_ORDER), klass)
+
+
+def action_rank(action: str) -> tuple[int, str]:
+    return (
+        (ACTION_ORDER.index(action), "") if action in ACTION_ORDER else (len(ACTION_ORDER), action)
+    )
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+@dataclass(frozen=True, slots=True)
+class WireTotals:
+    """Byte sums over responses; adding two pools them, so cells and levels are measured the same way."""
+
+    responses: int = 0
+    response_bytes: int = 0
+    contract_bytes: int = 0
+    envelope_bytes: int = 0
+    suggestion_bytes: int = 0
+    max_contract_bytes: int = 0
+    with_suggestions: int = 0
+    with_suggestions_response_bytes: int = 0
+    with_suggestions_contract_bytes: int = 0
+
+    @classmethod
+    def of(cls, attempts: Iterable[Mapping[str, Any]]) -> WireTotals:
+        total = cls()
+        for a in attempts:
+            response = int(a.get("response_bytes") or 0)
+            contract = int(a.get("contract_bytes") or 0)
+            carries = bool(a.get("suggestion_types"))
+            total = total + cls(
+                responses=1,
+                response_bytes=response,
+                contract_bytes=contract,
+                envelope_bytes=int(a.get("envelope_bytes") or 0),
+                suggestion_bytes=int(a.get("suggestion_bytes") or 0),
+                max_contract_bytes=contract,
+                with_suggestions=int(carries),
+                with_suggestions_response_bytes=response if carries else 0,
+                with_suggestions_contract_bytes=contract if carries else 0,
+            )
+        return total
+
+    def __add__(self, other: WireTotals) -> WireTotals:
+        return WireTotals(
+            **{
+                name: max(getattr(self, name), getattr(other, name))
+                if name == "max_contract_bytes"
+                else getattr(self, name) + getattr(other, name)
+                for name in self.__dataclass_fields__
+            }
+        )
+
+    @property
+    def mean_response_bytes(self) -> float | None:
+        return _ratio(self.response_bytes, self.responses)
+
+    @property
+    def mean_contract_bytes(self) -> float | None:
+        return _ratio(self.contract_bytes, self.responses)
+
+    @property
+    def mean_envelope_bytes(self) -> float | None:
+        return _ratio(self.envelope_bytes, self.responses)
+
+    @property
+    def mean_suggestion_bytes(self) -> float | None:
+        return _ratio(self.suggestion_bytes, self.responses)
+
+    @property
+    def overhead(self) -> float | None:
+        """Σ contract bytes / Σ response bytes."""
+        return _ratio(self.contract_bytes, self.response_bytes)
+
+    @property
+    def envelope_share(self) -> float | None:
+        return _ratio(self.envelope_bytes, self.response_bytes)
+
+    @property
+    def suggestion_share(self) -> float | None:
+        return _ratio(self.suggestion_bytes, self.response_bytes)
+
+    @property
+    def mean_contract_bytes_with_suggestions(self) -> float | None:
+        return _ratio(self.with_suggestions_contract_bytes, self.with_suggestions)
+
+    @property
+    def overhead_with_suggestions(self) -> float | None:
+        return _ratio(self.with_suggestions_contract_bytes, self.with_suggestions_response_bytes)
+
+    def to_json(self) -> dict[str, Any]:
+        derived = (
+            "mean_response_bytes",
+            "mean_contract_bytes",
+            "mean_envelope_bytes",
+            "mean_suggestion_bytes",
+            "overhead",
+            "envelope_share",
+            "suggestion_share",
+            "mean_contract_bytes_with_suggestions",
+            "overhead_with_suggestions",
+        )
+        return {**asdict(self), **{name: getattr(self, name) for name in derived}}
+
+
+@dataclass(frozen=True, slots=True)
+class DriftWindow:
+    """What a run did between one drift event and the next."""
+
+    after_episode: int
+    kind: str
+    target: str
+    rules: bool
+    until_episode: int | None
+    """The next drift event's ``after_episode`` (the window's last episode); None for the last event."""
+    reached: bool
+    """Whether the run recorded any episode after the event."""
+    evictions: int
+    evictions_correct: int
+    evictions_wrong: int
+    restamps: int
+    first_reaction: int | None
+    """Episode of the first ``alert`` or ``evict`` event in the window."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """Every metric of one run."""
+
+    scenario: str
+    planner: str
+    arm: str
+    arm_code: str
+    seed: int
+    detection: str
+    apply_mode: str
+    level: int
+    simulated: bool
+    planner_served: str | None
+    package_version: str
+    episodes: int
+    """Episodes the scenario schedules."""
+    stale_slots: tuple[int, ...]
+    episodes_recorded: int
+    completed_episodes: int
+    compliance: float | None
+    compliance_eligible: int
+    compliance_first_try: int
+    first_try: int
+    """Count of first-try episodes over the whole stream."""
+    first_try_by_class: dict[str, float]
+    episodes_by_class: dict[str, int]
+    first_try_by_action: dict[str, float]
+    post_drift_funding: float | None
+    post_drift_funding_episodes: int
+    targeted_class: str | None
+    targeted_first_try: float | None
+    attempts: int
+    retries: int
+    evictions: int
+    evictions_correct: int
+    evictions_wrong: int
+    restamps: int
+    precision: float | None
+    recall: float | None
+    stale_entries: int
+    stale_entries_evicted: int
+    injections: int
+    stale_injections: int
+    stale_injections_outside_slots: int
+    alerts: int
+    drift: tuple[DriftWindow, ...]
+    tokens_in: int
+    tokens_out: int
+    tokens_estimated: bool
+    wire: WireTotals
+    command: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(
+            self.scenario, self.planner, self.arm, self.seed, self.detection, self.apply_mode
+        )
+
+    @property
+    def rules_stream(self) -> bool:
+        return any(w.rules for w in self.drift)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["wire"] = self.wire.to_json()
+        data["tokens"] = self.tokens
+        return data
+
+
+def drift_events(run: Run) -> list[dict[str, Any]]:
+    """The run's drift events in order: the manifest's (``meta.extra["drift"]``), else the drift records."""
+    manifest = run.meta.extra.get("drift")
+    if manifest is not None:
+        events = []
+        for e in manifest:
+            target = f"table {e['table']}" if e.get("table") else f"rules {e.get('rules')}"
+            events.append(
+                {
+                    "after_episode": int(e["after_episode"]),
+                    "kind": e.get("kind", ""),
+                    "target": target,
+                    "rules": bool(e.get("rules")),
+                }
+            )
+    else:
+        events = [
+            {
+                "after_episode": int(r["after_episode"]),
+                "kind": r.get("kind", ""),
+                "target": str(r.get("target", "")),
+                "rules": str(r.get("target", "")).startswith("rules"),
+            }
+            for r in run.of("drift")
+        ]
+    return sorted(events, key=lambda e: e["after_episode"])
+
+
+def _stale_slots(run: Run, episodes: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+    slots = run.meta.extra.get("stale_slots")
+    if slots is not None:
+        return frozenset(int(s) for s in slots)
+    return frozenset(int(e["episode"]) for e in episodes if e.get("stale_slot"))
+
+
+def _rate(episodes: Sequence[Mapping[str, Any]]) -> float | None:
+    return _mean([1.0 if e.get("first_try") else 0.0 for e in episodes])
+
+
+def _by(
+    episodes: Sequence[Mapping[str, Any]], field_name: str
+) -> dict[str, list[Mapping[str, Any]]]:
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for e in episodes:
+        if e.get(field_name) is not None:
+            groups[str(e[field_name])].append(e)
+    return groups
+
+
+def _windows(
+    events: list[dict[str, Any]], memory: list[dict[str, Any]], last_episode: int
+) -> tuple[DriftWindow, ...]:
+    windows = []
+    for i, event in enumerate(events):
+        start = event["after_episode"]
+        until = events[i + 1]["after_episode"] if i + 1 < len(events) else None
+        inside = [
+            m
+            for m in memory
+            if int(m.get("episode", 0)) > start
+            and (until is None or int(m.get("episode", 0)) <= until)
+        ]
+        evicts = [m for m in inside if m.get("event") == "evict"]
+        reactions = [int(m["episode"]) for m in inside if m.get("event") in ("evict", "alert")]
+        windows.append(
+            DriftWindow(
+                after_episode=start,
+                kind=event["kind"],
+                target=event["target"],
+                rules=event["rules"],
+                until_episode=until,
+                reached=last_episode > start,
+                evictions=len(evicts),
+                evictions_correct=sum(1 for m in evicts if m.get("stale") is True),
+                evictions_wrong=sum(1 for m in evicts if m.get("stale") is False),
+                restamps=sum(1 for m in inside if m.get("event") == "restamp"),
+                first_reaction=min(reactions, default=None),
+            )
+        )
+    return tuple(windows)
+
+
+def _recall(run: Run, memory: list[dict[str, Any]]) -> tuple[int, int]:
+    """(entries that went stale, those of them evicted in the same or a later episode)."""
+    went_stale: dict[str, int] = {}
+    for r in run.of("stale"):
+        entry, episode = str(r["entry"]), int(r.get("episode", 0))
+        if entry not in went_stale or episode < went_stale[entry]:
+            went_stale[entry] = episode
+    evicted = {
+        entry
+        for m in memory
+        if m.get("event") == "evict"
+        and (entry := str(m.get("entry"))) in went_stale
+        and int(m.get("episode", 0)) >= went_stale[entry]
+    }
+    return len(went_stale), len(evicted)
+
+
+def run_metrics(run: Run) -> RunMetrics:
+    """Score one run from its metadata and records."""
+    meta, key = run.meta, run.meta.key
+    episodes = sorted(run.of("episode"), key=lambda e: int(e["episode"]))
+    attempts = list(run.of("attempt"))
+    memory = list(run.of("memory"))
+    slots = _stale_slots(run, episodes)
+    events = drift_events(run)
+
+    governed = [e for e in episodes if e.get("klass") == "governed"]
+    eligible = [e for e in governed[1:] if int(e["episode"]) not in slots]
+    compliance_hits = sum(1 for e in eligible if e.get("first_try"))
+    compliance = None if key.arm == "none" else _ratio(compliance_hits, len(eligible))
+
+    by_class = _by(episodes, "klass")
+    by_action = _by(episodes, "action")
+    last_drift = events[-1]["after_episode"] if events else None
+    funding = [
+        e
+        for e in by_class.get("funding", [])
+        if last_drift is not None and int(e["episode"]) > last_drift
+    ]
+    slot_classes = Counter(str(e.get("klass")) for e in episodes if int(e["episode"]) in slots)
+    targeted = min(slot_classes, key=lambda k: (-slot_classes[k], k)) if slot_classes else None
+
+    evicts = [m for m in memory if m.get("event") == "evict"]
+    correct = sum(1 for m in evicts if m.get("stale") is True)
+    stale_injected = [m for m in memory if m.get("event") == "inject" and m.get("stale") is True]
+    stale_entries, stale_evicted = _recall(run, memory)
+    last_episode = int(episodes[-1]["episode"]) if episodes else 0
+
+    return RunMetrics(
+        scenario=key.scenario,
+        planner=key.planner,
+        arm=key.arm,
+        arm_code=str(meta.extra.get("arm_code") or key.arm),
+        seed=key.seed,
+        detection=key.detection,
+        apply_mode=key.apply_mode,
+        level=meta.level,
+        simulated=meta.planner_simulated,
+        planner_served=meta.planner_served,
+        package_version=meta.package_version,
+        episodes=meta.episodes,
+        stale_slots=tuple(sorted(slots)),
+        episodes_recorded=len(episodes),
+        completed_episodes=sum(1 for e in episodes if e.get("completed")),
+        compliance=compliance,
+        compliance_eligible=len(eligible),
+        compliance_first_try=compliance_hits,
+        first_try=sum(1 for e in episodes if e.get("first_try")),
+        first_try_by_class={
+            k: _rate(v) for k, v in sorted(by_class.items(), key=lambda kv: class_rank(kv[0]))
+        },
+        episodes_by_class={
+            k: len(v) for k, v in sorted(by_class.items(), key=lambda kv: class_rank(kv[0]))
+        },
+        first_try_by_action={
+            k: _rate(v) for k, v in sorted(by_action.items(), key=lambda kv: action_rank(kv[0]))
+        },
+        post_drift_funding=_rate(funding),
+        post_drift_funding_episodes=len(funding),
+        targeted_class=targeted,
+        targeted_first_try=_rate(by_class.get(targeted, [])) if targeted else None,
+        attempts=sum(int(e.get("attempts") or 0) for e in episodes),
+        retries=sum(max(int(e.get("attempts") or 0) - 1, 0) for e in episodes),
+        evictions=len(evicts),
+        evictions_correct=correct,
+        evictions_wrong=sum(1 for m in evicts if m.get("stale") is False),
+        restamps=sum(1 for m in memory if m.get("event") == "restamp"),
+        precision=_ratio(correct, len(evicts)),
+        recall=_ratio(stale_evicted, stale_entries),
+        stale_entries=stale_entries,
+        stale_entries_evicted=stale_evicted,
+        injections=sum(1 for m in memory if m.get("event") == "inject"),
+        stale_injections=len(stale_injected),
+        stale_injections_outside_slots=sum(
+            1 for m in stale_injected if int(m.get("episode", 0)) not in slots
+        ),
+        alerts=sum(1 for m in memory if m.get("event") == "alert"),
+        drift=_windows(events, memory, last_episode),
+        tokens_in=sum(int(a.get("tokens_in") or 0) for a in attempts),
+        tokens_out=sum(int(a.get("tokens_out") or 0) for a in attempts),
+        tokens_estimated=meta.planner_simulated or any(a.get("tokens_estimated") for a in attempts),
+        wire=WireTotals.of(attempts),
+        command=meta.extra.get("command"),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """A value over seeds: mean and sample standard deviation of the seeds where it is defined."""
+
+    mean: float | None
+    std: float | None
+    n: int
+
+    @classmethod
+    def of(cls, values: Iterable[float | None]) -> Stat:
+        defined = [float(v) for v in values if v is not None]
+        return cls(
+            mean=_mean(defined),
+            std=statistics.stdev(defined) if len(defined) > 1 else None,
+            n=len(defined),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DriftCell:
+    """One drift window's counts over the seeds of a cell."""
+
+    after_episode: int
+    kind: str
+    target: str
+    rules: bool
+    evictions: Stat
+    evictions_correct: Stat
+    evictions_wrong: Stat
+    restamps: Stat
+    first_reaction: Stat
+
+
+#: The per-run numbers a cell averages over seeds (RunMetrics attribute names).
+CELL_FIELDS = (
+    "compliance",
+    "first_try",
+    "post_drift_funding",
+    "targeted_first_try",
+    "attempts",
+    "retries",
+    "evictions",
+    "evictions_correct",
+    "evictions_wrong",
+    "restamps",
+    "precision",
+    "recall",
+    "injections",
+    "stale_injections",
+    "stale_injections_outside_slots",
+    "alerts",
+    "episodes",
+    "episodes_recorded",
+    "completed_episodes",
+    "tokens_in",
+    "tokens_out",
+    "tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CellMetrics:
+    """One grid cell: a (scenario, planner, arm, detection, apply mode) over its seeds."""
+
+    scenario: str
+    planner: str
+    arm: str
+    arm_code: str
+    detection: str
+    apply_mode: str
+    simulated: bool
+    tokens_estimated: bool
+    levels: tuple[int, ...]
+    seeds: tuple[int, ...]
+    stats: dict[str, Stat]
+    """Every name of ``CELL_FIELDS`` plus ``token_saving`` and ``tokens_vs_lazy``."""
+    first_try_by_class: dict[str, Stat]
+    first_try_by_action: dict[str, Stat]
+    targeted_class: str | None
+    rules_stream: bool
+    drift: tuple[DriftCell, ...]
+    wire: WireTotals
+    completed_range: tuple[int, int]
+    """Fewest and most completed episodes over the seeds."""
+
+    def __getitem__(self, name: str) -> Stat:
+        return self.stats[name]
+
+    @property
+    def label(self) -> str:
+        """The planner, marked when simulated, with its detection and apply mode where not default."""
+        return series_label(self.planner, self.simulated, self.detection, self.apply_mode)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["wire"] = self.wire.to_json()
+        return data
+
+
+def series_label(
+    planner: str, simulated: bool, detection: str = "eager", apply_mode: str = "planner"
+) -> str:
+    """How tables and figures name a planner: ``name †`` when simulated, ``[lazy, client]`` variants."""
+    label = planner + (f" {SIMULATED_MARK}" if simulated else "")
+    variant = [v for v, default in ((detection, "eager"), (apply_mode, "planner")) if v != default]
+    return label + (f" [{', '.join(variant)}]" if variant else "")
+
+
+def _paired(
+    metrics: Sequence[RunMetrics], reference: Mapping[tuple[Any, ...], RunMetrics], match: Any
+) -> dict[RunKey, float | None]:
+    out: dict[RunKey, float | None] = {}
+    for m in metrics:
+        ref = reference.get(match(m))
+        out[m.key] = None if ref is None or not ref.tokens else m.tokens / ref.tokens
+    return out
+
+
+def _token_ratios(
+    metrics: Sequence[RunMetrics],
+) -> tuple[dict[RunKey, float | None], dict[RunKey, float | None]]:
+    """Per run: tokens / tokens of the same planner's A0, and tokens / tokens of the lazy reference arm."""
+    a0 = {
+        (m.scenario, m.planner, m.seed, m.detection, m.apply_mode): m
+        for m in metrics
+        if m.arm == "none"
+    }
+    lazy: dict[tuple[Any, ...], RunMetrics] = {}
+    for m in sorted(metrics, key=lambda m: m.detection != LAZY_REFERENCE[1]):
+        if m.arm == LAZY_REFERENCE[0]:
+            lazy.setdefault((m.scenario, m.planner, m.seed, m.apply_mode), m)
+    vs_a0 = _paired(
+        metrics, a0, lambda m: (m.scenario, m.planner, m.seed, m.detection, m.apply_mode)
+    )
+    vs_lazy = _paired(metrics, lazy, lambda m: (m.scenario, m.planner, m.seed, m.apply_mode))
+    return vs_a0, vs_lazy
+
+
+def _drift_cells(group: Sequence[RunMetrics]) -> tuple[DriftCell, ...]:
+    by_event: dict[int, list[DriftWindow]] = defaultdict(list)
+    for m in group:
+        for w in m.drift:
+            by_event[w.after_episode].append(w)
+    cells = []
+    for after, windows in sorted(by_event.items()):
+        first = windows[0]
+        cells.append(
+            DriftCell(
+                after_episode=after,
+                kind=first.kind,
+                target=first.target,
+                rules=first.rules,
+                **{
+                    name: Stat.of(getattr(w, name) for w in windows)
+                    for name in (
+                        "evictions",
+                        "evictions_correct",
+                        "evictions_wrong",
+                        "restamps",
+                        "first_reaction",
+                    )
+                },
+            )
+        )
+    return tuple(cells)
+
+
+def _nested(group: Sequence[RunMetrics], attribute: str, rank: Any) -> dict[str, Stat]:
+    names = sorted({k for m in group for k in getattr(m, attribute)}, key=rank)
+    return {k: Stat.of(getattr(m, attribute).get(k) for m in group) for k in names}
+
+
+def score(runs: Iterable[Run | RunMetrics]) -> list[RunMetrics]:
+    """Run metrics for each run (already-scored runs pass through), in a stable order."""
+    scored = [r if isinstance(r, RunMetrics) else run_metrics(r) for r in runs]
+    return sorted(
+        scored,
+        key=lambda m: (m.scenario, m.planner, arm_rank(m.arm), m.detection, m.apply_mode, m.seed),
+    )
+
+
+def aggregate(runs: Iterable[Run | RunMetrics]) -> list[CellMetrics]:
+    """Pool runs into cells: mean, sample std and count over seeds for every metric."""
+    metrics = score(runs)
+    vs_a0, vs_lazy = _token_ratios(metrics)
+    groups: dict[tuple[str, ...], list[RunMetrics]] = defaultdict(list)
+    for m in metrics:
+        groups[(m.scenario, m.planner, m.arm, m.detection, m.apply_mode)].append(m)
+    cells = []
+    for (scenario, planner, arm, detection, apply_mode), group in groups.items():
+        stats = {name: Stat.of(getattr(m, name) for m in group) for name in CELL_FIELDS}
+        stats["token_saving"] = Stat.of(
+            None if (r := vs_a0[m.key]) is None else 1.0 - r for m in group
+        )
+        stats["tokens_vs_lazy"] = Stat.of(
+            None if (r := vs_lazy[m.key]) is None else r - 1.0 for m in group
+        )
+        wire = WireTotals()
+        for m in group:
+            wire = wire + m.wire
+        completed = [m.completed_episodes for m in group]
+        cells.append(
+            CellMetrics(
+                scenario=scenario,
+                planner=planner,
+                arm=arm,
+                arm_code=group[0].arm_code,
+                detection=detection,
+                apply_mode=apply_mode,
+                simulated=any(m.simulated for m in group),
+                tokens_estimated=any(m.tokens_estimated for m in group),
+                levels=tuple(sorted({m.level for m in group})),
+                seeds=tuple(m.seed for m in group),
+                stats=stats,
+                first_try_by_class=_nested(group, "first_try_by_class", class_rank),
+                first_try_by_action=_nested(group, "first_try_by_action", action_rank),
+                targeted_class=group[0].targeted_class,
+                rules_stream=group[0].rules_stream,
+                drift=_drift_cells(group),
+                wire=wire,
+                completed_range=(min(completed), max(completed)),
+            )
+        )
+    return cells
+
+
+_ROTATIONS = re.compile(r"^(?P<stream>.+)-rotations-(?P<n>\d+)$")
+
+
+def rotation_count(scenario: str) -> tuple[str, int] | None:
+    """``payments-rotations-2`` → ``("payments", 2)``: the drift-rate streams of Figure 5."""
+    match = _ROTATIONS.match(scenario)
+    return (match["stream"], int(match["n"])) if match else None
+
+
+def summary_json(root: Path) -> dict[str, Any]:
+    """Every run's metrics and every cell's aggregate under ``root``, as JSON-ready data."""
+    metrics = score(read_runs(root))
+    return {
+        "definitions": dict(DEFINITIONS),
+        "runs": [m.to_json() for m in metrics],
+        "cells": [c.to_json() for c in aggregate(metrics)],
+    }

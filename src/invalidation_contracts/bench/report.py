@@ -1,0 +1,686 @@
+"""Markdown reports in the shape of the paper's Tables 3–7 and its §3.7 wire-cost study.
+
+Built from the artifacts alone (``metrics``), so a report is rebuilt without rerunning and two builds
+of the same artifacts are byte-identical. A table whose runs are absent is replaced by a one-line
+note; every table names the planners that are simulated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+from .artifacts import read_runs
+from .figures import plan_figures
+from .metrics import (
+    DEFINITIONS,
+    LAZY_REFERENCE,
+    SIMULATED_MARK,
+    CellMetrics,
+    RunMetrics,
+    Stat,
+    WireTotals,
+    action_rank,
+    aggregate,
+    arm_rank,
+    class_rank,
+    rotation_count,
+    score,
+    series_label,
+)
+
+DASH = "–"
+SIMULATED_NOTE = (
+    f"{SIMULATED_MARK} simulated planners are deterministic behaviour models, not LLMs; "
+    "their token counts are estimates."
+)
+#: Table 5's row order (the paper's): lazy, stamp-only, stamp+vectors, oracle; others after.
+TABLE5_ORDER = {
+    LAZY_REFERENCE: 0,
+    ("rules-stamp", "eager"): 1,
+    ("rules-stamp+vectors", "eager"): 2,
+    ("rules-oracle", "eager"): 3,
+}
+POLICY_NAMES = {
+    "rules-stamp": "Stamp-only",
+    "rules-stamp+vectors": "Stamp+vec.",
+    "rules-oracle": "Oracle",
+}
+
+
+# --- number formatting -------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return DASH if value is None else f"{100 * value:.1f}"
+
+
+def _fixed(value: float | None, digits: int = 2) -> str:
+    return DASH if value is None else f"{value:.{digits}f}"
+
+
+def _count(value: float | None) -> str:
+    if value is None:
+        return DASH
+    return str(round(value)) if abs(value - round(value)) < 1e-9 else f"{value:.1f}"
+
+
+def _signed_pct(value: float | None) -> str:
+    return DASH if value is None else f"{100 * value:+.1f}"
+
+
+def _bytes(value: float | None) -> str:
+    return DASH if value is None else f"{value:,.0f}"
+
+
+def _stat(cell: CellMetrics | None, name: str, fmt: Callable[[float | None], str] = _pct) -> str:
+    return DASH if cell is None else fmt(cell[name].mean)
+
+
+def _delta(high: CellMetrics | None, low: CellMetrics | None, name: str) -> str:
+    if high is None or low is None or high[name].mean is None or low[name].mean is None:
+        return DASH
+    return _signed_pct(high[name].mean - low[name].mean)
+
+
+# --- table scaffolding -------------------------------------------------------------------------
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """A pipe table: first column left-aligned, the rest right-aligned."""
+    lines = [
+        "| " + " | ".join(_escape(h) for h in headers) + " |",
+        "|" + "|".join([":---"] + ["---:"] * (len(headers) - 1)) + "|",
+    ]
+    lines += ["| " + " | ".join(_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _simulated_line(cells: Iterable[CellMetrics]) -> str:
+    simulated = sorted({c.planner for c in cells if c.simulated})
+    if not simulated:
+        return "Simulated planners: none (every planner here is a real model; tokens are billed usage)."
+    return f"Simulated planners: {', '.join(f'`{p}`' for p in simulated)}. {SIMULATED_NOTE}"
+
+
+def _seeds_line(cells: Sequence[CellMetrics], stats: Sequence[Stat] = ()) -> str:
+    """How many seeds each cell averages, and the largest seed std of the rates ``stats`` (points)."""
+    counts = sorted({len(c.seeds) for c in cells})
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    line = f"Mean over seeds (n = {n} per cell)"
+    spreads = [s.std for s in stats if s.std is not None]
+    if spreads:
+        line += f"; the largest seed standard deviation (sample) here is {100 * max(spreads):.1f} points"
+    return line + "."
+
+
+def _section(
+    title: str, caption: str, table: str, cells: Sequence[CellMetrics], stats: Sequence[Stat] = ()
+) -> str:
+    return "\n\n".join(
+        [f"### {title}", caption + " " + _seeds_line(cells, stats), table, _simulated_line(cells)]
+    )
+
+
+def _skip(title: str, why: str) -> str:
+    return f"### {title}\n\n_Skipped: {why}_"
+
+
+class _Grid:
+    """Cells of one scenario indexed by series (planner, detection, apply mode) and arm."""
+
+    def __init__(self, cells: Sequence[CellMetrics]) -> None:
+        self.cells = list(cells)
+        self.by: dict[tuple[str, str, str], dict[str, CellMetrics]] = defaultdict(dict)
+        for c in self.cells:
+            self.by[(c.planner, c.detection, c.apply_mode)][c.arm] = c
+        self.arms = sorted({c.arm for c in self.cells}, key=arm_rank)
+        self.codes = {c.arm: c.arm_code for c in self.cells}
+
+    def series(self) -> list[tuple[str, dict[str, CellMetrics]]]:
+        rows = []
+        for (planner, detection, apply_mode), arms in sorted(self.by.items()):
+            simulated = any(c.simulated for c in arms.values())
+            rows.append((series_label(planner, simulated, detection, apply_mode), arms))
+        return rows
+
+    def code(self, arm: str) -> str:
+        return self.codes.get(arm, arm)
+
+
+def _completed(cells: Iterable[CellMetrics]) -> str:
+    cells = list(cells)
+    low = min(c.completed_range[0] for c in cells)
+    high = max(c.completed_range[1] for c in cells)
+    scheduled = max(round(c["episodes"].mean or 0) for c in cells)
+    return f"{low}/{scheduled}" if low == high else f"{low}–{high}/{scheduled}"
+
+
+def _per_drift(cell: CellMetrics, name: str, rules_only: bool = False) -> str:
+    windows = [w for w in cell.drift if w.rules or not rules_only]
+    return " + ".join(_count(getattr(w, name).mean) for w in windows) or DASH
+
+
+def _drift_caption(cells: Sequence[CellMetrics]) -> str:
+    windows = next((c.drift for c in cells if c.drift), ())
+    if not windows:
+        return "no drift events"
+    return "drift events in order: " + "; ".join(
+        f"after episode {w.after_episode} ({w.target}, {w.kind})" for w in windows
+    )
+
+
+# --- the tables --------------------------------------------------------------------------------
+
+
+def table3(scenario: str, cells: Sequence[CellMetrics], slots: Sequence[int]) -> str:
+    """The A-ladder: compliance by arm, Δ A2D−A1, eviction precision and post-drift funding."""
+    grid = _Grid(cells)
+    memory_arms = [a for a in grid.arms if a != "none"]
+    evicting_arms = [a for a in memory_arms if a != "naive"]
+    funding = any(c["post_drift_funding"].n for c in cells)
+    headers = ["Planner"] + [f"Compl. {grid.code(a)}" for a in memory_arms]
+    headers += [f"Δ {grid.code('row')}−{grid.code('naive')}"]
+    headers += [f"Prec. {grid.code(a)}" for a in evicting_arms]
+    if funding:
+        headers += [f"Funding {grid.code(a)}" for a in grid.arms]
+    headers += ["Completed"]
+    rows = []
+    for label, arms in grid.series():
+        row = [label] + [_stat(arms.get(a), "compliance") for a in memory_arms]
+        row += [_delta(arms.get("row"), arms.get("naive"), "compliance")]
+        row += [_stat(arms.get(a), "precision", _fixed) for a in evicting_arms]
+        if funding:
+            row += [_stat(arms.get(a), "post_drift_funding") for a in grid.arms]
+        rows.append(row + [_completed(arms.values())])
+    last = max((w.after_episode for c in cells for w in c.drift), default=None)
+    caption = (
+        f"Compliance (%) is the first-try rate on the governed class, excluding its first episode and "
+        f"the stale slots {list(slots)}; undefined at A0. Precision = correct / evictions. "
+    )
+    if funding:
+        caption += (
+            f"Funding = post-drift funding first-try (%), funding episodes after episode {last}. "
+        )
+    caption += "Completed = completed / scheduled episodes, over arms and seeds."
+    stats = [c["compliance"] for c in cells]
+    return _section(
+        f"Table 3 — The A-ladder on `{scenario}`",
+        caption,
+        markdown_table(headers, rows),
+        cells,
+        stats,
+    )
+
+
+def events_table(scenario: str, cells: Sequence[CellMetrics]) -> str:
+    """Event counts beside completed episodes (§4.1), per drift event."""
+    grid = _Grid(cells)
+    headers = [
+        "Planner",
+        "Arm",
+        "Evict (correct/wrong)",
+        "Evict per drift",
+        "Restamp per drift",
+        "Prec.",
+        "Recall",
+        "Stale inj. (outside slots)",
+        "Completed",
+    ]
+    rows = []
+    for label, arms in grid.series():
+        for arm in grid.arms:
+            c = arms.get(arm)
+            if c is None:
+                continue
+            rows.append(
+                [
+                    label,
+                    f"{c.arm_code} ({arm})",
+                    f"{_count(c['evictions_correct'].mean)}/{_count(c['evictions_wrong'].mean)}",
+                    _per_drift(c, "evictions"),
+                    _per_drift(c, "restamps"),
+                    _stat(c, "precision", _fixed),
+                    _stat(c, "recall", _fixed),
+                    f"{_count(c['stale_injections'].mean)} ({_count(c['stale_injections_outside_slots'].mean)})",
+                    _completed([c]),
+                ]
+            )
+    caption = (
+        f"Events on `{scenario}`; {_drift_caption(cells)}. Per-drift counts cover the episodes up to the "
+        "next event. A run that exhausts its retries reaches fewer drift events, so read each count "
+        "beside Completed."
+    )
+    return _section(
+        f"Events and completion on `{scenario}`", caption, markdown_table(headers, rows), cells
+    )
+
+
+def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
+    """First-try rate per constraint class at A1 and A2D."""
+    grid = _Grid([c for c in cells if c.arm in ("naive", "row")])
+    if not grid.cells:
+        return None
+    classes = sorted({k for c in grid.cells for k in c.first_try_by_class}, key=class_rank)
+    arms = [a for a in ("naive", "row") if a in grid.arms]
+    headers = ["Planner"] + [f"{k} {grid.code(a)}" for k in classes for a in arms]
+    rows = []
+    for label, by_arm in grid.series():
+        row = [label]
+        for k in classes:
+            for a in arms:
+                c = by_arm.get(a)
+                row.append(
+                    DASH
+                    if c is None or k not in c.first_try_by_class
+                    else _pct(c.first_try_by_class[k].mean)
+                )
+        rows.append(row)
+    caption = "First-try rate (%) over every episode of each class (episode `klass`)."
+    stats = [s for c in grid.cells for s in c.first_try_by_class.values()]
+    return _section(
+        f"Table 4 — First-try by class on `{scenario}`",
+        caption,
+        markdown_table(headers, rows),
+        grid.cells,
+        stats,
+    )
+
+
+def table5(scenario: str, cells: Sequence[CellMetrics]) -> str:
+    """Detection policies on a rules stream: counts, first reaction per rule event, Δ tokens vs lazy."""
+    ordered = sorted(
+        cells,
+        key=lambda c: (
+            c.planner,
+            TABLE5_ORDER.get((c.arm, c.detection), len(TABLE5_ORDER)),
+            arm_rank(c.arm),
+            c.detection,
+            c.apply_mode,
+        ),
+    )
+    headers = [
+        "Planner",
+        "Policy",
+        "Detection",
+        "First-try",
+        "Retries",
+        "Evict",
+        "Restamp",
+        "Reaction",
+        "Completed",
+        "Δ tok. vs lazy (%)",
+    ]
+    rows = []
+    for c in ordered:
+        reference = (c.arm, c.detection) == LAZY_REFERENCE
+        name = "Lazy" if reference else POLICY_NAMES.get(c.arm, c.arm)
+        rows.append(
+            [
+                series_label(c.planner, c.simulated, "eager", c.apply_mode),
+                f"{name} ({c.arm_code})",
+                c.detection,
+                _count(c["first_try"].mean),
+                _count(c["retries"].mean),
+                _per_drift(c, "evictions", rules_only=True),
+                _per_drift(c, "restamps", rules_only=True),
+                "/".join(_count(w.first_reaction.mean) for w in c.drift if w.rules) or DASH,
+                _completed([c]),
+                DASH if reference else _stat(c, "tokens_vs_lazy", _signed_pct),
+            ]
+        )
+    caption = (
+        f"First-try and retries are counts over the stream; {_drift_caption(cells)}. Evict and "
+        "Restamp are per rule event (a + b); Reaction is the episode of the first alert or eviction "
+        f"after each rule event. Δ tokens against lazy `{LAZY_REFERENCE[0]}` of the same planner and seed."
+    )
+    return _section(
+        f"Table 5 — Detection policies on `{scenario}`",
+        caption,
+        markdown_table(headers, rows),
+        cells,
+    )
+
+
+def table6(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
+    """Token saving per arm against the same planner's A0, Δ A2D−A1, and retries at A0/A1/A2D."""
+    grid = _Grid(cells)
+    if "none" not in grid.arms:
+        return None
+    memory_arms = [a for a in grid.arms if a != "none"]
+    retry_arms = [a for a in ("none", "naive", "row") if a in grid.arms]
+    headers = ["Planner", f"{grid.code('none')} tokens"] + [
+        f"Saving {grid.code(a)}" for a in memory_arms
+    ]
+    headers += [f"Δ {grid.code('row')}−{grid.code('naive')}"] + [
+        f"Retries {grid.code(a)}" for a in retry_arms
+    ]
+    rows = []
+    for label, arms in grid.series():
+        a0 = arms.get("none")
+        tokens = (
+            DASH
+            if a0 is None
+            else f"{a0['tokens'].mean:,.0f}" + (" est." if a0.tokens_estimated else "")
+        )
+        row = [label, tokens] + [_stat(arms.get(a), "token_saving") for a in memory_arms]
+        row += [_delta(arms.get("row"), arms.get("naive"), "token_saving")]
+        rows.append(row + [_stat(arms.get(a), "retries", _count) for a in retry_arms])
+    caption = (
+        "Saving (%) = 1 − tokens / tokens of the same planner's A0 (same seed, detection and apply "
+        "mode); tokens are input + output summed over attempts, `est.` where estimated."
+    )
+    stats = [c["token_saving"] for c in cells]
+    return _section(
+        f"Table 6 — Token and retry cost on `{scenario}`",
+        caption,
+        markdown_table(headers, rows),
+        cells,
+        stats,
+    )
+
+
+def table7(cells: Sequence[CellMetrics]) -> str | None:
+    """First-try at A2D by hint shape (episode ``action``), per stream."""
+    row_cells = [
+        c
+        for c in cells
+        if c.arm == "row"
+        and c.first_try_by_action
+        and not c.rules_stream
+        and rotation_count(c.scenario) is None
+    ]
+    if not row_cells:
+        return None
+    columns = sorted(
+        {(a, c.scenario) for c in row_cells for a in c.first_try_by_action},
+        key=lambda p: (action_rank(p[0]), p[1]),
+    )
+    by_series: dict[tuple[str, str, str], dict[str, CellMetrics]] = defaultdict(dict)
+    labels: dict[tuple[str, str, str], str] = {}
+    for c in row_cells:
+        by_series[(c.planner, c.detection, c.apply_mode)][c.scenario] = c
+        labels[(c.planner, c.detection, c.apply_mode)] = c.label
+    headers = ["Planner"] + [f"{action} · {scenario}" for action, scenario in columns]
+    rows = []
+    for series in sorted(by_series):
+        row = [labels[series]]
+        for action, scenario in columns:
+            c = by_series[series].get(scenario)
+            row.append(
+                DASH
+                if c is None or action not in c.first_try_by_action
+                else _pct(c.first_try_by_action[action].mean)
+            )
+        rows.append(row)
+    code = row_cells[0].arm_code
+    caption = f"First-try rate (%) at {code} (`row`) by hint shape (episode `action`), one column per shape and stream (rules streams and the drift-rate variants `*-rotations-N` left out)."
+    stats = [s for c in row_cells for s in c.first_try_by_action.values()]
+    return _section(
+        "Table 7 — First-try by hint shape",
+        caption,
+        markdown_table(headers, rows),
+        row_cells,
+        stats,
+    )
+
+
+def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> str | None:
+    """§3.7: what the contract costs on the wire, pooled over every response, by server level."""
+    by_level: dict[int, list[RunMetrics]] = defaultdict(list)
+    for m in metrics:
+        by_level[m.level].append(m)
+    if not any(m.wire.responses for m in metrics):
+        return None
+    headers = [
+        "Level",
+        "Runs",
+        "Responses",
+        "With sugg.",
+        "Mean resp. (B)",
+        "Mean contract (B)",
+        "Overhead (%)",
+        "Envelope (%)",
+        "Envelope mean (B)",
+        "Sugg. fields (%)",
+        "Sugg. fields mean (B)",
+        "Contract w/ sugg. (B)",
+        "Overhead w/ sugg. (%)",
+        "Max contract (B)",
+    ]
+    rows = []
+    for level, group in sorted(by_level.items()):
+        w = WireTotals()
+        for m in group:
+            w = w + m.wire
+        rows.append(
+            [
+                f"L{level}",
+                str(len(group)),
+                f"{w.responses:,}",
+                f"{w.with_suggestions:,}",
+                _bytes(w.mean_response_bytes),
+                _bytes(w.mean_contract_bytes),
+                _pct(w.overhead),
+                _pct(w.envelope_share),
+                _bytes(w.mean_envelope_bytes),
+                _pct(w.suggestion_share),
+                _bytes(w.mean_suggestion_bytes),
+                _bytes(w.mean_contract_bytes_with_suggestions),
+                _pct(w.overhead_with_suggestions),
+                f"{w.max_contract_bytes:,}",
+            ]
+        )
+    caption = (
+        "Pooled over every response of every run at that server level (all scenarios, planners, arms). "
+        "Overhead = Σ contract bytes / Σ response bytes; the envelope is the response-level stamps, the "
+        "suggestion fields the per-suggestion cache metadata; “w/ sugg.” restricts to responses that "
+        "carry suggestions."
+    )
+    return "\n\n".join(
+        [
+            "### §3.7 — What the contract costs on the wire",
+            caption,
+            markdown_table(headers, rows),
+            _simulated_line(cells),
+        ]
+    )
+
+
+def ladder_table(cells: Sequence[CellMetrics]) -> str:
+    """Compact per-cell summary for the terminal: one row per planner and arm."""
+    headers = [
+        "Scenario",
+        "Planner",
+        "Arm",
+        "Seeds",
+        "Compl. (%)",
+        "Retries",
+        "Prec.",
+        "Recall",
+        "Evict c/w",
+        "Restamps",
+        "Completed",
+        "Saving (%)",
+    ]
+    ordered = sorted(
+        cells, key=lambda c: (c.scenario, c.planner, c.detection, c.apply_mode, arm_rank(c.arm))
+    )
+    rows = [
+        [
+            c.scenario,
+            c.label,
+            c.arm_code,
+            str(len(c.seeds)),
+            _stat(c, "compliance"),
+            _stat(c, "retries", _count),
+            _stat(c, "precision", _fixed),
+            _stat(c, "recall", _fixed),
+            f"{_count(c['evictions_correct'].mean)}/{_count(c['evictions_wrong'].mean)}",
+            _stat(c, "restamps", _count),
+            _completed([c]),
+            _stat(c, "token_saving"),
+        ]
+        for c in ordered
+    ]
+    footer = SIMULATED_NOTE if any(c.simulated for c in cells) else "No simulated planner."
+    return markdown_table(headers, rows) + "\n\n" + footer
+
+
+# --- the document ------------------------------------------------------------------------------
+
+
+def unfinished_runs(root: Path) -> int:
+    """Record files under ``root`` without completed metadata (aborted or in flight): left out."""
+    count = 0
+    for records in sorted((Path(root) / "runs").rglob("*.jsonl")):
+        meta = records.with_name(records.name.removesuffix(".jsonl") + ".meta.json")
+        try:
+            count += not json.loads(meta.read_text(encoding="utf-8")).get("completed")
+        except (OSError, ValueError):
+            count += 1
+    return count
+
+
+def _header(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics], unfinished: int) -> str:
+    versions = sorted({m.package_version for m in metrics})
+    scenarios: dict[str, int] = {}
+    for m in metrics:
+        scenarios[m.scenario] = max(scenarios.get(m.scenario, 0), m.episodes)
+    planners: dict[str, tuple[bool, set[str]]] = {}
+    for m in metrics:
+        simulated, served = planners.get(m.planner, (False, set()))
+        planners[m.planner] = (
+            simulated or m.simulated,
+            served | ({m.planner_served} if m.planner_served else set()),
+        )
+    arms = sorted({(m.arm, m.arm_code) for m in metrics}, key=lambda a: arm_rank(a[0]))
+    lines = [
+        "# Evaluation report",
+        "",
+        "Rebuilt from the run artifacts alone (`runs/**/*.jsonl` and `*.meta.json`); nothing is rerun.",
+        "",
+        f"- Package version: {', '.join(versions)}",
+        "- Scenarios: " + ", ".join(f"`{s}` ({n} episodes)" for s, n in sorted(scenarios.items())),
+        "- Planners: "
+        + ", ".join(
+            f"`{p}`"
+            + (f" {SIMULATED_MARK} simulated" if sim else "")
+            + (f" (served: {', '.join(sorted(served))})" if served and served != {p} else "")
+            for p, (sim, served) in sorted(planners.items())
+        ),
+        "- Arms: " + ", ".join(f"{code} (`{arm}`)" for arm, code in arms),
+        f"- Seeds: {', '.join(str(s) for s in sorted({m.seed for m in metrics}))}",
+        (
+            f"- Runs: {len(metrics)} ({sum(m.episodes_recorded for m in metrics):,} episodes, "
+            f"{sum(m.completed_episodes for m in metrics):,} completed), {len(cells)} cells"
+        ),
+    ]
+    if unfinished:
+        lines.append(
+            f"- Left out: {unfinished} unfinished run(s) (records without completed metadata)"
+        )
+    commands = sorted({m.command for m in metrics if m.command})
+    if commands:
+        lines += ["- Reproduce:"] + [f"  `{c}`" for c in commands]
+    if any(m.simulated for m in metrics):
+        lines += ["", SIMULATED_NOTE]
+    return "\n".join(lines)
+
+
+def _definitions() -> str:
+    return "## Definitions\n\n" + "\n".join(f"- **{name}**: {text}" for name, text in DEFINITIONS)
+
+
+def _figures_section(cells: Sequence[CellMetrics], figures_dir: Path, out_dir: Path) -> str:
+    specs = plan_figures(cells)
+    if not specs:
+        return "## Figures\n\n_Skipped: no run has the data of Figures 3–6._"
+    rel = Path(os.path.relpath(figures_dir, out_dir)).as_posix()
+    parts = ["## Figures", "Written by `figures.write_figures` under `figures/`."]
+    for spec in specs:
+        parts.append(f"![{spec.title}]({rel}/{spec.filename})\n\n{spec.caption}")
+    return "\n\n".join(parts)
+
+
+def render_report(
+    metrics: Sequence[RunMetrics],
+    cells: Sequence[CellMetrics],
+    figures_dir: Path,
+    out_dir: Path,
+    unfinished: int = 0,
+) -> str:
+    """The whole report as Markdown, from scored runs and their cells."""
+    if not metrics:
+        left_out = f" ({unfinished} unfinished run(s) left out)" if unfinished else ""
+        return f"# Evaluation report\n\n_No completed runs found{left_out}._\n"
+    by_scenario: dict[str, list[CellMetrics]] = defaultdict(list)
+    for c in cells:
+        by_scenario[c.scenario].append(c)
+    slots = {m.scenario: m.stale_slots for m in metrics}
+    table_streams = {
+        s: cs for s, cs in sorted(by_scenario.items()) if not any(c.rules_stream for c in cs)
+    }
+    rules_streams = {
+        s: cs for s, cs in sorted(by_scenario.items()) if any(c.rules_stream for c in cs)
+    }
+    ladders = {s: cs for s, cs in table_streams.items() if any(c.arm != "none" for c in cs)}
+
+    parts = [_header(metrics, cells, unfinished), _definitions(), "## Tables"]
+    if ladders:
+        for scenario, cs in ladders.items():
+            parts += [table3(scenario, cs, slots[scenario]), events_table(scenario, cs)]
+    else:
+        parts.append(
+            _skip("Table 3 — The A-ladder", "no memory-arm run on a table-drift or control stream.")
+        )
+    t4 = [t for s, cs in ladders.items() if (t := table4(s, cs))]
+    parts += t4 or [_skip("Table 4 — First-try by class", "no A1 (`naive`) or A2D (`row`) run.")]
+    if rules_streams:
+        for scenario, cs in rules_streams.items():
+            parts += [table5(scenario, cs), events_table(scenario, cs)]
+    else:
+        parts.append(
+            _skip(
+                "Table 5 — Detection policies",
+                "no run on a rules stream (drift events that change rules).",
+            )
+        )
+    t6 = [t for s, cs in table_streams.items() if (t := table6(s, cs))]
+    parts += t6 or [
+        _skip("Table 6 — Token and retry cost", "no A0 (`none`) run to measure a saving against.")
+    ]
+    parts.append(
+        table7(cells)
+        or _skip(
+            "Table 7 — First-try by hint shape",
+            "no A2D (`row`) run with hint-shaped episodes on a table-drift or control stream.",
+        )
+    )
+    parts.append(
+        wire_table(metrics, cells)
+        or _skip("§3.7 — What the contract costs on the wire", "no response recorded.")
+    )
+    parts.append(_figures_section(cells, figures_dir, out_dir))
+    parts += ["## Every cell", ladder_table(cells)]
+    return "\n\n".join(parts) + "\n"
+
+
+def build_report(root: Path, out: Path | None = None) -> str:
+    """Write the report of every completed run under ``root`` to ``out`` (default ``root/report.md``)."""
+    root = Path(root)
+    out = Path(out) if out is not None else root / "report.md"
+    metrics = score(read_runs(root))
+    text = render_report(
+        metrics, aggregate(metrics), root / "figures", out.parent, unfinished_runs(root)
+    )
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    return text

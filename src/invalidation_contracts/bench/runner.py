@@ -1,0 +1,333 @@
+"""One run of a scenario: a planner and a client arm against a fresh provider, episode by episode.
+
+The episode loop (DESIGN.md §5): the planner plans a request from the task and the memory block
+(and the feedback of earlier attempts) → the request goes to the server → the memory observes the
+response and fulfils what it needs (changes feed, rules listing) → up to ``max_attempts``. Between
+episodes the drift driver applies the pre-registered events. The oracle (a shadow registry that
+receives the same drift) labels every eviction and injection; strategies never see it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from .. import __version__
+from ..client.events import Evicted, FetchChanges, FetchRules, Observation, Quarantined, Restamped, RulesAlert, Served, Stored
+from ..client.memory import FixMemory
+from ..client.patching import apply_patch
+from ..client.prompting import render_memory_block, system_prompt
+from ..client.strategies import arm_code
+from ..domains import get_catalog
+from ..planners import Attempt, Planner, PlanningContext
+from ..planners.registry import create_planner
+from ..protocol.levels import Level
+from ..protocol.models import ChangesFeed, RulesListing, Suggestion
+from ..protocol.problems import ProblemType
+from ..server import Provider
+from .arms import Arm
+from .artifacts import ArtifactWriter, RunKey, RunMetadata
+from .driver import DriftDriver, DriftSources
+from .scenario import Scenario
+from .wire import wire_cost
+
+#: The consumption level every arm runs at (paper §3.5: compliance held fixed at L3, which subsumes L2).
+CONSUMPTION_LEVEL = Level.AMENDED_INPUT
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One cell of the grid."""
+
+    scenario: Scenario
+    planner: str
+    arm: Arm
+    seed: int
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(
+            self.scenario.name, self.planner, self.arm.strategy, self.seed, self.arm.detection, self.arm.apply_mode
+        )
+
+
+PlannerFactory = Callable[[str], Planner]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+class _Episode:
+    """Per-run mutable bookkeeping the oracle needs: where each entry was learned."""
+
+    def __init__(self) -> None:
+        self.learned_on: dict[str, dict[str, Any]] = {}
+        self.fixes: dict[str, Suggestion] = {}
+        self.stale_marked: set[str] = set()
+
+
+async def run_one(
+    spec: RunSpec,
+    root: Path,
+    *,
+    server_url: str | None = None,
+    admin_token: str | None = None,
+    planner_factory: PlannerFactory = create_planner,
+    command: str | None = None,
+) -> RunMetadata:
+    """Run ``spec`` and write its artifact under ``root``; return the run metadata."""
+    scenario = spec.scenario
+    catalog = get_catalog(scenario.domain)
+    level = Level(scenario.level)
+    if server_url is not None and admin_token is None:
+        raise ValueError("a run against a server URL needs that server's admin token")
+    token = admin_token or secrets.token_urlsafe(16)
+    shadow = Provider(catalog.domain, level=level)
+    route = catalog.route
+    if server_url is None:
+        from ..server.app import create_app
+
+        app = create_app(catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token)
+        origin = f"http://{scenario.domain.replace('_', '-')}.invalid"
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=origin)
+    else:
+        origin = server_url.rstrip("/")
+        client = httpx.AsyncClient(base_url=origin, timeout=30.0)
+    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection)
+    planner = planner_factory(spec.planner)
+    writer = ArtifactWriter(root, spec.key)
+    meta = RunMetadata(
+        key=spec.key,
+        package_version=__version__,
+        scenario_digest=scenario.digest,
+        level=int(level),
+        planner_simulated=bool(getattr(planner, "simulated", False)),
+        planner_requested=spec.planner,
+        planner_served=None,
+        episodes=scenario.episodes,
+        started_at=_now(),
+        extra={
+            "arm_code": arm_code(spec.arm.strategy),
+            "stale_slots": list(scenario.stale_slots),
+            "drift": [e.model_dump(exclude_none=True) for e in scenario.drift],
+            "max_attempts": scenario.max_attempts,
+            "domain": scenario.domain,
+            "consumption_level": int(CONSUMPTION_LEVEL),
+            **({"command": command} if command else {}),
+        },
+    )
+    book = _Episode()
+    try:
+        async with client:
+            if server_url is not None:
+                await _reset_server(client, shadow, token)
+            driver = DriftDriver(client, DriftSources(catalog.snapshots, catalog.rule_sets), shadow.registry, token)
+            for episode in range(1, scenario.episodes + 1):
+                completed, served = await _episode(
+                    spec, catalog, shadow, route, client, origin, memory, planner, writer, book, episode
+                )
+                meta.completed_episodes += int(completed)
+                meta.planner_served = meta.planner_served or served
+                for event in scenario.drift_after(episode):
+                    result = await driver.apply(event)
+                    writer.write(
+                        "drift", after_episode=episode, kind=event.kind, target=event.target, result=result
+                    )
+                    _mark_stale(memory, origin, shadow, catalog, route, writer, book, episode)
+    except BaseException:
+        writer.abort()
+        raise
+    finally:
+        await planner.aclose()
+    meta.completed = True
+    meta.finished_at = _now()
+    writer.finish(meta)
+    return meta
+
+
+async def _reset_server(client: httpx.AsyncClient, shadow: Provider, token: str) -> None:
+    """Bring a server at a URL back to the domain's initial content before a run.
+
+    Versions cannot go backwards, so the server's stamps may differ from the shadow's; the oracle
+    compares fix content only, so that does not matter.
+    """
+    headers = {"Authorization": f"Bearer {token}"}
+    state = shadow.registry.state
+    for name, snapshot in state.tables.items():
+        response = await client.post(
+            "/admin/reload-table", json={"table": name, "rows": snapshot.plain_rows()}, headers=headers
+        )
+        if response.status_code != 200:
+            raise RuntimeError(f"cannot reset table {name!r} on the server: HTTP {response.status_code}")
+    rules = [r.to_declaration().to_wire() for r in state.rules]
+    response = await client.post("/admin/rules", json={"rules": rules}, headers=headers)
+    if response.status_code != 200:
+        raise RuntimeError(f"cannot reset the rules on the server: HTTP {response.status_code}")
+
+
+async def _episode(spec, catalog, shadow, route, client, origin, memory, planner, writer, book, episode):
+    scenario = spec.scenario
+    family = catalog.task_families[scenario.family(episode)]
+    draft = dict(family.fields)
+    await _fulfil(memory.begin_episode(origin, episode), memory, client, origin, shadow, catalog, route, writer, book, episode, 0)
+    entries = memory.relevant(origin, draft, episode=episode)
+    injected = [e.entry_id for e in entries]
+    stale_injected = []
+    for entry in entries:
+        stale = not catalog.is_fix_current(entry.suggestion, draft, shadow.registry.state)
+        if stale:
+            stale_injected.append(entry.entry_id)
+        writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.entry_id,
+                     key=entry.key.to_dict(), reason=None, stale=stale)
+    suggestions: tuple[Suggestion, ...] = tuple(e.suggestion for e in entries)
+    block = render_memory_block(entries, CONSUMPTION_LEVEL, draft=draft)
+    attempts: list[Attempt] = []
+    tokens_in = tokens_out = 0
+    estimated = False
+    served = None
+    completed = False
+    for number in range(1, scenario.max_attempts + 1):
+        context = PlanningContext(
+            system_prompt=system_prompt(catalog.system_prompt, CONSUMPTION_LEVEL),
+            task=family.text,
+            task_fields=draft,
+            request_schema=route.request_model.model_json_schema(),
+            memory_block=block,
+            memory=suggestions,
+            amended_input=CONSUMPTION_LEVEL >= Level.AMENDED_INPUT,
+            attempts=tuple(attempts),
+            seed=spec.seed,
+            episode=episode,
+            attempt=number,
+        )
+        plan = await planner.plan(context)
+        served = served or plan.served_model
+        tokens_in += plan.usage.input_tokens
+        tokens_out += plan.usage.output_tokens
+        estimated = estimated or plan.usage.estimated
+        request = plan.request
+        if spec.arm.apply_mode == "client" and number == 1:
+            request = _apply_client_side(memory, origin, entries, request, writer, episode)
+        response = await client.post(route.path, json=request)
+        body = response.json()
+        cost = wire_cost(body)
+        feedback = body.get("recovery_feedback") or {}
+        writer.write(
+            "attempt", episode=episode, attempt=number, status=response.status_code, request=request,
+            response_bytes=len(response.content), contract_bytes=cost.contract, envelope_bytes=cost.envelope,
+            suggestion_bytes=cost.suggestions, patch_bytes=cost.patch,
+            suggestion_types=[s.get("type") for s in feedback.get("suggestions", [])],
+            tokens_in=plan.usage.input_tokens, tokens_out=plan.usage.output_tokens,
+            tokens_estimated=plan.usage.estimated,
+        )
+        observation = memory.observe(
+            origin, request, response.status_code, body, episode=episode, injected=injected,
+            delta_since=_delta_since(response), response_bytes=len(response.content),
+        )
+        _log(observation, writer, shadow, catalog, route, book, episode, number, request)
+        await _fulfil(observation.needs, memory, client, origin, shadow, catalog, route, writer, book, episode, number)
+        if response.status_code == 200:
+            completed = True
+            break
+        attempts.append(Attempt(request=request, status=response.status_code, response=body))
+    writer.write(
+        "episode", episode=episode, family=family.id, klass=family.klass,
+        action=family.action, attempts=len(attempts) + int(completed), first_try=completed and not attempts,
+        completed=completed, stale_slot=episode in scenario.stale_slots, injected=injected,
+        stale_injected=stale_injected, tokens_in=tokens_in, tokens_out=tokens_out, tokens_estimated=estimated,
+    )
+    return completed, served
+
+
+def _apply_client_side(memory, origin, entries, request, writer, episode):
+    """Client apply mode: patch the planned request with each cached fix on patchable paths."""
+    for entry in entries:
+        outcome = apply_patch(memory, origin, entry, request)
+        for event in outcome.events:
+            _write_event(writer, event, episode, 1, None)
+        request = outcome.request
+    return request
+
+
+def _delta_since(response: httpx.Response) -> int | None:
+    value = response.headers.get("Contract-Since")
+    return int(value) if value is not None and value.isdigit() else None
+
+
+async def _fulfil(needs, memory, client, origin, shadow, catalog, route, writer, book, episode, attempt):
+    """Fetch what the memory asked for and feed it back, until it asks for nothing more."""
+    pending = list(needs)
+    while pending:
+        need = pending.pop(0)
+        if isinstance(need, FetchChanges):
+            response = await client.get(need.path, params={"since": need.since})
+            if response.status_code == 410:
+                observation = memory.resync_required(origin)
+            else:
+                response.raise_for_status()
+                observation = memory.apply_changes(origin, ChangesFeed.model_validate(response.json()))
+        elif isinstance(need, FetchRules):
+            response = await client.get(need.path)
+            response.raise_for_status()
+            observation = memory.apply_rules(origin, RulesListing.model_validate(response.json()))
+        else:  # pragma: no cover - a new need type must be handled here
+            raise TypeError(f"unknown memory need {need!r}")
+        _log(observation, writer, shadow, catalog, route, book, episode, attempt, None)
+        pending.extend(observation.needs)
+
+
+def _log(observation: Observation, writer, shadow, catalog, route, book, episode, attempt, request):
+    for event in observation.events:
+        if isinstance(event, Stored) and request is not None:
+            book.learned_on[event.entry_id] = dict(request)
+            book.fixes[event.entry_id] = event.suggestion
+        stale = None
+        if isinstance(event, Evicted):
+            stale = _entry_stale(event.entry_id, shadow, catalog, book)
+        _write_event(writer, event, episode, attempt, stale)
+
+
+def _entry_stale(entry_id, shadow, catalog, book) -> bool | None:
+    """The oracle's label for an evicted entry: re-run its policy on the request it was learned on."""
+    draft, fix = book.learned_on.get(entry_id), book.fixes.get(entry_id)
+    if draft is None or fix is None:
+        return True if entry_id in book.stale_marked else None
+    return not catalog.is_fix_current(fix, draft, shadow.registry.state)
+
+
+_EVENT_NAMES = {
+    Served: "serve", Stored: "store", Evicted: "evict", Restamped: "restamp", Quarantined: "quarantine",
+    RulesAlert: "alert",
+}
+
+
+def _write_event(writer, event, episode, attempt, stale):
+    name = _EVENT_NAMES.get(type(event))
+    if name is None or name == "serve":
+        return
+    if name == "store" and event.replaced:
+        writer.write("memory", episode=episode, attempt=attempt, event="supersede", entry=event.replaced,
+                     key=event.key.to_dict(), reason="superseded", stale=None)
+    writer.write(
+        "memory", episode=episode, attempt=attempt, event=name, entry=getattr(event, "entry_id", None),
+        key=event.key.to_dict() if hasattr(event, "key") else None,
+        reason=getattr(getattr(event, "reason", None), "value", None), stale=stale,
+    )
+
+
+def _mark_stale(memory, origin, shadow, catalog, route, writer, book, episode):
+    """After a drift event, record every live entry the oracle now finds stale (for recall)."""
+    for entry in memory.entries(origin):
+        if entry.entry_id in book.stale_marked:
+            continue
+        stale = _entry_stale(entry.entry_id, shadow, catalog, book)
+        if stale:
+            book.stale_marked.add(entry.entry_id)
+            writer.write("stale", episode=episode, entry=entry.entry_id)
