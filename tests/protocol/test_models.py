@@ -74,3 +74,11 @@ def test_problem_type_round_trips_from_its_uri():
     for kind in ProblemType:
         assert ProblemType.from_uri(kind.uri) is kind
     assert ProblemType.from_uri("about:blank") is None
+
+
+def test_a_patch_operation_keeps_a_null_value():
+    from invalidation_contracts.protocol import PatchOperation
+
+    op = PatchOperation(op="replace", path="/promo_code", value=None)
+    assert op.to_wire() == {"op": "replace", "path": "/promo_code", "value": None}
+    assert PatchOperation(op="remove", path="/x").to_wire() == {"op": "remove", "path": "/x"}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializationInfo, model_serializer
 
 Row = dict[str, JsonValue]
 RuleTriple = tuple[str, str, str]
@@ -62,6 +62,14 @@ class PatchOperation(WireModel):
     path: str
     value: JsonValue | None = None
     from_: str | None = Field(default=None, alias="from")
+
+    @model_serializer(mode="wrap")
+    def _keep_null_value(self, handler, info: SerializationInfo) -> dict[str, Any]:
+        """``add``, ``replace`` and ``test`` always carry ``value``, even when it is null."""
+        data = handler(self)
+        if self.op in ("add", "replace", "test"):
+            data["value"] = self.value
+        return data
 
 
 class Suggestion(WireModel):

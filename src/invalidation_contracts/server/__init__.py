@@ -5,6 +5,7 @@ The core here is sans-IO; ``app`` (FastAPI) and ``storage`` (SQLite) are adapter
 
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
 from .domain import Domain, Route, TableSpec
+from . import oracle
 from .graph import KnowledgeGraph, node_id, split_node
 from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
 from .provider import Outcome, Provider
@@ -40,6 +41,7 @@ __all__ = [
     "evaluate",
     "freeze",
     "node_id",
+    "oracle",
     "policy",
     "read_snapshot",
     "split_node",

@@ -1,0 +1,141 @@
+"""Leak audit: no fix value may appear in a task's text, its fields, or the system prompt.
+
+A planner that reads the fix in its task has not learned it from the server, so a leak silently
+inflates first-try rates. The audit collects every parameter value any policy emits, under the
+initial state and every drift snapshot and rule set, for each task draft and for the drafts one
+field away from it (each string field set to each key or string value the tables hold).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from invalidation_contracts.server import Provider, RegistryState
+
+from .catalog import DomainCatalog
+
+
+@dataclass(frozen=True, slots=True)
+class Leak:
+    """A fix value found where a planner can read it."""
+
+    value: Any
+    where: str
+
+    def __str__(self) -> str:
+        return f"fix value {self.value!r} appears in {self.where}"
+
+
+def audit(catalog: DomainCatalog) -> list[Leak]:
+    """Every place a fix value appears in the system prompt or in a task family's text or fields."""
+    values = fix_values(catalog)
+    found = [
+        Leak(v, "the system prompt")
+        for v in sorted(values, key=repr)
+        if _in_text(v, catalog.system_prompt)
+    ]
+    for family in catalog.task_families.values():
+        for value in sorted(values, key=repr):
+            if _in_text(value, family.text):
+                found.append(Leak(value, f"the text of task family {family.id}"))
+            if any(_same(value, leaf) for leaf in _leaves(family.fields)):
+                found.append(Leak(value, f"the fields of task family {family.id}"))
+    return found
+
+
+def fix_values(catalog: DomainCatalog) -> set[Any]:
+    """Every non-null parameter value a policy emits on the drafts the audit explores."""
+    provider = Provider(catalog.domain)
+    candidates = sorted(_table_strings(catalog))
+    values: set[Any] = set()
+    for state in _states(catalog):
+        for family in catalog.task_families.values():
+            for draft in _neighbours(family.draft(), candidates):
+                try:
+                    findings = provider.findings(catalog.route, draft, state)
+                except ValidationError:
+                    continue
+                for finding in findings:
+                    values.update(v for v in _leaves(finding.violation.parameters) if v is not None)
+                    if finding.violation.parameters and draft == family.fields:
+                        chained = {**draft, **finding.violation.parameters}
+                        try:
+                            more = provider.findings(catalog.route, chained, state)
+                        except ValidationError:
+                            continue
+                        for f in more:
+                            values.update(
+                                v for v in _leaves(f.violation.parameters) if v is not None
+                            )
+    return values
+
+
+def _states(catalog: DomainCatalog) -> Iterator[RegistryState]:
+    """The initial state, each snapshot and each rule set applied alone, and every snapshot in turn."""
+    yield catalog.domain.registry().state
+    for name in catalog.snapshots:
+        registry = catalog.domain.registry()
+        file = catalog.read_snapshot(name)
+        registry.reload(file.table, file.rows, file.version)
+        yield registry.state
+    for name in catalog.rule_sets:
+        registry = catalog.domain.registry()
+        registry.set_rules(catalog.read_rule_set(name))
+        yield registry.state
+    cumulative = catalog.domain.registry()
+    for name in sorted(catalog.snapshots):
+        file = catalog.read_snapshot(name)
+        cumulative.reload(file.table, file.rows)
+    yield cumulative.state
+
+
+def _table_strings(catalog: DomainCatalog) -> set[str]:
+    rows = [spec.rows for spec in catalog.domain.tables.values()]
+    rows += [catalog.read_snapshot(name).rows for name in catalog.snapshots]
+    found: set[str] = set()
+    for table in rows:
+        found.update(table)
+        found.update(v for row in table.values() for v in _leaves(row) if isinstance(v, str))
+    return found
+
+
+def _neighbours(draft: dict[str, Any], candidates: list[str]) -> Iterator[dict[str, Any]]:
+    yield draft
+    for field, value in draft.items():
+        if isinstance(value, str) or value is None:
+            for candidate in candidates:
+                if candidate != value:
+                    yield {**draft, field: candidate}
+
+
+def _leaves(value: Any) -> Iterator[Any]:
+    if isinstance(value, Mapping):
+        for v in value.values():
+            yield from _leaves(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _leaves(v)
+    else:
+        yield value
+
+
+def _same(value: Any, leaf: Any) -> bool:
+    if isinstance(value, str) and isinstance(leaf, str):
+        return value.casefold() == leaf.casefold()
+    return type(value) is type(leaf) and value == leaf
+
+
+def _in_text(value: Any, text: str) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, (int, float)):
+        return re.search(rf"(?<![\d.]){re.escape(str(value))}(?![\d])", text) is not None
+    if isinstance(value, str) and value:
+        folded = text.casefold()
+        return value.casefold() in folded or value.replace("_", " ").casefold() in folded
+    return False
