@@ -100,17 +100,19 @@ def _preflight(args: argparse.Namespace) -> int:
 def _add_service(sub: argparse._SubParsersAction) -> None:
     from .server.auth import ADMIN_TOKEN_ENV
 
-    p = sub.add_parser("serve", help="run the provider service (a domain's API with the contract) under uvicorn")
+    p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
-    p.add_argument("--level", type=_level, default=6, help="contract level 0-6 or L0-L6 (default 6)")
-    p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: in memory, lost on exit)")
+    p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
+    p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument(
         "--admin-token-env", default=ADMIN_TOKEN_ENV, metavar="VAR",
         help=f"environment variable holding the admin token (default {ADMIN_TOKEN_ENV})",
     )
-    p.add_argument("--protect-graph", action="store_true", help="put GET /contract/graph behind the admin token")
+    p.add_argument(
+        "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
+    )
     p.set_defaults(handler=_serve)
 
     for name, help_text in (
@@ -118,13 +120,13 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
         ("graph", "print a running server's knowledge graph"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--url", default="http://127.0.0.1:8000", help="the server (default http://127.0.0.1:8000)")
+        p.add_argument("--url", default="http://127.0.0.1:8000", help="default %(default)s")
         p.add_argument("--token", default=None, help=f"admin token (default ${ADMIN_TOKEN_ENV})")
         p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
         if name == "reload":
-            p.add_argument("--snapshot", type=Path, required=True, help="snapshot file (JSON or TOML)")
-            p.add_argument("--table", default=None, help="the table (default: the one the file names)")
-            p.add_argument("--version", default=None, help="the new version (default: the file's, else bumped)")
+            p.add_argument("--snapshot", type=Path, required=True, help="JSON or TOML snapshot")
+            p.add_argument("--table", default=None, help="the table (default: the file's)")
+            p.add_argument("--version", default=None, help="new version (default: file's, or bump)")
             p.set_defaults(handler=_reload)
         else:
             p.set_defaults(handler=_graph)
@@ -152,19 +154,25 @@ def _serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"cannot load domains: {exc}") from exc
     except KeyError as exc:
-        raise CommandError(str(exc.args[0]) if exc.args else f"unknown domain {args.domain!r}") from exc
-    token = os.environ.get(args.admin_token_env) or None
-    if token is None:
-        print(f"invalidation-contracts: warning: ${args.admin_token_env} is not set; admin routes answer 401",
-              file=sys.stderr)
+        raise CommandError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    token = os.environ.get(args.admin_token_env) or ""
+    if not token:
+        print(
+            f"invalidation-contracts: warning: ${args.admin_token_env} is not set; "
+            "admin routes answer 401",
+            file=sys.stderr,
+        )
     try:
-        app = create_app(domain, level=args.level, store=args.db, admin_token=token or "",
-                         protect_graph=args.protect_graph)
+        app = create_app(
+            domain, level=args.level, store=args.db, admin_token=token,
+            protect_graph=args.protect_graph,
+        )
         serve(app, host=args.host, port=args.port)
     except StorageError as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
-        raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from exc
+        where = f"{args.host}:{args.port}"
+        raise CommandError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     return 0
 
 
@@ -186,7 +194,7 @@ def _reload(args: argparse.Namespace) -> int:
     except DataFileError as exc:
         raise CommandError(str(exc)) from exc
     if args.table is not None and args.table != snapshot.table:
-        raise CommandError(f"{args.snapshot} is a snapshot of table {snapshot.table!r}, not {args.table!r}")
+        raise CommandError(f"{args.snapshot} holds table {snapshot.table!r}, not {args.table!r}")
     try:
         with _admin_client(args) as client:
             result = client.reload(snapshot.table, snapshot.rows, args.version or snapshot.version)
@@ -198,11 +206,15 @@ def _reload(args: argparse.Namespace) -> int:
         print(f"{result.table}: unchanged at {result.new_version}")
     else:
         d = result.diff
-        what = "touch, no row changed" if result.touch else (
-            f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
+        what = (
+            "touch, no row changed" if result.touch
+            else f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
         )
-        print(f"{result.table}: {result.old_version} -> {result.new_version} ({what}); "
-              f"{len(result.affected_downstream)} downstream nodes affected; seq {result.contract_seq}")
+        print(
+            f"{result.table}: {result.old_version} -> {result.new_version} ({what}); "
+            f"{len(result.affected_downstream)} downstream nodes affected; "
+            f"seq {result.contract_seq}"
+        )
     return 0
 
 
@@ -217,15 +229,248 @@ def _graph(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(listing.to_wire(), indent=2, sort_keys=True))
         return 0
-    print(f"{len(listing.nodes)} nodes, {len(listing.edges)} edges "
-          f"(rules_version {listing.rules_version}, seq {listing.contract_seq})")
+    print(
+        f"{len(listing.nodes)} nodes, {len(listing.edges)} edges "
+        f"(rules_version {listing.rules_version}, seq {listing.contract_seq})"
+    )
     for edge in listing.edges:
         print(f"{edge.from_} -[{edge.relation}]-> {edge.to}")
     return 0
 
 
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, not {text!r}") from None
+    if not seeds:
+        raise argparse.ArgumentTypeError("at least one seed is needed")
+    return seeds
+
+
+def _add_harness_output(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", type=Path, default=Path("results"), help="results directory (default: results)")
+    p.add_argument("--concurrency", type=int, default=4, help="runs in flight at once (default: 4)")
+    p.add_argument("--fresh", action="store_true", help="rerun cells whose artifacts are already complete")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "ladder",
+        help="the paper's A-ladder on payments-drifted with the simulated profiles (the main job)",
+    )
+    p.add_argument("--scenario", default="payments-drifted", help="stream to run (default: payments-drifted)")
+    p.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="comma-separated seeds (default: 0,1,2)")
+    _add_harness_output(p)
+    p.set_defaults(handler=_ladder)
+
+    p = sub.add_parser("run", help="run any grid: scenarios x planners x arms x seeds")
+    p.add_argument("--grid", type=Path, help="TOML grid file (scenarios, planners, arms, seeds)")
+    p.add_argument("--scenario", action="append", default=None, help="scenario name or manifest path (repeatable)")
+    p.add_argument("--planner", action="append", default=None, help="planner spec, e.g. simulated:exact (repeatable)")
+    p.add_argument("--arm", action="append", default=None, help="STRATEGY[/DETECTION[/APPLY]], e.g. row or A2D (repeatable)")
+    p.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds (default: 0,1,2)")
+    p.add_argument("--server-url", default=None, help="run against a server at this URL instead of in-process")
+    p.add_argument("--admin-token", default=None, help="that server's admin token (default: $INVALIDATION_CONTRACTS_ADMIN_TOKEN)")
+    _add_harness_output(p)
+    p.set_defaults(handler=_run)
+
+    p = sub.add_parser("report", help="rebuild report.md, figures and the summary from artifacts alone")
+    p.add_argument("--from", dest="root", type=Path, default=Path("results"), help="results directory")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(handler=_report)
+
+    p = sub.add_parser("scenarios", help="list the shipped scenario manifests, or validate one")
+    p.add_argument("manifest", nargs="?", help="a scenario name or manifest path to validate and describe")
+    p.set_defaults(handler=_scenarios)
+
+
+def _command_line() -> str:
+    return "invalidation-contracts " + " ".join(sys.argv[1:])
+
+
+def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
+    import asyncio
+
+    from .bench.grid import run_grid
+
+    outcome = asyncio.run(
+        run_grid(
+            grid, args.out, concurrency=args.concurrency, progress=not (args.no_progress or args.json),
+            command=_command_line(), resume=not args.fresh, **options,
+        )
+    )
+    for spec, exc in outcome.failed:
+        print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
+    _publish(args.out, args.json)
+    return 1 if outcome.failed else 0
+
+
+def _publish(root: Path, as_json: bool) -> None:
+    from .bench.figures import write_figures
+    from .bench.metrics import aggregate, summary_json
+    from .bench.report import build_report, ladder_table
+    from .bench.artifacts import read_runs
+
+    runs = read_runs(root)
+    if not runs:
+        raise CommandError(f"no completed runs under {root}")
+    report_path = root / "report.md"
+    build_report(root, report_path)
+    figures = write_figures(root)
+    if as_json:
+        print(json.dumps(summary_json(root), indent=2, default=str))
+        return
+    print(ladder_table(aggregate(runs)))
+    print(f"\nreport: {report_path}")
+    for figure in figures:
+        print(f"figure: {figure}")
+
+
+def _ladder(args: argparse.Namespace) -> int:
+    from .bench.grid import ladder_grid
+    from .bench.scenario import ScenarioError
+
+    try:
+        grid = ladder_grid(args.scenario, args.seeds)
+    except ScenarioError as exc:
+        raise CommandError(str(exc)) from exc
+    return _execute_grid(grid, args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import os
+
+    from .bench.arms import LADDER, Arm
+    from .bench.grid import SIMULATED_PROFILES, Grid, load_grid
+    from .bench.scenario import ScenarioError, load_scenario
+
+    try:
+        grid = load_grid(args.grid) if args.grid else Grid([load_scenario("payments-drifted")], SIMULATED_PROFILES, LADDER)
+        grid = Grid(
+            scenarios=[load_scenario(s) for s in args.scenario] if args.scenario else grid.scenarios,
+            planners=args.planner or grid.planners,
+            arms=[Arm.parse(a) for a in args.arm] if args.arm else grid.arms,
+            seeds=args.seeds or grid.seeds,
+            rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else grid.rules_arms,
+        )
+    except (ScenarioError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
+    options = {}
+    if args.server_url:
+        token = args.admin_token or os.environ.get("INVALIDATION_CONTRACTS_ADMIN_TOKEN")
+        if not token:
+            raise CommandError("--server-url needs --admin-token or $INVALIDATION_CONTRACTS_ADMIN_TOKEN")
+        options = {"server_url": args.server_url, "admin_token": token}
+    return _execute_grid(grid, args, **options)
+
+
+def _report(args: argparse.Namespace) -> int:
+    _publish(args.root, args.json)
+    return 0
+
+
+def _scenarios(args: argparse.Namespace) -> int:
+    from .bench.scenario import ScenarioError, load_scenario, shipped_scenarios
+
+    if args.manifest is None:
+        for name in shipped_scenarios():
+            scenario = load_scenario(name)
+            print(f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}")
+        return 0
+    try:
+        scenario = load_scenario(args.manifest)
+    except ScenarioError as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}")
+    for event in scenario.drift:
+        print(f"  after episode {event.after_episode}: {event.target} ({event.kind})")
+    print(f"  stale slots: {scenario.stale_slots or 'none'}")
+    return 0
+
+
+def _add_memory(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("memory", help="inspect and edit an agent's fix memory (SQLite file)")
+    actions = p.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
+
+    stats = actions.add_parser("stats", help="counters per origin: hits, misses, evictions, ...")
+    stats.add_argument("--db", type=Path, required=True, help="the fix-memory SQLite file")
+    stats.add_argument("--origin", default=None, help="only this origin")
+    stats.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    stats.set_defaults(handler=_memory_stats)
+
+    listing = actions.add_parser("list", help="list live entries (or tombstones)")
+    listing.add_argument("--db", type=Path, required=True, help="the fix-memory SQLite file")
+    listing.add_argument("--origin", default=None, help="only this origin")
+    listing.add_argument("--tombstones", action="store_true", help="list evicted entries instead")
+    listing.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    listing.set_defaults(handler=_memory_list)
+
+    evict = actions.add_parser("evict", help="evict entries (reason: operator)")
+    evict.add_argument("--db", type=Path, required=True, help="the fix-memory SQLite file")
+    evict.add_argument("--origin", required=True, help="the origin whose entries to evict")
+    which = evict.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--id", dest="ids", action="append", metavar="ID", help="an entry id (repeatable)"
+    )
+    which.add_argument("--table", help="every entry depending on this table")
+    which.add_argument("--all", dest="everything", action="store_true", help="every entry of it")
+    evict.set_defaults(handler=_memory_evict)
+
+
+def _memory_stats(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .client import operator
+
+    try:
+        rows = operator.origin_stats(args.db, args.origin)
+    except operator.OperatorError as exc:
+        raise CommandError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        Console().print(operator.stats_table(rows))
+    return 0
+
+
+def _memory_list(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from .client import operator
+
+    try:
+        rows = operator.entry_rows(args.db, args.origin, tombstones=args.tombstones)
+    except operator.OperatorError as exc:
+        raise CommandError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(rows, indent=2, sort_keys=True))
+    else:
+        Console().print(operator.entries_table(rows, tombstones=args.tombstones))
+    return 0
+
+
+def _memory_evict(args: argparse.Namespace) -> int:
+    from .client import operator
+
+    try:
+        evicted = operator.evict(
+            args.db, args.origin, entry_ids=args.ids, table=args.table, everything=args.everything
+        )
+    except operator.OperatorError as exc:
+        raise CommandError(str(exc)) from exc
+    noun = "entry" if len(evicted) == 1 else "entries"
+    listed = f": {', '.join(evicted)}" if evicted else ""
+    print(f"evicted {len(evicted)} {noun} of {args.origin}{listed}")
+    return 0
+
+
 #: One registrar per command group, in help order.
-_REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [_add_schema, _add_planners, _add_service]
+_REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
+    _add_bench, _add_schema, _add_planners, _add_service, _add_memory,
+]
 
 
 def build_parser() -> argparse.ArgumentParser:

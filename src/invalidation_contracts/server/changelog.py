@@ -60,17 +60,21 @@ class ChangeLog:
             raise ProtocolError(
                 ProblemType.RESYNC_REQUIRED, f"position {since} is not in this history (last is {last_seq})"
             )
-        if since < self.floor:
+        # A writer may append (and trim) while a reader runs: work on one copy (atomic under the
+        # GIL) and stop at ``last_seq``, so the feed describes exactly the state the caller read.
+        records = tuple(self._records)
+        floor = records[0].seq - 1 if records else self._floor
+        if since < floor:
             raise ProtocolError(
                 ProblemType.RESYNC_REQUIRED,
-                f"position {since} is older than the retained log (oldest answerable is {self.floor})",
+                f"position {since} is older than the retained log (oldest answerable is {floor})",
             )
         wanted = None if tables is None else set(tables)
         rows: list[RowChange] = []
         transitions: list[TableTransition] = []
         rule_changes: list[RuleChange] = []
-        for record in self._records:
-            if record.seq <= since:
+        for record in records:
+            if record.seq <= since or record.seq > last_seq:
                 continue
             if record.transition is not None and (wanted is None or record.transition.table in wanted):
                 transitions.append(record.transition)
