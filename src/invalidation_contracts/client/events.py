@@ -1,0 +1,179 @@
+"""What the memory reports: typed events (what it did) and needs (what it wants fetched).
+
+The memory core performs no I/O. Each call returns an ``Observation``: the events it caused, for
+logging and metrics, and the needs an adapter must fulfil (fetch ``/contract/changes`` or
+``/contract/rules`` and feed the parsed result back through ``FixMemory.apply_changes`` /
+``apply_rules``, or report a 410 through ``resync_required``). ``to_dict`` gives one JSON line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any, ClassVar
+
+from .entries import EvictionReason, MemoryKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryEvent:
+    """Base of every event: the origin it concerns and the episode it happened in."""
+
+    kind: ClassVar[str] = "event"
+    origin: str
+    episode: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with an ``event`` discriminator, for JSONL logs."""
+        out: dict[str, Any] = {"event": self.kind}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, MemoryKey):
+                out["type"] = value.type
+                out["scope"] = value.scope_fields
+            else:
+                out[f.name] = _plain(value)
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EntryEvent(MemoryEvent):
+    """An event about one entry."""
+
+    entry_id: str
+    key: MemoryKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Served(EntryEvent):
+    """A lookup returned the entry for injection (a hit)."""
+
+    kind: ClassVar[str] = "served"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Stored(EntryEvent):
+    """A cacheable suggestion became an entry."""
+
+    kind: ClassVar[str] = "stored"
+    tables: tuple[str, ...] = ()
+    derived_from: tuple[str, ...] = ()
+    replaced: str | None = None
+    """The id of the entry with the same key it superseded, if any."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Evicted(EntryEvent):
+    """An entry left service and became a tombstone."""
+
+    kind: ClassVar[str] = "evicted"
+    reason: EvictionReason
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Restamped(EntryEvent):
+    """An entry was found still valid and stamped with the new versions."""
+
+    kind: ClassVar[str] = "restamped"
+    versions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    """``{table: (old_version, new_version)}``."""
+    rules_version: tuple[str | None, str] | None = None
+    """``(old, new)`` when the rules stamp moved."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Quarantined(EntryEvent):
+    """An entry's patch wrote outside the patchable paths; it is out of service."""
+
+    kind: ClassVar[str] = "quarantined"
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NotStored(MemoryEvent):
+    """A suggestion in a failure response that the memory did not keep."""
+
+    kind: ClassVar[str] = "not-stored"
+    suggestion_type: str | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VersionMoved(MemoryEvent):
+    """The memory saw a table's version move (``new_version`` None: the table is gone)."""
+
+    kind: ClassVar[str] = "version-moved"
+    table: str
+    old_version: str
+    new_version: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RulesAlert(MemoryEvent):
+    """A rules strategy saw the ``rules_version`` stamp move."""
+
+    kind: ClassVar[str] = "rules-alert"
+    old_rules_version: str
+    new_rules_version: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Ignored(MemoryEvent):
+    """Contract data the memory could not use (malformed fields); nothing was changed."""
+
+    kind: ClassVar[str] = "ignored"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class FetchChanges:
+    """Need: ``GET {origin}/contract/changes?since={since}[&epoch={epoch}]``, then ``apply_changes``.
+
+    ``epoch`` is the history ``since`` belongs to; a server of another history answers 410.
+    """
+
+    origin: str
+    since: int
+    epoch: str | None = None
+
+    @property
+    def path(self) -> str:
+        return "/contract/changes"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRules:
+    """Need: ``GET {origin}/contract/rules``, then ``apply_rules``."""
+
+    origin: str
+
+    @property
+    def path(self) -> str:
+        return "/contract/rules"
+
+
+Need = FetchChanges | FetchRules
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """The outcome of one memory call: what happened, and what the adapter must fetch next."""
+
+    events: tuple[MemoryEvent, ...] = ()
+    needs: tuple[Need, ...] = ()
+
+    def of(self, event_type: type[MemoryEvent]) -> list[Any]:
+        """The events of one type, in order."""
+        return [event for event in self.events if isinstance(event, event_type)]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,119 @@
+"""The live entries of one origin and the indexes a change is answered from.
+
+Observing a change to table ``t`` or row ``t:k`` looks up exactly the entries that touch it, so its
+cost is proportional to those entries, not to the size of the memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from ..protocol.models import RuleTriple
+from .entries import MemoryEntry, MemoryKey
+
+
+class OriginIndex:
+    """Entries by id, key, table, row, rule, type, and the reverse of ``derived_from``."""
+
+    def __init__(self, entries: Iterable[MemoryEntry] = ()) -> None:
+        self.entries: dict[str, MemoryEntry] = {}
+        self._by_key: dict[MemoryKey, str] = {}
+        self._by_table: dict[str, set[str]] = {}
+        self._by_row: dict[tuple[str, str], set[str]] = {}
+        self._whole: dict[str, set[str]] = {}
+        self._by_rule: dict[RuleTriple, set[str]] = {}
+        self._by_type: dict[str, set[str]] = {}
+        self._rule_dependent: set[str] = set()
+        self._consumers: dict[str, set[str]] = {}
+        for entry in sorted(entries, key=lambda e: e.serial):
+            self.add(entry)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.entries
+
+    def __iter__(self) -> Iterator[MemoryEntry]:
+        """Live entries in the order they were stored."""
+        return iter(self.entries.values())
+
+    def add(self, entry: MemoryEntry) -> None:
+        eid = entry.id
+        self.entries[eid] = entry
+        self._by_key[entry.key] = eid
+        self._by_type.setdefault(entry.type, set()).add(eid)
+        for dep in entry.dependencies:
+            self._by_table.setdefault(dep.table, set()).add(eid)
+            if dep.keys is None:
+                self._whole.setdefault(dep.table, set()).add(eid)
+            for key in dep.keys or ():
+                self._by_row.setdefault((dep.table, key), set()).add(eid)
+        if entry.rules:
+            self._rule_dependent.add(eid)
+            for rule in entry.rules:
+                self._by_rule.setdefault(rule, set()).add(eid)
+        for parent in entry.derived_from:
+            if parent in self.entries:
+                self._consumers.setdefault(parent, set()).add(eid)
+
+    def replace(self, entry: MemoryEntry) -> None:
+        """Swap in a restamped copy (same id, same dependencies' tables and keys)."""
+        self.entries[entry.id] = entry
+
+    def remove(self, entry_id: str) -> tuple[MemoryEntry, list[MemoryEntry]]:
+        """Drop an entry; return it and its live consumers (entries derived from it)."""
+        entry = self.entries.pop(entry_id)
+        if self._by_key.get(entry.key) == entry_id:
+            del self._by_key[entry.key]
+        _discard(self._by_type, entry.type, entry_id)
+        for dep in entry.dependencies:
+            _discard(self._by_table, dep.table, entry_id)
+            if dep.keys is None:
+                _discard(self._whole, dep.table, entry_id)
+            for key in dep.keys or ():
+                _discard(self._by_row, (dep.table, key), entry_id)
+        self._rule_dependent.discard(entry_id)
+        for rule in entry.rules:
+            _discard(self._by_rule, rule, entry_id)
+        for parent in entry.derived_from:
+            _discard(self._consumers, parent, entry_id)
+        consumers = self._ordered(self._consumers.pop(entry_id, ()))
+        return entry, consumers
+
+    def by_key(self, key: MemoryKey) -> MemoryEntry | None:
+        eid = self._by_key.get(key)
+        return self.entries[eid] if eid is not None else None
+
+    def on_table(self, table: str) -> list[MemoryEntry]:
+        """Entries depending on ``table`` at all (by rows or whole)."""
+        return self._ordered(self._by_table.get(table, ()))
+
+    def on_row(self, table: str, key: str) -> list[MemoryEntry]:
+        """Entries that read row ``key`` of ``table``."""
+        return self._ordered(self._by_row.get((table, key), ()))
+
+    def whole_table(self, table: str) -> list[MemoryEntry]:
+        """Entries that depend on ``table`` at table granularity (no keys)."""
+        return self._ordered(self._whole.get(table, ()))
+
+    def with_rule(self, rule: RuleTriple) -> list[MemoryEntry]:
+        return self._ordered(self._by_rule.get(rule, ()))
+
+    def rule_dependent(self) -> list[MemoryEntry]:
+        """Entries that relied on at least one rule."""
+        return self._ordered(self._rule_dependent)
+
+    def of_type(self, type: str) -> list[MemoryEntry]:
+        return self._ordered(self._by_type.get(type, ()))
+
+    def _ordered(self, ids: Iterable[str]) -> list[MemoryEntry]:
+        return sorted((self.entries[i] for i in ids if i in self.entries), key=lambda e: e.serial)
+
+
+def _discard(index: dict, name: object, entry_id: str) -> None:
+    bucket = index.get(name)
+    if bucket is not None:
+        bucket.discard(entry_id)
+        if not bucket:
+            del index[name]

@@ -1,0 +1,191 @@
+"""What an operator does to a fix memory on disk: read its counters, list it, evict from it.
+
+Backs ``invalidation-contracts memory stats|list|evict``. Run these on a memory no agent is using
+at the moment (an agent holds its own index and does not see edits made behind it until restart).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from os import PathLike
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from .entries import EvictionReason, MemoryEntry, Tombstone
+from .events import Evicted
+from .memory import FixMemory
+from .stores import SQLiteStore, StoreError
+
+
+class OperatorError(Exception):
+    """A one-line reason an operator command cannot be done (nothing was changed)."""
+
+
+@contextmanager
+def opened(path: str | PathLike[str]) -> Iterator[FixMemory]:
+    """An existing SQLite fix memory, closed on exit; ``OperatorError`` if missing or unreadable."""
+    try:
+        memory = FixMemory("naive", store=SQLiteStore(path, create=False), close_store=True)
+    except StoreError as exc:
+        raise OperatorError(str(exc)) from exc
+    try:
+        yield memory
+    except StoreError as exc:
+        raise OperatorError(str(exc)) from exc
+    finally:
+        memory.close()
+
+
+def select_origins(memory: FixMemory, origin: str | None) -> list[str]:
+    """``[origin]`` if the memory holds it, every origin if ``origin`` is None."""
+    known = memory.origins()
+    if origin is None:
+        return known
+    if origin not in known:
+        raise OperatorError(f"the memory holds nothing for origin {origin!r}")
+    return [origin]
+
+
+def origin_stats(path: str | PathLike[str], origin: str | None = None) -> list[dict[str, Any]]:
+    """One row per origin: its counters, with its live entry and tombstone counts."""
+    rows = []
+    with opened(path) as memory:
+        for name in select_origins(memory, origin):
+            row = {
+                "origin": name,
+                "entries": len(memory.entries(name)),
+                "tombstones": len(memory.tombstones(name)),
+            }
+            row.update(memory.stats(name).to_dict())
+            rows.append(row)
+    return rows
+
+
+def entry_rows(
+    path: str | PathLike[str], origin: str | None = None, *, tombstones: bool = False
+) -> list[dict[str, Any]]:
+    """One row per live entry (or per tombstone) of the selected origins."""
+    rows = []
+    with opened(path) as memory:
+        for name in select_origins(memory, origin):
+            if tombstones:
+                rows.extend(_tombstone_row(t) for t in memory.tombstones(name))
+            else:
+                rows.extend(_entry_row(e) for e in memory.entries(name))
+    return rows
+
+
+def evict(
+    path: str | PathLike[str],
+    origin: str,
+    *,
+    entry_ids: list[str] | None = None,
+    table: str | None = None,
+    everything: bool = False,
+) -> list[str]:
+    """Evict by id, by table or all (reason ``operator``); return the evicted ids.
+
+    An id that is not a live entry is an ``OperatorError``, and then nothing is evicted.
+    """
+    with opened(path) as memory:
+        select_origins(memory, origin)
+        live = {entry.id for entry in memory.entries(origin)}
+        missing = [entry_id for entry_id in entry_ids or () if entry_id not in live]
+        if missing:
+            raise OperatorError(f"no live entry {', '.join(missing)} for origin {origin!r}")
+        obs = memory.evict(
+            origin,
+            entry_ids=entry_ids or (),
+            table=table,
+            everything=everything,
+            reason=EvictionReason.OPERATOR,
+        )
+    return [event.entry_id for event in obs.of(Evicted)]
+
+
+def stats_table(rows: list[dict[str, Any]]) -> Table:
+    """Counters down the side, one column per origin."""
+    table = Table(title="Fix memory: counters per origin")
+    table.add_column("counter", no_wrap=True)
+    for row in rows:
+        table.add_column(Text(row["origin"]), justify="right", overflow="fold")
+    reasons = sorted({reason for row in rows for reason in row["evictions"]})
+    counters = [
+        "entries",
+        "tombstones",
+        "lookups",
+        "hits",
+        "misses",
+        "served",
+        "stores",
+        "not_stored",
+    ]
+    for name in counters:
+        table.add_row(name.replace("_", " "), *(str(row[name]) for row in rows))
+    table.add_row("evictions", *(str(sum(row["evictions"].values())) for row in rows))
+    for reason in reasons:
+        table.add_row(f"  {reason}", *(str(row["evictions"].get(reason, 0)) for row in rows))
+    for name in ("restamps", "quarantines", "version_moves", "rules_alerts", "responses"):
+        table.add_row(name.replace("_", " "), *(str(row[name]) for row in rows))
+    table.add_row("contract bytes", *(str(row["contract_bytes"]) for row in rows))
+    table.add_row("response bytes", *(str(row["response_bytes"]) for row in rows))
+    return table
+
+
+def entries_table(rows: list[dict[str, Any]], *, tombstones: bool = False) -> Table:
+    """One row per entry (or tombstone); the origin is a column only when there are several."""
+    origins = sorted({row["origin"] for row in rows})
+    title = "Fix memory: " + ("tombstones" if tombstones else "live entries")
+    table = Table(title=Text(title + (f" of {origins[0]}" if len(origins) == 1 else "")))
+    columns = (["origin"] if len(origins) > 1 else []) + [
+        "id",
+        "type",
+        "scope",
+        "depends on",
+        "episode",
+    ]
+    columns += ["reason", "detail"] if tombstones else ["restamps", "derived from"]
+    for column in columns:
+        table.add_column(column, no_wrap=column in ("id", "type"), overflow="fold")
+    for row in rows:
+        cells = [row["origin"]] if len(origins) > 1 else []
+        cells += [row["id"], row["type"], row["scope"], row["depends_on"], _text(row["episode"])]
+        if tombstones:
+            cells += [row["reason"], row["detail"]]
+        else:
+            cells += [str(row["restamps"]), ", ".join(row["derived_from"]) or "-"]
+        table.add_row(*(Text(cell) for cell in cells))
+    return table
+
+
+def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
+    return {
+        "origin": entry.origin,
+        "id": entry.id,
+        "type": entry.type,
+        "scope": entry.key.scope,
+        "depends_on": "; ".join(
+            f"{dep.table}@{dep.version}"
+            + (f"[{','.join(dep.keys)}]" if dep.keys is not None else "[*]")
+            for dep in entry.dependencies
+        )
+        or "-",
+        "rules_version": entry.rules_version,
+        "contract_seq": entry.contract_seq,
+        "episode": entry.provenance.episode,
+        "restamps": entry.restamps,
+        "derived_from": list(entry.derived_from),
+    }
+
+
+def _tombstone_row(tomb: Tombstone) -> dict[str, Any]:
+    row = _entry_row(tomb.entry)
+    row.update(reason=tomb.reason.value, detail=tomb.detail, evicted_in_episode=tomb.episode)
+    return row
+
+
+def _text(value: Any) -> str:
+    return "-" if value is None else str(value)

@@ -1,0 +1,51 @@
+"""What the memory knows about one origin's contract: its stamps, its position, what is pending."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class OriginState:
+    """The contract as last seen from one origin, plus the memory's bookkeeping for it."""
+
+    known: dict[str, str] = field(default_factory=dict)
+    """``{table: version}`` as of ``known_seq`` (merged from full and delta ``table_versions``)."""
+    known_seq: int | None = None
+    """The ``contract_seq`` at which ``known`` is accurate: the ``Contract-Since`` to send."""
+    synced_seq: int | None = None
+    """Every change up to this seq has been applied to the entries: the ``since`` to fetch."""
+    epoch: str | None = None
+    rules_version: str | None = None
+    pending: dict[str, int | None] = field(default_factory=dict)
+    """Tables whose version moved, awaiting the row diff: ``{table: seq the move was seen at}``."""
+    graph_pending: bool = False
+    """A2DG: a version moved, so the downstream walk in the changes feed must be read."""
+    rules_pending: bool = False
+    """A2DO: the rules stamp moved, so the rule declarations must be read."""
+    patchable: list[str] | None = None
+    """The request paths (JSON Pointers) the origin publishes as patchable by the client."""
+    episode: int | None = None
+    next_serial: int = 1
+    next_tombstone: int = 1
+
+    def reset_contract(self) -> None:
+        """Forget the contract position (after a resync); bookkeeping counters stay."""
+        self.known = {}
+        self.known_seq = None
+        self.synced_seq = None
+        self.epoch = None
+        self.rules_version = None
+        self.pending = {}
+        self.graph_pending = False
+        self.rules_pending = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> OriginState:
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)

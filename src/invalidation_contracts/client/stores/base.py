@@ -1,0 +1,176 @@
+"""The store API, in the shape of LangGraph's ``BaseStore``: namespaced JSON documents.
+
+A namespace is a tuple of string labels, a key a string, a value a JSON object. ``batch`` is the one
+primitive (as in LangGraph); ``get``/``put``/``delete``/``search``/``list_namespaces`` are built on
+it. Unlike LangGraph's contract, a ``batch`` here is **atomic**: every operation in it commits or
+none does, which is what lets the memory evict an entry and write its tombstone as one step.
+Search supports equality filters on top-level value fields; results are ordered by namespace, key.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Self
+
+Namespace = tuple[str, ...]
+
+#: Characters a namespace label may not contain (``.`` as in LangGraph; the rest are separators).
+FORBIDDEN_LABEL_CHARS = frozenset(".\x1e\x1f")
+
+
+class StoreError(Exception):
+    """The store cannot be opened or used (missing, corrupt, or of another schema)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """A stored document."""
+
+    namespace: Namespace
+    key: str
+    value: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class GetOp:
+    namespace: Namespace
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class PutOp:
+    """Write ``value`` under ``(namespace, key)``; ``value=None`` deletes it."""
+
+    namespace: Namespace
+    key: str
+    value: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOp:
+    namespace_prefix: Namespace
+    filter: Mapping[str, Any] | None = None
+    limit: int = 10
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ListNamespacesOp:
+    prefix: Namespace | None = None
+    max_depth: int | None = None
+    limit: int = 100
+    offset: int = 0
+
+
+Op = GetOp | PutOp | SearchOp | ListNamespacesOp
+Result = Item | list[Item] | list[Namespace] | None
+
+
+class Store(ABC):
+    """A namespaced document store. Implementations provide ``batch`` and ``close``."""
+
+    @abstractmethod
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` atomically, in order; one result per op (``None`` for a put)."""
+
+    def close(self) -> None:
+        """Release the store's resources. Idempotent."""
+
+    def get(self, namespace: Namespace, key: str) -> Item | None:
+        return self.batch([GetOp(tuple(namespace), key)])[0]  # type: ignore[return-value]
+
+    def put(self, namespace: Namespace, key: str, value: Mapping[str, Any]) -> None:
+        self.batch([PutOp(tuple(namespace), key, value)])
+
+    def delete(self, namespace: Namespace, key: str) -> None:
+        self.batch([PutOp(tuple(namespace), key, None)])
+
+    def search(
+        self,
+        namespace_prefix: Namespace,
+        /,
+        *,
+        filter: Mapping[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+    ) -> list[Item]:
+        """Items under ``namespace_prefix`` whose value matches ``filter``."""
+        op = SearchOp(tuple(namespace_prefix), filter, limit, offset)
+        return self.batch([op])[0]  # type: ignore[return-value]
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: Namespace | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Namespace]:
+        """Distinct namespaces under ``prefix``, truncated to ``max_depth`` labels, sorted."""
+        op = ListNamespacesOp(
+            tuple(prefix) if prefix is not None else None, max_depth, limit, offset
+        )
+        return self.batch([op])[0]  # type: ignore[return-value]
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def validate_namespace(namespace: Sequence[str], *, allow_empty: bool = False) -> Namespace:
+    """Check a namespace's labels; raise ``ValueError`` on an empty or ill-formed one."""
+    ns = tuple(namespace)
+    if not ns and not allow_empty:
+        raise ValueError("a namespace needs at least one label")
+    for label in ns:
+        if not isinstance(label, str) or not label:
+            raise ValueError(f"namespace labels must be non-empty strings, got {label!r}")
+        if FORBIDDEN_LABEL_CHARS & set(label):
+            raise ValueError(f"namespace label {label!r} contains a forbidden character")
+    return ns
+
+
+def prepare(op: Op) -> Op:
+    """Validate an operation before any op of its batch runs; a put's value is copied as JSON."""
+    if isinstance(op, GetOp):
+        return GetOp(validate_namespace(op.namespace), str(op.key))
+    if isinstance(op, PutOp):
+        value = None if op.value is None else _json_object(op.value)
+        return PutOp(validate_namespace(op.namespace), str(op.key), value)
+    if isinstance(op, SearchOp):
+        prefix = validate_namespace(op.namespace_prefix, allow_empty=True)
+        return SearchOp(prefix, op.filter, op.limit, op.offset)
+    if isinstance(op, ListNamespacesOp):
+        prefix = validate_namespace(op.prefix, allow_empty=True) if op.prefix is not None else None
+        return ListNamespacesOp(prefix, op.max_depth, op.limit, op.offset)
+    raise TypeError(f"unknown store operation {op!r}")
+
+
+def _json_object(value: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"store values must be JSON objects, got {type(value).__name__}")
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
+    return not wanted or all(name in value and value[name] == want for name, want in wanted.items())
+
+
+def namespaces_under(
+    namespaces: Iterable[Namespace], prefix: Namespace | None, max_depth: int | None
+) -> list[Namespace]:
+    """The sorted distinct namespaces with ``prefix``, each cut to ``max_depth`` labels."""
+    found = set()
+    for ns in namespaces:
+        if prefix and ns[: len(prefix)] != prefix:
+            continue
+        found.add(ns[:max_depth] if max_depth is not None else ns)
+    return sorted(found)

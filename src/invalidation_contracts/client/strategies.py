@@ -1,0 +1,371 @@
+"""Invalidation strategies: the paper's client arms (§3.5 Table 2, §6.3 Table 5), one class each.
+
+A strategy decides what a contract signal does to the entries; it never performs I/O. When it needs
+the row diff or the rule declarations it marks the origin's state pending, and the memory turns that
+into a need (``FetchChanges``/``FetchRules``) for the adapter to fulfil. Entries whose stamps no
+longer match the origin's known versions are *withheld* (not served) until that need is answered.
+
+Every row-level and rules strategy extends ``RowInvalidation`` (A2D): it also invalidates tables at
+row granularity. A dependency without keys is handled at table granularity within those strategies:
+any row change in its table evicts it, a touch restamps it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from ..protocol.models import ChangesFeed, RulesListing, Suggestion
+from .entries import EvictionReason, MemoryEntry, rule_vector
+from .ledger import Ledger
+from .state import OriginState
+
+#: A table's version move: ``(old_version, new_version)``; ``new_version`` None: the table is gone.
+Move = tuple[str, str | None]
+
+
+class Strategy:
+    """Base of every arm: the hooks the memory calls, each a no-op here."""
+
+    name: ClassVar[str] = ""
+    arm: ClassVar[str] = ""
+    stores: ClassVar[bool] = True
+    """Whether it keeps fixes at all (A0 does not)."""
+    invalidates: ClassVar[bool] = True
+    """Whether it reads the contract at all (A0 and A1 do not)."""
+    reads_rules: ClassVar[bool] = False
+    """Whether it acts on the ``rules_version`` stamp."""
+    cascades: ClassVar[bool] = False
+    """Whether evicting a stale entry also evicts entries derived from it."""
+
+    def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
+        """Stamps showed tables whose version moved."""
+
+    def on_changes(self, tx: Ledger, feed: ChangesFeed) -> None:
+        """The changes feed arrived (its transitions are already merged into the known versions)."""
+
+    def on_changes_unavailable(self, tx: Ledger) -> None:
+        """The changes feed could not be had (not served, or not understood)."""
+
+    def on_rules_moved(self, tx: Ledger, old: str, new: str) -> None:
+        """The ``rules_version`` stamp moved."""
+
+    def on_rules_listing(self, tx: Ledger, listing: RulesListing) -> None:
+        """The rule declarations now in force arrived."""
+
+    def on_rules_unavailable(self, tx: Ledger) -> None:
+        """The rule declarations could not be had."""
+
+    def on_failure(self, tx: Ledger, suggestions: Sequence[Suggestion]) -> None:
+        """A policy failure arrived, before its suggestions are stored."""
+
+    def wants_changes(self, tx: Ledger) -> bool:
+        return False
+
+    def wants_rules(self, tx: Ledger) -> bool:
+        return False
+
+    def withholds(self, state: OriginState, entry: MemoryEntry) -> bool:
+        """Whether a lookup must not serve ``entry`` yet: a stamp moved and is not yet resolved."""
+        if not self.invalidates:
+            return False
+        return any(
+            dep.table in state.known and state.known[dep.table] != dep.version
+            for dep in entry.dependencies
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()  # {self.name} ({self.arm})"
+
+
+class NoMemory(Strategy):
+    """A0: keeps nothing, injects nothing; every episode re-derives every constraint."""
+
+    name, arm = "none", "A0"
+    stores = False
+    invalidates = False
+
+
+class NaiveMemory(Strategy):
+    """A1: stores what it learns and injects it; nothing the server says ever evicts it."""
+
+    name, arm = "naive", "A1"
+    invalidates = False
+
+
+class TableInvalidation(Strategy):
+    """A2: a table's version moved, so every entry depending on that table goes (touch included)."""
+
+    name, arm = "table", "A2"
+
+    def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
+        for table, (old, new) in moves.items():
+            for entry in tx.index.on_table(table):
+                dep = entry.dependency(table)
+                if new is None or (dep is not None and dep.version != new):
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, _moved(table, old, new))
+
+    def on_changes(self, tx: Ledger, feed: ChangesFeed) -> None:
+        for tr in sorted(feed.tables, key=lambda t: t.seq):
+            for entry in tx.index.on_table(tr.table):
+                if _after(tr.seq, entry):
+                    tx.evict(
+                        entry.id,
+                        EvictionReason.TABLE_CHANGED,
+                        _moved(tr.table, tr.old_version, tr.new_version, tr.seq),
+                    )
+
+
+class RowInvalidation(Strategy):
+    """A2D: on a version move read the row diff; evict entries on changed rows, restamp the rest."""
+
+    name, arm = "row", "A2D"
+
+    def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
+        for table, (old, new) in moves.items():
+            entries = tx.index.on_table(table)
+            if new is None:
+                for entry in entries:
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, _moved(table, old, None))
+                continue
+            if any(_version(entry, table) != new for entry in entries):
+                seen = tx.state.pending.get(table, tx.seq)
+                tx.state.pending[table] = _later(seen, tx.seq)
+
+    def on_changes(self, tx: Ledger, feed: ChangesFeed) -> None:
+        for change in sorted(feed.rows, key=lambda r: r.seq):
+            for entry in tx.index.on_row(change.table, change.key):
+                if _after(change.seq, entry):
+                    detail = f"{change.table}:{change.key} {change.op} at seq {change.seq}"
+                    tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
+        transitions = sorted(feed.tables, key=lambda t: t.seq)
+        for tr in transitions:
+            if tr.touch:
+                continue
+            for entry in tx.index.whole_table(tr.table):
+                if _after(tr.seq, entry):
+                    detail = _moved(tr.table, tr.old_version, tr.new_version, tr.seq)
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+        self.on_transitions(tx, feed)
+        latest = {tr.table: tr.new_version for tr in transitions}
+        stamps: dict[str, dict[str, str]] = {}
+        for table, version in latest.items():
+            for entry in tx.index.on_table(table):
+                stamps.setdefault(entry.id, {})[table] = version
+        for entry_id in sorted(stamps, key=lambda i: tx.index.entries[i].serial):
+            tx.restamp(entry_id, versions=stamps[entry_id], validated_seq=feed.last_seq)
+        self._resolve_pending(tx, feed.last_seq)
+
+    def on_transitions(self, tx: Ledger, feed: ChangesFeed) -> None:
+        """Hook between row eviction and restamping, for strategies that read more of the feed."""
+
+    def on_changes_unavailable(self, tx: Ledger) -> None:
+        for table in sorted(tx.state.pending):
+            current = tx.state.known.get(table)
+            for entry in tx.index.on_table(table):
+                if _version(entry, table) != current:
+                    detail = f"{table} moved to {current} and no changes feed is available"
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+        tx.state.pending.clear()
+
+    def wants_changes(self, tx: Ledger) -> bool:
+        return bool(tx.state.pending)
+
+    def _resolve_pending(self, tx: Ledger, last_seq: int) -> None:
+        for table, seen in sorted(tx.state.pending.items()):
+            if seen is not None and seen > last_seq:
+                continue
+            del tx.state.pending[table]
+            current = tx.state.known.get(table)
+            for entry in tx.index.on_table(table):
+                if _version(entry, table) != current:
+                    old = _version(entry, table)
+                    detail = f"no change in the feed explains {table} {old} -> {current}"
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+
+
+class RowWithConsumers(RowInvalidation):
+    """A2DC: A2D; evicting a stale entry also evicts the entries learned while it was injected."""
+
+    name, arm = "row+consumers", "A2DC"
+    cascades = True
+
+
+class RowWithGraph(RowInvalidation):
+    """A2DG: A2D, and entries reading a node in a transition's ``affected_downstream`` go too."""
+
+    name, arm = "row+graph", "A2DG"
+
+    def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
+        super().on_table_moves(tx, moves)
+        if len(tx.index):
+            tx.state.graph_pending = True
+
+    def on_transitions(self, tx: Ledger, feed: ChangesFeed) -> None:
+        for tr in sorted(feed.tables, key=lambda t: t.seq):
+            for node in tr.affected_downstream:
+                table, sep, key = node.partition(":")
+                if not sep:
+                    continue
+                for entry in tx.index.on_row(table, key) + tx.index.whole_table(table):
+                    if _after(tr.seq, entry):
+                        detail = f"{node} is downstream of {tr.table} (seq {tr.seq})"
+                        tx.evict(entry.id, EvictionReason.DOWNSTREAM, detail)
+        tx.state.graph_pending = False
+
+    def on_changes_unavailable(self, tx: Ledger) -> None:
+        super().on_changes_unavailable(tx)
+        tx.state.graph_pending = False
+
+    def wants_changes(self, tx: Ledger) -> bool:
+        return bool(tx.state.pending) or tx.state.graph_pending
+
+
+class _RulesAware(RowInvalidation):
+    """A2D, plus a reading of the ``rules_version`` stamp (the L6 channel)."""
+
+    reads_rules = True
+
+    def _dispose_against(self, tx: Ledger, listing: RulesListing) -> None:
+        declared = {rule.triple for rule in listing.rules}
+        for entry in tx.index.rule_dependent():
+            missing = [rule for rule in entry.rules if rule not in declared]
+            if missing:
+                detail = f"relies on rule {list(missing[0])}, no longer declared"
+                tx.evict(entry.id, EvictionReason.RULES, detail)
+            else:
+                tx.restamp(entry.id, rules_version=listing.rules_version)
+
+
+class RulesOracle(_RulesAware):
+    """A2DO: on a rules stamp move, read ``/contract/rules``; evict entries whose rules are gone."""
+
+    name, arm = "rules-oracle", "A2DO"
+
+    def on_rules_moved(self, tx: Ledger, old: str, new: str) -> None:
+        if tx.index.rule_dependent():
+            tx.state.rules_pending = True
+
+    def on_rules_listing(self, tx: Ledger, listing: RulesListing) -> None:
+        self._dispose_against(tx, listing)
+        tx.state.rules_pending = False
+
+    def on_rules_unavailable(self, tx: Ledger) -> None:
+        for entry in tx.index.rule_dependent():
+            if entry.rules_version != tx.state.rules_version:
+                tx.evict(
+                    entry.id, EvictionReason.RULES, "rules moved and no rule listing is available"
+                )
+        tx.state.rules_pending = False
+
+    def wants_rules(self, tx: Ledger) -> bool:
+        return tx.state.rules_pending
+
+    def withholds(self, state: OriginState, entry: MemoryEntry) -> bool:
+        if super().withholds(state, entry):
+            return True
+        return (
+            state.rules_pending and bool(entry.rules) and entry.rules_version != state.rules_version
+        )
+
+
+class RulesStamp(_RulesAware):
+    """A2DR: on a rules stamp move, clear every entry that relied on any rule."""
+
+    name, arm = "rules-stamp", "A2DR"
+
+    def on_rules_moved(self, tx: Ledger, old: str, new: str) -> None:
+        self._clear(tx, new, f"rules_version {old} -> {new}")
+
+    def on_rules_listing(self, tx: Ledger, listing: RulesListing) -> None:
+        self._clear(tx, listing.rules_version, f"rules_version is now {listing.rules_version}")
+
+    def _clear(self, tx: Ledger, version: str, detail: str) -> None:
+        for entry in tx.index.rule_dependent():
+            if entry.rules_version != version:
+                tx.evict(entry.id, EvictionReason.RULES, detail)
+
+
+class RulesStampWithVectors(_RulesAware):
+    """A2DRC: a rules stamp move only raises the alert; the next failure disposes surgically.
+
+    On a failure, each suggestion carrying ``rules`` is the rule vector its type relies on now. An
+    entry of that type stamped under an older ``rules_version`` is evicted if its vector differs
+    and restamped if it matches; entries of types no failure has covered yet stay in service
+    under the alert. A rule listing, when one is fed, disposes of all of them against the rules in
+    force, as the oracle does.
+    """
+
+    name, arm = "rules-stamp+vectors", "A2DRC"
+
+    def on_failure(self, tx: Ledger, suggestions: Sequence[Suggestion]) -> None:
+        current = tx.state.rules_version
+        for suggestion in suggestions:
+            if suggestion.rules is None:
+                continue
+            vector = rule_vector(suggestion.rules)
+            for entry in tx.index.of_type(suggestion.type):
+                if entry.rules_version == current:
+                    continue
+                if entry.rules != vector:
+                    detail = (
+                        f"rule vector of {suggestion.type} changed under rules_version {current}"
+                    )
+                    tx.evict(entry.id, EvictionReason.RULES, detail)
+                else:
+                    tx.restamp(entry.id, rules_version=current)
+
+    def on_rules_listing(self, tx: Ledger, listing: RulesListing) -> None:
+        self._dispose_against(tx, listing)
+
+
+#: Every strategy class, in ladder order.
+STRATEGY_CLASSES: tuple[type[Strategy], ...] = (
+    NoMemory,
+    NaiveMemory,
+    TableInvalidation,
+    RowInvalidation,
+    RowWithConsumers,
+    RowWithGraph,
+    RulesOracle,
+    RulesStamp,
+    RulesStampWithVectors,
+)
+
+_BY_NAME: dict[str, type[Strategy]] = {
+    spelling.lower(): cls for cls in STRATEGY_CLASSES for spelling in (cls.name, cls.arm)
+}
+
+
+def strategy_for(spec: str | Strategy | type[Strategy]) -> Strategy:
+    """A strategy from its name (``"row"``), its arm code (``"A2D"``), a class or an instance."""
+    if isinstance(spec, Strategy):
+        return spec
+    if isinstance(spec, type) and issubclass(spec, Strategy):
+        return spec()
+    cls = _BY_NAME.get(str(spec).strip().lower())
+    if cls is None:
+        known = ", ".join(f"{c.name} ({c.arm})" for c in STRATEGY_CLASSES)
+        raise ValueError(f"unknown strategy {spec!r}; expected one of {known}")
+    return cls()
+
+
+def _version(entry: MemoryEntry, table: str) -> str | None:
+    dep = entry.dependency(table)
+    return dep.version if dep is not None else None
+
+
+def _after(seq: int, entry: MemoryEntry) -> bool:
+    """Whether a change at ``seq`` happened after the entry was last validated."""
+    return entry.validated_seq is None or seq > entry.validated_seq
+
+
+def _later(a: int | None, b: int | None) -> int | None:
+    if a is None or b is None:
+        return a if b is None else b
+    return max(a, b)
+
+
+def _moved(table: str, old: str, new: str | None, seq: int | None = None) -> str:
+    text = f"{table} {old} -> {new}" if new is not None else f"{table} is no longer served"
+    return f"{text} at seq {seq}" if seq is not None else text

@@ -1,0 +1,232 @@
+"""The store API, the same for both stores; SQLite's durability and schema guard."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from invalidation_contracts.client import FixMemory, InMemoryStore, SQLiteStore, StoreError
+from invalidation_contracts.client.stores import GetOp, PutOp
+
+
+@pytest.fixture(params=["in-memory", "sqlite"])
+def store(request, tmp_path):
+    made = InMemoryStore() if request.param == "in-memory" else SQLiteStore(tmp_path / "store.db")
+    yield made
+    made.close()
+
+
+# -- conformance: both stores
+
+
+def test_a_put_value_is_read_back_by_get(store):
+    store.put(("a", "b"), "k", {"n": 1, "list": [1, 2], "nested": {"x": None}})
+
+    item = store.get(("a", "b"), "k")
+
+    assert (item.namespace, item.key, item.value) == (
+        ("a", "b"),
+        "k",
+        {"n": 1, "list": [1, 2], "nested": {"x": None}},
+    )
+
+
+def test_get_of_a_missing_key_is_none(store):
+    assert store.get(("a",), "nothing") is None
+
+
+def test_a_put_replaces_the_value_and_keeps_the_creation_time(store):
+    store.put(("a",), "k", {"v": 1})
+    first = store.get(("a",), "k")
+
+    store.put(("a",), "k", {"v": 2})
+
+    second = store.get(("a",), "k")
+    assert second.value == {"v": 2}
+    assert second.created_at == first.created_at and second.updated_at >= first.updated_at
+
+
+def test_delete_removes_the_item(store):
+    store.put(("a",), "k", {"v": 1})
+
+    store.delete(("a",), "k")
+
+    assert store.get(("a",), "k") is None
+
+
+def test_a_stored_value_does_not_change_when_the_callers_dict_does(store):
+    value = {"v": [1]}
+    store.put(("a",), "k", value)
+    value["v"].append(2)
+
+    assert store.get(("a",), "k").value == {"v": [1]}
+
+
+def test_search_returns_the_items_under_a_prefix_ordered_by_namespace_and_key(store):
+    store.put(("a", "y"), "2", {})
+    store.put(("a", "x"), "9", {})
+    store.put(("a", "x"), "1", {})
+    store.put(("ab",), "0", {})
+
+    found = store.search(("a",), limit=10)
+
+    assert [(i.namespace, i.key) for i in found] == [
+        (("a", "x"), "1"),
+        (("a", "x"), "9"),
+        (("a", "y"), "2"),
+    ]
+
+
+def test_search_filters_on_top_level_fields_and_pages(store):
+    for n in range(6):
+        store.put(("a",), f"k{n}", {"even": n % 2 == 0, "n": n})
+
+    page = store.search(("a",), filter={"even": True}, limit=2, offset=1)
+
+    assert [i.value["n"] for i in page] == [2, 4]
+
+
+def test_list_namespaces_cuts_to_the_depth_asked(store):
+    store.put(("a", "x", "1"), "k", {})
+    store.put(("a", "y", "2"), "k", {})
+    store.put(("b",), "k", {})
+
+    assert store.list_namespaces(prefix=("a",), max_depth=2) == [("a", "x"), ("a", "y")]
+    assert store.list_namespaces() == [("a", "x", "1"), ("a", "y", "2"), ("b",)]
+
+
+def test_a_batch_that_fails_changes_nothing(store):
+    store.put(("a",), "kept", {"v": 1})
+
+    with pytest.raises(TypeError):
+        store.batch([PutOp(("a",), "kept", None), PutOp(("a",), "new", {"v": object()})])
+
+    assert store.get(("a",), "kept").value == {"v": 1} and store.get(("a",), "new") is None
+
+
+def test_a_batch_reads_its_own_earlier_writes(store):
+    results = store.batch([PutOp(("a",), "k", {"v": 1}), GetOp(("a",), "k")])
+
+    assert results[0] is None and results[1].value == {"v": 1}
+
+
+@pytest.mark.parametrize("namespace", [(), ("",), ("has.dot",), ("sep\x1f",)])
+def test_an_ill_formed_namespace_is_refused(store, namespace):
+    with pytest.raises(ValueError):
+        store.put(namespace, "k", {})
+
+
+def test_a_value_must_be_a_json_object(store):
+    with pytest.raises(TypeError):
+        store.put(("a",), "k", [1, 2])  # type: ignore[arg-type]
+
+
+# -- SQLite specifics
+
+
+def test_sqlite_runs_in_wal_mode_with_full_synchronous(tmp_path):
+    with SQLiteStore(tmp_path / "m.db") as store:
+        assert store.journal_mode == "wal" and store.synchronous == 2
+
+
+def test_sqlite_records_its_schema_version(tmp_path):
+    SQLiteStore(tmp_path / "m.db").close()
+
+    db = sqlite3.connect(tmp_path / "m.db")
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    db.close()
+
+
+def test_sqlite_refuses_a_missing_file_when_not_creating(tmp_path):
+    with pytest.raises(StoreError, match="no memory database"):
+        SQLiteStore(tmp_path / "absent.db", create=False)
+
+
+def test_sqlite_refuses_a_file_that_is_not_a_database(tmp_path):
+    path = tmp_path / "junk.db"
+    path.write_bytes(b"this is not sqlite" * 100)
+
+    with pytest.raises(StoreError, match="not a fix-memory database"):
+        SQLiteStore(path)
+
+
+def test_sqlite_refuses_another_applications_database(tmp_path):
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE t (x)")
+    db.close()
+
+    with pytest.raises(StoreError, match="another application"):
+        SQLiteStore(path)
+
+
+def test_sqlite_refuses_a_schema_version_it_does_not_read(tmp_path):
+    path = tmp_path / "m.db"
+    SQLiteStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version = 99")
+    db.close()
+
+    with pytest.raises(StoreError, match="schema version 99"):
+        SQLiteStore(path)
+
+
+def test_a_closed_sqlite_store_refuses_work(tmp_path):
+    store = SQLiteStore(tmp_path / "m.db")
+    store.close()
+
+    with pytest.raises(StoreError, match="closed"):
+        store.get(("a",), "k")
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from invalidation_contracts.client import FixMemory
+    memory = FixMemory("row", store=sys.argv[1])
+    origin = "https://api.test"
+    print("ready", flush=True)
+    for n in range(100_000):
+        fix = {
+            "type": f"FIX_{n}", "parameters": {"n": n},
+            "action": "add_field", "cache_hint": "cacheable",
+            "tables": [{"table": "codes", "version": "1.0.0", "keys": [str(n)]}],
+        }
+        body = {
+            "type": "urn:invalidation-contracts:problem:policy-violation",
+            "title": "t", "status": 422,
+            "recovery_feedback": {"suggestions": [fix]},
+            "table_versions": {"codes": "1.0.0"}, "contract_seq": 0, "contract_epoch": "e",
+        }
+        obs = memory.observe(origin, {}, 422, body)
+        print(obs.events[0].entry_id, flush=True)
+    """
+)
+
+
+def test_a_killed_writer_loses_no_committed_entry(tmp_path):
+    path = tmp_path / "memory.db"
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path)], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "ready"
+    committed = [child.stdout.readline().strip() for _ in range(25)]
+
+    os.kill(child.pid, signal.SIGKILL)
+    rest, _ = child.communicate(timeout=30)
+    committed += rest.split()
+
+    assert child.returncode == -signal.SIGKILL
+    with FixMemory("row", store=SQLiteStore(path), close_store=True) as reopened:
+        stored = {entry.id for entry in reopened.entries("https://api.test")}
+        assert reopened.store.integrity_check() == "ok"
+    assert set(committed) <= stored
+    assert len(committed) >= 25
