@@ -309,10 +309,10 @@ def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
 
 
 def _publish(root: Path, as_json: bool) -> None:
+    from .bench.artifacts import read_runs
     from .bench.figures import write_figures
     from .bench.metrics import aggregate, summary_json
     from .bench.report import build_report, ladder_table
-    from .bench.artifacts import read_runs
 
     runs = read_runs(root)
     if not runs:

@@ -14,7 +14,7 @@ class Arm:
     apply_mode: str = "planner"
 
     @classmethod
-    def parse(cls, text: str) -> "Arm":
+    def parse(cls, text: str) -> Arm:
         """``row``, ``A2D``, ``row/lazy`` or ``row/eager/client``."""
         strategy, *rest = text.split("/")
         if len(rest) > 2:

@@ -67,7 +67,7 @@ class RunMetadata:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "RunMetadata":
+    def from_json(cls, data: Mapping[str, Any]) -> RunMetadata:
         data = dict(data)
         data["key"] = RunKey(**data["key"])
         return cls(**data)

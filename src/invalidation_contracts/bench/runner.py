@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,17 +19,25 @@ from typing import Any
 import httpx
 
 from .. import __version__
-from ..client.events import Evicted, FetchChanges, FetchRules, Observation, Quarantined, Restamped, RulesAlert, Served, Stored
+from ..client.entries import EvictionReason
+from ..client.events import (
+    Evicted,
+    FetchChanges,
+    FetchRules,
+    Observation,
+    Quarantined,
+    Restamped,
+    RulesAlert,
+    Stored,
+)
 from ..client.memory import FixMemory
-from ..client.patching import apply_patch
-from ..client.prompting import render_memory_block, system_prompt
-from ..client.strategies import arm_code
+from ..client.prompting import consumption
+from ..client.strategies import strategy_for
 from ..domains import get_catalog
 from ..planners import Attempt, Planner, PlanningContext
 from ..planners.registry import create_planner
 from ..protocol.levels import Level
 from ..protocol.models import ChangesFeed, RulesListing, Suggestion
-from ..protocol.problems import ProblemType
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
@@ -61,13 +69,14 @@ PlannerFactory = Callable[[str], Planner]
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 class _Episode:
     """Per-run mutable bookkeeping the oracle needs: where each entry was learned."""
 
-    def __init__(self) -> None:
+    def __init__(self, memory: FixMemory) -> None:
+        self.memory = memory
         self.learned_on: dict[str, dict[str, Any]] = {}
         self.fixes: dict[str, Suggestion] = {}
         self.stale_marked: set[str] = set()
@@ -101,6 +110,7 @@ async def run_one(
         origin = server_url.rstrip("/")
         client = httpx.AsyncClient(base_url=origin, timeout=30.0)
     memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection)
+    memory.set_patchable(origin, route.patchable_fields)
     planner = planner_factory(spec.planner)
     writer = ArtifactWriter(root, spec.key)
     meta = RunMetadata(
@@ -114,7 +124,7 @@ async def run_one(
         episodes=scenario.episodes,
         started_at=_now(),
         extra={
-            "arm_code": arm_code(spec.arm.strategy),
+            "arm_code": strategy_for(spec.arm.strategy).arm,
             "stale_slots": list(scenario.stale_slots),
             "drift": [e.model_dump(exclude_none=True) for e in scenario.drift],
             "max_attempts": scenario.max_attempts,
@@ -123,7 +133,7 @@ async def run_one(
             **({"command": command} if command else {}),
         },
     )
-    book = _Episode()
+    book = _Episode(memory)
     try:
         async with client:
             if server_url is not None:
@@ -146,6 +156,7 @@ async def run_one(
         raise
     finally:
         await planner.aclose()
+        memory.close()
     meta.completed = True
     meta.finished_at = _now()
     writer.finish(meta)
@@ -178,16 +189,16 @@ async def _episode(spec, catalog, shadow, route, client, origin, memory, planner
     draft = dict(family.fields)
     await _fulfil(memory.begin_episode(origin, episode), memory, client, origin, shadow, catalog, route, writer, book, episode, 0)
     entries = memory.relevant(origin, draft, episode=episode)
-    injected = [e.entry_id for e in entries]
+    injected = [e.id for e in entries]
     stale_injected = []
     for entry in entries:
         stale = not catalog.is_fix_current(entry.suggestion, draft, shadow.registry.state)
         if stale:
-            stale_injected.append(entry.entry_id)
-        writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.entry_id,
+            stale_injected.append(entry.id)
+        writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.id,
                      key=entry.key.to_dict(), reason=None, stale=stale)
-    suggestions: tuple[Suggestion, ...] = tuple(e.suggestion for e in entries)
-    block = render_memory_block(entries, CONSUMPTION_LEVEL, draft=draft)
+    shown = consumption(catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
+    schema = route.request_model.model_json_schema()
     attempts: list[Attempt] = []
     tokens_in = tokens_out = 0
     estimated = False
@@ -195,13 +206,13 @@ async def _episode(spec, catalog, shadow, route, client, origin, memory, planner
     completed = False
     for number in range(1, scenario.max_attempts + 1):
         context = PlanningContext(
-            system_prompt=system_prompt(catalog.system_prompt, CONSUMPTION_LEVEL),
+            system_prompt=shown.system_prompt,
             task=family.text,
             task_fields=draft,
-            request_schema=route.request_model.model_json_schema(),
-            memory_block=block,
-            memory=suggestions,
-            amended_input=CONSUMPTION_LEVEL >= Level.AMENDED_INPUT,
+            request_schema=schema,
+            memory_block=shown.memory_block,
+            memory=shown.memory,
+            amended_input=shown.amended_input,
             attempts=tuple(attempts),
             seed=spec.seed,
             episode=episode,
@@ -247,13 +258,11 @@ async def _episode(spec, catalog, shadow, route, client, origin, memory, planner
 
 
 def _apply_client_side(memory, origin, entries, request, writer, episode):
-    """Client apply mode: patch the planned request with each cached fix on patchable paths."""
-    for entry in entries:
-        outcome = apply_patch(memory, origin, entry, request)
-        for event in outcome.events:
-            _write_event(writer, event, episode, 1, None)
-        request = outcome.request
-    return request
+    """Client apply mode: patch the planned request with the cached fixes, on patchable paths only."""
+    outcome = memory.apply_patches(origin, request, entries, episode=episode)
+    for event in outcome.events:
+        _write_event(writer, event, episode, 1, None)
+    return outcome.request
 
 
 def _delta_since(response: httpx.Response) -> int | None:
@@ -267,16 +276,26 @@ async def _fulfil(needs, memory, client, origin, shadow, catalog, route, writer,
     while pending:
         need = pending.pop(0)
         if isinstance(need, FetchChanges):
-            response = await client.get(need.path, params={"since": need.since})
+            params = {"since": need.since}
+            if need.epoch:
+                params["epoch"] = need.epoch
+            response = await client.get(need.path, params=params)
             if response.status_code == 410:
-                observation = memory.resync_required(origin)
+                observation = memory.resync_required(origin, episode=episode)
+            elif response.status_code == 200:
+                observation = memory.apply_changes(
+                    origin, ChangesFeed.model_validate(response.json()), episode=episode
+                )
             else:
-                response.raise_for_status()
-                observation = memory.apply_changes(origin, ChangesFeed.model_validate(response.json()))
+                observation = memory.need_failed(need)
         elif isinstance(need, FetchRules):
             response = await client.get(need.path)
-            response.raise_for_status()
-            observation = memory.apply_rules(origin, RulesListing.model_validate(response.json()))
+            if response.status_code == 200:
+                observation = memory.apply_rules(
+                    origin, RulesListing.model_validate(response.json()), episode=episode
+                )
+            else:
+                observation = memory.need_failed(need)
         else:  # pragma: no cover - a new need type must be handled here
             raise TypeError(f"unknown memory need {need!r}")
         _log(observation, writer, shadow, catalog, route, book, episode, attempt, None)
@@ -284,12 +303,15 @@ async def _fulfil(needs, memory, client, origin, shadow, catalog, route, writer,
 
 
 def _log(observation: Observation, writer, shadow, catalog, route, book, episode, attempt, request):
-    for event in observation.events:
-        if isinstance(event, Stored) and request is not None:
+    stored = [e for e in observation.events if isinstance(e, Stored)]
+    if stored and request is not None:
+        live = {entry.id: entry.suggestion for entry in book.memory.entries(stored[0].origin)}
+        for event in stored:
             book.learned_on[event.entry_id] = dict(request)
-            book.fixes[event.entry_id] = event.suggestion
+            book.fixes[event.entry_id] = live[event.entry_id]
+    for event in observation.events:
         stale = None
-        if isinstance(event, Evicted):
+        if isinstance(event, Evicted) and event.reason not in _REPLACEMENTS:
             stale = _entry_stale(event.entry_id, shadow, catalog, book)
         _write_event(writer, event, episode, attempt, stale)
 
@@ -302,19 +324,20 @@ def _entry_stale(entry_id, shadow, catalog, book) -> bool | None:
     return not catalog.is_fix_current(fix, draft, shadow.registry.state)
 
 
+#: Evicted reasons that replace or quarantine an entry rather than invalidate it.
+_REPLACEMENTS = frozenset({EvictionReason.SUPERSEDED, EvictionReason.QUARANTINE})
+
 _EVENT_NAMES = {
-    Served: "serve", Stored: "store", Evicted: "evict", Restamped: "restamp", Quarantined: "quarantine",
-    RulesAlert: "alert",
+    Stored: "store", Evicted: "evict", Restamped: "restamp", Quarantined: "quarantine", RulesAlert: "alert",
 }
 
 
 def _write_event(writer, event, episode, attempt, stale):
     name = _EVENT_NAMES.get(type(event))
-    if name is None or name == "serve":
+    if name is None:
         return
-    if name == "store" and event.replaced:
-        writer.write("memory", episode=episode, attempt=attempt, event="supersede", entry=event.replaced,
-                     key=event.key.to_dict(), reason="superseded", stale=None)
+    if name == "evict" and event.reason in _REPLACEMENTS:
+        name = "supersede" if event.reason is EvictionReason.SUPERSEDED else "quarantine"
     writer.write(
         "memory", episode=episode, attempt=attempt, event=name, entry=getattr(event, "entry_id", None),
         key=event.key.to_dict() if hasattr(event, "key") else None,
@@ -325,9 +348,8 @@ def _write_event(writer, event, episode, attempt, stale):
 def _mark_stale(memory, origin, shadow, catalog, route, writer, book, episode):
     """After a drift event, record every live entry the oracle now finds stale (for recall)."""
     for entry in memory.entries(origin):
-        if entry.entry_id in book.stale_marked:
+        if entry.id in book.stale_marked:
             continue
-        stale = _entry_stale(entry.entry_id, shadow, catalog, book)
-        if stale:
-            book.stale_marked.add(entry.entry_id)
-            writer.write("stale", episode=episode, entry=entry.entry_id)
+        if _entry_stale(entry.id, shadow, catalog, book):
+            book.stale_marked.add(entry.id)
+            writer.write("stale", episode=episode, entry=entry.id)

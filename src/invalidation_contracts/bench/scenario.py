@@ -29,7 +29,7 @@ class DriftEvent(BaseModel):
     kind: Literal["breaking", "benign", "touch"]
 
     @model_validator(mode="after")
-    def _one_target(self) -> "DriftEvent":
+    def _one_target(self) -> DriftEvent:
         if (self.table is None) == (self.rules is None):
             raise ValueError("a drift event names exactly one of 'table' or 'rules'")
         if self.table is not None and self.snapshot is None:
@@ -59,7 +59,7 @@ class Scenario(BaseModel):
     digest: str = Field(default="", description="SHA-256 of the manifest file (set by the loader).")
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Scenario":
+    def _consistent(self) -> Scenario:
         n = len(self.schedule)
         for event in self.drift:
             if event.after_episode >= n:
