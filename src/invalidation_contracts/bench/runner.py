@@ -66,6 +66,8 @@ class RunSpec:
 
 
 PlannerFactory = Callable[[str], Planner]
+AppFactory = Callable[..., Any]
+"""Builds the in-process ASGI app: ``(domain, *, level, registry, admin_token) -> app``."""
 
 
 def _now() -> str:
@@ -75,8 +77,9 @@ def _now() -> str:
 class _Episode:
     """Per-run mutable bookkeeping the oracle needs: where each entry was learned."""
 
-    def __init__(self, memory: FixMemory) -> None:
+    def __init__(self, memory: FixMemory, conditional: bool) -> None:
         self.memory = memory
+        self.conditional = conditional
         self.learned_on: dict[str, dict[str, Any]] = {}
         self.fixes: dict[str, Suggestion] = {}
         self.stale_marked: set[str] = set()
@@ -89,9 +92,16 @@ async def run_one(
     server_url: str | None = None,
     admin_token: str | None = None,
     planner_factory: PlannerFactory = create_planner,
+    app_factory: AppFactory | None = None,
+    conditional: bool = False,
     command: str | None = None,
 ) -> RunMetadata:
-    """Run ``spec`` and write its artifact under ``root``; return the run metadata."""
+    """Run ``spec`` and write its artifact under ``root``; return the run metadata.
+
+    ``conditional`` sends ``Contract-Since`` (the memory's position) with every domain request, so
+    the server answers with the conditional contract. ``app_factory`` replaces ``create_app`` for
+    the in-process server (e.g. a hostile server in a trust test).
+    """
     scenario = spec.scenario
     catalog = get_catalog(scenario.domain)
     level = Level(scenario.level)
@@ -101,9 +111,9 @@ async def run_one(
     shadow = Provider(catalog.domain, level=level)
     route = catalog.route
     if server_url is None:
-        from ..server.app import create_app
-
-        app = create_app(catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token)
+        if app_factory is None:
+            from ..server.app import create_app as app_factory
+        app = app_factory(catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token)
         origin = f"http://{scenario.domain.replace('_', '-')}.invalid"
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=origin)
     else:
@@ -130,10 +140,11 @@ async def run_one(
             "max_attempts": scenario.max_attempts,
             "domain": scenario.domain,
             "consumption_level": int(CONSUMPTION_LEVEL),
+            "conditional": conditional,
             **({"command": command} if command else {}),
         },
     )
-    book = _Episode(memory)
+    book = _Episode(memory, conditional)
     try:
         async with client:
             if server_url is not None:
@@ -226,7 +237,9 @@ async def _episode(spec, catalog, shadow, route, client, origin, memory, planner
         request = plan.request
         if spec.arm.apply_mode == "client" and number == 1:
             request = _apply_client_side(memory, origin, entries, request, writer, episode)
-        response = await client.post(route.path, json=request)
+        since = memory.contract_since(origin) if book.conditional else None
+        headers = {"Contract-Since": str(since)} if since is not None else None
+        response = await client.post(route.path, json=request, headers=headers)
         body = response.json()
         cost = wire_cost(body)
         feedback = body.get("recovery_feedback") or {}
