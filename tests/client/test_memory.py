@@ -92,7 +92,7 @@ def test_an_entry_without_scope_is_relevant_to_every_draft(server):
 
 
 def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
-    memory = FixMemory("naive")
+    memory = FixMemory("row")
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
@@ -105,6 +105,22 @@ def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
     assert [(e.entry_id, e.replaced) for e in obs.of(Stored)] == [("e2", "e1")]
     assert [e.suggestion.parameters for e in memory.entries(server.url)] == [
         {"promo_code": "WINTER"}
+    ]
+
+
+def test_naive_memory_keeps_the_first_fix_for_a_key(server):
+    memory = FixMemory("naive")
+    fix = server.fix(
+        "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
+    )
+    memory.observe(server.url, {}, 422, server.failure(fix))
+    fix["parameters"] = {"promo_code": "WINTER"}
+
+    obs = memory.observe(server.url, {}, 422, server.failure(fix))
+
+    assert obs.of(Evicted) == [] and obs.of(Stored) == []
+    assert [e.suggestion.parameters for e in memory.entries(server.url)] == [
+        {"promo_code": "SUMMER"}
     ]
 
 

@@ -82,6 +82,7 @@ async def run_grid(
     *,
     concurrency: int = 4,
     server_url: str | None = None,
+    admin_token: str | None = None,
     planner_factory: PlannerFactory | None = None,
     progress: bool = True,
     command: str | None = None,
@@ -94,7 +95,9 @@ async def run_grid(
     if server_url is not None:
         concurrency = 1  # one shared server: runs must not interleave their drift
     semaphore = asyncio.Semaphore(max(1, concurrency))
-    options = {} if planner_factory is None else {"planner_factory": planner_factory}
+    options: dict = {"server_url": server_url, "admin_token": admin_token}
+    if planner_factory is not None:
+        options["planner_factory"] = planner_factory
     with Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         disable=not progress, transient=False,
@@ -105,7 +108,7 @@ async def run_grid(
             async with semaphore:
                 bar.update(task, description=f"{spec.scenario.name} {spec.planner} {spec.arm} s{spec.seed}")
                 try:
-                    await run_one(spec, root, server_url=server_url, command=command, **options)
+                    await run_one(spec, root, command=command, **options)
                     outcome.ran += 1
                 except Exception as exc:  # a failed run is reported, the grid goes on
                     outcome.failed.append((spec, exc))

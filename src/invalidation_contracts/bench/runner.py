@@ -35,6 +35,7 @@ from ..client.prompting import consumption
 from ..client.strategies import strategy_for
 from ..domains import get_catalog
 from ..planners import Attempt, Planner, PlanningContext
+from ..planners.preflight import PROBES, preflight
 from ..planners.registry import create_planner
 from ..protocol.levels import Level
 from ..protocol.models import ChangesFeed, RulesListing, Suggestion
@@ -68,6 +69,39 @@ class RunSpec:
 PlannerFactory = Callable[[str], Planner]
 AppFactory = Callable[..., Any]
 """Builds the in-process ASGI app: ``(domain, *, level, registry, admin_token) -> app``."""
+
+
+class ScenarioMismatch(ValueError):
+    """A manifest that names task families, snapshots or rule sets its domain does not ship."""
+
+
+def check_scenario(scenario: Scenario, catalog) -> None:
+    """Refuse a manifest whose schedule or drift refers to anything the domain lacks."""
+    missing = sorted({f for f in scenario.schedule if f not in catalog.task_families})
+    if missing:
+        raise ScenarioMismatch(
+            f"{scenario.name}: unknown task families {missing}; {scenario.domain} has "
+            f"{sorted(catalog.task_families)}"
+        )
+    for event in scenario.drift:
+        if event.snapshot is not None and event.snapshot not in catalog.snapshots:
+            raise ScenarioMismatch(
+                f"{scenario.name}: no snapshot {event.snapshot!r} in {scenario.domain}; "
+                f"known: {sorted(catalog.snapshots)}"
+            )
+        if event.table is not None and event.table not in catalog.domain.tables:
+            raise ScenarioMismatch(f"{scenario.name}: {scenario.domain} has no table {event.table!r}")
+        if event.rules is not None and event.rules not in catalog.rule_sets:
+            raise ScenarioMismatch(
+                f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "
+                f"known: {sorted(catalog.rule_sets)}"
+            )
+
+
+async def probe_planner(planner: Planner, seed: int) -> dict[str, Any]:
+    """The run's opening preflight probe (paper §4): one known-valid fix, recording the served id."""
+    report = await preflight(planner, seed=seed, probes=PROBES[:1], concurrency=1)
+    return report.to_json()
 
 
 def _now() -> str:
@@ -104,6 +138,7 @@ async def run_one(
     """
     scenario = spec.scenario
     catalog = get_catalog(scenario.domain)
+    check_scenario(scenario, catalog)
     level = Level(scenario.level)
     if server_url is not None and admin_token is None:
         raise ValueError("a run against a server URL needs that server's admin token")
@@ -146,6 +181,8 @@ async def run_one(
     )
     book = _Episode(memory, conditional)
     try:
+        meta.preflight = await probe_planner(planner, spec.seed)
+        meta.planner_served = meta.preflight.get("served_model")
         async with client:
             if server_url is not None:
                 await _reset_server(client, shadow, token)

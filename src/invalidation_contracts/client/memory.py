@@ -657,10 +657,20 @@ class FixMemory:
             suggestion, lambda table: stamped.get(table) or st.known.get(table, "")
         )
         key = MemoryKey.of(tx.origin, suggestion.type, suggestion.scope)
+        old = tx.index.by_key(key)
+        if old is not None and not self.strategy.replaces:
+            tx.emit(
+                NotStored(
+                    origin=tx.origin,
+                    episode=tx.episode,
+                    suggestion_type=suggestion.type,
+                    reason=f"{self.strategy.name} memory keeps its entry {old.id} for this key",
+                )
+            )
+            return
         serial = st.next_serial
         st.next_serial += 1
         entry_id = f"e{serial}"
-        old = tx.index.by_key(key)
         if old is not None:
             tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         seq = (

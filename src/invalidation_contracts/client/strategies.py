@@ -37,6 +37,8 @@ class Strategy:
     """Whether it acts on the ``rules_version`` stamp."""
     cascades: ClassVar[bool] = False
     """Whether evicting a stale entry also evicts entries derived from it."""
+    replaces: ClassVar[bool] = True
+    """Whether a newer fix for a key supersedes the entry it has (A1 keeps the first one)."""
 
     def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
         """Stamps showed tables whose version moved."""
@@ -87,10 +89,15 @@ class NoMemory(Strategy):
 
 
 class NaiveMemory(Strategy):
-    """A1: stores what it learns and injects it; nothing the server says ever evicts it."""
+    """A1: stores what it learns and injects it; nothing the server says ever evicts it.
+
+    Not even a newer fix for the same key: replacing an entry because the server contradicted it
+    is already invalidation, which this arm by definition has no channel for (paper §3.5).
+    """
 
     name, arm = "naive", "A1"
     invalidates = False
+    replaces = False
 
 
 class TableInvalidation(Strategy):

@@ -9,7 +9,6 @@ recorded in a run's metadata before any memory system is built for the model.
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -17,8 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from ..client.prompting import L2_SENTENCE
+from ..client.prompting import consumption
 from ..protocol.canonical import canonical_json
+from ..protocol.levels import Level
 from ..protocol.models import Action, CacheHint, Suggestion
 from .base import Planner, PlanningContext, Usage
 from .errors import PlannerResponseError
@@ -55,15 +55,17 @@ class Probe:
             "additionalProperties": False,
         }
 
-    def context(self, *, system_prompt: str, seed: int, episode: int) -> PlanningContext:
-        """The context a planner sees for this probe: first attempt, the fix in memory."""
+    def context(self, *, level: Level, seed: int, episode: int) -> PlanningContext:
+        """The context a planner sees for this probe: first attempt, the fix in memory at ``level``."""
+        shown = consumption(BASE_SYSTEM_PROMPT, [self.fix], level, self.task_fields)
         return PlanningContext(
-            system_prompt=system_prompt,
+            system_prompt=shown.system_prompt,
             task=self.task,
             task_fields=dict(self.task_fields),
             request_schema=self.request_schema(),
-            memory_block=render_probe_memory(self.fix),
-            memory=(self.fix,),
+            memory_block=shown.memory_block,
+            memory=shown.memory,
+            amended_input=shown.amended_input,
             seed=seed,
             episode=episode,
             attempt=1,
@@ -256,16 +258,6 @@ class PreflightReport(BaseModel):
         return self.model_dump(mode="json")
 
 
-def render_probe_memory(fix: Suggestion) -> str:
-    """The L2-style memory block of one probe: the fix as an instruction with its parameters."""
-    parameters = json.dumps(fix.parameters, sort_keys=True, ensure_ascii=False)
-    note = f" {fix.message}" if fix.message else ""
-    return (
-        "Fixes learned in earlier episodes (apply each to this request):\n"
-        f"- {fix.type} ({fix.action.value}): merge {parameters}.{note}"
-    )
-
-
 def carries_fix(request: Mapping[str, Any], fix: Suggestion) -> bool:
     """True when ``request`` holds every parameter of ``fix`` with exactly its value."""
     return all(
@@ -285,13 +277,14 @@ async def preflight(
 ) -> PreflightReport:
     """Run every probe ``rounds`` times (one first attempt each) and report compliance per action.
 
-    ``l2`` appends the L2 sentence to the system prompt, as the deployment's consumption level does.
+    ``l2`` probes at the harness's consumption level (L3, which carries the L2 sentence); without
+    it, at L1 (the fix as a plain instruction list, no merge-verbatim sentence).
     A reply that is not a request body counts as not compliant; a failed API call propagates once
     every probe has settled, so no call is left running.
     """
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
-    system_prompt = f"{BASE_SYSTEM_PROMPT} {L2_SENTENCE}" if l2 else BASE_SYSTEM_PROMPT
+    level = Level.AMENDED_INPUT if l2 else Level.STRUCTURED
     jobs = [
         (probe, round_ * len(probes) + index)
         for round_ in range(rounds)
@@ -300,7 +293,7 @@ async def preflight(
     gate = asyncio.Semaphore(max(1, concurrency))
 
     async def run(probe: Probe, episode: int) -> tuple[ProbeResult, Usage | None]:
-        context = probe.context(system_prompt=system_prompt, seed=seed, episode=episode)
+        context = probe.context(level=level, seed=seed, episode=episode)
         async with gate:
             try:
                 plan = await planner.plan(context)
