@@ -43,8 +43,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Compliance",
         (
-            "first-try rate over the injection-eligible episodes of the governed class "
-            '(`klass == "governed"`): every governed episode except the first governed episode of the '
+            "first-try rate over the injection-eligible episodes of the governed class (the manifest's "
+            '`compliance_class`, `klass == "governed"` by default; `celiac` on the recipe stream): every '
+            "episode of that class except its first episode in the "
             "stream (nothing can be in memory yet) and except the pre-registered stale slots (the "
             "manifest's `stale_slots`, or the episodes flagged `stale_slot` when the metadata lacks them). "
             "Undefined (–) at A0 (`none`) and when no episode is eligible."
@@ -472,7 +473,8 @@ def run_metrics(run: Run) -> RunMetrics:
     slots = _stale_slots(run, episodes)
     events = drift_events(run)
 
-    governed = [e for e in episodes if e.get("klass") == "governed"]
+    governed_class = meta.extra.get("compliance_class", "governed")
+    governed = [e for e in episodes if e.get("klass") == governed_class]
     eligible = [e for e in governed[1:] if int(e["episode"]) not in slots]
     compliance_hits = sum(1 for e in eligible if e.get("first_try"))
     compliance = None if key.arm == "none" else _ratio(compliance_hits, len(eligible))

@@ -77,6 +77,12 @@ class ScenarioMismatch(ValueError):
 
 def check_scenario(scenario: Scenario, catalog) -> None:
     """Refuse a manifest whose schedule or drift refers to anything the domain lacks."""
+    classes = {family.klass for family in catalog.task_families.values()}
+    if scenario.compliance_class not in classes:
+        raise ScenarioMismatch(
+            f"{scenario.name}: compliance class {scenario.compliance_class!r} is not a task class of "
+            f"{scenario.domain} ({sorted(classes)})"
+        )
     missing = sorted({f for f in scenario.schedule if f not in catalog.task_families})
     if missing:
         raise ScenarioMismatch(
@@ -171,6 +177,7 @@ async def run_one(
         extra={
             "arm_code": strategy_for(spec.arm.strategy).arm,
             "stale_slots": list(scenario.stale_slots),
+            "compliance_class": scenario.compliance_class,
             "drift": [e.model_dump(exclude_none=True) for e in scenario.drift],
             "max_attempts": scenario.max_attempts,
             "domain": scenario.domain,

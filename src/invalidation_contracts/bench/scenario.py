@@ -56,6 +56,9 @@ class Scenario(BaseModel):
     stale_slots: list[int] = Field(
         default_factory=list, description="Pre-registered episodes excluded from compliance."
     )
+    compliance_class: str = Field(
+        default="governed", description="The task class whose first-try rate is compliance."
+    )
     digest: str = Field(default="", description="SHA-256 of the manifest file (set by the loader).")
 
     @model_validator(mode="after")
