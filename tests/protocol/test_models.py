@@ -82,3 +82,14 @@ def test_a_patch_operation_keeps_a_null_value():
     op = PatchOperation(op="replace", path="/promo_code", value=None)
     assert op.to_wire() == {"op": "replace", "path": "/promo_code", "value": None}
     assert PatchOperation(op="remove", path="/x").to_wire() == {"op": "remove", "path": "/x"}
+
+
+def test_the_published_schemas_in_docs_match_the_models(tmp_path):
+    from pathlib import Path
+
+    published = Path(__file__).resolve().parents[2] / "docs" / "schema"
+    write_schemas(tmp_path)
+    fresh = {p.name: p.read_text() for p in tmp_path.glob("*.schema.json")}
+    assert {p.name: p.read_text() for p in published.glob("*.schema.json")} == fresh, (
+        "docs/schema is stale: run `invalidation-contracts schema --out docs/schema`"
+    )
