@@ -435,3 +435,34 @@ def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fix
     obs = memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
 
     assert [e.entry_id for e in obs.events if e.kind == "stored"] == ["e1", "e2", "e3"]
+
+
+@pytest.mark.parametrize("strategy", ["row", "row+consumers", "table", "rules-stamp+vectors"])
+def test_an_injected_fix_the_server_contradicts_is_evicted(strategy, server, standard_fixes):
+    memory = FixMemory(strategy)
+    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    drop = server.fix("REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+
+    obs = memory.observe(server.url, {"promo_code": "SUMMER"}, 422, server.failure(drop), injected=["e1"])
+
+    assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": EvictionReason.CONTRADICTED}
+
+
+def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(server, standard_fixes):
+    memory = FixMemory("row")
+    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    other = server.fix("ROUND", {"amount_cents": 100}, cache_hint="recompute")
+
+    obs = memory.observe(server.url, {}, 422, server.failure(other), injected=["e1"])
+
+    assert obs.of(Evicted) == []
+
+
+def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
+    memory = FixMemory("naive")
+    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    drop = server.fix("REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+
+    obs = memory.observe(server.url, {}, 422, server.failure(drop), injected=["e1"])
+
+    assert obs.of(Evicted) == [] and "e1" in [e.id for e in memory.entries(server.url)]

@@ -30,6 +30,8 @@ class EvictionReason(str, Enum):
     """A node the fix read is downstream of a changed row in the server's graph (A2DG)."""
     RULES = "rules"
     """A derivation rule the fix relied on changed (rules strategies)."""
+    CONTRADICTED = "contradicted"
+    """A request carrying the fix failed with a suggestion setting one of its fields otherwise."""
     CONSUMER = "consumer"
     """The fix was learned while an entry now evicted was injected (A2DC)."""
     RESYNC = "resync"
@@ -51,6 +53,7 @@ STALENESS_REASONS = frozenset(
         EvictionReason.TABLE_CHANGED,
         EvictionReason.DOWNSTREAM,
         EvictionReason.RULES,
+        EvictionReason.CONTRADICTED,
         EvictionReason.CONSUMER,
         EvictionReason.RESYNC,
         EvictionReason.MAX_AGE,

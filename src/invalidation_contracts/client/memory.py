@@ -26,6 +26,7 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from ..protocol.canonical import canonical_json
 from ..protocol.models import CacheHint, ChangesFeed, ContractFields, RulesListing, Suggestion
 from .detection import Detection
 from .entries import (
@@ -89,6 +90,7 @@ class _Deferred:
     contract: ContractFields | None
     derived_from: tuple[str, ...]
     response_id: str | None
+    contradicted: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -235,15 +237,15 @@ class FixMemory:
                 self.strategy.on_failure(tx, suggestions)
             injected_ids = self._injected(tx, injected)
             rid = response_id or _instance(body)
+            contradicted = self._contradicted(tx, suggestions, injected_ids)
             if suggestions and self._needs(tx):
                 # Invalidate first, then learn: storing now would supersede the very entries the
                 # pending diff is about to judge, hiding a stale entry as a mere replacement.
                 self._origins[origin].deferred.append(
-                    _Deferred(tuple(suggestions), contract, injected_ids, rid)
+                    _Deferred(tuple(suggestions), contract, injected_ids, rid, contradicted)
                 )
             else:
-                for suggestion in suggestions:
-                    self._store(tx, suggestion, contract, injected_ids, rid)
+                self._learn(tx, _Deferred(tuple(suggestions), contract, injected_ids, rid, contradicted))
             return self._commit(tx)
 
     def apply_changes(
@@ -503,9 +505,39 @@ class FixMemory:
         if view.deferred and not self._needs(tx):
             held, view.deferred = view.deferred, []
             for item in held:
-                for suggestion in item.suggestions:
-                    self._store(tx, suggestion, item.contract, item.derived_from, item.response_id)
+                self._learn(tx, item)
         return self._commit(tx)
+
+    def _learn(self, tx: Ledger, item: _Deferred) -> None:
+        """Retire the injected fixes a failure contradicted (if still live), then store its fixes."""
+        for entry_id in item.contradicted:
+            tx.evict(entry_id, EvictionReason.CONTRADICTED, "the server rejected a request carrying it")
+        for suggestion in item.suggestions:
+            self._store(tx, suggestion, item.contract, item.derived_from, item.response_id)
+
+    def _contradicted(
+        self, tx: Ledger, suggestions: Sequence[Suggestion], injected: Sequence[str]
+    ) -> tuple[str, ...]:
+        """Injected entries whose fix sets a field that a suggestion of this failure sets otherwise.
+
+        This is the failure-gated channel every invalidating strategy has: the server just said
+        the value the cached fix supplied is wrong for this request.
+        """
+        if not (suggestions and self.strategy.invalidates):
+            return ()
+        out = []
+        for entry_id in injected:
+            entry = tx.index.entries.get(entry_id)
+            if entry is None:
+                continue
+            mine = entry.suggestion.parameters
+            if any(
+                name in mine and canonical_json(mine[name]) != canonical_json(value)
+                for s in suggestions
+                for name, value in s.parameters.items()
+            ):
+                out.append(entry_id)
+        return tuple(out)
 
     def _needs(self, tx: Ledger) -> list[Need]:
         needs: list[Need] = []
