@@ -39,6 +39,7 @@ from .entries import (
     rule_vector,
 )
 from .events import (
+    Evicted,
     FetchChanges,
     FetchRules,
     Ignored,
@@ -54,7 +55,8 @@ from .patching import PatchRefused, apply_patch, as_pointer
 from .state import OriginState
 from .stats import CONTRACT_FIELDS, OriginStats, contract_bytes
 from .stores import InMemoryStore, Item, PutOp, SQLiteStore, Store, StoreError
-from .strategies import Strategy, strategy_for
+from .strategies import Strategy, evict_changed_rows, resolve_held, restamp_unchanged, strategy_for
+from .trust import TrustPolicy
 
 #: The first label of every namespace the memory writes.
 ROOT = "invalidation-contracts"
@@ -108,6 +110,7 @@ class FixMemory:
     ``detection``: ``"eager"`` (default), ``"lazy"`` or ``"resync"``.
     ``store``: a ``Store``; a path opens an ``SQLiteStore`` there; ``None`` keeps it in memory.
     ``close_store``: whether ``close()`` closes the store (default: when the memory opened it).
+    ``trust``: the defences against a dishonest server (``TrustPolicy``); default: none.
     """
 
     def __init__(
@@ -118,8 +121,10 @@ class FixMemory:
         *,
         clock: Callable[[], float] = time.time,
         close_store: bool | None = None,
+        trust: TrustPolicy | None = None,
     ) -> None:
         self.strategy = strategy_for(strategy)
+        self.trust = trust if trust is not None else TrustPolicy()
         self.detection = Detection.parse(detection)
         self._owns_store = not isinstance(store, Store) if close_store is None else close_store
         if store is None:
@@ -168,10 +173,15 @@ class FixMemory:
                 for entry in list(tx.index):
                     if not entry.matches(draft):
                         continue
+                    if self.trust.guard_parameters:
+                        refused = self.trust.injection(entry.suggestion, tx.state.patchable)
+                        if refused is not None:
+                            tx.quarantine(entry.id, refused)
+                            continue
                     if self.strategy.invalidates:
-                        if entry.expired(tx.now):
-                            detail = f"older than max_age_s={entry.suggestion.max_age_s}"
-                            tx.evict(entry.id, EvictionReason.MAX_AGE, detail)
+                        expiry = self.trust.expiry(entry, tx.now)
+                        if expiry is not None:
+                            tx.evict(entry.id, EvictionReason.MAX_AGE, expiry)
                             continue
                         if self.strategy.withholds(tx.state, entry):
                             continue
@@ -204,13 +214,15 @@ class FixMemory:
         delta_since: int | None = None,
         response_bytes: int | None = None,
         response_id: str | None = None,
+        signature: str | None = None,
     ) -> Observation:
         """Feed one response from ``origin`` to the memory.
 
         ``injected``: ids of the entries put into this request (new fixes record them as
         ``derived_from``). ``delta_since``: the ``Contract-Since`` the server echoed, when it did —
-        then ``table_versions`` lists only tables changed after it. ``request`` is kept for
-        symmetry with the wire and is not stored.
+        then ``table_versions`` lists only tables changed after it. ``signature``: the response's
+        ``Contract-Signature``, checked against ``body`` as received when the trust policy has
+        keys. ``request`` is kept for symmetry with the wire and is not stored.
         """
         del request
         with self._lock:
@@ -223,10 +235,15 @@ class FixMemory:
             if not self.strategy.stores:
                 return self._commit(tx)
             contract = self._contract(tx, body)
-            if contract is not None:
-                tx.seq = contract.contract_seq
             failure = status == 422
             suggestions = self._suggestions(tx, body) if failure else []
+            if contract is not None or suggestions:
+                doubt = self.trust.doubt(body, signature, since=delta_since, now=tx.now)
+                if doubt is not None:
+                    self._distrust(tx, doubt, suggestions)
+                    contract, suggestions = None, []
+            if contract is not None:
+                tx.seq = contract.contract_seq
             if (
                 self.strategy.invalidates
                 and contract is not None
@@ -249,14 +266,27 @@ class FixMemory:
             return self._commit(tx)
 
     def apply_changes(
-        self, origin: str, feed: ChangesFeed | Mapping[str, Any], *, episode: int | None = None
+        self,
+        origin: str,
+        feed: ChangesFeed | Mapping[str, Any],
+        *,
+        episode: int | None = None,
+        signature: str | None = None,
     ) -> Observation:
-        """Feed a ``GET /contract/changes`` answer (a ``FetchChanges`` need fulfilled)."""
+        """Feed a ``GET /contract/changes`` answer (a ``FetchChanges`` need fulfilled).
+
+        ``signature``: its ``Contract-Signature``; pass the body as received (a mapping) for it.
+        """
+        raw = feed.to_wire() if isinstance(feed, ChangesFeed) else feed
         feed = feed if isinstance(feed, ChangesFeed) else ChangesFeed.model_validate(feed)
         with self._lock:
             tx = self._begin(origin, episode)
             if not self.strategy.invalidates:
                 return self._settle(tx)
+            doubt = self.trust.doubt(raw, signature, since=None, now=tx.now)
+            if doubt is not None:
+                self._distrust(tx, doubt)
+                return self._commit(tx)
             st = tx.state
             if st.epoch is not None and feed.contract_epoch != st.epoch:
                 self._resync(
@@ -266,21 +296,39 @@ class FixMemory:
                 return self._settle(tx)
             st.epoch = feed.contract_epoch
             new_rules = self._merge_feed(tx, feed)
-            self.strategy.on_changes(tx, feed)
+            if st.revalidating:
+                held = set(st.revalidating)
+                self.strategy.on_changes(tx, _feed_of(feed, held, keep=False))
+                revalidated = _feed_of(feed, held, keep=True)
+                evict_changed_rows(tx, revalidated)
+                restamp_unchanged(tx, revalidated)
+                resolve_held(tx, st.revalidating, feed.last_seq)
+            else:
+                self.strategy.on_changes(tx, feed)
             if new_rules is not None:
                 self._rules_stamp(tx, new_rules)
             st.synced_seq = _max(st.synced_seq, feed.last_seq)
             return self._settle(tx)
 
     def apply_rules(
-        self, origin: str, listing: RulesListing | Mapping[str, Any], *, episode: int | None = None
+        self,
+        origin: str,
+        listing: RulesListing | Mapping[str, Any],
+        *,
+        episode: int | None = None,
+        signature: str | None = None,
     ) -> Observation:
         """Feed a ``GET /contract/rules`` answer (a ``FetchRules`` need fulfilled)."""
+        raw = listing.to_wire() if isinstance(listing, RulesListing) else listing
         listing = (
             listing if isinstance(listing, RulesListing) else RulesListing.model_validate(listing)
         )
         with self._lock:
             tx = self._begin(origin, episode)
+            doubt = self.trust.doubt(raw, signature, since=None, now=tx.now)
+            if doubt is not None and self.strategy.invalidates:
+                self._distrust(tx, doubt)
+                return self._commit(tx)
             if self.strategy.invalidates:
                 old = tx.state.rules_version
                 tx.state.rules_version = listing.rules_version
@@ -290,10 +338,25 @@ class FixMemory:
                     self.strategy.on_rules_listing(tx, listing)
             return self._settle(tx)
 
-    def resync_required(self, origin: str, *, episode: int | None = None) -> Observation:
-        """The server answered 410 resync-required: evict all its entries (reason resync)."""
+    def resync_required(
+        self,
+        origin: str,
+        *,
+        episode: int | None = None,
+        problem: Mapping[str, Any] | None = None,
+        signature: str | None = None,
+    ) -> Observation:
+        """The server answered 410 resync-required: evict all its entries (reason resync).
+
+        ``problem`` and ``signature``: the 410 body and its ``Contract-Signature``, checked when
+        the trust policy has keys.
+        """
         with self._lock:
             tx = self._begin(origin, episode)
+            doubt = self.trust.doubt(problem or {}, signature, since=None, now=tx.now)
+            if doubt is not None and self.strategy.invalidates:
+                self._distrust(tx, doubt)
+                return self._commit(tx)
             if self.strategy.invalidates:
                 self._resync(tx, "the server's change log no longer covers the memory's position")
             return self._settle(tx)
@@ -309,6 +372,7 @@ class FixMemory:
             tx = self._begin(need.origin, episode)
             if isinstance(need, FetchChanges):
                 self.strategy.on_changes_unavailable(tx)
+                self._revalidation_unavailable(tx)
             else:
                 self.strategy.on_rules_unavailable(tx)
             return self._settle(tx)
@@ -541,7 +605,7 @@ class FixMemory:
 
     def _needs(self, tx: Ledger) -> list[Need]:
         needs: list[Need] = []
-        if self.strategy.wants_changes(tx):
+        if self.strategy.wants_changes(tx) or tx.state.revalidating:
             needs.append(FetchChanges(tx.origin, tx.state.synced_seq or 0, tx.state.epoch))
         if self.strategy.wants_rules(tx):
             needs.append(FetchRules(tx.origin))
@@ -615,12 +679,12 @@ class FixMemory:
                 if old:
                     tx.version_moved(table, old, new)
             if moves:
-                self.strategy.on_table_moves(tx, moves)
+                self._on_moves(tx, moves)
         if contract.rules_version is not None:
             self._rules_stamp(tx, contract.rules_version)
         if seq is not None and trusted:
             st.known_seq = _max(st.known_seq, seq)
-            if not st.pending and not st.graph_pending:
+            if not st.pending and not st.graph_pending and not st.revalidating:
                 st.synced_seq = _max(st.synced_seq, seq)
 
     def _rules_stamp(self, tx: Ledger, new: str) -> None:
@@ -683,6 +747,18 @@ class FixMemory:
                 )
             )
             return
+        if self.trust.guard_parameters:
+            refused = self.trust.injection(suggestion, tx.state.patchable)
+            if refused is not None:
+                tx.emit(
+                    NotStored(
+                        origin=tx.origin,
+                        episode=tx.episode,
+                        suggestion_type=suggestion.type,
+                        reason=f"refused: {refused}",
+                    )
+                )
+                return
         st = tx.state
         stamped = (contract.table_versions if contract else None) or {}
         deps = dependencies_of(
@@ -737,7 +813,71 @@ class FixMemory:
             elif known != dep.version:
                 mismatched[dep.table] = (dep.version, known)
         if mismatched:
-            self.strategy.on_table_moves(tx, mismatched)
+            self._on_moves(tx, mismatched)
+
+    def _on_moves(self, tx: Ledger, moves: Mapping[str, tuple[str, str | None]]) -> None:
+        """Hand version moves to the strategy, holding for revalidation those past the bound."""
+        if self.trust.max_evictions_per_table is None:
+            self.strategy.on_table_moves(tx, moves)
+            return
+        st = tx.state
+        held = {
+            table
+            for table, (_, new) in moves.items()
+            if new is not None
+            and self.trust.bound_reached(st.stamp_evictions.get(table, ()), tx.now)
+        }
+        free = {table: move for table, move in moves.items() if table not in held}
+        if free:
+            before = len(tx.events)
+            self.strategy.on_table_moves(tx, free)
+            for event in tx.events[before:]:
+                if isinstance(event, Evicted) and event.reason is EvictionReason.TABLE_CHANGED:
+                    for table in set(tx.removed[event.entry_id].entry.tables) & set(free):
+                        st.stamp_evictions.setdefault(table, []).append(tx.now)
+            for table in free:
+                if table in st.stamp_evictions:
+                    st.stamp_evictions[table] = self.trust.recent(st.stamp_evictions[table], tx.now)
+        for table in sorted(held):
+            st.revalidating[table] = _max(st.revalidating.get(table), tx.seq)
+            old, new = moves[table]
+            tx.emit(
+                Ignored(
+                    origin=tx.origin,
+                    episode=tx.episode,
+                    detail=(
+                        f"{table} {old} -> {new}: {self.trust.max_evictions_per_table} stamp-driven"
+                        f" evictions within window_s={self.trust.window_s:g}; revalidating through"
+                        " /contract/changes instead of evicting"
+                    ),
+                )
+            )
+
+    def _revalidation_unavailable(self, tx: Ledger) -> None:
+        """No changes feed: the held tables fall back to evicting what no longer matches."""
+        st = tx.state
+        for table in sorted(st.revalidating):
+            current = st.known.get(table)
+            for entry in tx.index.on_table(table):
+                dep = entry.dependency(table)
+                if dep is not None and dep.version != current:
+                    detail = f"{table} moved to {current} and no changes feed is available"
+                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+        st.revalidating.clear()
+
+    def _distrust(self, tx: Ledger, doubt: str, suggestions: Sequence[Suggestion] = ()) -> None:
+        """A contract the trust policy rejects: report it, act on none of it."""
+        detail = f"unverified contract: {doubt}"
+        tx.emit(Ignored(origin=tx.origin, episode=tx.episode, detail=detail))
+        for suggestion in suggestions:
+            tx.emit(
+                NotStored(
+                    origin=tx.origin,
+                    episode=tx.episode,
+                    suggestion_type=suggestion.type,
+                    reason=detail,
+                )
+            )
 
 
 def origin_label(origin: str) -> str:
@@ -763,6 +903,17 @@ def _all(store: Store, namespace: tuple[str, ...]) -> list[Item]:
         items.extend(item for item in page if item.namespace == namespace)
         if len(page) < _PAGE:
             return items
+
+
+def _feed_of(feed: ChangesFeed, tables: set[str], *, keep: bool) -> ChangesFeed:
+    """The part of a feed about ``tables`` (``keep``) or about every other table."""
+    return feed.model_copy(
+        update={
+            "rows": [r for r in feed.rows if (r.table in tables) == keep],
+            "tables": [t for t in feed.tables if (t.table in tables) == keep],
+            "rules": [] if keep else feed.rules,
+        }
+    )
 
 
 def _instance(body: Mapping[str, Any]) -> str | None:

@@ -27,6 +27,10 @@ class OriginState:
     """A2DO: the rules stamp moved, so the rule declarations must be read."""
     patchable: list[str] | None = None
     """The request paths (JSON Pointers) the origin publishes as patchable by the client."""
+    revalidating: dict[str, int | None] = field(default_factory=dict)
+    """Trust bound: moved tables held for the changes feed instead of evicted on the stamp alone."""
+    stamp_evictions: dict[str, list[float]] = field(default_factory=dict)
+    """Trust bound: when each table's recent stamp-driven evictions happened."""
     episode: int | None = None
     next_serial: int = 1
     next_tombstone: int = 1
@@ -41,6 +45,7 @@ class OriginState:
         self.pending = {}
         self.graph_pending = False
         self.rules_pending = False
+        self.revalidating = {}
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -140,27 +140,9 @@ class RowInvalidation(Strategy):
                 tx.state.pending[table] = _later(seen, tx.seq)
 
     def on_changes(self, tx: Ledger, feed: ChangesFeed) -> None:
-        for change in sorted(feed.rows, key=lambda r: r.seq):
-            for entry in tx.index.on_row(change.table, change.key):
-                if _after(change.seq, entry):
-                    detail = f"{change.table}:{change.key} {change.op} at seq {change.seq}"
-                    tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
-        transitions = sorted(feed.tables, key=lambda t: t.seq)
-        for tr in transitions:
-            if tr.touch:
-                continue
-            for entry in tx.index.whole_table(tr.table):
-                if _after(tr.seq, entry):
-                    detail = _moved(tr.table, tr.old_version, tr.new_version, tr.seq)
-                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+        evict_changed_rows(tx, feed)
         self.on_transitions(tx, feed)
-        latest = {tr.table: tr.new_version for tr in transitions}
-        stamps: dict[str, dict[str, str]] = {}
-        for table, version in latest.items():
-            for entry in tx.index.on_table(table):
-                stamps.setdefault(entry.id, {})[table] = version
-        for entry_id in sorted(stamps, key=lambda i: tx.index.entries[i].serial):
-            tx.restamp(entry_id, versions=stamps[entry_id], validated_seq=feed.last_seq)
+        restamp_unchanged(tx, feed)
         self._resolve_pending(tx, feed.last_seq)
 
     def on_transitions(self, tx: Ledger, feed: ChangesFeed) -> None:
@@ -179,16 +161,7 @@ class RowInvalidation(Strategy):
         return bool(tx.state.pending)
 
     def _resolve_pending(self, tx: Ledger, last_seq: int) -> None:
-        for table, seen in sorted(tx.state.pending.items()):
-            if seen is not None and seen > last_seq:
-                continue
-            del tx.state.pending[table]
-            current = tx.state.known.get(table)
-            for entry in tx.index.on_table(table):
-                if _version(entry, table) != current:
-                    old = _version(entry, table)
-                    detail = f"no change in the feed explains {table} {old} -> {current}"
-                    tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+        resolve_held(tx, tx.state.pending, last_seq)
 
 
 class RowWithConsumers(RowInvalidation):
@@ -355,6 +328,47 @@ def strategy_for(spec: str | Strategy | type[Strategy]) -> Strategy:
         known = ", ".join(f"{c.name} ({c.arm})" for c in STRATEGY_CLASSES)
         raise ValueError(f"unknown strategy {spec!r}; expected one of {known}")
     return cls()
+
+
+def evict_changed_rows(tx: Ledger, feed: ChangesFeed) -> None:
+    """Row-level judgement: evict entries on changed rows, keyless ones on any content change."""
+    for change in sorted(feed.rows, key=lambda r: r.seq):
+        for entry in tx.index.on_row(change.table, change.key):
+            if _after(change.seq, entry):
+                detail = f"{change.table}:{change.key} {change.op} at seq {change.seq}"
+                tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
+    for tr in sorted(feed.tables, key=lambda t: t.seq):
+        if tr.touch:
+            continue
+        for entry in tx.index.whole_table(tr.table):
+            if _after(tr.seq, entry):
+                detail = _moved(tr.table, tr.old_version, tr.new_version, tr.seq)
+                tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+
+
+def restamp_unchanged(tx: Ledger, feed: ChangesFeed) -> None:
+    """Stamp every surviving entry on a table the feed moved with that table's latest version."""
+    latest = {tr.table: tr.new_version for tr in sorted(feed.tables, key=lambda t: t.seq)}
+    stamps: dict[str, dict[str, str]] = {}
+    for table, version in latest.items():
+        for entry in tx.index.on_table(table):
+            stamps.setdefault(entry.id, {})[table] = version
+    for entry_id in sorted(stamps, key=lambda i: tx.index.entries[i].serial):
+        tx.restamp(entry_id, versions=stamps[entry_id], validated_seq=feed.last_seq)
+
+
+def resolve_held(tx: Ledger, held: dict[str, int | None], last_seq: int) -> None:
+    """Release the tables in ``held`` the feed now covers; evict what it leaves unexplained."""
+    for table, seen in sorted(held.items()):
+        if seen is not None and seen > last_seq:
+            continue
+        del held[table]
+        current = tx.state.known.get(table)
+        for entry in tx.index.on_table(table):
+            if _version(entry, table) != current:
+                old = _version(entry, table)
+                detail = f"no change in the feed explains {table} {old} -> {current}"
+                tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
 
 
 def _version(entry: MemoryEntry, table: str) -> str | None:

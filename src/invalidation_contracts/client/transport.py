@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 from pydantic import ValidationError
 
-from ..protocol.models import ChangesFeed, RulesListing
+from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 from .events import FetchChanges, MemoryEvent, Need, Observation
 from .memory import FixMemory
 
@@ -63,6 +63,8 @@ class _Contract:
 
     def prepare(self, request: httpx.Request) -> tuple[str, int | None]:
         origin = self.origin_of(request.url)
+        if self.memory.trust.requests_signatures and CONTRACT_SIGN not in request.headers:
+            request.headers[CONTRACT_SIGN] = "1"
         sent = None
         if self.conditional and CONTRACT_SINCE not in request.headers:
             sent = self.memory.contract_since(origin)
@@ -85,12 +87,15 @@ class _Contract:
             delta_since=_echo(response, sent),
             response_bytes=size,
             response_id=response.headers.get("x-request-id"),
+            signature=response.headers.get(CONTRACT_SIGNATURE),
         )
         self.emit(obs)
         return obs
 
     def need_request(self, need: Need, template: httpx.Request) -> httpx.Request:
         headers = {"accept": "application/json"}
+        if self.memory.trust.requests_signatures:
+            headers[CONTRACT_SIGN] = "1"
         headers.update(
             {
                 name: template.headers[name]
@@ -112,17 +117,23 @@ class _Contract:
         self, need: Need, response: httpx.Response, episode: int | None
     ) -> Observation:
         body = _json_body(response)
+        signature = response.headers.get(CONTRACT_SIGNATURE)
         if response.status_code == 410:
-            obs = self.memory.resync_required(need.origin, episode=episode)
+            obs = self.memory.resync_required(
+                need.origin,
+                episode=episode,
+                problem=body if isinstance(body, dict) else None,
+                signature=signature,
+            )
         elif response.status_code == 200 and isinstance(body, dict):
             try:
                 if isinstance(need, FetchChanges):
                     obs = self.memory.apply_changes(
-                        need.origin, ChangesFeed.model_validate(body), episode=episode
+                        need.origin, body, episode=episode, signature=signature
                     )
                 else:
                     obs = self.memory.apply_rules(
-                        need.origin, RulesListing.model_validate(body), episode=episode
+                        need.origin, body, episode=episode, signature=signature
                     )
             except ValidationError:
                 obs = self.memory.need_failed(need, episode=episode)

@@ -43,9 +43,9 @@ from ..protocol.models import (
     WireModel,
 )
 from ..protocol.problems import ProblemType, ProtocolError, problem
+from ..protocol.signing import CONTRACT_SIGN
 from .auth import ADMIN_TOKEN_ENV, BearerAuth
 from .domain import Domain, Route
-from .feedback import contract_fields
 from .http_errors import (
     DEFAULT_MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
@@ -59,7 +59,9 @@ from .http_errors import (
 from .provider import Provider
 from .registry import Registry
 from .rules import Rule
+from .signing import SigningMiddleware
 from .storage import DEFAULT_LOG_CAPACITY, RegistryStore, SQLiteRegistryStore, StorageError
+from .trust import TrustOptions
 
 CONTRACT_SINCE = "Contract-Since"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -94,7 +96,7 @@ class Service:
 
     def contract(self, since: int | None = None) -> ContractFields:
         """The response-level fields of the current state at the server's level."""
-        return contract_fields(self.registry.state, self.level, since)
+        return self.provider.contract(self.registry.state, since)
 
     def require_level(self, level: Level, what: str) -> None:
         if self.level < level:
@@ -114,13 +116,15 @@ def create_app(
     protect_graph: bool = False,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     log_capacity: int = DEFAULT_LOG_CAPACITY,
+    trust: TrustOptions | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``domain`` at ``level``.
 
     ``store`` persists the registry: a SQLite path (opened now, closed at app shutdown) or a
     ``RegistryStore`` (the caller closes it); ``registry`` serves an existing one instead; with
     neither, a fresh in-memory registry. ``admin_token`` defaults to
-    ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401.
+    ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401. ``trust``
+    turns on signed freshness and opaque names (docs/SPEC.md, "Trust extensions").
     """
     if registry is not None and store is not None:
         raise ValueError("pass either a registry or a store, not both")
@@ -130,6 +134,8 @@ def create_app(
             raise ValueError(
                 f"route {route.path}: only {sorted(BODY_METHODS)} routes (JSON body) are served"
             )
+    trust = trust if trust is not None else TrustOptions()
+    signer, opaque = trust.signer(), trust.opaque()
     owned: RegistryStore | None = None
     if isinstance(store, (str, Path)):
         store = owned = SQLiteRegistryStore(store)
@@ -144,7 +150,7 @@ def create_app(
         registry = domain.registry(log_capacity=log_capacity)
 
     service = Service(
-        Provider(domain, registry, level),
+        Provider(domain, registry, level, opaque=opaque),
         BearerAuth(admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)),
         protect_graph=protect_graph,
         max_body_bytes=max_body_bytes,
@@ -163,7 +169,10 @@ def create_app(
         version=__version__,
         description=domain.description or f"The {domain.name} API with invalidation contracts.",
         lifespan=lifespan,
+        dependencies=[Depends(_check_contract_sign)] if signer is not None else None,
     )
+    if signer is not None:
+        app.add_middleware(SigningMiddleware, signer=signer)
     app.state.service = service
     app.state.registry = registry
     app.state.store = store
@@ -319,7 +328,12 @@ def _add_contract_routes(app: FastAPI, service: Service) -> None:
         wanted = (
             None if tables is None else [name.strip() for name in tables.split(",") if name.strip()]
         )
-        return _wire(registry.changes(since, wanted or None, epoch))
+        opaque = service.provider.opaque
+        if opaque is None:
+            return _wire(registry.changes(since, wanted or None, epoch))
+        if wanted:
+            wanted = opaque.tables_named(wanted, registry.state.tables)
+        return _wire(opaque.feed(registry.changes(since, wanted or None, epoch)))
 
     graph_guard = (
         [Depends(_admin_dependency(service))]
@@ -342,7 +356,9 @@ def _add_contract_routes(app: FastAPI, service: Service) -> None:
     )
     async def graph() -> Response:
         service.require_level(Level.SUBGRAPH, "GET /contract/graph")
-        return _wire(registry.state.graph_listing())
+        listing = registry.state.graph_listing()
+        opaque = service.provider.opaque
+        return _wire(opaque.graph(listing) if opaque is not None else listing)
 
     @app.get(
         "/contract/rules",
@@ -352,7 +368,9 @@ def _add_contract_routes(app: FastAPI, service: Service) -> None:
     )
     async def rules() -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/rules")
-        return _wire(registry.state.rules_listing())
+        listing = registry.state.rules_listing()
+        opaque = service.provider.opaque
+        return _wire(opaque.rules_listing(listing) if opaque is not None else listing)
 
 
 def _admin_dependency(service: Service) -> Callable[..., None]:
@@ -366,6 +384,18 @@ def _admin_dependency(service: Service) -> Callable[..., None]:
         service.auth.check(credentials.credentials if credentials is not None else None)
 
     return require_admin
+
+
+def _check_contract_sign(
+    sign: Annotated[
+        str | None,
+        Header(alias=CONTRACT_SIGN, description="`1`: sign this response (Contract-Signature)."),
+    ] = None,
+) -> None:
+    if sign is not None and sign.strip() not in ("0", "1"):
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST, f"{CONTRACT_SIGN} must be 1 (sign) or 0, not {sign!r}"
+        )
 
 
 def _wire(body: WireModel, *, status: int = 200, since: int | None = None) -> Response:

@@ -7,18 +7,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
 from ..protocol.levels import Level
-from ..protocol.models import Problem, SuccessResponse
+from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
 from . import feedback
 from .domain import Domain, Route
+from .opaque import OpaqueNames
 from .policies import Finding, evaluate
 from .registry import Registry
 from .state import RegistryState
+
+C = TypeVar("C", bound=ContractFields)
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,10 +45,23 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 class Provider:
     """A domain's routes over a registry at a contract level."""
 
-    def __init__(self, domain: Domain, registry: Registry | None = None, level: Level | int = Level.RULES_FINGERPRINT):
+    def __init__(
+        self,
+        domain: Domain,
+        registry: Registry | None = None,
+        level: Level | int = Level.RULES_FINGERPRINT,
+        *,
+        opaque: OpaqueNames | None = None,
+    ):
+        """``opaque``: send keyed tags instead of table names, row keys and relations."""
         self.domain = domain
         self.registry = registry if registry is not None else domain.registry()
         self.level = Level.parse(level)
+        self.opaque = opaque
+
+    def contract(self, state: RegistryState, since: int | None = None) -> ContractFields:
+        """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
+        return self._present(feedback.contract_fields(state, self.level, since))
 
     def findings(self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
@@ -64,7 +80,7 @@ class Provider:
             body = problem(
                 ProblemType.INVALID_REQUEST,
                 f"the body does not match the {route.request_model.__name__} schema",
-                contract=feedback.contract_fields(state, self.level, since),
+                contract=self.contract(state, since),
                 errors=validation_errors(exc),
                 instance=instance,
             )
@@ -75,6 +91,10 @@ class Provider:
             body = feedback.failure(
                 found, state, self.level, since=since, patchable=route.patchable_fields, instance=instance
             )
-            return Outcome(body.status, body, found, state)
+            return Outcome(body.status, self._present(body), found, state)
         result = route.on_success(model, state) if route.on_success is not None else None
-        return Outcome(200, feedback.success(state, self.level, result, since=since), (), state)
+        body = feedback.success(state, self.level, result, since=since)
+        return Outcome(200, self._present(body), (), state)
+
+    def _present(self, body: C) -> C:
+        return self.opaque.contract(body) if self.opaque is not None else body

@@ -1,0 +1,211 @@
+"""Signed freshness statements: what a server signs about a response, as a detached JWS (RFC 7515).
+
+A statement names the response's contract position (``contract_seq``, ``contract_epoch``,
+``rules_version``), a digest of its ``table_versions`` and the ``Contract-Since`` those versions
+are relative to, a digest of the rest of the body, and when it was issued and expires. The JWS is
+sent in compact detached form (``header..signature``, RFC 7515 Appendix F): the payload is not
+sent, because the verifier rebuilds it from the body it received. ``iat`` and ``exp`` travel in
+the protected header (replicated claims, RFC 7519 §5.3), so the header alone completes it.
+
+Pure functions over bytes and JSON values; Ed25519 (``alg: EdDSA``, RFC 8037) from ``cryptography``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+
+from .canonical import canonical_json, fingerprint
+
+#: Request header: ask the server to sign the response (value ``1``).
+CONTRACT_SIGN = "Contract-Sign"
+#: Response header carrying the detached JWS.
+CONTRACT_SIGNATURE = "Contract-Signature"
+ALGORITHM = "EdDSA"
+TYPE = "contract-freshness+jws"
+#: The body members named in the statement itself; every other member is in ``content``.
+CONTRACT_MEMBERS = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
+_BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+
+
+class SignatureError(ValueError):
+    """A signature that is malformed, unknown, wrong, or outside its validity window."""
+
+
+@dataclass(frozen=True, slots=True)
+class SignedHeader:
+    """The protected header of a freshness JWS."""
+
+    kid: str
+    iat: int
+    exp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"alg": ALGORITHM, "typ": TYPE, "kid": self.kid, "iat": self.iat, "exp": self.exp}
+
+
+def statement(body: Mapping[str, Any], *, since: int | None, iat: int, exp: int) -> dict[str, Any]:
+    """The freshness statement of a JSON response ``body`` (``since``: the echoed Contract-Since).
+
+    Raises ``ValueError`` when the body cannot be canonicalized (RFC 8785 I-JSON limits).
+    """
+    versions = body.get("table_versions")
+    rest = {name: value for name, value in body.items() if name not in CONTRACT_MEMBERS}
+    try:
+        return {
+            "contract_seq": body.get("contract_seq"),
+            "contract_epoch": body.get("contract_epoch"),
+            "rules_version": body.get("rules_version"),
+            "table_versions": fingerprint(versions) if versions is not None else None,
+            "since": since,
+            "content": fingerprint(rest),
+            "iat": iat,
+            "exp": exp,
+        }
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"the body cannot be canonicalized: {exc}") from exc
+
+
+def sign(
+    body: Mapping[str, Any],
+    key: Ed25519PrivateKey,
+    kid: str,
+    *,
+    since: int | None,
+    iat: int,
+    exp: int,
+) -> str:
+    """The compact detached JWS (``header..signature``) of ``body``'s freshness statement."""
+    if not kid:
+        raise ValueError("a signing key needs a non-empty kid")
+    if exp <= iat:
+        raise ValueError("a statement must expire after it is issued")
+    header = _b64(canonical_json(SignedHeader(kid, iat, exp).to_json()))
+    payload = _b64(canonical_json(statement(body, since=since, iat=iat, exp=exp)))
+    signature = key.sign(f"{header}.{payload}".encode("ascii"))
+    return f"{header}..{_b64(signature)}"
+
+
+def read_header(jws: str) -> SignedHeader:
+    """The protected header of a detached JWS; ``SignatureError`` if it is not one of ours."""
+    header, _ = _split(jws)
+    return _header(header)
+
+
+def verify(
+    jws: str,
+    body: Mapping[str, Any],
+    keys: Mapping[str, Ed25519PublicKey],
+    *,
+    since: int | None,
+    now: float,
+    leeway_s: float = 0.0,
+) -> SignedHeader:
+    """Check ``jws`` against the ``body`` received, by ``kid`` in ``keys``, at time ``now``.
+
+    Returns the header; raises ``SignatureError`` saying why the statement is not acceptable.
+    """
+    encoded, signature = _split(jws)
+    header = _header(encoded)
+    key = keys.get(header.kid)
+    if key is None:
+        raise SignatureError(f"unknown key id {header.kid!r}")
+    try:
+        claims = statement(body, since=since, iat=header.iat, exp=header.exp)
+    except ValueError as exc:
+        raise SignatureError(str(exc)) from None
+    payload = _b64(canonical_json(claims))
+    try:
+        key.verify(signature, f"{encoded}.{payload}".encode("ascii"))
+    except InvalidSignature:
+        raise SignatureError(
+            f"the signature by {header.kid!r} does not match this response"
+        ) from None
+    if now > header.exp + leeway_s:
+        raise SignatureError(f"the statement expired at {header.exp} (now {int(now)})")
+    if header.iat > now + leeway_s:
+        raise SignatureError(
+            f"the statement is issued in the future ({header.iat}, now {int(now)})"
+        )
+    return header
+
+
+def load_public_key(value: Ed25519PublicKey | bytes | str) -> Ed25519PublicKey:
+    """An Ed25519 public key from a key object, 32 raw bytes, base64url of them, or PEM text."""
+    if isinstance(value, Ed25519PublicKey):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("-----BEGIN"):
+            key = serialization.load_pem_public_key(text.encode("ascii"))
+            if not isinstance(key, Ed25519PublicKey):
+                raise ValueError("the PEM key is not an Ed25519 public key")
+            return key
+        value = _unb64(text)
+    if len(value) != 32:
+        raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(value)}")
+    return Ed25519PublicKey.from_public_bytes(bytes(value))
+
+
+def public_key_text(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
+    """The base64url form of a key's raw public bytes (what ``load_public_key`` reads back)."""
+    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    return _b64(raw)
+
+
+def _split(jws: str) -> tuple[str, bytes]:
+    parts = jws.strip().split(".") if isinstance(jws, str) else []
+    if len(parts) != 3 or not parts[0] or parts[1] or not parts[2]:
+        raise SignatureError("not a compact detached JWS (header..signature)")
+    try:
+        return parts[0], _unb64(parts[2])
+    except ValueError:
+        raise SignatureError("the signature is not base64url") from None
+
+
+def _header(encoded: str) -> SignedHeader:
+    try:
+        data = json.loads(_unb64(encoded))
+    except ValueError:
+        raise SignatureError("the JWS header is not base64url JSON") from None
+    if not isinstance(data, dict):
+        raise SignatureError("the JWS header is not a JSON object")
+    if data.get("alg") != ALGORITHM:
+        raise SignatureError(f"algorithm {data.get('alg')!r} is not {ALGORITHM}")
+    if data.get("typ") != TYPE:
+        raise SignatureError(f"type {data.get('typ')!r} is not {TYPE}")
+    if data.get("crit") is not None:
+        raise SignatureError("critical header parameters are not understood")
+    kid, iat, exp = data.get("kid"), data.get("iat"), data.get("exp")
+    if not isinstance(kid, str) or not kid:
+        raise SignatureError("the JWS header has no kid")
+    if not _is_int(iat) or not _is_int(exp):
+        raise SignatureError("the JWS header needs integer iat and exp")
+    return SignedHeader(kid, iat, exp)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    if not _BASE64URL.fullmatch(text):
+        raise ValueError("not base64url")
+    try:
+        return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"not base64url: {exc}") from None
