@@ -10,8 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from invalidation_contracts.client import FixMemory
-from invalidation_contracts.client.transport import async_contract_client
+from invalidation_contracts.client import FixMemory, async_contract_client
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server.app import create_app
 

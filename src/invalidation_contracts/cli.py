@@ -113,7 +113,20 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
+    p.add_argument(
+        "--signing-key", type=Path, action="append", default=[], metavar="PEM",
+        help="Ed25519 private key (PEM) to sign freshness statements with; repeat to rotate "
+        "(the key id is the file's stem; the last one signs)",
+    )
+    p.add_argument(
+        "--opaque-key-env", default=None, metavar="VAR",
+        help="environment variable holding a secret (>= 16 bytes): send table names and keys as tags",
+    )
     p.set_defaults(handler=_serve)
+
+    p = sub.add_parser("keygen", help="write a new Ed25519 signing key (PEM) and print its public key")
+    p.add_argument("--out", type=Path, required=True, help="where to write the private key (PEM)")
+    p.set_defaults(handler=_keygen)
 
     for name, help_text in (
         ("reload", "replace a table's rows on a running server from a snapshot file"),
@@ -141,6 +154,54 @@ def _level(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _trust_options(args: argparse.Namespace):
+    """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
+    import os
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    from .server.trust import TrustOptions
+
+    keys = {}
+    for path in args.signing_key:
+        try:
+            key = load_pem_private_key(path.read_bytes(), password=None)
+        except (OSError, ValueError, TypeError) as exc:
+            raise CommandError(f"cannot read signing key {path}: {exc}") from exc
+        if not isinstance(key, Ed25519PrivateKey):
+            raise CommandError(f"{path} is not an Ed25519 private key")
+        keys[path.stem] = key
+    opaque = None
+    if args.opaque_key_env:
+        secret = os.environ.get(args.opaque_key_env, "")
+        if len(secret.encode()) < 16:
+            raise CommandError(f"${args.opaque_key_env} must hold a secret of at least 16 bytes")
+        opaque = secret.encode()
+    if not keys and opaque is None:
+        return None
+    return TrustOptions(signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque)
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    from .protocol.signing import public_key_text
+
+    if args.out.exists():
+        raise CommandError(f"{args.out} exists; refusing to overwrite a key")
+    key = Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    try:
+        args.out.write_bytes(pem)
+        args.out.chmod(0o600)
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
+    print(f"key id {args.out.stem}; public key (give it to clients): {public_key_text(key)}")
+    return 0
+
+
 def _serve(args: argparse.Namespace) -> int:
     import os
 
@@ -162,10 +223,11 @@ def _serve(args: argparse.Namespace) -> int:
             "admin routes answer 401",
             file=sys.stderr,
         )
+    trust = _trust_options(args)
     try:
         app = create_app(
             domain, level=args.level, store=args.db, admin_token=token,
-            protect_graph=args.protect_graph,
+            protect_graph=args.protect_graph, trust=trust,
         )
         serve(app, host=args.host, port=args.port)
     except StorageError as exc:

@@ -31,6 +31,7 @@ from ..client.events import (
     Stored,
 )
 from ..client.memory import FixMemory
+from ..client.trust import TrustPolicy
 from ..client.prompting import consumption
 from ..client.strategies import strategy_for
 from ..domains import get_catalog
@@ -115,11 +116,12 @@ def _now() -> str:
 
 
 class _Episode:
-    """Per-run mutable bookkeeping the oracle needs: where each entry was learned."""
+    """Per-run bookkeeping: where each entry was learned (for the oracle), and the route's schema."""
 
-    def __init__(self, memory: FixMemory, conditional: bool) -> None:
+    def __init__(self, memory: FixMemory, conditional: bool, request_schema: dict[str, Any]) -> None:
         self.memory = memory
         self.conditional = conditional
+        self.request_schema = request_schema
         self.learned_on: dict[str, dict[str, Any]] = {}
         self.fixes: dict[str, Suggestion] = {}
         self.stale_marked: set[str] = set()
@@ -134,13 +136,15 @@ async def run_one(
     planner_factory: PlannerFactory = create_planner,
     app_factory: AppFactory | None = None,
     conditional: bool = False,
+    trust: TrustPolicy | None = None,
     command: str | None = None,
 ) -> RunMetadata:
     """Run ``spec`` and write its artifact under ``root``; return the run metadata.
 
     ``conditional`` sends ``Contract-Since`` (the memory's position) with every domain request, so
     the server answers with the conditional contract. ``app_factory`` replaces ``create_app`` for
-    the in-process server (e.g. a hostile server in a trust test).
+    the in-process server (e.g. a hostile server in a trust test); ``trust`` is the client's
+    trust policy (eviction-rate bound, freshness ceiling, parameter guard).
     """
     scenario = spec.scenario
     catalog = get_catalog(scenario.domain)
@@ -160,7 +164,7 @@ async def run_one(
     else:
         origin = server_url.rstrip("/")
         client = httpx.AsyncClient(base_url=origin, timeout=30.0)
-    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection)
+    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
     memory.set_patchable(origin, route.patchable_fields)
     planner = planner_factory(spec.planner)
     writer = ArtifactWriter(root, spec.key)
@@ -186,7 +190,7 @@ async def run_one(
             **({"command": command} if command else {}),
         },
     )
-    book = _Episode(memory, conditional)
+    book = _Episode(memory, conditional, route.request_model.model_json_schema())
     try:
         meta.preflight = await probe_planner(planner, spec.seed)
         meta.planner_served = meta.preflight.get("served_model")
@@ -253,7 +257,7 @@ async def _episode(spec, catalog, shadow, route, client, origin, memory, planner
         writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.id,
                      key=entry.key.to_dict(), reason=None, stale=stale)
     shown = consumption(catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
-    schema = route.request_model.model_json_schema()
+    schema = book.request_schema
     attempts: list[Attempt] = []
     tokens_in = tokens_out = 0
     estimated = False

@@ -28,6 +28,8 @@ from .prompting import L2_SENTENCE, Consumption, consumption, render_memory_bloc
 from .state import OriginState
 from .stats import OriginStats, contract_bytes
 from .stores import InMemoryStore, SQLiteStore, Store, StoreError
+from .transport import AsyncContractTransport, ContractTransport, async_contract_client, contract_client
+from .trust import TrustPolicy
 from .strategies import (
     STRATEGY_CLASSES,
     NaiveMemory,
@@ -44,6 +46,11 @@ from .strategies import (
 )
 
 __all__ = [
+    "AsyncContractTransport",
+    "ContractTransport",
+    "TrustPolicy",
+    "async_contract_client",
+    "contract_client",
     "L2_SENTENCE",
     "STRATEGY_CLASSES",
     "ApplyMode",

@@ -14,6 +14,7 @@ from .rules import Rule, RuleSet
 from .state import RegistryState
 from .tables import Snapshot, diff, freeze, thaw
 from .tracking import ReadTracker, TrackedTable, TrackedTables
+from .trust import TrustOptions
 
 __all__ = [
     "Commit",
@@ -36,6 +37,7 @@ __all__ = [
     "TableSpec",
     "TrackedTable",
     "TrackedTables",
+    "TrustOptions",
     "Violation",
     "diff",
     "evaluate",
