@@ -31,9 +31,9 @@ from ..client.events import (
     Stored,
 )
 from ..client.memory import FixMemory
-from ..client.trust import TrustPolicy
 from ..client.prompting import consumption
 from ..client.strategies import strategy_for
+from ..client.trust import TrustPolicy
 from ..domains import get_catalog
 from ..planners import Attempt, Planner, PlanningContext
 from ..planners.preflight import PROBES, preflight
@@ -115,18 +115,6 @@ def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-class _Episode:
-    """Per-run bookkeeping: where each entry was learned (for the oracle), and the route's schema."""
-
-    def __init__(self, memory: FixMemory, conditional: bool, request_schema: dict[str, Any]) -> None:
-        self.memory = memory
-        self.conditional = conditional
-        self.request_schema = request_schema
-        self.learned_on: dict[str, dict[str, Any]] = {}
-        self.fixes: dict[str, Suggestion] = {}
-        self.stale_marked: set[str] = set()
-
-
 async def run_one(
     spec: RunSpec,
     root: Path,
@@ -190,7 +178,7 @@ async def run_one(
             **({"command": command} if command else {}),
         },
     )
-    book = _Episode(memory, conditional, route.request_model.model_json_schema())
+    run = _Run(spec, catalog, shadow, client, origin, memory, planner, writer, conditional)
     try:
         meta.preflight = await probe_planner(planner, spec.seed)
         meta.planner_served = meta.preflight.get("served_model")
@@ -199,9 +187,7 @@ async def run_one(
                 await _reset_server(client, shadow, token)
             driver = DriftDriver(client, DriftSources(catalog.snapshots, catalog.rule_sets), shadow.registry, token)
             for episode in range(1, scenario.episodes + 1):
-                completed, served = await _episode(
-                    spec, catalog, shadow, route, client, origin, memory, planner, writer, book, episode
-                )
+                completed, served = await run.episode(episode)
                 meta.completed_episodes += int(completed)
                 meta.planner_served = meta.planner_served or served
                 for event in scenario.drift_after(episode):
@@ -209,7 +195,7 @@ async def run_one(
                     writer.write(
                         "drift", after_episode=episode, kind=event.kind, target=event.target, result=result
                     )
-                    _mark_stale(memory, origin, shadow, catalog, route, writer, book, episode)
+                    run.mark_stale(episode)
     except BaseException:
         writer.abort()
         raise
@@ -242,149 +228,6 @@ async def _reset_server(client: httpx.AsyncClient, shadow: Provider, token: str)
         raise RuntimeError(f"cannot reset the rules on the server: HTTP {response.status_code}")
 
 
-async def _episode(spec, catalog, shadow, route, client, origin, memory, planner, writer, book, episode):
-    scenario = spec.scenario
-    family = catalog.task_families[scenario.family(episode)]
-    draft = dict(family.fields)
-    await _fulfil(memory.begin_episode(origin, episode), memory, client, origin, shadow, catalog, route, writer, book, episode, 0)
-    entries = memory.relevant(origin, draft, episode=episode)
-    injected = [e.id for e in entries]
-    stale_injected = []
-    for entry in entries:
-        stale = not catalog.is_fix_current(entry.suggestion, draft, shadow.registry.state)
-        if stale:
-            stale_injected.append(entry.id)
-        writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.id,
-                     key=entry.key.to_dict(), reason=None, stale=stale)
-    shown = consumption(catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
-    schema = book.request_schema
-    attempts: list[Attempt] = []
-    tokens_in = tokens_out = 0
-    estimated = False
-    served = None
-    completed = False
-    for number in range(1, scenario.max_attempts + 1):
-        context = PlanningContext(
-            system_prompt=shown.system_prompt,
-            task=family.text,
-            task_fields=draft,
-            request_schema=schema,
-            memory_block=shown.memory_block,
-            memory=shown.memory,
-            amended_input=shown.amended_input,
-            attempts=tuple(attempts),
-            seed=spec.seed,
-            episode=episode,
-            attempt=number,
-        )
-        plan = await planner.plan(context)
-        served = served or plan.served_model
-        tokens_in += plan.usage.input_tokens
-        tokens_out += plan.usage.output_tokens
-        estimated = estimated or plan.usage.estimated
-        request = plan.request
-        if spec.arm.apply_mode == "client" and number == 1:
-            request = _apply_client_side(memory, origin, entries, request, writer, episode)
-        since = memory.contract_since(origin) if book.conditional else None
-        headers = {"Contract-Since": str(since)} if since is not None else None
-        response = await client.post(route.path, json=request, headers=headers)
-        body = response.json()
-        cost = wire_cost(body)
-        feedback = body.get("recovery_feedback") or {}
-        writer.write(
-            "attempt", episode=episode, attempt=number, status=response.status_code, request=request,
-            response_bytes=len(response.content), contract_bytes=cost.contract, envelope_bytes=cost.envelope,
-            suggestion_bytes=cost.suggestions, patch_bytes=cost.patch,
-            suggestion_types=[s.get("type") for s in feedback.get("suggestions", [])],
-            tokens_in=plan.usage.input_tokens, tokens_out=plan.usage.output_tokens,
-            tokens_estimated=plan.usage.estimated,
-        )
-        observation = memory.observe(
-            origin, request, response.status_code, body, episode=episode, injected=injected,
-            delta_since=_delta_since(response), response_bytes=len(response.content),
-        )
-        _log(observation, writer, shadow, catalog, route, book, episode, number, request)
-        await _fulfil(observation.needs, memory, client, origin, shadow, catalog, route, writer, book, episode, number)
-        if response.status_code == 200:
-            completed = True
-            break
-        attempts.append(Attempt(request=request, status=response.status_code, response=body))
-    writer.write(
-        "episode", episode=episode, family=family.id, klass=family.klass,
-        action=family.action, attempts=len(attempts) + int(completed), first_try=completed and not attempts,
-        completed=completed, stale_slot=episode in scenario.stale_slots, injected=injected,
-        stale_injected=stale_injected, tokens_in=tokens_in, tokens_out=tokens_out, tokens_estimated=estimated,
-    )
-    return completed, served
-
-
-def _apply_client_side(memory, origin, entries, request, writer, episode):
-    """Client apply mode: patch the planned request with the cached fixes, on patchable paths only."""
-    outcome = memory.apply_patches(origin, request, entries, episode=episode)
-    for event in outcome.events:
-        _write_event(writer, event, episode, 1, None)
-    return outcome.request
-
-
-def _delta_since(response: httpx.Response) -> int | None:
-    value = response.headers.get("Contract-Since")
-    return int(value) if value is not None and value.isdigit() else None
-
-
-async def _fulfil(needs, memory, client, origin, shadow, catalog, route, writer, book, episode, attempt):
-    """Fetch what the memory asked for and feed it back, until it asks for nothing more."""
-    pending = list(needs)
-    while pending:
-        need = pending.pop(0)
-        if isinstance(need, FetchChanges):
-            params = {"since": need.since}
-            if need.epoch:
-                params["epoch"] = need.epoch
-            response = await client.get(need.path, params=params)
-            if response.status_code == 410:
-                observation = memory.resync_required(origin, episode=episode)
-            elif response.status_code == 200:
-                observation = memory.apply_changes(
-                    origin, ChangesFeed.model_validate(response.json()), episode=episode
-                )
-            else:
-                observation = memory.need_failed(need)
-        elif isinstance(need, FetchRules):
-            response = await client.get(need.path)
-            if response.status_code == 200:
-                observation = memory.apply_rules(
-                    origin, RulesListing.model_validate(response.json()), episode=episode
-                )
-            else:
-                observation = memory.need_failed(need)
-        else:  # pragma: no cover - a new need type must be handled here
-            raise TypeError(f"unknown memory need {need!r}")
-        _log(observation, writer, shadow, catalog, route, book, episode, attempt, None)
-        pending.extend(observation.needs)
-
-
-def _log(observation: Observation, writer, shadow, catalog, route, book, episode, attempt, request):
-    stored = [e for e in observation.events if isinstance(e, Stored)]
-    if stored and request is not None:
-        live = {entry.id: entry.suggestion for entry in book.memory.entries(stored[0].origin)}
-        for event in stored:
-            book.learned_on[event.entry_id] = dict(request)
-            book.fixes[event.entry_id] = live[event.entry_id]
-    for event in observation.events:
-        stale = None
-        if isinstance(event, Evicted) and event.reason not in _REPLACEMENTS:
-            stale = _entry_stale(event.entry_id, shadow, catalog, book)
-        _write_event(writer, event, episode, attempt, stale)
-
-
-def _entry_stale(entry_id, shadow, catalog, book) -> bool | None:
-    """The oracle's label for an evicted entry: re-run its policy on the request it was learned on."""
-    draft, fix = book.learned_on.get(entry_id), book.fixes.get(entry_id)
-    if draft is None or fix is None:
-        return True if entry_id in book.stale_marked else None
-    return not catalog.is_fix_current(fix, draft, shadow.registry.state)
-
-
 #: Evicted reasons that replace or quarantine an entry rather than invalidate it.
 _REPLACEMENTS = frozenset({EvictionReason.SUPERSEDED, EvictionReason.QUARANTINE})
 
@@ -393,24 +236,185 @@ _EVENT_NAMES = {
 }
 
 
-def _write_event(writer, event, episode, attempt, stale):
-    name = _EVENT_NAMES.get(type(event))
-    if name is None:
-        return
-    if name == "evict" and event.reason in _REPLACEMENTS:
-        name = "supersede" if event.reason is EvictionReason.SUPERSEDED else "quarantine"
-    writer.write(
-        "memory", episode=episode, attempt=attempt, event=name, entry=getattr(event, "entry_id", None),
-        key=event.key.to_dict() if hasattr(event, "key") else None,
-        reason=getattr(getattr(event, "reason", None), "value", None), stale=stale,
-    )
+class _Run:
+    """One run in flight: the episode loop, need fulfilment, and the oracle's bookkeeping."""
+
+    def __init__(self, spec, catalog, shadow, client, origin, memory, planner, writer, conditional):
+        self.spec = spec
+        self.catalog = catalog
+        self.shadow = shadow
+        self.client = client
+        self.origin = origin
+        self.memory = memory
+        self.planner = planner
+        self.writer = writer
+        self.conditional = conditional
+        self.route = catalog.route
+        self.request_schema = catalog.route.request_model.model_json_schema()
+        self.learned_on: dict[str, dict[str, Any]] = {}
+        """entry id → the request whose response taught it (what the oracle re-runs)."""
+        self.fixes: dict[str, Suggestion] = {}
+        self.stale_marked: set[str] = set()
+
+    async def episode(self, episode: int) -> tuple[bool, str | None]:
+        """Plan, send and observe up to ``max_attempts`` times; returns (completed, served model)."""
+        scenario, memory, origin = self.spec.scenario, self.memory, self.origin
+        family = self.catalog.task_families[scenario.family(episode)]
+        draft = dict(family.fields)
+        await self.fulfil(memory.begin_episode(origin, episode), episode, 0)
+        entries = memory.relevant(origin, draft, episode=episode)
+        injected = [e.id for e in entries]
+        stale_injected = []
+        for entry in entries:
+            stale = not self.catalog.is_fix_current(entry.suggestion, draft, self.shadow.registry.state)
+            if stale:
+                stale_injected.append(entry.id)
+            self.writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.id,
+                              key=entry.key.to_dict(), reason=None, stale=stale)
+        shown = consumption(self.catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
+        attempts: list[Attempt] = []
+        tokens_in = tokens_out = 0
+        estimated = False
+        served = None
+        completed = False
+        for number in range(1, scenario.max_attempts + 1):
+            context = PlanningContext(
+                system_prompt=shown.system_prompt,
+                task=family.text,
+                task_fields=draft,
+                request_schema=self.request_schema,
+                memory_block=shown.memory_block,
+                memory=shown.memory,
+                amended_input=shown.amended_input,
+                attempts=tuple(attempts),
+                seed=self.spec.seed,
+                episode=episode,
+                attempt=number,
+            )
+            plan = await self.planner.plan(context)
+            served = served or plan.served_model
+            tokens_in += plan.usage.input_tokens
+            tokens_out += plan.usage.output_tokens
+            estimated = estimated or plan.usage.estimated
+            request = plan.request
+            if self.spec.arm.apply_mode == "client" and number == 1:
+                request = self._apply_client_side(entries, request, episode)
+            response, body = await self._send(request)
+            self._record_attempt(episode, number, request, response, body, plan)
+            observation = memory.observe(
+                origin, request, response.status_code, body, episode=episode, injected=injected,
+                delta_since=_delta_since(response), response_bytes=len(response.content),
+            )
+            self.log(observation, episode, number, request)
+            await self.fulfil(observation.needs, episode, number)
+            if response.status_code == 200:
+                completed = True
+                break
+            attempts.append(Attempt(request=request, status=response.status_code, response=body))
+        self.writer.write(
+            "episode", episode=episode, family=family.id, klass=family.klass,
+            action=family.action, attempts=len(attempts) + int(completed), first_try=completed and not attempts,
+            completed=completed, stale_slot=episode in scenario.stale_slots, injected=injected,
+            stale_injected=stale_injected, tokens_in=tokens_in, tokens_out=tokens_out, tokens_estimated=estimated,
+        )
+        return completed, served
+
+    async def _send(self, request: dict[str, Any]) -> tuple[httpx.Response, dict[str, Any]]:
+        since = self.memory.contract_since(self.origin) if self.conditional else None
+        headers = {"Contract-Since": str(since)} if since is not None else None
+        response = await self.client.post(self.route.path, json=request, headers=headers)
+        return response, response.json()
+
+    def _record_attempt(self, episode, number, request, response, body, plan) -> None:
+        cost = wire_cost(body)
+        feedback = body.get("recovery_feedback") or {}
+        self.writer.write(
+            "attempt", episode=episode, attempt=number, status=response.status_code, request=request,
+            response_bytes=len(response.content), contract_bytes=cost.contract, envelope_bytes=cost.envelope,
+            suggestion_bytes=cost.suggestions, patch_bytes=cost.patch,
+            suggestion_types=[s.get("type") for s in feedback.get("suggestions", [])],
+            tokens_in=plan.usage.input_tokens, tokens_out=plan.usage.output_tokens,
+            tokens_estimated=plan.usage.estimated,
+        )
+
+    def _apply_client_side(self, entries, request, episode):
+        """Client apply mode: patch the planned request with the cached fixes, on patchable paths only."""
+        outcome = self.memory.apply_patches(self.origin, request, entries, episode=episode)
+        for event in outcome.events:
+            self._write_event(event, episode, 1, None)
+        return outcome.request
+
+    async def fulfil(self, needs, episode: int, attempt: int) -> None:
+        """Fetch what the memory asked for and feed it back, until it asks for nothing more."""
+        memory, origin = self.memory, self.origin
+        pending = list(needs)
+        while pending:
+            need = pending.pop(0)
+            if isinstance(need, FetchChanges):
+                params = {"since": need.since}
+                if need.epoch:
+                    params["epoch"] = need.epoch
+                response = await self.client.get(need.path, params=params)
+                if response.status_code == 410:
+                    observation = memory.resync_required(origin, episode=episode)
+                elif response.status_code == 200:
+                    feed = ChangesFeed.model_validate(response.json())
+                    observation = memory.apply_changes(origin, feed, episode=episode)
+                else:
+                    observation = memory.need_failed(need)
+            elif isinstance(need, FetchRules):
+                response = await self.client.get(need.path)
+                if response.status_code == 200:
+                    listing = RulesListing.model_validate(response.json())
+                    observation = memory.apply_rules(origin, listing, episode=episode)
+                else:
+                    observation = memory.need_failed(need)
+            else:  # pragma: no cover - a new need type must be handled here
+                raise TypeError(f"unknown memory need {need!r}")
+            self.log(observation, episode, attempt, None)
+            pending.extend(observation.needs)
+
+    def log(self, observation: Observation, episode: int, attempt: int, request) -> None:
+        """Write the memory's events, each eviction labelled by the oracle."""
+        stored = [e for e in observation.events if isinstance(e, Stored)]
+        if stored and request is not None:
+            live = {entry.id: entry.suggestion for entry in self.memory.entries(self.origin)}
+            for event in stored:
+                self.learned_on[event.entry_id] = dict(request)
+                self.fixes[event.entry_id] = live[event.entry_id]
+        for event in observation.events:
+            stale = None
+            if isinstance(event, Evicted) and event.reason not in _REPLACEMENTS:
+                stale = self.is_stale(event.entry_id)
+            self._write_event(event, episode, attempt, stale)
+
+    def is_stale(self, entry_id: str) -> bool | None:
+        """The oracle's label: re-run the entry's policy on the request it was learned on."""
+        draft, fix = self.learned_on.get(entry_id), self.fixes.get(entry_id)
+        if draft is None or fix is None:
+            return True if entry_id in self.stale_marked else None
+        return not self.catalog.is_fix_current(fix, draft, self.shadow.registry.state)
+
+    def mark_stale(self, episode: int) -> None:
+        """After a drift event, record every live entry the oracle now finds stale (for recall)."""
+        for entry in self.memory.entries(self.origin):
+            if entry.id not in self.stale_marked and self.is_stale(entry.id):
+                self.stale_marked.add(entry.id)
+                self.writer.write("stale", episode=episode, entry=entry.id)
+
+    def _write_event(self, event, episode, attempt, stale) -> None:
+        name = _EVENT_NAMES.get(type(event))
+        if name is None:
+            return
+        if name == "evict" and event.reason in _REPLACEMENTS:
+            name = "supersede" if event.reason is EvictionReason.SUPERSEDED else "quarantine"
+        self.writer.write(
+            "memory", episode=episode, attempt=attempt, event=name, entry=getattr(event, "entry_id", None),
+            key=event.key.to_dict() if hasattr(event, "key") else None,
+            reason=getattr(getattr(event, "reason", None), "value", None), stale=stale,
+        )
 
 
-def _mark_stale(memory, origin, shadow, catalog, route, writer, book, episode):
-    """After a drift event, record every live entry the oracle now finds stale (for recall)."""
-    for entry in memory.entries(origin):
-        if entry.id in book.stale_marked:
-            continue
-        if _entry_stale(entry.id, shadow, catalog, book):
-            book.stale_marked.add(entry.id)
-            writer.write("stale", episode=episode, entry=entry.id)
+def _delta_since(response: httpx.Response) -> int | None:
+    value = response.headers.get("Contract-Since")
+    return int(value) if value is not None and value.isdigit() else None
