@@ -1,15 +1,22 @@
 """The live entries of one origin and the indexes a change is answered from.
 
 Observing a change to table ``t`` or row ``t:k`` looks up exactly the entries that touch it, so its
-cost is proportional to those entries, not to the size of the memory.
+cost is proportional to those entries, not to the size of the memory; finding the entries relevant
+to a draft looks up the entries keyed on the draft's values the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
+from ..protocol.canonical import canonical_json
 from ..protocol.models import RuleTriple
 from .entries import MemoryEntry, MemoryKey
+
+#: An entry's first scope field and the canonical JSON of its value.
+ScopeToken = tuple[str, bytes]
 
 
 class OriginIndex:
@@ -25,6 +32,8 @@ class OriginIndex:
         self._by_type: dict[str, set[str]] = {}
         self._rule_dependent: set[str] = set()
         self._consumers: dict[str, set[str]] = {}
+        self._by_scope: dict[ScopeToken, set[str]] = {}
+        self._unscoped: set[str] = set()
         for entry in sorted(entries, key=lambda e: e.serial):
             self.add(entry)
 
@@ -43,6 +52,11 @@ class OriginIndex:
         self.entries[eid] = entry
         self._by_key[entry.key] = eid
         self._by_type.setdefault(entry.type, set()).add(eid)
+        token = _scope_token(entry.key)
+        if token is None:
+            self._unscoped.add(eid)
+        else:
+            self._by_scope.setdefault(token, set()).add(eid)
         for dep in entry.dependencies:
             self._by_table.setdefault(dep.table, set()).add(eid)
             if dep.keys is None:
@@ -67,6 +81,11 @@ class OriginIndex:
         if self._by_key.get(entry.key) == entry_id:
             del self._by_key[entry.key]
         _discard(self._by_type, entry.type, entry_id)
+        token = _scope_token(entry.key)
+        if token is None:
+            self._unscoped.discard(entry_id)
+        else:
+            _discard(self._by_scope, token, entry_id)
         for dep in entry.dependencies:
             _discard(self._by_table, dep.table, entry_id)
             if dep.keys is None:
@@ -107,8 +126,31 @@ class OriginIndex:
     def of_type(self, type: str) -> list[MemoryEntry]:
         return self._ordered(self._by_type.get(type, ()))
 
+    def matching(self, draft: Mapping[str, Any]) -> list[MemoryEntry]:
+        """The entries ``MemoryEntry.matches`` ``draft``, in store order, without scanning them all.
+
+        An entry can match only if the draft holds its first scope field with an equal value, so
+        only the entries keyed on one of the draft's values (and the unscoped ones) are checked.
+        """
+        ids = set(self._unscoped)
+        for name, value in draft.items():
+            try:
+                token = (name, canonical_json(value))
+            except (TypeError, ValueError):  # not JSON: ``matches`` falls back to ``==``, so must we
+                return [entry for entry in self if entry.matches(draft)]
+            ids.update(self._by_scope.get(token, ()))
+        return [entry for entry in self._ordered(ids) if entry.matches(draft)]
+
     def _ordered(self, ids: Iterable[str]) -> list[MemoryEntry]:
         return sorted((self.entries[i] for i in ids if i in self.entries), key=lambda e: e.serial)
+
+
+def _scope_token(key: MemoryKey) -> ScopeToken | None:
+    scope = json.loads(key.scope)
+    if not scope:
+        return None
+    name = next(iter(scope))
+    return name, canonical_json(scope[name])
 
 
 def _discard(index: dict, name: object, entry_id: str) -> None:

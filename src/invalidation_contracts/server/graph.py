@@ -65,7 +65,8 @@ class KnowledgeGraph:
         """The graph after ``snapshot`` replaced its table, recomputing only the rows in ``keys``."""
         if snapshot.name not in rules.by_from_table:
             return self
-        table = dict(self.out.get(snapshot.name, {}))
+        current = self.out.get(snapshot.name)
+        table = current.copy() if current is not None else {}
         for key in keys:
             edges = _row_edges(snapshot, rules, key)
             if edges:

@@ -1,0 +1,38 @@
+"""Each benchmark runs end to end at its quick size and reports what it measured (no timing asserts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from benchmarks import __main__ as cli
+from benchmarks import client_cost, harness_throughput, provider_load, reload_cost, wire_cost
+
+STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
+
+
+@pytest.mark.parametrize("study", STUDIES, ids=lambda m: m.NAME)
+def test_study_runs_at_quick_size_and_reports_a_table(study, tmp_path: Path) -> None:
+    result = study.run(quick=True, out_dir=tmp_path)
+    assert result.name == study.NAME
+    assert "|---" in result.markdown
+    for fig in result.figures:
+        assert fig.is_file() and fig.stat().st_size > 0
+        assert f"]({fig.relative_to(tmp_path).as_posix()})" in result.markdown
+
+
+def test_the_command_writes_results_with_machine_and_command(tmp_path: Path) -> None:
+    assert cli.main(["--quick", "--only", "reload,client", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
+    assert "`python -m benchmarks --quick --only reload,client --out" in text
+    assert "`nproc` =" in text and "Python " in text
+    data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert set(data["studies"]) == {"reload", "client"}
+
+
+def test_the_command_refuses_an_unknown_study(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.parse(["--only", "wire,nonsense"])
+    assert exc.value.code == 2
+    assert "nonsense" in capsys.readouterr().err
