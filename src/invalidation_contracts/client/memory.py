@@ -170,9 +170,7 @@ class FixMemory:
             tx.stats.lookups += 1
             served: list[MemoryEntry] = []
             if self.strategy.stores:
-                for entry in list(tx.index):
-                    if not entry.matches(draft):
-                        continue
+                for entry in tx.index.matching(draft):
                     if self.trust.guard_parameters:
                         refused = self.trust.injection(entry.suggestion, tx.state.patchable)
                         if refused is not None:
