@@ -85,7 +85,41 @@ def test_conditional_contract_sends_only_tables_changed_since(domain):
     provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
     outcome = provider.handle(domain.routes[0], GOVERNED, since=0)
     assert outcome.body.table_versions == {"token_funding_map": "1.0.1"}
-    assert provider.handle(domain.routes[0], GOVERNED, since=1).body.table_versions == {}
+
+
+def test_conditional_contract_omits_what_did_not_move_since(domain):
+    provider = Provider(domain)
+    provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
+    epoch = provider.registry.state.epoch
+    body = provider.handle(domain.routes[0], GOVERNED, since=1, epoch=epoch).body.to_wire()
+    for absent in ("table_versions", "rules_version", "contract_seq", "contract_epoch"):
+        assert absent not in body
+
+
+def test_conditional_contract_names_the_epoch_when_the_client_knows_another(domain):
+    provider = Provider(domain)
+    body = provider.handle(domain.routes[0], GOVERNED, since=0, epoch="not-this-one").body
+    assert body.contract_epoch == provider.registry.state.epoch
+
+
+def test_conditional_contract_sends_the_seq_when_the_client_is_behind(domain):
+    provider = Provider(domain)
+    provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
+    assert provider.handle(domain.routes[0], GOVERNED, since=0).body.contract_seq == 1
+
+
+def test_conditional_contract_sends_the_rules_version_only_after_a_rule_change(domain):
+    provider = Provider(domain)
+    assert provider.handle(domain.routes[0], GOVERNED, since=0).body.rules_version is None
+    provider.registry.set_rules([])
+    changed = provider.handle(domain.routes[0], GOVERNED, since=0).body
+    assert changed.rules_version == provider.registry.state.rules.version
+    assert provider.handle(domain.routes[0], GOVERNED, since=1).body.rules_version is None
+
+
+def test_conditional_suggestions_leave_out_table_when_they_carry_tables(domain):
+    (s,) = suggestions(Provider(domain).handle(domain.routes[0], FUNDING, since=0))
+    assert "table" not in s and s["tables"][0]["table"] == "token_funding_map"
 
 
 def test_schema_mismatch_is_an_invalid_request_problem_with_contract_fields(domain):

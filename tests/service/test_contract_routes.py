@@ -29,8 +29,15 @@ def test_versions_are_the_response_level_fields(client):
 def test_versions_honour_contract_since(client, admin):
     reload(client, admin, "plans", {"basic": {"funding": "card"}})
     response = client.get("/contract/versions", headers={"Contract-Since": "1"})
-    assert response.json()["table_versions"] == {}
+    assert "table_versions" not in response.json()
     assert response.headers["Contract-Since"] == "1"
+
+
+def test_versions_leave_out_the_epoch_the_client_names(client, admin):
+    epoch = client.get("/contract/versions").json()["contract_epoch"]
+    known = client.get("/contract/versions", headers={"Contract-Since": "0", "Contract-Epoch": epoch})
+    other = client.get("/contract/versions", headers={"Contract-Since": "0", "Contract-Epoch": "x"})
+    assert "contract_epoch" not in known.json() and other.json()["contract_epoch"] == epoch
 
 
 def test_changes_lists_rows_transitions_and_rules_after_since(client, admin):

@@ -320,8 +320,7 @@ class _Run:
         return completed, served
 
     async def _send(self, request: dict[str, Any]) -> tuple[httpx.Response, dict[str, Any]]:
-        since = self.memory.contract_since(self.origin) if self.conditional else None
-        headers = {"Contract-Since": str(since)} if since is not None else None
+        headers = self.memory.conditional_headers(self.origin) if self.conditional else None
         response = await self.client.post(self.route.path, json=request, headers=headers)
         return response, response.json()
 

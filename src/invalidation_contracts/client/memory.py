@@ -492,6 +492,18 @@ class FixMemory:
         with self._lock:
             return self._view(origin).state.known_seq
 
+    def conditional_headers(self, origin: str) -> dict[str, str]:
+        """The request headers of the conditional contract: ``Contract-Since`` and ``Contract-Epoch``.
+
+        Empty until the memory knows a position; the server then answers only what moved after it.
+        """
+        since = self.contract_since(origin)
+        if since is None:
+            return {}
+        with self._lock:
+            epoch = self._view(origin).state.epoch
+        return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
+
     def close(self) -> None:
         """Close the store if this memory opened it."""
         if self._owns_store:
@@ -656,6 +668,10 @@ class FixMemory:
         if seq is not None and st.known_seq is not None and seq < st.known_seq:
             return  # an older response than the memory's position: nothing new in it
         trusted = False
+        versions = contract.table_versions
+        if versions is None and delta_since is not None:
+            versions = {}  # a conditional answer leaves out an empty delta
+            contract = contract.model_copy(update={"table_versions": versions})
         if contract.table_versions is not None:
             full = delta_since is None
             trusted = full or (st.known_seq is not None and delta_since <= st.known_seq)

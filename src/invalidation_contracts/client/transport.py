@@ -67,9 +67,9 @@ class _Contract:
             request.headers[CONTRACT_SIGN] = "1"
         sent = None
         if self.conditional and CONTRACT_SINCE not in request.headers:
-            sent = self.memory.contract_since(origin)
-            if sent is not None:
-                request.headers[CONTRACT_SINCE] = str(sent)
+            headers = self.memory.conditional_headers(origin)
+            request.headers.update(headers)
+            sent = int(headers[CONTRACT_SINCE]) if headers else None
         return origin, sent
 
     def observe(

@@ -64,6 +64,7 @@ from .storage import DEFAULT_LOG_CAPACITY, RegistryStore, SQLiteRegistryStore, S
 from .trust import TrustOptions
 
 CONTRACT_SINCE = "Contract-Since"
+CONTRACT_EPOCH = "Contract-Epoch"
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 COMPONENTS = "#/components/schemas/{model}"
 BODY_ERRORS = (400, 413, 415, 422)
@@ -77,6 +78,15 @@ ContractSince = Annotated[
         alias=CONTRACT_SINCE,
         ge=0,
         description="Conditional contract: only the tables whose version moved after this seq.",
+    ),
+]
+
+ContractEpoch = Annotated[
+    str | None,
+    Header(
+        alias=CONTRACT_EPOCH,
+        max_length=128,
+        description="With Contract-Since: the epoch the client knows; contract_epoch is sent only if it differs.",
     ),
 ]
 
@@ -94,9 +104,9 @@ class Service:
         self.protect_graph = protect_graph
         self.max_body_bytes = max_body_bytes
 
-    def contract(self, since: int | None = None) -> ContractFields:
+    def contract(self, since: int | None = None, epoch: str | None = None) -> ContractFields:
         """The response-level fields of the current state at the server's level."""
-        return self.provider.contract(self.registry.state, since)
+        return self.provider.contract(self.registry.state, since, epoch)
 
     def require_level(self, level: Level, what: str) -> None:
         if self.level < level:
@@ -217,9 +227,13 @@ def _add_domain_routes(app: FastAPI, service: Service, domain: Domain) -> None:
 
 
 def _domain_endpoint(service: Service, route: Route) -> Callable[..., Any]:
-    async def endpoint(request: Request, since: ContractSince = None) -> Response:
+    async def endpoint(
+        request: Request, since: ContractSince = None, epoch: ContractEpoch = None
+    ) -> Response:
         payload = await read_json(request, service.max_body_bytes)
-        outcome = service.provider.handle(route, payload, since=since, instance=request.url.path)
+        outcome = service.provider.handle(
+            route, payload, since=since, epoch=epoch, instance=request.url.path
+        )
         return _wire(outcome.body, status=outcome.status, since=since)
 
     return endpoint
@@ -301,9 +315,9 @@ def _add_contract_routes(app: FastAPI, service: Service) -> None:
             ContractFields, "table_versions, rules_version, contract_seq, contract_epoch.", 404, 422
         ),
     )
-    async def versions(since: ContractSince = None) -> Response:
+    async def versions(since: ContractSince = None, epoch: ContractEpoch = None) -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/versions")
-        return _wire(service.contract(since), since=since)
+        return _wire(service.contract(since, epoch), since=since)
 
     @app.get(
         "/contract/changes",
@@ -413,7 +427,8 @@ def _install_error_handlers(app: FastAPI, service: Service) -> None:
         request: Request, body: Problem, headers: Mapping[str, str] | None = None
     ) -> Response:
         since = _lenient_since(request)
-        fields = service.contract(since).model_dump(exclude_none=True)
+        epoch = request.headers.get(CONTRACT_EPOCH) if since is not None else None
+        fields = service.contract(since, epoch).model_dump(exclude_none=True)
         out = dict(headers or {})
         if since is not None:
             out[CONTRACT_SINCE] = str(since)

@@ -36,22 +36,48 @@ def patch_for(finding: Finding) -> list[PatchOperation]:
     return ops
 
 
-def contract_fields(state: RegistryState, level: Level, since: int | None = None) -> ContractFields:
-    """The response-level fields of ``state`` at ``level``; ``since`` gives the conditional form."""
+def contract_fields(
+    state: RegistryState, level: Level, since: int | None = None, epoch: str | None = None
+) -> ContractFields:
+    """The response-level fields of ``state`` at ``level``.
+
+    With ``since`` (the client's ``Contract-Since``) this is the conditional form: only what moved
+    after ``since`` — the changed tables, ``rules_version`` if a rule changed, ``contract_seq`` if it
+    is not ``since``, ``contract_epoch`` unless the client's ``Contract-Epoch`` names it. A client
+    that knew the state at ``since`` rebuilds the full fields from it.
+    """
     if not level.structured:
         return ContractFields()
+    if since is None:
+        return ContractFields(
+            table_versions=state.versions(),
+            rules_version=state.rules.version if level.rules_fingerprint else None,
+            contract_seq=state.seq,
+            contract_epoch=state.epoch,
+        )
     return ContractFields(
-        table_versions=state.versions(since),
-        rules_version=state.rules.version if level.rules_fingerprint else None,
-        contract_seq=state.seq,
-        contract_epoch=state.epoch,
+        table_versions=state.versions(since) or None,
+        rules_version=(
+            state.rules.version if level.rules_fingerprint and state.rules_changed_at > since else None
+        ),
+        contract_seq=state.seq if state.seq != since else None,
+        contract_epoch=state.epoch if epoch != state.epoch else None,
     )
 
 
 def suggestion(
-    finding: Finding, state: RegistryState, level: Level, patchable: Collection[str] | None = None
+    finding: Finding,
+    state: RegistryState,
+    level: Level,
+    patchable: Collection[str] | None = None,
+    *,
+    conditional: bool = False,
 ) -> Suggestion:
-    """One finding as a suggestion carrying exactly the fields ``level`` adds."""
+    """One finding as a suggestion carrying exactly the fields ``level`` adds.
+
+    ``conditional`` (the client sent ``Contract-Since``, so it reads ``tables``): the scalar
+    ``table`` is left out wherever ``tables`` is sent, since ``tables`` takes precedence.
+    """
     v = finding.violation
     if v.no_store:
         hint = CacheHint.NO_STORE
@@ -83,6 +109,8 @@ def suggestion(
             for table in finding.tables_in_read_order
         ]
         fields["rules"] = list(finding.rules) or None
+        if conditional:
+            fields["table"] = None
     return Suggestion(**fields)
 
 
@@ -92,6 +120,7 @@ def failure(
     level: Level,
     *,
     since: int | None = None,
+    epoch: str | None = None,
     patchable: Collection[str] | None = None,
     instance: str | None = None,
 ) -> Problem:
@@ -100,19 +129,26 @@ def failure(
     if not level.structured:
         return problem(ProblemType.POLICY_VIOLATION, detail, instance=instance)
     feedback = RecoveryFeedback(
-        suggestions=[suggestion(f, state, level, patchable) for f in findings]
+        suggestions=[
+            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
+        ]
     )
     return problem(
         ProblemType.POLICY_VIOLATION,
         detail,
-        contract=contract_fields(state, level, since),
+        contract=contract_fields(state, level, since, epoch),
         recovery_feedback=feedback,
         instance=instance,
     )
 
 
 def success(
-    state: RegistryState, level: Level, result: Mapping[str, Any] | None = None, *, since: int | None = None
+    state: RegistryState,
+    level: Level,
+    result: Mapping[str, Any] | None = None,
+    *,
+    since: int | None = None,
+    epoch: str | None = None,
 ) -> SuccessResponse:
-    fields = contract_fields(state, level, since).model_dump(exclude_none=True)
+    fields = contract_fields(state, level, since, epoch).model_dump(exclude_none=True)
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)

@@ -59,9 +59,11 @@ class Provider:
         self.level = Level.parse(level)
         self.opaque = opaque
 
-    def contract(self, state: RegistryState, since: int | None = None) -> ContractFields:
+    def contract(
+        self, state: RegistryState, since: int | None = None, epoch: str | None = None
+    ) -> ContractFields:
         """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
-        return self._present(feedback.contract_fields(state, self.level, since))
+        return self._present(feedback.contract_fields(state, self.level, since, epoch))
 
     def findings(self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
@@ -70,9 +72,18 @@ class Provider:
         return evaluate(route.policies, request, state.tables, state.rules)
 
     def handle(
-        self, route: Route, payload: Any, *, since: int | None = None, instance: str | None = None
+        self,
+        route: Route,
+        payload: Any,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
     ) -> Outcome:
-        """Answer one request; every stamp and suggestion comes from the same snapshot."""
+        """Answer one request; every stamp and suggestion comes from the same snapshot.
+
+        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``.
+        """
         state = self.registry.state
         try:
             model = route.request_model.model_validate(payload)
@@ -80,7 +91,7 @@ class Provider:
             body = problem(
                 ProblemType.INVALID_REQUEST,
                 f"the body does not match the {route.request_model.__name__} schema",
-                contract=self.contract(state, since),
+                contract=self.contract(state, since, epoch),
                 errors=validation_errors(exc),
                 instance=instance,
             )
@@ -89,11 +100,12 @@ class Provider:
         found = tuple(evaluate(route.policies, request, state.tables, state.rules))
         if found:
             body = feedback.failure(
-                found, state, self.level, since=since, patchable=route.patchable_fields, instance=instance
+                found, state, self.level, since=since, epoch=epoch, patchable=route.patchable_fields,
+                instance=instance,
             )
             return Outcome(body.status, self._present(body), found, state)
         result = route.on_success(model, state) if route.on_success is not None else None
-        body = feedback.success(state, self.level, result, since=since)
+        body = feedback.success(state, self.level, result, since=since, epoch=epoch)
         return Outcome(200, self._present(body), (), state)
 
     def _present(self, body: C) -> C:

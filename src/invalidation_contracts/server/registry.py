@@ -159,6 +159,7 @@ class Registry:
                 seq=seq,
                 epoch=state.epoch,
                 changed_at=state.changed_at,
+                rules_changed_at=seq,
             )
             self._commit(new_state, LogRecord(seq=seq, rule_change=change))
             return RulesResult(
@@ -200,6 +201,7 @@ class Registry:
             seq=seq,
             epoch=state.epoch,
             changed_at=MappingProxyType(changed_at),
+            rules_changed_at=state.rules_changed_at,
         )
         touch = not delta
         transition = TableTransition(

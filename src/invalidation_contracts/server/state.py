@@ -23,6 +23,8 @@ class RegistryState:
     epoch: str
     changed_at: Mapping[str, int]
     """table → the ``seq`` at which its version last moved (0: the initial load)."""
+    rules_changed_at: int = 0
+    """The ``seq`` at which the rule declarations last changed (0: the initial load)."""
 
     def snapshot(self, table: str) -> Snapshot:
         try:

@@ -267,6 +267,9 @@ class SQLiteRegistryStore(RegistryStore):
             seq=history.seq,
             epoch=history.epoch,
             changed_at=MappingProxyType(dict(history.changed_at)),
+            rules_changed_at=max(
+                [history.floor, *(r.seq for r in history.records if r.rule_change is not None)]
+            ),
         )
         return Registry.restore(
             state, history.records, floor=history.floor, log_capacity=log_capacity
