@@ -192,3 +192,15 @@ def test_concurrent_reloads_are_serialized_without_losing_a_seq():
         t.join()
     assert reg.state.seq == 20
     assert [t.seq for t in reg.changes(0).tables] == list(range(1, 21))
+
+
+def test_one_triple_declared_with_and_without_via_is_refused_not_crashed():
+    reg = make_registry()
+    with pytest.raises(ProtocolError) as err:
+        reg.set_rules([Rule("codes", "eligible", "r", via=None), Rule("codes", "eligible", "r", via="code")])
+    assert err.value.kind is ProblemType.INVALID_RULES
+
+
+def test_an_empty_via_is_refused():
+    with pytest.raises(ProtocolError, match="names no field"):
+        make_registry().set_rules([Rule("codes", "eligible", "r", via="")])

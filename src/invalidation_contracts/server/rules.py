@@ -56,11 +56,15 @@ class RuleSet:
     __slots__ = ("rules", "__dict__")
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
-        ordered = tuple(sorted(set(rules)))
+        ordered = tuple(sorted(set(rules), key=lambda r: (r.triple, r.via or "")))
         seen: dict[RuleTriple, Rule] = {}
         for rule in ordered:
             if not (rule.from_table and rule.to_table and rule.relation):
                 raise ProtocolError(ProblemType.INVALID_RULES, f"rule {rule.triple} has an empty name")
+            if rule.via is not None and not rule.via:
+                raise ProtocolError(
+                    ProblemType.INVALID_RULES, f"rule {rule.triple}: 'via' names no field (omit it instead)"
+                )
             if rule.triple in seen:
                 raise ProtocolError(
                     ProblemType.INVALID_RULES, f"rule {rule.triple} is declared twice with different 'via'"
