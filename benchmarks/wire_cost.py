@@ -10,7 +10,7 @@ that the full contract is reconstructible from what was sent.
 
 Overhead is reported as the paper defines it — contract bytes / response bytes, pooled over every
 response (its 15.1% is 123 B of a mean 817-B response) — and, beside it, contract / (response −
-contract). "Contract" is this project's definition (``bench.wire``): the envelope
+contract). "Contract" is this project's definition (``protocol.wirecost``): the envelope
 (``table_versions``, ``rules_version``, ``contract_seq``, ``contract_epoch``) plus the
 per-suggestion cache metadata (``cache_hint``, ``table``, ``tables``, ``rules``, ``scope``,
 ``max_age_s``); the paper's own field set (``table_versions``, ``cache_hint``, ``table``) is shown
@@ -34,7 +34,7 @@ from invalidation_contracts.bench.artifacts import Run, read_runs
 from invalidation_contracts.bench.grid import SIMULATED_PROFILES
 from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
-from invalidation_contracts.bench.wire import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact, wire_cost
+from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact, wire_cost
 from invalidation_contracts.protocol.levels import Level
 from invalidation_contracts.server.app import create_app
 

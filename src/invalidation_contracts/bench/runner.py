@@ -45,7 +45,7 @@ from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
 from .driver import DriftDriver, DriftSources
 from .scenario import Scenario
-from .wire import wire_cost
+from ..protocol.wirecost import wire_cost
 
 #: The consumption level every arm runs at (paper §3.5: compliance held fixed at L3, which subsumes L2).
 CONSUMPTION_LEVEL = Level.AMENDED_INPUT

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from ..protocol.canonical import canonical_json
 from ..protocol.models import CacheHint, ChangesFeed, ContractFields, RulesListing, Suggestion
+from ..protocol.wirecost import ENVELOPE_FIELDS
 from .detection import Detection
 from .entries import (
     EvictionReason,
@@ -53,7 +54,7 @@ from .index import OriginIndex
 from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .state import OriginState
-from .stats import CONTRACT_FIELDS, OriginStats, contract_bytes
+from .stats import OriginStats, contract_bytes
 from .stores import InMemoryStore, Item, PutOp, SQLiteStore, Store, StoreError
 from .strategies import Strategy, evict_changed_rows, resolve_held, restamp_unchanged, strategy_for
 from .trust import TrustPolicy
@@ -622,7 +623,7 @@ class FixMemory:
         return needs
 
     def _contract(self, tx: Ledger, body: Mapping[str, Any]) -> ContractFields | None:
-        fields = {name: body[name] for name in CONTRACT_FIELDS if body.get(name) is not None}
+        fields = {name: body[name] for name in ENVELOPE_FIELDS if body.get(name) is not None}
         if not fields:
             return None
         try:

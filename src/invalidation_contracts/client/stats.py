@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..protocol.wirecost import wire_cost
 from .events import (
     Evicted,
     MemoryEvent,
@@ -17,19 +17,6 @@ from .events import (
     Served,
     Stored,
     VersionMoved,
-)
-
-#: Response-level members that belong to the contract (DESIGN.md §3).
-CONTRACT_FIELDS = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
-#: Per-suggestion members that belong to the contract.
-SUGGESTION_CONTRACT_FIELDS = (
-    "cache_hint",
-    "table",
-    "tables",
-    "rules",
-    "scope",
-    "patch",
-    "max_age_s",
 )
 
 
@@ -93,26 +80,5 @@ class OriginStats:
 
 
 def contract_bytes(body: Mapping[str, Any]) -> int:
-    """Bytes the contract adds to a JSON response body, as compact JSON members (``"k":v,``).
-
-    Counts the response-level fields and each suggestion's contract fields; the rest of the body
-    (the problem document, the suggestion's type and parameters) is payload the API sends anyway.
-    """
-    total = sum(
-        _member_size(name, body[name]) for name in CONTRACT_FIELDS if body.get(name) is not None
-    )
-    feedback = body.get("recovery_feedback")
-    suggestions = feedback.get("suggestions") if isinstance(feedback, Mapping) else None
-    for suggestion in suggestions if isinstance(suggestions, list) else ():
-        if isinstance(suggestion, Mapping):
-            total += sum(
-                _member_size(name, suggestion[name])
-                for name in SUGGESTION_CONTRACT_FIELDS
-                if suggestion.get(name) is not None
-            )
-    return total
-
-
-def _member_size(name: str, value: Any) -> int:
-    text = json.dumps({name: value}, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8")) - 2 + 1  # drop the braces, add the separating comma
+    """Bytes the contract adds to a JSON response body (``protocol.wirecost``'s definition)."""
+    return wire_cost(body).contract

@@ -1,4 +1,9 @@
-"""What the contract costs on the wire: bytes of each response, and how many of them are contract."""
+"""What the contract costs on the wire: bytes of each response body, and how many are contract.
+
+The one definition every measurement here uses (the memory's counters, the harness artifacts,
+the benchmarks): the contract is the response-level fields plus each suggestion's cache metadata;
+``patch`` restates ``parameters`` and is counted as payload, apart.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-ENVELOPE_FIELDS = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
+from .models import ContractFields
+
+#: The response-level contract members (every field of ``ContractFields``).
+ENVELOPE_FIELDS = tuple(ContractFields.model_fields)
+#: The per-suggestion members that belong to the contract.
 SUGGESTION_FIELDS = ("cache_hint", "table", "tables", "rules", "scope", "max_age_s")
 
 
