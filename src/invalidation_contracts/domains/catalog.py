@@ -74,6 +74,21 @@ class DomainCatalog:
     rule_sets: Mapping[str, Path] = field(default_factory=dict)
     _oracle: Provider = field(init=False, repr=False, compare=False)
 
+    @classmethod
+    def from_directory(
+        cls, domain: Domain, directory: Path, route_path: str, rule_sets: Mapping[str, Path] | None = None
+    ) -> DomainCatalog:
+        """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``, ``rules/``."""
+        tasks = load_tasks(directory / "tasks.toml")
+        return cls(
+            domain=domain,
+            system_prompt=tasks.system_prompt,
+            task_families=tasks.families,
+            snapshots=snapshot_paths(directory / "snapshots"),
+            route=domain.route(route_path),
+            rule_sets=rule_sets if rule_sets is not None else {"initial": directory / "rules" / "initial.json"},
+        )
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_families", MappingProxyType(dict(self.task_families)))
         object.__setattr__(self, "snapshots", MappingProxyType(dict(self.snapshots)))

@@ -15,7 +15,7 @@ from typing import Any
 from invalidation_contracts.protocol import fingerprint
 from invalidation_contracts.server import Domain, RegistryState, Route
 
-from ..catalog import DomainCatalog, load_rules, load_tables, load_tasks, snapshot_paths
+from ..catalog import DomainCatalog, load_rules, load_tables
 from .payments import PaymentsBackend, backend_from_env
 from .policies import POLICIES
 from .schema import PATCHABLE, SubscriptionRequest
@@ -97,15 +97,7 @@ def rules_catalog(*, payments: PaymentsBackend | None = None) -> DomainCatalog:
 
 
 def _catalog(domain: Domain, rule_sets: Mapping[str, Path]) -> DomainCatalog:
-    tasks = load_tasks(HERE / "tasks.toml")
-    return DomainCatalog(
-        domain=domain,
-        system_prompt=tasks.system_prompt,
-        task_families=tasks.families,
-        snapshots=snapshot_paths(HERE / "snapshots"),
-        route=domain.route(ROUTE_PATH),
-        rule_sets=rule_sets,
-    )
+    return DomainCatalog.from_directory(domain, HERE, ROUTE_PATH, rule_sets)
 
 
 __all__ = [

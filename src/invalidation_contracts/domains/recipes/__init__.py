@@ -13,7 +13,7 @@ from typing import Any
 from invalidation_contracts.protocol import fingerprint
 from invalidation_contracts.server import Domain, RegistryState, Route
 
-from ..catalog import DomainCatalog, load_rules, load_tables, load_tasks, snapshot_paths
+from ..catalog import DomainCatalog, load_rules, load_tables
 from .policies import POLICIES
 from .schema import PATCHABLE, SLOTS, ConversionRequest
 
@@ -54,16 +54,7 @@ def build_domain() -> Domain:
 
 def catalog() -> DomainCatalog:
     """``recipes``: snapshots ``celiac_safe_brands.breaking`` and ``incompatible_combinations.benign``."""
-    domain = build_domain()
-    tasks = load_tasks(HERE / "tasks.toml")
-    return DomainCatalog(
-        domain=domain,
-        system_prompt=tasks.system_prompt,
-        task_families=tasks.families,
-        snapshots=snapshot_paths(HERE / "snapshots"),
-        route=domain.route(ROUTE_PATH),
-        rule_sets={"initial": HERE / "rules" / "initial.json"},
-    )
+    return DomainCatalog.from_directory(build_domain(), HERE, ROUTE_PATH)
 
 
 __all__ = ["NAME", "ROUTE_PATH", "build_domain", "catalog"]
