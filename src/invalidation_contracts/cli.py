@@ -329,7 +329,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_ladder)
 
     p = sub.add_parser("run", help="run any grid: scenarios x planners x arms x seeds")
-    p.add_argument("--grid", type=Path, help="TOML grid file (scenarios, planners, arms, seeds)")
+    p.add_argument("--grid", help="TOML grid file (scenarios, planners, arms, seeds), or a shipped grid: paper")
     p.add_argument("--scenario", action="append", default=None, help="scenario name or manifest path (repeatable)")
     p.add_argument("--planner", action="append", default=None, help="planner spec, e.g. simulated:exact (repeatable)")
     p.add_argument("--arm", action="append", default=None, help="STRATEGY[/DETECTION[/APPLY]], e.g. row or A2D (repeatable)")

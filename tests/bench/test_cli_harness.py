@@ -111,3 +111,17 @@ def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, ca
     assert main(argv) == 0
     cells = {c["arm"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
     assert set(cells) == {"row", "table"}
+
+
+def test_an_unknown_shipped_grid_is_refused_with_the_known_names(tmp_path, capsys):
+    assert main(["run", "--grid", "nope", "--out", str(tmp_path)]) == 2
+    assert "shipped: paper" in capsys.readouterr().err
+
+
+def test_the_shipped_paper_grid_covers_every_stream_and_profile():
+    from invalidation_contracts.bench.grid import load_grid
+    from invalidation_contracts.bench.scenario import shipped_scenarios
+
+    grid = load_grid("paper")
+    assert sorted(s.name for s in grid.scenarios) == shipped_scenarios()
+    assert len(grid.planners) == 4 and list(grid.seeds) == [0, 1, 2]

@@ -14,7 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from .arms import LADDER, RULES_ARMS, Arm
 from .artifacts import is_complete
 from .runner import PlannerFactory, RunSpec, run_one
-from .scenario import Scenario, ScenarioError, load_scenario
+from .scenario import Scenario, ScenarioError, load_scenario, scenarios_dir
 
 SIMULATED_PROFILES = ("simulated:exact", "simulated:conservative", "simulated:opt-out", "simulated:paraphrase")
 
@@ -48,8 +48,18 @@ def ladder_grid(scenario: str = "payments-drifted", seeds: Iterable[int] = (0, 1
     return Grid([load_scenario(scenario)], SIMULATED_PROFILES, LADDER, tuple(seeds))
 
 
-def load_grid(path: Path) -> Grid:
-    """A grid file: ``scenarios``, ``planners``, ``arms`` (``STRATEGY[/DETECTION[/APPLY]]``), ``seeds``."""
+def load_grid(path: Path | str) -> Grid:
+    """A grid file: ``scenarios``, ``planners``, ``arms`` (``STRATEGY[/DETECTION[/APPLY]]``), ``seeds``.
+
+    A bare name (``paper``) is a grid shipped under ``scenarios/grids/``.
+    """
+    path = Path(path)
+    if path.suffix != ".toml":
+        shipped = scenarios_dir() / "grids" / f"{path}.toml"
+        if not shipped.exists():
+            names = sorted(p.stem for p in (scenarios_dir() / "grids").glob("*.toml"))
+            raise ScenarioError(f"no grid named {str(path)!r}; shipped: {', '.join(names) or 'none'}")
+        path = shipped
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
