@@ -34,8 +34,13 @@ from invalidation_contracts.bench.artifacts import Run, read_runs
 from invalidation_contracts.bench.grid import SIMULATED_PROFILES
 from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
-from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact, wire_cost
 from invalidation_contracts.protocol.levels import Level
+from invalidation_contracts.protocol.wirecost import (
+    ENVELOPE_FIELDS,
+    SUGGESTION_FIELDS,
+    compact,
+    wire_cost,
+)
 from invalidation_contracts.server.app import create_app
 
 from .common import Check, StudyResult, figure, markdown_table, pct

@@ -120,7 +120,7 @@ async def run_grid(
                 try:
                     await run_one(spec, root, command=command, **options)
                     outcome.ran += 1
-                except Exception as exc:  # a failed run is reported, the grid goes on
+                except Exception as exc:  # noqa: BLE001 - a failed run is reported, the grid goes on
                     outcome.failed.append((spec, exc))
                 bar.advance(task)
 

@@ -40,12 +40,12 @@ from ..planners.preflight import PROBES, preflight
 from ..planners.registry import create_planner
 from ..protocol.levels import Level
 from ..protocol.models import ChangesFeed, RulesListing, Suggestion
+from ..protocol.wirecost import wire_cost
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
 from .driver import DriftDriver, DriftSources
 from .scenario import Scenario
-from ..protocol.wirecost import wire_cost
 
 #: The consumption level every arm runs at (paper §3.5: compliance held fixed at L3, which subsumes L2).
 CONSUMPTION_LEVEL = Level.AMENDED_INPUT

@@ -28,8 +28,6 @@ from .prompting import L2_SENTENCE, Consumption, consumption, render_memory_bloc
 from .state import OriginState
 from .stats import OriginStats, contract_bytes
 from .stores import InMemoryStore, SQLiteStore, Store, StoreError
-from .transport import AsyncContractTransport, ContractTransport, async_contract_client, contract_client
-from .trust import TrustPolicy
 from .strategies import (
     STRATEGY_CLASSES,
     NaiveMemory,
@@ -44,17 +42,21 @@ from .strategies import (
     TableInvalidation,
     strategy_for,
 )
+from .transport import (
+    AsyncContractTransport,
+    ContractTransport,
+    async_contract_client,
+    contract_client,
+)
+from .trust import TrustPolicy
 
 __all__ = [
-    "AsyncContractTransport",
-    "ContractTransport",
-    "TrustPolicy",
-    "async_contract_client",
-    "contract_client",
     "L2_SENTENCE",
     "STRATEGY_CLASSES",
     "ApplyMode",
+    "AsyncContractTransport",
     "Consumption",
+    "ContractTransport",
     "Dependency",
     "Detection",
     "Evicted",
@@ -96,10 +98,13 @@ __all__ = [
     "Strategy",
     "TableInvalidation",
     "Tombstone",
+    "TrustPolicy",
     "VersionMoved",
     "apply_patch",
+    "async_contract_client",
     "consumption",
     "contract_bytes",
+    "contract_client",
     "render_memory_block",
     "strategy_for",
     "system_prompt",

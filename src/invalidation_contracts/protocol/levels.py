@@ -17,7 +17,7 @@ class Level(IntEnum):
     RULES_FINGERPRINT = 6
 
     @classmethod
-    def parse(cls, value: "int | str | Level") -> "Level":
+    def parse(cls, value: int | str | Level) -> Level:
         """Accept ``6``, ``"6"``, ``"L6"`` or a member name; raise ``ValueError`` otherwise."""
         if isinstance(value, Level):
             return value

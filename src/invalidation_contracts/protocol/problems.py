@@ -42,7 +42,7 @@ class ProblemType(str, Enum):
         return _TITLE[self]
 
     @classmethod
-    def from_uri(cls, uri: str) -> "ProblemType | None":
+    def from_uri(cls, uri: str) -> ProblemType | None:
         if not uri.startswith(PROBLEM_BASE):
             return None
         try:

@@ -3,9 +3,9 @@
 The core here is sans-IO; ``app`` (FastAPI) and ``storage`` (SQLite) are adapters at the edge.
 """
 
+from . import oracle
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
 from .domain import Domain, Route, TableSpec
-from . import oracle
 from .graph import KnowledgeGraph, node_id, split_node
 from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
 from .provider import Outcome, Provider

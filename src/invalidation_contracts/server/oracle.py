@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..protocol.models import Suggestion
+from .domain import Route
 from .policies import evaluate
 from .provider import Provider
-from .domain import Route
 from .state import RegistryState
 
 

@@ -91,7 +91,7 @@ class Registry:
         self._journal: Journal | None = None
 
     @classmethod
-    def restore(cls, state: RegistryState, records: Iterable[LogRecord], *, floor: int, log_capacity: int = 10_000) -> "Registry":
+    def restore(cls, state: RegistryState, records: Iterable[LogRecord], *, floor: int, log_capacity: int = 10_000) -> Registry:
         """Rebuild a registry from persisted state and log (the storage adapter's entry point)."""
         registry = cls.__new__(cls)
         registry._lock = threading.Lock()

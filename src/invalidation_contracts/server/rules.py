@@ -41,7 +41,7 @@ class Rule:
         return ()
 
     @classmethod
-    def from_declaration(cls, decl: RuleDeclaration) -> "Rule":
+    def from_declaration(cls, decl: RuleDeclaration) -> Rule:
         return cls(decl.from_table, decl.to_table, decl.relation, decl.via)
 
     def to_declaration(self) -> RuleDeclaration:
@@ -53,7 +53,7 @@ class Rule:
 class RuleSet:
     """An immutable, validated set of rules with its fingerprint (``rules_version``)."""
 
-    __slots__ = ("rules", "__dict__")
+    __slots__ = ("__dict__", "rules")
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
         ordered = tuple(sorted(set(rules), key=lambda r: (r.triple, r.via or "")))
