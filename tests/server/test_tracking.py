@@ -2,7 +2,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.protocol import Action
-from invalidation_contracts.server import ReadTracker, RuleSet, Snapshot, TrackedTables, Violation, evaluate, policy
+from invalidation_contracts.server import (
+    ReadTracker,
+    RuleSet,
+    Snapshot,
+    TrackedTables,
+    Violation,
+    evaluate,
+    policy,
+)
 
 KEYS = [f"k{i}" for i in range(6)]
 SNAPS = {
