@@ -25,6 +25,10 @@ class WireModel(BaseModel):
         """The JSON-ready dict sent on the wire: aliases applied, absent optional fields dropped."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
+    def to_json(self) -> bytes:
+        """``to_wire()`` encoded as compact UTF-8 JSON, serialized in one pass (the response path)."""
+        return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
+
 
 class CacheHint(str, Enum):
     """Whether and how a client may keep a suggestion."""

@@ -24,7 +24,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from .. import __version__
 from ..protocol.levels import Level
@@ -416,7 +416,7 @@ def _wire(body: WireModel, *, status: int = 200, since: int | None = None) -> Re
     headers = {CONTRACT_SINCE: str(since)} if since is not None else None
     if isinstance(body, Problem):
         return problem_response(body, headers)
-    return JSONResponse(body.to_wire(), status_code=status, headers=headers)
+    return Response(body.to_json(), status_code=status, headers=headers, media_type="application/json")
 
 
 # -- errors ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import Response
 
 from ..protocol.models import Problem
 from ..protocol.problems import ProblemType, ProtocolError
@@ -36,14 +36,10 @@ _HTTP_STATUS_TYPES = {
 }
 
 
-class ProblemResponse(JSONResponse):
-    """A JSON response sent as ``application/problem+json``."""
-
-    media_type = PROBLEM_MEDIA_TYPE
-
-
-def problem_response(body: Problem, headers: Mapping[str, str] | None = None) -> ProblemResponse:
-    return ProblemResponse(body.to_wire(), status_code=body.status, headers=dict(headers or {}))
+def problem_response(body: Problem, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(
+        body.to_json(), status_code=body.status, headers=dict(headers or {}), media_type=PROBLEM_MEDIA_TYPE
+    )
 
 
 def status_problem_type(status: int) -> ProblemType | None:
