@@ -22,7 +22,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Self
-from urllib.parse import unquote
 
 from pydantic import ValidationError
 
@@ -51,17 +50,14 @@ from .events import (
     Served,
 )
 from .index import OriginIndex
+from .layout import commit_ops, has_tombstone, load_origin, load_tombstones, stored_origins
 from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .state import OriginState
 from .stats import OriginStats, contract_bytes
-from .stores import InMemoryStore, Item, PutOp, SQLiteStore, Store, StoreError
+from .stores import InMemoryStore, SQLiteStore, Store
 from .strategies import Strategy, evict_changed_rows, resolve_held, restamp_unchanged, strategy_for
 from .trust import TrustPolicy
-
-#: The first label of every namespace the memory writes.
-ROOT = "invalidation-contracts"
-_PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,10 +461,7 @@ class FixMemory:
     def tombstones(self, origin: str) -> list[Tombstone]:
         """The origin's evicted entries, in the order they were evicted."""
         with self._lock:
-            items = _all(self.store, _ns(origin, "tombstones"))
-            return sorted(
-                (Tombstone.from_dict(item.value) for item in items), key=lambda t: t.sequence
-            )
+            return load_tombstones(self.store, origin)
 
     def stats(self, origin: str) -> OriginStats:
         """A copy of the origin's counters."""
@@ -483,8 +476,7 @@ class FixMemory:
     def origins(self) -> list[str]:
         """Every origin the store holds a memory of."""
         with self._lock:
-            stored = self.store.list_namespaces(prefix=(ROOT,), max_depth=2, limit=1_000_000)
-            return sorted({origin_of_label(ns[1]) for ns in stored if len(ns) > 1})
+            return stored_origins(self.store)
 
     def contract_since(self, origin: str) -> int | None:
         """The ``Contract-Since`` to send: the seq the memory's known versions are accurate at."""
@@ -526,19 +518,7 @@ class FixMemory:
         return view
 
     def _load(self, origin: str) -> _Origin:
-        meta = _ns(origin, "meta")
-        state_item = self.store.get(meta, "state")
-        stats_item = self.store.get(meta, "stats")
-        try:
-            state = OriginState.from_dict(state_item.value) if state_item else OriginState()
-            stats = OriginStats.from_dict(stats_item.value) if stats_item else OriginStats()
-            entries = [
-                MemoryEntry.from_dict(item.value)
-                for item in _all(self.store, _ns(origin, "entries"))
-            ]
-        except (KeyError, TypeError, ValueError, ValidationError) as exc:
-            raise StoreError(f"the memory of {origin} cannot be read: {exc}") from exc
-        return _Origin(OriginIndex(entries), state, stats)
+        return _Origin(*load_origin(self.store, origin))
 
     def _begin(self, origin: str, episode: int | None) -> Ledger:
         if not origin:
@@ -555,22 +535,10 @@ class FixMemory:
         )
 
     def _commit(self, tx: Ledger) -> Observation:
-        origin = tx.origin
-        entries, tombstones, meta = (
-            _ns(origin, "entries"),
-            _ns(origin, "tombstones"),
-            _ns(origin, "meta"),
-        )
-        ops = [PutOp(entries, eid, entry.to_dict()) for eid, entry in tx.written.items()]
-        for eid, tomb in tx.removed.items():
-            ops.append(PutOp(entries, eid, None))
-            ops.append(PutOp(tombstones, eid, tomb.to_dict()))
-        ops.append(PutOp(meta, "state", tx.state.to_dict()))
-        ops.append(PutOp(meta, "stats", tx.stats.to_dict()))
         try:
-            self.store.batch(ops)
+            self.store.batch(commit_ops(tx))
         except BaseException:
-            self._origins.pop(origin, None)  # the index ran ahead of the store: reload it
+            self._origins.pop(tx.origin, None)  # the index ran ahead of the store: reload it
             raise
         return Observation(tuple(tx.events), tuple(self._needs(tx)))
 
@@ -734,13 +702,12 @@ class FixMemory:
 
     def _injected(self, tx: Ledger, injected: Iterable[str]) -> tuple[str, ...]:
         """The injected ids that are entries of this origin (live, or evicted and on record)."""
-        tombstones = _ns(tx.origin, "tombstones")
         return tuple(
             entry_id
             for entry_id in dict.fromkeys(injected)
             if entry_id in tx.index
             or entry_id in tx.removed
-            or self.store.get(tombstones, entry_id)
+            or has_tombstone(self.store, tx.origin, entry_id)
         )
 
     def _store(
@@ -893,31 +860,6 @@ class FixMemory:
                     reason=detail,
                 )
             )
-
-
-def origin_label(origin: str) -> str:
-    """An origin as one namespace label: ``%``, ``.`` and control characters percent-encoded."""
-    return "".join(f"%{ord(ch):02X}" if ch in "%." or ord(ch) < 0x20 else ch for ch in origin)
-
-
-def origin_of_label(label: str) -> str:
-    return unquote(label)
-
-
-def _ns(origin: str, part: str) -> tuple[str, str, str]:
-    return (ROOT, origin_label(origin), part)
-
-
-def _all(store: Store, namespace: tuple[str, ...]) -> list[Item]:
-    """Every item in exactly ``namespace``, paging through the store."""
-    items: list[Item] = []
-    offset = 0
-    while True:
-        page = store.search(namespace, limit=_PAGE, offset=offset)
-        offset += len(page)
-        items.extend(item for item in page if item.namespace == namespace)
-        if len(page) < _PAGE:
-            return items
 
 
 def _feed_of(feed: ChangesFeed, tables: set[str], *, keep: bool) -> ChangesFeed:
