@@ -292,12 +292,19 @@ def test_saving_is_measured_against_the_same_planners_a0_on_the_same_seed(tmp_pa
     assert row["token_saving"].n == 2
 
 
-def test_saving_is_undefined_without_a_matching_a0(tmp_path):
+def test_saving_is_undefined_without_an_a0_of_the_same_planner_and_seed(tmp_path):
     B.write_run(tmp_path, B.episodes(), arm="none", planner="simulated:other")
-    B.write_run(tmp_path, B.episodes(), arm="none", detection="lazy")
+    B.write_run(tmp_path, B.episodes(), arm="none", seed=7)
     B.write_run(tmp_path, B.episodes(), arm="row")
     row = cell(aggregate(read_runs(tmp_path)), arm="row")
     assert (row["token_saving"].mean, row["token_saving"].n) == (None, 0)
+
+
+def test_an_arm_in_another_apply_mode_is_measured_against_the_plain_a0(tmp_path):
+    B.write_run(tmp_path, B.episodes(tokens=200), arm="none")
+    B.write_run(tmp_path, B.episodes(tokens=50), arm="row", apply_mode="client")
+    row = cell(aggregate(read_runs(tmp_path)), arm="row")
+    assert row["token_saving"].mean == pytest.approx(0.75)
 
 
 def test_tokens_are_compared_with_the_lazy_reference_arm(tmp_path):

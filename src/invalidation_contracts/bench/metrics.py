@@ -100,8 +100,9 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Token saving",
         (
-            "1 − tokens(arm) / tokens(A0) for the same scenario, planner, seed, detection and apply mode, "
-            "averaged over seeds; undefined without a matching A0 run. Tokens = input + output."
+            "1 − tokens(arm) / tokens(A0) for the same scenario, planner and seed (an A0 run with the "
+            "same detection and apply mode if there is one; A0 keeps no memory, so they change "
+            "nothing), averaged over seeds; undefined without an A0 run. Tokens = input + output."
         ),
     ),
     (
@@ -676,17 +677,25 @@ def _token_ratios(
     metrics: Sequence[RunMetrics],
 ) -> tuple[dict[RunKey, float | None], dict[RunKey, float | None]]:
     """Per run: tokens / tokens of the same planner's A0, and tokens / tokens of the lazy reference arm."""
-    a0 = {
-        (m.scenario, m.planner, m.seed, m.detection, m.apply_mode): m
-        for m in metrics
-        if m.arm == "none"
-    }
+    # A0 keeps no memory, so its detection and apply mode change nothing: any A0 run of the same
+    # scenario, planner and seed is the baseline (the one with the same modes preferred).
+    a0: dict[tuple[Any, ...], RunMetrics] = {}
+    for m in sorted(metrics, key=lambda m: (m.detection, m.apply_mode) != ("eager", "planner")):
+        if m.arm == "none":
+            a0.setdefault((m.scenario, m.planner, m.seed), m)
+            a0[(m.scenario, m.planner, m.seed, m.detection, m.apply_mode)] = m
     lazy: dict[tuple[Any, ...], RunMetrics] = {}
     for m in sorted(metrics, key=lambda m: m.detection != LAZY_REFERENCE[1]):
         if m.arm == LAZY_REFERENCE[0]:
             lazy.setdefault((m.scenario, m.planner, m.seed, m.apply_mode), m)
     vs_a0 = _paired(
-        metrics, a0, lambda m: (m.scenario, m.planner, m.seed, m.detection, m.apply_mode)
+        metrics,
+        a0,
+        lambda m: (
+            (m.scenario, m.planner, m.seed, m.detection, m.apply_mode)
+            if (m.scenario, m.planner, m.seed, m.detection, m.apply_mode) in a0
+            else (m.scenario, m.planner, m.seed)
+        ),
     )
     vs_lazy = _paired(metrics, lazy, lambda m: (m.scenario, m.planner, m.seed, m.apply_mode))
     return vs_a0, vs_lazy
