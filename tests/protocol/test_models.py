@@ -93,3 +93,26 @@ def test_the_published_schemas_in_docs_match_the_models(tmp_path):
     assert {p.name: p.read_text() for p in published.glob("*.schema.json")} == fresh, (
         "docs/schema is stale: run `invalidation-contracts schema --out docs/schema`"
     )
+
+
+def test_to_json_is_the_compact_encoding_of_to_wire():
+    import json
+
+    from invalidation_contracts.protocol import RecoveryFeedback
+    from invalidation_contracts.protocol.problems import ProblemType, problem
+
+    doc = problem(
+        ProblemType.POLICY_VIOLATION,
+        "détail ünïcode",
+        recovery_feedback=RecoveryFeedback(
+            suggestions=[
+                Suggestion(
+                    type="T", parameters={"promo_code": None, "n": 1.5}, action="rewrite_value",
+                    cache_hint="cacheable", tables=[{"table": "t", "version": "1.0.0", "keys": ["k"]}],
+                    rules=[("a", "b", "r")], patch=[{"op": "replace", "path": "/promo_code", "value": None}],
+                )
+            ]
+        ),
+    )
+    expected = json.dumps(doc.to_wire(), ensure_ascii=False, separators=(",", ":")).encode()
+    assert doc.to_json() == expected
