@@ -22,6 +22,13 @@ class CommandError(Exception):
 Handler = Callable[[argparse.Namespace], int]
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose usage errors are one line (and exit status 2), like every error here."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def _add_schema(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schema", help="write the JSON Schema of every wire object")
     p.add_argument("--out", type=Path, default=None, help="directory to write <Name>.schema.json into")
@@ -536,7 +543,7 @@ _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="invalidation-contracts",
         description="Invalidation contracts for cross-episode agent memory.",
     )

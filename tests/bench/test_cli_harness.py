@@ -125,3 +125,11 @@ def test_the_shipped_paper_grid_covers_every_stream_and_profile():
     grid = load_grid("paper")
     assert sorted(s.name for s in grid.scenarios) == shipped_scenarios()
     assert len(grid.planners) == 4 and list(grid.seeds) == [0, 1, 2]
+
+
+def test_a_usage_error_is_one_line_with_exit_status_2(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["ladder", "--seeds", "x"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1
+    assert "seeds must be comma-separated integers" in err
