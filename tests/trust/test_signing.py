@@ -351,6 +351,7 @@ def test_an_unsigned_contract_is_ignored_and_its_fixes_are_not_learned(keys):
     assert [n.reason for n in session.of(NotStored)] == [
         "unverified contract: the response is unsigned"
     ]
+    assert session.memory.stats(ORIGIN).ignored == 1
 
 
 def test_a_signed_contract_is_acted_on(keys):

@@ -9,6 +9,7 @@ from typing import Any
 from ..protocol.wirecost import wire_cost
 from .events import (
     Evicted,
+    Ignored,
     MemoryEvent,
     NotStored,
     Quarantined,
@@ -35,6 +36,8 @@ class OriginStats:
     quarantines: int = 0
     version_moves: int = 0
     rules_alerts: int = 0
+    ignored: int = 0
+    """Contract data left unused: malformed fields, or (with a trust policy) unverified stamps."""
     responses: int = 0
     contract_bytes: int = 0
     response_bytes: int = 0
@@ -63,6 +66,8 @@ class OriginStats:
             self.version_moves += 1
         elif isinstance(event, RulesAlert):
             self.rules_alerts += 1
+        elif isinstance(event, Ignored):
+            self.ignored += 1
 
     def copy(self) -> OriginStats:
         return OriginStats.from_dict(self.to_dict())
