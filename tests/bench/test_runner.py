@@ -130,3 +130,13 @@ def test_conditional_contract_keeps_the_same_validity(tmp_path):
 def test_artifact_lines_are_json_records_with_a_discriminator(drifted):
     assert {r["record"] for r in drifted["row"].records} >= {"attempt", "memory", "episode", "drift"}
     assert json.loads(json.dumps(drifted["row"].records[0]))["record"]
+
+
+def test_an_arm_named_by_its_paper_code_is_the_same_arm():
+    assert Arm.parse("A2D") == Arm("row") and Arm.parse("A0/EAGER/planner") == Arm("none")
+
+
+@pytest.mark.parametrize("text, message", [("row/eager/clinet", "apply mode"), ("row/sometimes", "detection"), ("A9", "strategy")])
+def test_an_unknown_arm_part_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        Arm.parse(text)

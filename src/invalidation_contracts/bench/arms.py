@@ -4,14 +4,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..client.detection import Detection
+from ..client.patching import ApplyMode
+from ..client.strategies import strategy_for
+
 
 @dataclass(frozen=True, slots=True)
 class Arm:
-    """One client configuration under test."""
+    """One client configuration under test, normalised: ``A2D`` and ``row`` are the same arm."""
 
     strategy: str
     detection: str = "eager"
     apply_mode: str = "planner"
+
+    def __post_init__(self) -> None:
+        try:
+            mode = ApplyMode(str(self.apply_mode).strip().lower())
+        except ValueError:
+            raise ValueError(
+                f"unknown apply mode {self.apply_mode!r}; expected planner or client"
+            ) from None
+        object.__setattr__(self, "strategy", strategy_for(self.strategy).name)
+        object.__setattr__(self, "detection", Detection.parse(self.detection).value)
+        object.__setattr__(self, "apply_mode", mode.value)
 
     @classmethod
     def parse(cls, text: str) -> Arm:

@@ -44,7 +44,7 @@ from ..protocol.wirecost import wire_cost
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
-from .driver import DriftDriver, DriftSources
+from .driver import DriftDriver
 from .scenario import Scenario
 
 #: The consumption level every arm runs at (paper §3.5: compliance held fixed at L3, which subsumes L2).
@@ -180,12 +180,12 @@ async def run_one(
     )
     run = _Run(spec, catalog, shadow, client, origin, memory, planner, writer, conditional)
     try:
-        meta.preflight = await probe_planner(planner, spec.seed)
-        meta.planner_served = meta.preflight.get("served_model")
         async with client:
+            meta.preflight = await probe_planner(planner, spec.seed)
+            meta.planner_served = meta.preflight.get("served_model")
+            driver = DriftDriver(client, catalog, shadow.registry, token)
             if server_url is not None:
-                await _reset_server(client, shadow, token)
-            driver = DriftDriver(client, DriftSources(catalog.snapshots, catalog.rule_sets), shadow.registry, token)
+                await driver.reset(shadow.registry.state)
             for episode in range(1, scenario.episodes + 1):
                 completed, served = await run.episode(episode)
                 meta.completed_episodes += int(completed)
@@ -206,26 +206,6 @@ async def run_one(
     meta.finished_at = _now()
     writer.finish(meta)
     return meta
-
-
-async def _reset_server(client: httpx.AsyncClient, shadow: Provider, token: str) -> None:
-    """Bring a server at a URL back to the domain's initial content before a run.
-
-    Versions cannot go backwards, so the server's stamps may differ from the shadow's; the oracle
-    compares fix content only, so that does not matter.
-    """
-    headers = {"Authorization": f"Bearer {token}"}
-    state = shadow.registry.state
-    for name, snapshot in state.tables.items():
-        response = await client.post(
-            "/admin/reload-table", json={"table": name, "rows": snapshot.plain_rows()}, headers=headers
-        )
-        if response.status_code != 200:
-            raise RuntimeError(f"cannot reset table {name!r} on the server: HTTP {response.status_code}")
-    rules = [r.to_declaration().to_wire() for r in state.rules]
-    response = await client.post("/admin/rules", json={"rules": rules}, headers=headers)
-    if response.status_code != 200:
-        raise RuntimeError(f"cannot reset the rules on the server: HTTP {response.status_code}")
 
 
 #: Evicted reasons that replace or quarantine an entry rather than invalidate it.
