@@ -211,9 +211,6 @@ class MemoryEntry:
                 return False
         return True
 
-    def expired(self, now: float) -> bool:
-        ceiling = self.suggestion.max_age_s
-        return ceiling is not None and now - self.validated_at > ceiling
 
     def restamped(
         self,
@@ -234,7 +231,7 @@ class MemoryEntry:
             self,
             dependencies=deps,
             rules_version=rules_version if rules_version is not None else self.rules_version,
-            validated_seq=_max_seq(self.validated_seq, validated_seq),
+            validated_seq=later(self.validated_seq, validated_seq),
             validated_at=validated_at if validated_at is not None else self.validated_at,
             restamps=self.restamps + 1,
         )
@@ -327,7 +324,8 @@ def _json_equal(left: Any, right: Any) -> bool:
         return left == right
 
 
-def _max_seq(current: int | None, new: int | None) -> int | None:
+def later(current: int | None, new: int | None) -> int | None:
+    """The later of two optional positions (None: unknown)."""
     if new is None:
         return current
     if current is None:

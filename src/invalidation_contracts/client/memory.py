@@ -36,6 +36,7 @@ from .entries import (
     Provenance,
     Tombstone,
     dependencies_of,
+    later,
     rule_vector,
 )
 from .events import (
@@ -302,7 +303,7 @@ class FixMemory:
                 self.strategy.on_changes(tx, feed)
             if new_rules is not None:
                 self._rules_stamp(tx, new_rules)
-            st.synced_seq = _max(st.synced_seq, feed.last_seq)
+            st.synced_seq = later(st.synced_seq, feed.last_seq)
             return self._settle(tx)
 
     def apply_rules(
@@ -666,9 +667,9 @@ class FixMemory:
         if contract.rules_version is not None:
             self._rules_stamp(tx, contract.rules_version)
         if seq is not None and trusted:
-            st.known_seq = _max(st.known_seq, seq)
+            st.known_seq = later(st.known_seq, seq)
             if not st.pending and not st.graph_pending and not st.revalidating:
-                st.synced_seq = _max(st.synced_seq, seq)
+                st.synced_seq = later(st.synced_seq, seq)
 
     def _rules_stamp(self, tx: Ledger, new: str) -> None:
         old = tx.state.rules_version
@@ -692,7 +693,7 @@ class FixMemory:
         rules = [
             rc for rc in sorted(feed.rules, key=lambda r: r.seq) if base is None or rc.seq > base
         ]
-        st.known_seq = _max(base, feed.last_seq)
+        st.known_seq = later(base, feed.last_seq)
         return rules[-1].new_rules_version if rules else None
 
     def _resync(self, tx: Ledger, detail: str) -> None:
@@ -821,7 +822,7 @@ class FixMemory:
                 if table in st.stamp_evictions:
                     st.stamp_evictions[table] = self.trust.recent(st.stamp_evictions[table], tx.now)
         for table in sorted(held):
-            st.revalidating[table] = _max(st.revalidating.get(table), tx.seq)
+            st.revalidating[table] = later(st.revalidating.get(table), tx.seq)
             old, new = moves[table]
             tx.emit(
                 Ignored(
@@ -884,9 +885,3 @@ def _first(exc: ValidationError) -> str:
     return f"{where}: {error.get('msg', 'invalid')}"
 
 
-def _max(a: int | None, b: int | None) -> int | None:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return max(a, b)

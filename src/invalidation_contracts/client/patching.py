@@ -19,7 +19,7 @@ import jsonpatch
 import jsonpointer
 from pydantic import ValidationError
 
-from ..protocol.models import PatchOperation
+from ..protocol.models import PatchOperation, field_pointer
 
 
 class ApplyMode(str, Enum):
@@ -61,7 +61,7 @@ def as_pointer(path: str) -> str:
     """A JSON Pointer as it is, or a top-level field name as its pointer (``a/b`` → ``/a~1b``)."""
     if path.startswith("/") or path == "":
         return validate_pointer(path)
-    return "/" + path.replace("~", "~0").replace("/", "~1")
+    return field_pointer(path)
 
 
 def written_paths(ops: Iterable[PatchOperation]) -> list[str]:

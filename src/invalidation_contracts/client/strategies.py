@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import ClassVar
 
 from ..protocol.models import ChangesFeed, RulesListing, Suggestion
-from .entries import EvictionReason, MemoryEntry, rule_vector
+from .entries import EvictionReason, MemoryEntry, later, rule_vector
 from .ledger import Ledger
 from .state import OriginState
 
@@ -137,7 +137,7 @@ class RowInvalidation(Strategy):
                 continue
             if any(_version(entry, table) != new for entry in entries):
                 seen = tx.state.pending.get(table, tx.seq)
-                tx.state.pending[table] = _later(seen, tx.seq)
+                tx.state.pending[table] = later(seen, tx.seq)
 
     def on_changes(self, tx: Ledger, feed: ChangesFeed) -> None:
         evict_changed_rows(tx, feed)
@@ -381,10 +381,6 @@ def _after(seq: int, entry: MemoryEntry) -> bool:
     return entry.validated_seq is None or seq > entry.validated_seq
 
 
-def _later(a: int | None, b: int | None) -> int | None:
-    if a is None or b is None:
-        return a if b is None else b
-    return max(a, b)
 
 
 def _moved(table: str, old: str, new: str | None, seq: int | None = None) -> str:

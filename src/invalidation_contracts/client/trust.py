@@ -25,7 +25,7 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from ..protocol.models import Suggestion
+from ..protocol.models import Suggestion, field_pointer
 from ..protocol.signing import SignatureError, load_public_key, verify
 from .entries import MemoryEntry
 from .patching import is_patchable, written_paths
@@ -136,7 +136,7 @@ class TrustPolicy:
         outside = [
             path
             for path in dict.fromkeys(
-                [_field_pointer(name) for name in suggestion.parameters]
+                [field_pointer(name) for name in suggestion.parameters]
                 + written_paths(suggestion.patch or ())
             )
             if not is_patchable(path, patchable)
@@ -146,5 +146,3 @@ class TrustPolicy:
         return None
 
 
-def _field_pointer(name: str) -> str:
-    return "/" + name.replace("~", "~0").replace("/", "~1")

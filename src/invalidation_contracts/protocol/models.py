@@ -59,6 +59,11 @@ class TableDependency(WireModel):
     )
 
 
+def field_pointer(name: str) -> str:
+    """The RFC 6901 JSON Pointer of a top-level request field (``a/b`` → ``/a~1b``)."""
+    return "/" + name.replace("~", "~0").replace("/", "~1")
+
+
 class PatchOperation(WireModel):
     """One RFC 6902 JSON Patch operation on the request body."""
 

@@ -16,23 +16,19 @@ from ..protocol.models import (
     SuccessResponse,
     Suggestion,
     TableDependency,
+    field_pointer,
 )
 from ..protocol.problems import ProblemType, problem
 from .policies import Finding
 from .state import RegistryState
 
 
-def pointer(field: str) -> str:
-    """The RFC 6901 JSON Pointer of a top-level request field."""
-    return "/" + field.replace("~", "~0").replace("/", "~1")
-
-
 def patch_for(finding: Finding) -> list[PatchOperation]:
     """The violation's fix as RFC 6902 operations: ``test`` preconditions, then add or replace."""
     v = finding.violation
-    ops = [PatchOperation(op="test", path=pointer(f), value=val) for f, val in v.precondition.items()]
+    ops = [PatchOperation(op="test", path=field_pointer(f), value=val) for f, val in v.precondition.items()]
     verb = "add" if v.action is Action.ADD_FIELD else "replace"
-    ops += [PatchOperation(op=verb, path=pointer(f), value=val) for f, val in v.parameters.items()]
+    ops += [PatchOperation(op=verb, path=field_pointer(f), value=val) for f, val in v.parameters.items()]
     return ops
 
 
