@@ -88,7 +88,7 @@ def main() -> None:
     )
     print(
         "cached fix still current:",
-        oracle.is_fix_current(provider, route, draft, fix, provider.registry.state),
+        oracle.is_fix_current(route, draft, fix, provider.registry.state),
     )
     print("stale fix injected:", provider.handle(route, fixed).status)
 

@@ -136,3 +136,30 @@ def test_suggestion_versions_come_from_the_same_state_as_the_stamps(domain):
         provider.registry.reload("recommended_credit_token", {"default": {"token": "tok_credit"}}, version=f"1.0.{i + 1}")
         (s,) = suggestions(outcome)
         assert all(outcome.body.table_versions[d["table"]] == d["version"] for d in s["tables"])
+
+
+def test_the_oracle_judges_each_fix_of_one_type_by_its_scope(domain):
+    from dataclasses import replace
+
+    from invalidation_contracts.protocol import Action
+    from invalidation_contracts.server import Violation, policy
+    from invalidation_contracts.server.oracle import is_fix_current
+
+    @policy("two_of_a_kind")
+    def two(request, tables):
+        tables["active_csm_codes"].get("growth")
+        return [
+            Violation("SAME", "first", {"promo_code": "A"}, Action.ADD_FIELD, scope={"plan": request["plan"], "slot": 1}),
+            Violation("SAME", "second", {"amount_cents": 200}, Action.REWRITE_VALUE, scope={"plan": request["plan"], "slot": 2}),
+        ]
+
+    route = replace(domain.routes[0], policies=[two])
+    provider = Provider(replace(domain, routes=[route]))
+    first, second = suggestions(provider.handle(route, GOVERNED))
+    from invalidation_contracts.protocol import Suggestion
+
+    state = provider.registry.state
+    assert is_fix_current(route, GOVERNED, Suggestion.model_validate(first), state)
+    assert is_fix_current(route, GOVERNED, Suggestion.model_validate(second), state)
+    stale = Suggestion.model_validate({**second, "parameters": {"amount_cents": 300}})
+    assert not is_fix_current(route, GOVERNED, stale, state)

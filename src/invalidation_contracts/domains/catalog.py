@@ -22,7 +22,6 @@ from invalidation_contracts.protocol import Action, RuleDeclaration, Suggestion
 from invalidation_contracts.server import (
     DataFileError,
     Domain,
-    Provider,
     RegistryState,
     Route,
     Rule,
@@ -72,7 +71,6 @@ class DomainCatalog:
     snapshots: Mapping[str, Path]
     route: Route
     rule_sets: Mapping[str, Path] = field(default_factory=dict)
-    _oracle: Provider = field(init=False, repr=False, compare=False)
 
     @classmethod
     def from_directory(
@@ -93,7 +91,6 @@ class DomainCatalog:
         object.__setattr__(self, "task_families", MappingProxyType(dict(self.task_families)))
         object.__setattr__(self, "snapshots", MappingProxyType(dict(self.snapshots)))
         object.__setattr__(self, "rule_sets", MappingProxyType(dict(self.rule_sets)))
-        object.__setattr__(self, "_oracle", Provider(self.domain))
 
     @property
     def name(self) -> str:
@@ -142,7 +139,7 @@ class DomainCatalog:
 
         ``draft`` is the request the fix was learned on (the task's fields), before the fix.
         """
-        return oracle.is_fix_current(self._oracle, self.route, draft, fix, state)
+        return oracle.is_fix_current(self.route, draft, fix, state)
 
 
 def load_tables(directory: Path) -> dict[str, TableSpec]:

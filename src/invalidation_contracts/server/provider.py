@@ -42,6 +42,12 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
+def findings(route: Route, payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+    """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
+    request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
+    return evaluate(route.policies, request, state.tables, state.rules)
+
+
 class Provider:
     """A domain's routes over a registry at a contract level."""
 
@@ -67,9 +73,7 @@ class Provider:
 
     def findings(self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
-        state = state if state is not None else self.registry.state
-        request = route.request_model.model_validate(payload).model_dump(mode="json")
-        return evaluate(route.policies, request, state.tables, state.rules)
+        return findings(route, payload, state if state is not None else self.registry.state)
 
     def handle(
         self,
