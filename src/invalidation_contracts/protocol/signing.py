@@ -25,6 +25,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
 from .canonical import canonical_json, fingerprint
+from .models import ContractFields
 
 #: Request header: ask the server to sign the response (value ``1``).
 CONTRACT_SIGN = "Contract-Sign"
@@ -33,7 +34,7 @@ CONTRACT_SIGNATURE = "Contract-Signature"
 ALGORITHM = "EdDSA"
 TYPE = "contract-freshness+jws"
 #: The body members named in the statement itself; every other member is in ``content``.
-CONTRACT_MEMBERS = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
+CONTRACT_MEMBERS = tuple(ContractFields.model_fields)
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
 
 

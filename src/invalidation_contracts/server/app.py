@@ -231,8 +231,9 @@ def _domain_endpoint(service: Service, route: Route) -> Callable[..., Any]:
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:
         payload = await read_json(request, service.max_body_bytes)
-        outcome = service.provider.handle(
-            route, payload, since=since, epoch=epoch, instance=request.url.path
+        # In a worker thread: a route's success handler may do I/O (the ledger, a payments API).
+        outcome = await run_in_threadpool(
+            service.provider.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
         )
         return _wire(outcome.body, status=outcome.status, since=since)
 
@@ -438,8 +439,7 @@ def _install_error_handlers(app: FastAPI, service: Service) -> None:
 
     async def on_protocol_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProtocolError)
-        body = problem(exc.kind, exc.detail, errors=exc.extra.get("errors"))
-        return answer(request, body, exc.extra.get("headers"))
+        return answer(request, exc.to_problem(), exc.extra.get("headers"))
 
     async def on_request_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)

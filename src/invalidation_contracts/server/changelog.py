@@ -73,9 +73,12 @@ class ChangeLog:
         rows: list[RowChange] = []
         transitions: list[TableTransition] = []
         rule_changes: list[RuleChange] = []
-        for record in records:
-            if record.seq <= since or record.seq > last_seq:
-                continue
+        start = since - floor  # seqs are contiguous, so the first record after ``since`` is here
+        if start < len(records) and records[start].seq != since + 1:
+            start = next((i for i, r in enumerate(records) if r.seq > since), len(records))
+        for record in records[start:]:
+            if record.seq > last_seq:
+                break
             if record.transition is not None and (wanted is None or record.transition.table in wanted):
                 transitions.append(record.transition)
                 rows.extend(record.rows)
