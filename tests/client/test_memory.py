@@ -377,3 +377,15 @@ def test_an_origin_with_dots_and_ports_round_trips_through_the_store(
             origin.url, {}, 422, origin.failure(origin.fix("A", {"a": 1}, reads={"codes": None}))
         )
         assert memory.origins() == ["http://127.0.0.1:8080"]
+
+
+def test_answer_routes_a_410_to_resync_and_a_bad_body_to_the_fallback(server, standard_fixes):
+    from invalidation_contracts.client import FetchChanges
+
+    memory = FixMemory("row")
+    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    need = FetchChanges(server.url, 0, "epoch-1")
+
+    gone = memory.answer(need, 410, {"type": "urn:invalidation-contracts:problem:resync-required"})
+    assert {e.reason for e in gone.of(Evicted)} == {EvictionReason.RESYNC}
+    assert memory.answer(need, 200, {"not": "a feed"}).needs == ()

@@ -23,7 +23,6 @@ from ..client.entries import EvictionReason
 from ..client.events import (
     Evicted,
     FetchChanges,
-    FetchRules,
     Observation,
     Quarantined,
     Restamped,
@@ -33,13 +32,14 @@ from ..client.events import (
 from ..client.memory import FixMemory
 from ..client.prompting import consumption
 from ..client.strategies import strategy_for
+from ..client.transport import MAX_NEED_ROUNDS, is_json
 from ..client.trust import TrustPolicy
 from ..domains import get_catalog
 from ..planners import Attempt, Planner, PlanningContext
 from ..planners.preflight import PROBES, preflight
 from ..planners.registry import create_planner
 from ..protocol.levels import Level
-from ..protocol.models import ChangesFeed, RulesListing, Suggestion
+from ..protocol.models import Suggestion
 from ..protocol.wirecost import wire_cost
 from ..server import Provider
 from .arms import Arm
@@ -325,33 +325,20 @@ class _Run:
 
     async def fulfil(self, needs, episode: int, attempt: int) -> None:
         """Fetch what the memory asked for and feed it back, until it asks for nothing more."""
-        memory, origin = self.memory, self.origin
         pending = list(needs)
-        while pending:
+        for _ in range(MAX_NEED_ROUNDS * 4):
+            if not pending:
+                return
             need = pending.pop(0)
+            params = None
             if isinstance(need, FetchChanges):
-                params = {"since": need.since}
-                if need.epoch:
-                    params["epoch"] = need.epoch
-                response = await self.client.get(need.path, params=params)
-                if response.status_code == 410:
-                    observation = memory.resync_required(origin, episode=episode)
-                elif response.status_code == 200:
-                    feed = ChangesFeed.model_validate(response.json())
-                    observation = memory.apply_changes(origin, feed, episode=episode)
-                else:
-                    observation = memory.need_failed(need)
-            elif isinstance(need, FetchRules):
-                response = await self.client.get(need.path)
-                if response.status_code == 200:
-                    listing = RulesListing.model_validate(response.json())
-                    observation = memory.apply_rules(origin, listing, episode=episode)
-                else:
-                    observation = memory.need_failed(need)
-            else:  # pragma: no cover - a new need type must be handled here
-                raise TypeError(f"unknown memory need {need!r}")
+                params = {"since": need.since, **({"epoch": need.epoch} if need.epoch else {})}
+            response = await self.client.get(need.path, params=params)
+            body = response.json() if is_json(response) else None
+            observation = self.memory.answer(need, response.status_code, body, episode=episode)
             self.log(observation, episode, attempt, None)
             pending.extend(observation.needs)
+        raise RuntimeError(f"the memory kept asking for more after {MAX_NEED_ROUNDS * 4} fetches")
 
     def log(self, observation: Observation, episode: int, attempt: int, request) -> None:
         """Write the memory's events, each eviction labelled by the oracle."""

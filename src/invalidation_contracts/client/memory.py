@@ -357,6 +357,33 @@ class FixMemory:
                 self._resync(tx, "the server's change log no longer covers the memory's position")
             return self._settle(tx)
 
+    def answer(
+        self,
+        need: Need,
+        status: int,
+        body: Any,
+        *,
+        episode: int | None = None,
+        signature: str | None = None,
+    ) -> Observation:
+        """Feed the HTTP answer to a need, whatever it was: the one call an adapter makes.
+
+        410 → ``resync_required``; 200 with a valid body → ``apply_changes`` / ``apply_rules``;
+        anything else (another status, a body that does not parse) → ``need_failed``.
+        """
+        if status == 410:
+            problem = body if isinstance(body, Mapping) else None
+            return self.resync_required(
+                need.origin, episode=episode, problem=problem, signature=signature
+            )
+        if status == 200 and isinstance(body, Mapping):
+            apply = self.apply_changes if isinstance(need, FetchChanges) else self.apply_rules
+            try:
+                return apply(need.origin, body, episode=episode, signature=signature)
+            except ValidationError:
+                pass
+        return self.need_failed(need, episode=episode)
+
     def need_failed(self, need: Need, *, episode: int | None = None) -> Observation:
         """A need could not be fulfilled (not served, or not understood): fall back conservatively.
 

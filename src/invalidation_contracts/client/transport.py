@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
-from pydantic import ValidationError
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 from .events import FetchChanges, MemoryEvent, Need, Observation
@@ -116,29 +115,13 @@ class _Contract:
     def need_answered(
         self, need: Need, response: httpx.Response, episode: int | None
     ) -> Observation:
-        body = _json_body(response)
-        signature = response.headers.get(CONTRACT_SIGNATURE)
-        if response.status_code == 410:
-            obs = self.memory.resync_required(
-                need.origin,
-                episode=episode,
-                problem=body if isinstance(body, dict) else None,
-                signature=signature,
-            )
-        elif response.status_code == 200 and isinstance(body, dict):
-            try:
-                if isinstance(need, FetchChanges):
-                    obs = self.memory.apply_changes(
-                        need.origin, body, episode=episode, signature=signature
-                    )
-                else:
-                    obs = self.memory.apply_rules(
-                        need.origin, body, episode=episode, signature=signature
-                    )
-            except ValidationError:
-                obs = self.memory.need_failed(need, episode=episode)
-        else:
-            obs = self.memory.need_failed(need, episode=episode)
+        obs = self.memory.answer(
+            need,
+            response.status_code,
+            _json_body(response),
+            episode=episode,
+            signature=response.headers.get(CONTRACT_SIGNATURE),
+        )
         self.emit(obs)
         return obs
 
