@@ -280,10 +280,12 @@ class _Run:
             if self.spec.arm.apply_mode == "client" and number == 1:
                 request = self._apply_client_side(entries, request, episode)
             response, body = await self._send(request)
-            self._record_attempt(episode, number, request, response, body, plan)
+            cost = wire_cost(body)
+            self._record_attempt(episode, number, request, response, body, plan, cost)
             observation = memory.observe(
                 origin, request, response.status_code, body, episode=episode, injected=injected,
                 delta_since=_delta_since(response), response_bytes=len(response.content),
+                contract_bytes=cost.contract,
             )
             self.log(observation, episode, number, request)
             await self.fulfil(observation.needs, episode, number)
@@ -304,8 +306,7 @@ class _Run:
         response = await self.client.post(self.route.path, json=request, headers=headers)
         return response, response.json()
 
-    def _record_attempt(self, episode, number, request, response, body, plan) -> None:
-        cost = wire_cost(body)
+    def _record_attempt(self, episode, number, request, response, body, plan, cost) -> None:
         feedback = body.get("recovery_feedback") or {}
         self.writer.write(
             "attempt", episode=episode, attempt=number, status=response.status_code, request=request,

@@ -55,7 +55,8 @@ from .layout import commit_ops, has_tombstone, load_origin, load_tombstones, sto
 from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .state import OriginState
-from .stats import OriginStats, contract_bytes
+from .stats import OriginStats
+from .stats import contract_bytes as measure_contract_bytes
 from .stores import InMemoryStore, SQLiteStore, Store
 from .strategies import Strategy, evict_changed_rows, resolve_held, restamp_unchanged, strategy_for
 from .trust import TrustPolicy
@@ -209,6 +210,7 @@ class FixMemory:
         injected: Iterable[str] = (),
         delta_since: int | None = None,
         response_bytes: int | None = None,
+        contract_bytes: int | None = None,
         response_id: str | None = None,
         signature: str | None = None,
     ) -> Observation:
@@ -218,14 +220,18 @@ class FixMemory:
         ``derived_from``). ``delta_since``: the ``Contract-Since`` the server echoed, when it did —
         then ``table_versions`` lists only tables changed after it. ``signature``: the response's
         ``Contract-Signature``, checked against ``body`` as received when the trust policy has
-        keys. ``request`` is kept for symmetry with the wire and is not stored.
+        keys. ``contract_bytes``: the body's contract bytes when the caller measured them already
+        (``protocol.wirecost``); else the memory measures them. ``request`` is kept for symmetry
+        with the wire and is not stored.
         """
         del request
         with self._lock:
             tx = self._begin(origin, episode)
             body = body if isinstance(body, Mapping) else {}
             tx.stats.responses += 1
-            tx.stats.contract_bytes += contract_bytes(body)
+            tx.stats.contract_bytes += (
+                contract_bytes if contract_bytes is not None else measure_contract_bytes(body)
+            )
             if response_bytes is not None:
                 tx.stats.response_bytes += response_bytes
             if not self.strategy.stores:
