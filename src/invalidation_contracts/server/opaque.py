@@ -49,6 +49,8 @@ class OpaqueNames:
         if not isinstance(key, bytes) or len(key) < MIN_KEY_BYTES:
             raise ValueError(f"an opaque-names key must be at least {MIN_KEY_BYTES} bytes")
         self._key = key
+        self._tags: dict[tuple[str, ...], str] = {}
+        """Tags already computed: bounded by the schema's names and keys, asked on every response."""
 
     # -- names -------------------------------------------------------------------------------
 
@@ -174,8 +176,11 @@ class OpaqueNames:
     # -- internals ---------------------------------------------------------------------------
 
     def _tag(self, *parts: str) -> str:
-        digest = hmac.new(self._key, canonical_json(list(parts)), hashlib.sha256)
-        return digest.hexdigest()[:TAG_LENGTH]
+        tag = self._tags.get(parts)
+        if tag is None:
+            digest = hmac.new(self._key, canonical_json(list(parts)), hashlib.sha256)
+            tag = self._tags[parts] = digest.hexdigest()[:TAG_LENGTH]
+        return tag
 
     def _versions(self, versions: Mapping[str, str]) -> dict[str, str]:
         return dict(sorted((self.table(name), version) for name, version in versions.items()))
