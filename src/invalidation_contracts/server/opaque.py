@@ -42,6 +42,9 @@ MIN_KEY_BYTES = 16
 C = TypeVar("C", bound=ContractFields)
 
 
+TAG_CACHE_SIZE = 65_536
+
+
 class OpaqueNames:
     """Maps a provider's names to keyed tags (and tags of the loaded tables back to names)."""
 
@@ -50,7 +53,7 @@ class OpaqueNames:
             raise ValueError(f"an opaque-names key must be at least {MIN_KEY_BYTES} bytes")
         self._key = key
         self._tags: dict[tuple[str, ...], str] = {}
-        """Tags already computed: bounded by the schema's names and keys, asked on every response."""
+        """Tags already computed (asked on every response); cleared past ``TAG_CACHE_SIZE``."""
 
     # -- names -------------------------------------------------------------------------------
 
@@ -178,6 +181,8 @@ class OpaqueNames:
     def _tag(self, *parts: str) -> str:
         tag = self._tags.get(parts)
         if tag is None:
+            if len(self._tags) >= TAG_CACHE_SIZE:
+                self._tags.clear()
             digest = hmac.new(self._key, canonical_json(list(parts)), hashlib.sha256)
             tag = self._tags[parts] = digest.hexdigest()[:TAG_LENGTH]
         return tag
