@@ -412,26 +412,27 @@ def _ladder(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import os
 
-    from .bench.arms import LADDER, Arm
-    from .bench.grid import SIMULATED_PROFILES, Grid, load_grid
+    from .bench.arms import Arm
+    from .bench.grid import Grid, ladder_grid, load_grid
     from .bench.scenario import ScenarioError, load_scenario
+    from .server.auth import ADMIN_TOKEN_ENV
 
     try:
-        grid = load_grid(args.grid) if args.grid else Grid([load_scenario("payments-drifted")], SIMULATED_PROFILES, LADDER)
+        base = load_grid(args.grid) if args.grid else ladder_grid()
         grid = Grid(
-            scenarios=[load_scenario(s) for s in args.scenario] if args.scenario else grid.scenarios,
-            planners=args.planner or grid.planners,
-            arms=[Arm.parse(a) for a in args.arm] if args.arm else grid.arms,
-            seeds=args.seeds or grid.seeds,
-            rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else grid.rules_arms,
+            scenarios=[load_scenario(s) for s in args.scenario] if args.scenario else base.scenarios,
+            planners=args.planner or base.planners,
+            arms=[Arm.parse(a) for a in args.arm] if args.arm else base.arms,
+            seeds=args.seeds or base.seeds,
+            rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
     except (ScenarioError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
     options = {}
     if args.server_url:
-        token = args.admin_token or os.environ.get("INVALIDATION_CONTRACTS_ADMIN_TOKEN")
+        token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV)
         if not token:
-            raise CommandError("--server-url needs --admin-token or $INVALIDATION_CONTRACTS_ADMIN_TOKEN")
+            raise CommandError(f"--server-url needs --admin-token or ${ADMIN_TOKEN_ENV}")
         options = {"server_url": args.server_url, "admin_token": token}
     return _execute_grid(grid, args, **options)
 
