@@ -259,7 +259,9 @@ def _report(
             slopes["lookup"] < TARGET_SLOPE,
         ),
     ]
-    fig = figure(figures_dir / "client_cost.png", lambda f: _draw(f, points, contrast), size=(7.0, 5.2))
+    fig = figure(
+        figures_dir / "client_cost.png", lambda f: _draw(f, points, contrast), size=(7.0, 5.2)
+    )
     md = "\n\n".join(
         [
             (

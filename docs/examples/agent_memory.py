@@ -22,24 +22,34 @@ async def main() -> None:
 
     with FixMemory("row", store=Path(tempfile.mkdtemp()) / "memory.sqlite") as memory:
         transport = httpx.ASGITransport(app=app)
-        async with async_contract_client(memory, transport=transport, base_url="http://acme.test") as http:
-            first = await http.post("/v1/subscriptions", json=task)        # 422: a fix is learned
+        async with async_contract_client(
+            memory, transport=transport, base_url="http://acme.test"
+        ) as http:
+            first = await http.post("/v1/subscriptions", json=task)  # 422: a fix is learned
             learned = [e.type for e in memory.entries("http://acme.test")]
             print("first try:", first.status_code, "-> learned", learned)
 
-            (fix,) = memory.relevant("http://acme.test", task)              # episode 2: reuse it
-            second = await http.post("/v1/subscriptions", json={**task, **fix.suggestion.parameters})
+            (fix,) = memory.relevant("http://acme.test", task)  # episode 2: reuse it
+            second = await http.post(
+                "/v1/subscriptions", json={**task, **fix.suggestion.parameters}
+            )
             print("with the cached fix:", second.status_code)
 
-            rotation = catalog.read_snapshot("active_csm_codes.rotation-1")  # the operator rotates codes
+            rotation = catalog.read_snapshot(
+                "active_csm_codes.rotation-1"
+            )  # the operator rotates codes
             await http.post(
                 "/admin/reload-table",
                 json={"table": rotation.table, "rows": rotation.rows},
                 headers={"Authorization": "Bearer operator-secret"},
             )
-            await http.post("/v1/subscriptions", json=catalog.family("plain-starter-monthly").draft())
+            await http.post(
+                "/v1/subscriptions", json=catalog.family("plain-starter-monthly").draft()
+            )
             reasons = [t.reason.value for t in memory.tombstones("http://acme.test")]
-            print("after the rotation: live", memory.entries("http://acme.test"), "evicted", reasons)
+            print(
+                "after the rotation: live", memory.entries("http://acme.test"), "evicted", reasons
+            )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,9 @@ class _Parser(argparse.ArgumentParser):
 
 def _add_schema(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("schema", help="write the JSON Schema of every wire object")
-    p.add_argument("--out", type=Path, default=None, help="directory to write <Name>.schema.json into")
+    p.add_argument(
+        "--out", type=Path, default=None, help="directory to write <Name>.schema.json into"
+    )
     p.set_defaults(handler=_schema)
 
 
@@ -60,7 +62,9 @@ def _add_planners(sub: argparse._SubParsersAction) -> None:
         help="simulated:PROFILE, anthropic:MODEL, openai:MODEL or openai-compatible:MODEL@URL",
     )
     p.add_argument("--seed", type=int, default=0, help="seed passed to the planner (default 0)")
-    p.add_argument("--rounds", type=_positive_int, default=1, help="times each probe runs (default 1)")
+    p.add_argument(
+        "--rounds", type=_positive_int, default=1, help="times each probe runs (default 1)"
+    )
     p.add_argument("--no-l2", action="store_true", help="leave the L2 sentence out of the prompt")
     p.add_argument(
         "--max-retries", type=int, default=None, help="SDK retries on 429/5xx (vendor planners)"
@@ -114,24 +118,34 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     p.add_argument(
-        "--admin-token-env", default=ADMIN_TOKEN_ENV, metavar="VAR",
+        "--admin-token-env",
+        default=ADMIN_TOKEN_ENV,
+        metavar="VAR",
         help=f"environment variable holding the admin token (default {ADMIN_TOKEN_ENV})",
     )
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
     p.add_argument(
-        "--signing-key", type=Path, action="append", default=[], metavar="PEM",
+        "--signing-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
         help="Ed25519 private key (PEM) to sign freshness statements with; repeat to rotate "
         "(the key id is the file's stem; the last one signs)",
     )
     p.add_argument(
-        "--opaque-key-env", default=None, metavar="VAR",
+        "--opaque-key-env",
+        default=None,
+        metavar="VAR",
         help="environment variable holding a secret (>= 16 bytes): send table names and keys as tags",
     )
     p.set_defaults(handler=_serve)
 
-    p = sub.add_parser("keygen", help="write a new Ed25519 signing key (PEM) and print its public key")
+    p = sub.add_parser(
+        "keygen", help="write a new Ed25519 signing key (PEM) and print its public key"
+    )
     p.add_argument("--out", type=Path, required=True, help="where to write the private key (PEM)")
     p.set_defaults(handler=_keygen)
 
@@ -187,7 +201,9 @@ def _trust_options(args: argparse.Namespace):
         opaque = secret.encode()
     if not keys and opaque is None:
         return None
-    return TrustOptions(signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque)
+    return TrustOptions(
+        signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque
+    )
 
 
 def _keygen(args: argparse.Namespace) -> int:
@@ -233,8 +249,12 @@ def _serve(args: argparse.Namespace) -> int:
     trust = _trust_options(args)
     try:
         app = create_app(
-            domain, level=args.level, store=args.db, admin_token=token,
-            protect_graph=args.protect_graph, trust=trust,
+            domain,
+            level=args.level,
+            store=args.db,
+            admin_token=token,
+            protect_graph=args.protect_graph,
+            trust=trust,
         )
         serve(app, host=args.host, port=args.port)
     except StorageError as exc:
@@ -276,7 +296,8 @@ def _reload(args: argparse.Namespace) -> int:
     else:
         d = result.diff
         what = (
-            "touch, no row changed" if result.touch
+            "touch, no row changed"
+            if result.touch
             else f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
         )
         print(
@@ -311,18 +332,26 @@ def _seeds(text: str) -> list[int]:
     try:
         seeds = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"seeds must be comma-separated integers, not {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"seeds must be comma-separated integers, not {text!r}"
+        ) from None
     if not seeds:
         raise argparse.ArgumentTypeError("at least one seed is needed")
     return seeds
 
 
 def _add_harness_output(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", type=Path, default=Path("results"), help="results directory (default: results)")
+    p.add_argument(
+        "--out", type=Path, default=Path("results"), help="results directory (default: results)"
+    )
     p.add_argument("--concurrency", type=int, default=4, help="runs in flight at once (default: 4)")
-    p.add_argument("--fresh", action="store_true", help="rerun cells whose artifacts are already complete")
+    p.add_argument(
+        "--fresh", action="store_true", help="rerun cells whose artifacts are already complete"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--json", action="store_true", help="print the summary as JSON instead of a table")
+    p.add_argument(
+        "--json", action="store_true", help="print the summary as JSON instead of a table"
+    )
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
@@ -330,29 +359,64 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "ladder",
         help="the paper's A-ladder on payments-drifted with the simulated profiles (the main job)",
     )
-    p.add_argument("--scenario", default="payments-drifted", help="stream to run (default: payments-drifted)")
-    p.add_argument("--seeds", type=_seeds, default=[0, 1, 2], help="comma-separated seeds (default: 0,1,2)")
+    p.add_argument(
+        "--scenario", default="payments-drifted", help="stream to run (default: payments-drifted)"
+    )
+    p.add_argument(
+        "--seeds", type=_seeds, default=[0, 1, 2], help="comma-separated seeds (default: 0,1,2)"
+    )
     _add_harness_output(p)
     p.set_defaults(handler=_ladder)
 
     p = sub.add_parser("run", help="run any grid: scenarios x planners x arms x seeds")
-    p.add_argument("--grid", help="TOML grid file (scenarios, planners, arms, seeds), or a shipped grid: paper")
-    p.add_argument("--scenario", action="append", default=None, help="scenario name or manifest path (repeatable)")
-    p.add_argument("--planner", action="append", default=None, help="planner spec, e.g. simulated:exact (repeatable)")
-    p.add_argument("--arm", action="append", default=None, help="STRATEGY[/DETECTION[/APPLY]], e.g. row or A2D (repeatable)")
-    p.add_argument("--seeds", type=_seeds, default=None, help="comma-separated seeds (default: 0,1,2)")
-    p.add_argument("--server-url", default=None, help="run against a server at this URL instead of in-process")
-    p.add_argument("--admin-token", default=None, help="that server's admin token (default: $INVALIDATION_CONTRACTS_ADMIN_TOKEN)")
+    p.add_argument(
+        "--grid", help="TOML grid file (scenarios, planners, arms, seeds), or a shipped grid: paper"
+    )
+    p.add_argument(
+        "--scenario",
+        action="append",
+        default=None,
+        help="scenario name or manifest path (repeatable)",
+    )
+    p.add_argument(
+        "--planner",
+        action="append",
+        default=None,
+        help="planner spec, e.g. simulated:exact (repeatable)",
+    )
+    p.add_argument(
+        "--arm",
+        action="append",
+        default=None,
+        help="STRATEGY[/DETECTION[/APPLY]], e.g. row or A2D (repeatable)",
+    )
+    p.add_argument(
+        "--seeds", type=_seeds, default=None, help="comma-separated seeds (default: 0,1,2)"
+    )
+    p.add_argument(
+        "--server-url", default=None, help="run against a server at this URL instead of in-process"
+    )
+    p.add_argument(
+        "--admin-token",
+        default=None,
+        help="that server's admin token (default: $INVALIDATION_CONTRACTS_ADMIN_TOKEN)",
+    )
     _add_harness_output(p)
     p.set_defaults(handler=_run)
 
-    p = sub.add_parser("report", help="rebuild report.md, figures and the summary from artifacts alone")
-    p.add_argument("--from", dest="root", type=Path, default=Path("results"), help="results directory")
+    p = sub.add_parser(
+        "report", help="rebuild report.md, figures and the summary from artifacts alone"
+    )
+    p.add_argument(
+        "--from", dest="root", type=Path, default=Path("results"), help="results directory"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("scenarios", help="list the shipped scenario manifests, or validate one")
-    p.add_argument("manifest", nargs="?", help="a scenario name or manifest path to validate and describe")
+    p.add_argument(
+        "manifest", nargs="?", help="a scenario name or manifest path to validate and describe"
+    )
     p.set_defaults(handler=_scenarios)
 
 
@@ -367,8 +431,13 @@ def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
 
     outcome = asyncio.run(
         run_grid(
-            grid, args.out, concurrency=args.concurrency, progress=not (args.no_progress or args.json),
-            command=_command_line(), resume=not args.fresh, **options,
+            grid,
+            args.out,
+            concurrency=args.concurrency,
+            progress=not (args.no_progress or args.json),
+            command=_command_line(),
+            resume=not args.fresh,
+            **options,
         )
     )
     for spec, exc in outcome.failed:
@@ -420,7 +489,9 @@ def _run(args: argparse.Namespace) -> int:
     try:
         base = load_grid(args.grid) if args.grid else ladder_grid()
         grid = Grid(
-            scenarios=[load_scenario(s) for s in args.scenario] if args.scenario else base.scenarios,
+            scenarios=[load_scenario(s) for s in args.scenario]
+            if args.scenario
+            else base.scenarios,
             planners=args.planner or base.planners,
             arms=[Arm.parse(a) for a in args.arm] if args.arm else base.arms,
             seeds=args.seeds or base.seeds,
@@ -448,13 +519,17 @@ def _scenarios(args: argparse.Namespace) -> int:
     if args.manifest is None:
         for name in shipped_scenarios():
             scenario = load_scenario(name)
-            print(f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}")
+            print(
+                f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}"
+            )
         return 0
     try:
         scenario = load_scenario(args.manifest)
     except ScenarioError as exc:
         raise CommandError(str(exc)) from exc
-    print(f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}")
+    print(
+        f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}"
+    )
     for event in scenario.drift:
         print(f"  after episode {event.after_episode}: {event.target} ({event.kind})")
     print(f"  stale slots: {scenario.stale_slots or 'none'}")
@@ -539,7 +614,11 @@ def _memory_evict(args: argparse.Namespace) -> int:
 
 #: One registrar per command group, in help order.
 _REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
-    _add_bench, _add_schema, _add_planners, _add_service, _add_memory,
+    _add_bench,
+    _add_schema,
+    _add_planners,
+    _add_service,
+    _add_memory,
 ]
 
 

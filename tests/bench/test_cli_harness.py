@@ -24,8 +24,22 @@ def test_ladder_prints_the_table_and_writes_report_and_figures(tmp_path, capsys)
 
 
 def test_report_rebuilds_from_artifacts_alone(tmp_path, capsys):
-    main(["run", "--scenario", "payments-control", "--planner", "simulated:exact", "--arm", "row",
-          "--seeds", "0", "--out", str(tmp_path), "--no-progress"])
+    main(
+        [
+            "run",
+            "--scenario",
+            "payments-control",
+            "--planner",
+            "simulated:exact",
+            "--arm",
+            "row",
+            "--seeds",
+            "0",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     first = (tmp_path / "report.md").read_text()
     (tmp_path / "report.md").unlink()
     capsys.readouterr()
@@ -50,7 +64,9 @@ def test_report_on_a_directory_without_runs_is_a_one_line_error(tmp_path, capsys
         (["ladder", "--seeds", "x"], None),
     ],
 )
-def test_bad_harness_arguments_fail_with_a_clear_message(argv, message, tmp_path, capsys, monkeypatch):
+def test_bad_harness_arguments_fail_with_a_clear_message(
+    argv, message, tmp_path, capsys, monkeypatch
+):
     monkeypatch.delenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", raising=False)
     with pytest.raises(SystemExit) if message is None else _no_raise():
         code = main([*argv, "--out", str(tmp_path), "--no-progress"])
@@ -105,9 +121,26 @@ def live_server():
 
 def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, capsys):
     url, token = live_server
-    argv = ["run", "--scenario", "payments-drifted", "--planner", "simulated:exact", "--arm", "row",
-            "--arm", "table", "--seeds", "0", "--server-url", url, "--admin-token", token,
-            "--out", str(tmp_path), "--json"]
+    argv = [
+        "run",
+        "--scenario",
+        "payments-drifted",
+        "--planner",
+        "simulated:exact",
+        "--arm",
+        "row",
+        "--arm",
+        "table",
+        "--seeds",
+        "0",
+        "--server-url",
+        url,
+        "--admin-token",
+        token,
+        "--out",
+        str(tmp_path),
+        "--json",
+    ]
     assert main(argv) == 0
     cells = {c["arm"]: c for c in json.loads(capsys.readouterr().out)["cells"]}
     assert set(cells) == {"row", "table"}

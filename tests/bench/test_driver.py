@@ -15,7 +15,9 @@ def drive(events, token="t"):
     shadow = catalog.domain.registry()
 
     async def go():
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://x") as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://x"
+        ) as client:
             driver = DriftDriver(client, catalog, shadow, token)
             return [await driver.apply(e) for e in events], app.state.registry.state
 
@@ -23,7 +25,12 @@ def drive(events, token="t"):
     return results, server_state, shadow.state
 
 
-ROTATION = DriftEvent(after_episode=1, table="active_csm_codes", snapshot="active_csm_codes.rotation-1", kind="breaking")
+ROTATION = DriftEvent(
+    after_episode=1,
+    table="active_csm_codes",
+    snapshot="active_csm_codes.rotation-1",
+    kind="breaking",
+)
 
 
 def test_a_drift_event_reaches_the_server_and_the_shadow_alike():

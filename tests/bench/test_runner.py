@@ -20,7 +20,9 @@ ARMS = ("none", "naive", "table", "row")
 def drifted(tmp_path_factory):
     """payments-drifted with the exact planner, one seed, four arms: {arm: Run}."""
     root = tmp_path_factory.mktemp("drifted")
-    grid = Grid([load_scenario("payments-drifted")], ["simulated:exact"], [Arm(a) for a in ARMS], [0])
+    grid = Grid(
+        [load_scenario("payments-drifted")], ["simulated:exact"], [Arm(a) for a in ARMS], [0]
+    )
     outcome = asyncio.run(run_grid(grid, root, progress=False))
     assert outcome.failed == [] and outcome.ran == len(ARMS)
     return {run.meta.key.arm: run for run in read_runs(root)}
@@ -47,7 +49,9 @@ def test_row_invalidation_evicts_exactly_the_rotated_fix(drifted):
 
 
 def test_the_benign_bump_evicts_nothing_and_restamps_one_entry_at_row_granularity(drifted):
-    restamps = [r for r in drifted["row"].of("memory") if r["event"] == "restamp" and r["episode"] > 23]
+    restamps = [
+        r for r in drifted["row"].of("memory") if r["event"] == "restamp" and r["episode"] > 23
+    ]
     after_bump = [r for r in evictions(drifted["row"]) if r["episode"] > 23]
     assert after_bump == [] and len(restamps) == 1
     assert restamps[0]["key"]["type"] == "USE_REQUIRED_FUNDING_TYPE"
@@ -58,7 +62,16 @@ def test_table_invalidation_destroys_the_co_located_control_and_funding_fixes(dr
     wrong = {r["key"]["type"] for r in evictions(drifted["table"]) if r["stale"] is False}
     assert metrics.precision < 1.0 and metrics.evictions_correct == 1
     assert "USE_REQUIRED_FUNDING_TYPE" in wrong
-    assert len([r for r in evictions(drifted["table"]) if r["stale"] is False and r["key"]["type"] == "ADD_REQUIRED_PROMO_CODE"]) == 2
+    assert (
+        len(
+            [
+                r
+                for r in evictions(drifted["table"])
+                if r["stale"] is False and r["key"]["type"] == "ADD_REQUIRED_PROMO_CODE"
+            ]
+        )
+        == 2
+    )
 
 
 def test_table_invalidation_pays_re_derivation_retries_the_row_arm_does_not(drifted):
@@ -68,7 +81,9 @@ def test_table_invalidation_pays_re_derivation_retries_the_row_arm_does_not(drif
 def test_naive_memory_injects_the_stale_code_in_every_governed_episode_after_the_rotation(drifted):
     stale = [r for r in drifted["naive"].of("memory") if r["event"] == "inject" and r["stale"]]
     governed_after = [
-        e["episode"] for e in drifted["naive"].of("episode") if e["klass"] == "governed" and e["episode"] > 11
+        e["episode"]
+        for e in drifted["naive"].of("episode")
+        if e["klass"] == "governed" and e["episode"] > 11
     ]
     assert [r["episode"] for r in stale] == governed_after == [12, 16, 19, 22, 24, 29, 33]
     assert run_metrics(drifted["naive"]).evictions == 0
@@ -128,7 +143,12 @@ def test_conditional_contract_keeps_the_same_validity(tmp_path):
 
 
 def test_artifact_lines_are_json_records_with_a_discriminator(drifted):
-    assert {r["record"] for r in drifted["row"].records} >= {"attempt", "memory", "episode", "drift"}
+    assert {r["record"] for r in drifted["row"].records} >= {
+        "attempt",
+        "memory",
+        "episode",
+        "drift",
+    }
     assert json.loads(json.dumps(drifted["row"].records[0]))["record"]
 
 
@@ -136,7 +156,10 @@ def test_an_arm_named_by_its_paper_code_is_the_same_arm():
     assert Arm.parse("A2D") == Arm("row") and Arm.parse("A0/EAGER/planner") == Arm("none")
 
 
-@pytest.mark.parametrize("text, message", [("row/eager/clinet", "apply mode"), ("row/sometimes", "detection"), ("A9", "strategy")])
+@pytest.mark.parametrize(
+    "text, message",
+    [("row/eager/clinet", "apply mode"), ("row/sometimes", "detection"), ("A9", "strategy")],
+)
 def test_an_unknown_arm_part_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
         Arm.parse(text)

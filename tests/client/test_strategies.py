@@ -413,11 +413,15 @@ def test_a_table_no_longer_served_evicts_its_entries(server, standard_fixes):
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e3", TABLE)]
 
 
-def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(server, standard_fixes):
+def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(
+    server, standard_fixes
+):
     memory = FixMemory("row")
     memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
     server.update("codes", "plan_a", {"code": "WINTER"})
-    fresh = server.fix("ADD_PROMO", {"promo_code": "WINTER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+    fresh = server.fix(
+        "ADD_PROMO", {"promo_code": "WINTER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
+    )
 
     held = memory.observe(server.url, {}, 422, server.failure(fresh), injected=["e1"])
     settled = memory.apply_changes(server.url, server.changes(held.needs[0].since))
@@ -441,14 +445,20 @@ def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fix
 def test_an_injected_fix_the_server_contradicts_is_evicted(strategy, server, standard_fixes):
     memory = FixMemory(strategy)
     memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
-    drop = server.fix("REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+    drop = server.fix(
+        "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
+    )
 
-    obs = memory.observe(server.url, {"promo_code": "SUMMER"}, 422, server.failure(drop), injected=["e1"])
+    obs = memory.observe(
+        server.url, {"promo_code": "SUMMER"}, 422, server.failure(drop), injected=["e1"]
+    )
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": EvictionReason.CONTRADICTED}
 
 
-def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(server, standard_fixes):
+def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(
+    server, standard_fixes
+):
     memory = FixMemory("row")
     memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
     other = server.fix("ROUND", {"amount_cents": 100}, cache_hint="recompute")
@@ -461,7 +471,9 @@ def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(s
 def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
     memory = FixMemory("naive")
     memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
-    drop = server.fix("REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+    drop = server.fix(
+        "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
+    )
 
     obs = memory.observe(server.url, {}, 422, server.failure(drop), injected=["e1"])
 

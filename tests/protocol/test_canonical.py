@@ -31,7 +31,11 @@ def test_rules_version_changes_when_a_relation_is_redeclared():
     assert rules_version([("a", "b", "r")]) != rules_version([("a", "b", "other")])
 
 
-rows = st.dictionaries(st.text(min_size=1, max_size=5), st.one_of(st.integers(-(2**53) + 1, 2**53 - 1), st.text(max_size=5)), max_size=5)
+rows = st.dictionaries(
+    st.text(min_size=1, max_size=5),
+    st.one_of(st.integers(-(2**53) + 1, 2**53 - 1), st.text(max_size=5)),
+    max_size=5,
+)
 
 
 @settings(max_examples=100, deadline=None)

@@ -35,7 +35,10 @@ def test_paper_level_one_listing_parses():
     assert Suggestion.model_validate(body).to_wire() == body
 
 
-@pytest.mark.parametrize("text, level", [("6", Level.RULES_FINGERPRINT), ("L4", Level.DEPENDENCY_VECTORS), (0, Level.RAW)])
+@pytest.mark.parametrize(
+    "text, level",
+    [("6", Level.RULES_FINGERPRINT), ("L4", Level.DEPENDENCY_VECTORS), (0, Level.RAW)],
+)
 def test_level_parse_accepts_numbers_and_l_prefix(text, level):
     assert Level.parse(text) is level
 
@@ -107,9 +110,13 @@ def test_to_json_is_the_compact_encoding_of_to_wire():
         recovery_feedback=RecoveryFeedback(
             suggestions=[
                 Suggestion(
-                    type="T", parameters={"promo_code": None, "n": 1.5}, action="rewrite_value",
-                    cache_hint="cacheable", tables=[{"table": "t", "version": "1.0.0", "keys": ["k"]}],
-                    rules=[("a", "b", "r")], patch=[{"op": "replace", "path": "/promo_code", "value": None}],
+                    type="T",
+                    parameters={"promo_code": None, "n": 1.5},
+                    action="rewrite_value",
+                    cache_hint="cacheable",
+                    tables=[{"table": "t", "version": "1.0.0", "keys": ["k"]}],
+                    rules=[("a", "b", "r")],
+                    patch=[{"op": "replace", "path": "/promo_code", "value": None}],
                 )
             ]
         ),

@@ -75,21 +75,27 @@ def test_conditional_rewrite_patch_tests_its_precondition_first(domain):
 def test_no_patch_is_published_for_fields_outside_the_patchable_set(domain):
     from dataclasses import replace
 
-    narrow = replace(domain, routes=[replace(domain.routes[0], patchable=frozenset({"amount_cents"}))])
+    narrow = replace(
+        domain, routes=[replace(domain.routes[0], patchable=frozenset({"amount_cents"}))]
+    )
     (s,) = suggestions(handle(narrow, GOVERNED))
     assert "patch" not in s
 
 
 def test_conditional_contract_sends_only_tables_changed_since(domain):
     provider = Provider(domain)
-    provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
+    provider.registry.reload(
+        "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
+    )
     outcome = provider.handle(domain.routes[0], GOVERNED, since=0)
     assert outcome.body.table_versions == {"token_funding_map": "1.0.1"}
 
 
 def test_conditional_contract_omits_what_did_not_move_since(domain):
     provider = Provider(domain)
-    provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
+    provider.registry.reload(
+        "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
+    )
     epoch = provider.registry.state.epoch
     body = provider.handle(domain.routes[0], GOVERNED, since=1, epoch=epoch).body.to_wire()
     for absent in ("table_versions", "rules_version", "contract_seq", "contract_epoch"):
@@ -104,7 +110,9 @@ def test_conditional_contract_names_the_epoch_when_the_client_knows_another(doma
 
 def test_conditional_contract_sends_the_seq_when_the_client_is_behind(domain):
     provider = Provider(domain)
-    provider.registry.reload("token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1")
+    provider.registry.reload(
+        "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
+    )
     assert provider.handle(domain.routes[0], GOVERNED, since=0).body.contract_seq == 1
 
 
@@ -133,7 +141,9 @@ def test_suggestion_versions_come_from_the_same_state_as_the_stamps(domain):
     provider = Provider(domain, level=Level.DEPENDENCY_VECTORS)
     for i in range(3):
         outcome = provider.handle(domain.routes[0], FUNDING)
-        provider.registry.reload("recommended_credit_token", {"default": {"token": "tok_credit"}}, version=f"1.0.{i + 1}")
+        provider.registry.reload(
+            "recommended_credit_token", {"default": {"token": "tok_credit"}}, version=f"1.0.{i + 1}"
+        )
         (s,) = suggestions(outcome)
         assert all(outcome.body.table_versions[d["table"]] == d["version"] for d in s["tables"])
 
@@ -149,8 +159,20 @@ def test_the_oracle_judges_each_fix_of_one_type_by_its_scope(domain):
     def two(request, tables):
         tables["active_csm_codes"].get("growth")
         return [
-            Violation("SAME", "first", {"promo_code": "A"}, Action.ADD_FIELD, scope={"plan": request["plan"], "slot": 1}),
-            Violation("SAME", "second", {"amount_cents": 200}, Action.REWRITE_VALUE, scope={"plan": request["plan"], "slot": 2}),
+            Violation(
+                "SAME",
+                "first",
+                {"promo_code": "A"},
+                Action.ADD_FIELD,
+                scope={"plan": request["plan"], "slot": 1},
+            ),
+            Violation(
+                "SAME",
+                "second",
+                {"amount_cents": 200},
+                Action.REWRITE_VALUE,
+                scope={"plan": request["plan"], "slot": 2},
+            ),
         ]
 
     route = replace(domain.routes[0], policies=[two])

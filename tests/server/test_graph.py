@@ -43,7 +43,13 @@ def test_downstream_follows_chains_of_any_depth():
         "b": Snapshot.build("b", "1", {"y": {"ref": ["z"]}}),
         "c": Snapshot.build("c", "1", {"z": {"ref": ["x"]}}),
     }
-    rules = RuleSet([Rule("a", "b", "r", via="ref"), Rule("b", "c", "r", via="ref"), Rule("c", "a", "r", via="ref")])
+    rules = RuleSet(
+        [
+            Rule("a", "b", "r", via="ref"),
+            Rule("b", "c", "r", via="ref"),
+            Rule("c", "a", "r", via="ref"),
+        ]
+    )
     graph = KnowledgeGraph.build(snaps, rules)
     assert graph.downstream(["a:x"]) == ["b:y", "c:z"]
 
@@ -63,7 +69,9 @@ def test_graph_edges_equal_every_rule_instance(table_rows, rules):
 
 @settings(max_examples=150, deadline=None)
 @given(tables, rule_sets, st.sampled_from(TABLES), rows)
-def test_affected_downstream_equals_reachability_in_the_pre_reload_graph(table_rows, rules, table, new_rows):
+def test_affected_downstream_equals_reachability_in_the_pre_reload_graph(
+    table_rows, rules, table, new_rows
+):
     registry = Registry(table_rows, rules)
     before = brute_force_edges(table_rows, rules)
     result = registry.reload(table, new_rows, version="9.0.0")

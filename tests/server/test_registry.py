@@ -197,7 +197,9 @@ def test_concurrent_reloads_are_serialized_without_losing_a_seq():
 def test_one_triple_declared_with_and_without_via_is_refused_not_crashed():
     reg = make_registry()
     with pytest.raises(ProtocolError) as err:
-        reg.set_rules([Rule("codes", "eligible", "r", via=None), Rule("codes", "eligible", "r", via="code")])
+        reg.set_rules(
+            [Rule("codes", "eligible", "r", via=None), Rule("codes", "eligible", "r", via="code")]
+        )
     assert err.value.kind is ProblemType.INVALID_RULES
 
 

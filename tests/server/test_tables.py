@@ -18,7 +18,10 @@ def as_json(value):
 
 
 def test_false_and_zero_are_different_row_content():
-    old, new = Snapshot.build("t", "1", {"k": {"a": 0}}), Snapshot.build("t", "2", {"k": {"a": False}})
+    old, new = (
+        Snapshot.build("t", "1", {"k": {"a": 0}}),
+        Snapshot.build("t", "2", {"k": {"a": False}}),
+    )
     assert diff(old, new).changed == ["k"]
 
 
@@ -63,14 +66,18 @@ def test_diff_is_exact(old_rows, new_rows):
     d = diff(Snapshot.build("t", "1", old_rows), Snapshot.build("t", "2", new_rows))
     assert d.added == sorted(set(new_rows) - set(old_rows))
     assert d.removed == sorted(set(old_rows) - set(new_rows))
-    assert d.changed == sorted(k for k in set(old_rows) & set(new_rows) if as_json(old_rows[k]) != as_json(new_rows[k]))
+    assert d.changed == sorted(
+        k for k in set(old_rows) & set(new_rows) if as_json(old_rows[k]) != as_json(new_rows[k])
+    )
 
 
 @settings(max_examples=200, deadline=None)
 @given(table, table)
 def test_diff_restricted_to_the_patched_keys_equals_the_full_diff(old_rows, new_rows):
     old = Snapshot.build("t", "1", old_rows)
-    upsert = {k: v for k, v in new_rows.items() if k not in old_rows or as_json(old_rows[k]) != as_json(v)}
+    upsert = {
+        k: v for k, v in new_rows.items() if k not in old_rows or as_json(old_rows[k]) != as_json(v)
+    }
     delete = [k for k in old_rows if k not in new_rows]
     new = old.with_changes("2", upsert, delete)
     assert diff(old, new, [*upsert, *delete]) == diff(old, new)

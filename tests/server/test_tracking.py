@@ -45,7 +45,12 @@ def test_rule_lookups_are_recorded_only_when_found():
     assert tracker.rules == [("t1", "t2", "r")]
 
 
-reads = st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.sampled_from(KEYS), st.sampled_from(["get", "in", "item"])), max_size=10)
+reads = st.lists(
+    st.tuples(
+        st.sampled_from(["t1", "t2"]), st.sampled_from(KEYS), st.sampled_from(["get", "in", "item"])
+    ),
+    max_size=10,
+)
 
 
 @settings(max_examples=200, deadline=None)

@@ -35,7 +35,9 @@ def test_versions_honour_contract_since(client, admin):
 
 def test_versions_leave_out_the_epoch_the_client_names(client, admin):
     epoch = client.get("/contract/versions").json()["contract_epoch"]
-    known = client.get("/contract/versions", headers={"Contract-Since": "0", "Contract-Epoch": epoch})
+    known = client.get(
+        "/contract/versions", headers={"Contract-Since": "0", "Contract-Epoch": epoch}
+    )
     other = client.get("/contract/versions", headers={"Contract-Since": "0", "Contract-Epoch": "x"})
     assert "contract_epoch" not in known.json() and other.json()["contract_epoch"] == epoch
 

@@ -23,7 +23,9 @@ def test_serve_builds_trust_options_from_its_flags(tmp_path, monkeypatch):
     main(["keygen", "--out", str(tmp_path / "old.pem")])
     main(["keygen", "--out", str(tmp_path / "new.pem")])
     monkeypatch.setenv("OPAQUE", "x" * 32)
-    args = argparse.Namespace(signing_key=[tmp_path / "old.pem", tmp_path / "new.pem"], opaque_key_env="OPAQUE")
+    args = argparse.Namespace(
+        signing_key=[tmp_path / "old.pem", tmp_path / "new.pem"], opaque_key_env="OPAQUE"
+    )
     trust = _trust_options(args)
     assert set(trust.signing_keys) == {"old", "new"} and trust.active_kid == "new"
     assert trust.opaque_key == b"x" * 32

@@ -39,7 +39,11 @@ class RunKey:
     @property
     def slug(self) -> str:
         planner = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.planner)
-        variant = "" if (self.detection, self.apply_mode) == ("eager", "planner") else f"-{self.detection}-{self.apply_mode}"
+        variant = (
+            ""
+            if (self.detection, self.apply_mode) == ("eager", "planner")
+            else f"-{self.detection}-{self.apply_mode}"
+        )
         arm = self.arm.replace("+", "_")
         return f"{self.scenario}/{planner}/{arm}{variant}/seed-{self.seed}"
 
@@ -97,7 +101,9 @@ class ArtifactWriter:
         self._file: TextIO = self.records_path.open("w", encoding="utf-8")
 
     def write(self, record: str, **fields: Any) -> None:
-        self._file.write(json.dumps({"record": record, **fields}, separators=(",", ":"), default=str) + "\n")
+        self._file.write(
+            json.dumps({"record": record, **fields}, separators=(",", ":"), default=str) + "\n"
+        )
 
     def finish(self, metadata: RunMetadata) -> None:
         self._file.close()

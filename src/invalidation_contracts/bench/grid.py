@@ -16,7 +16,12 @@ from .artifacts import is_complete
 from .runner import PlannerFactory, RunSpec, run_one
 from .scenario import Scenario, ScenarioError, load_scenario, scenarios_dir
 
-SIMULATED_PROFILES = ("simulated:exact", "simulated:conservative", "simulated:opt-out", "simulated:paraphrase")
+SIMULATED_PROFILES = (
+    "simulated:exact",
+    "simulated:conservative",
+    "simulated:opt-out",
+    "simulated:paraphrase",
+)
 
 
 @dataclass(frozen=True)
@@ -58,7 +63,9 @@ def load_grid(path: Path | str) -> Grid:
         shipped = scenarios_dir() / "grids" / f"{path}.toml"
         if not shipped.exists():
             names = sorted(p.stem for p in (scenarios_dir() / "grids").glob("*.toml"))
-            raise ScenarioError(f"no grid named {str(path)!r}; shipped: {', '.join(names) or 'none'}")
+            raise ScenarioError(
+                f"no grid named {str(path)!r}; shipped: {', '.join(names) or 'none'}"
+            )
         path = shipped
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -109,14 +116,20 @@ async def run_grid(
     if planner_factory is not None:
         options["planner_factory"] = planner_factory
     with Progress(
-        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-        disable=not progress, transient=False,
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        disable=not progress,
+        transient=False,
     ) as bar:
         task = bar.add_task("runs", total=len(todo))
 
         async def one(spec: RunSpec) -> None:
             async with semaphore:
-                bar.update(task, description=f"{spec.scenario.name} {spec.planner} {spec.arm} s{spec.seed}")
+                bar.update(
+                    task, description=f"{spec.scenario.name} {spec.planner} {spec.arm} s{spec.seed}"
+                )
                 try:
                     await run_one(spec, root, command=command, **options)
                     outcome.ran += 1

@@ -63,7 +63,12 @@ class RunSpec:
     @property
     def key(self) -> RunKey:
         return RunKey(
-            self.scenario.name, self.planner, self.arm.strategy, self.seed, self.arm.detection, self.arm.apply_mode
+            self.scenario.name,
+            self.planner,
+            self.arm.strategy,
+            self.seed,
+            self.arm.detection,
+            self.arm.apply_mode,
         )
 
 
@@ -97,7 +102,9 @@ def check_scenario(scenario: Scenario, catalog) -> None:
                 f"known: {sorted(catalog.snapshots)}"
             )
         if event.table is not None and event.table not in catalog.domain.tables:
-            raise ScenarioMismatch(f"{scenario.name}: {scenario.domain} has no table {event.table!r}")
+            raise ScenarioMismatch(
+                f"{scenario.name}: {scenario.domain} has no table {event.table!r}"
+            )
         if event.rules is not None and event.rules not in catalog.rule_sets:
             raise ScenarioMismatch(
                 f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "
@@ -146,7 +153,9 @@ async def run_one(
     if server_url is None:
         if app_factory is None:
             from ..server.app import create_app as app_factory
-        app = app_factory(catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token)
+        app = app_factory(
+            catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
+        )
         origin = f"http://{scenario.domain.replace('_', '-')}.invalid"
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=origin)
     else:
@@ -193,7 +202,11 @@ async def run_one(
                 for event in scenario.drift_after(episode):
                     result = await driver.apply(event)
                     writer.write(
-                        "drift", after_episode=episode, kind=event.kind, target=event.target, result=result
+                        "drift",
+                        after_episode=episode,
+                        kind=event.kind,
+                        target=event.target,
+                        result=result,
                     )
                     run.mark_stale(episode)
     except BaseException:
@@ -212,7 +225,11 @@ async def run_one(
 _REPLACEMENTS = frozenset({EvictionReason.SUPERSEDED, EvictionReason.QUARANTINE})
 
 _EVENT_NAMES = {
-    Stored: "store", Evicted: "evict", Restamped: "restamp", Quarantined: "quarantine", RulesAlert: "alert",
+    Stored: "store",
+    Evicted: "evict",
+    Restamped: "restamp",
+    Quarantined: "quarantine",
+    RulesAlert: "alert",
 }
 
 
@@ -246,11 +263,21 @@ class _Run:
         injected = [e.id for e in entries]
         stale_injected = []
         for entry in entries:
-            stale = not self.catalog.is_fix_current(entry.suggestion, draft, self.shadow.registry.state)
+            stale = not self.catalog.is_fix_current(
+                entry.suggestion, draft, self.shadow.registry.state
+            )
             if stale:
                 stale_injected.append(entry.id)
-            self.writer.write("memory", episode=episode, attempt=1, event="inject", entry=entry.id,
-                              key=entry.key.to_dict(), reason=None, stale=stale)
+            self.writer.write(
+                "memory",
+                episode=episode,
+                attempt=1,
+                event="inject",
+                entry=entry.id,
+                key=entry.key.to_dict(),
+                reason=None,
+                stale=stale,
+            )
         shown = consumption(self.catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
         attempts: list[Attempt] = []
         tokens_in = tokens_out = 0
@@ -283,8 +310,14 @@ class _Run:
             cost = wire_cost(body)
             self._record_attempt(episode, number, request, response, body, plan, cost)
             observation = memory.observe(
-                origin, request, response.status_code, body, episode=episode, injected=injected,
-                delta_since=_delta_since(response), response_bytes=len(response.content),
+                origin,
+                request,
+                response.status_code,
+                body,
+                episode=episode,
+                injected=injected,
+                delta_since=_delta_since(response),
+                response_bytes=len(response.content),
                 contract_bytes=cost.contract,
             )
             self.log(observation, episode, number, request)
@@ -294,10 +327,20 @@ class _Run:
                 break
             attempts.append(Attempt(request=request, status=response.status_code, response=body))
         self.writer.write(
-            "episode", episode=episode, family=family.id, klass=family.klass,
-            action=family.action, attempts=len(attempts) + int(completed), first_try=completed and not attempts,
-            completed=completed, stale_slot=episode in scenario.stale_slots, injected=injected,
-            stale_injected=stale_injected, tokens_in=tokens_in, tokens_out=tokens_out, tokens_estimated=estimated,
+            "episode",
+            episode=episode,
+            family=family.id,
+            klass=family.klass,
+            action=family.action,
+            attempts=len(attempts) + int(completed),
+            first_try=completed and not attempts,
+            completed=completed,
+            stale_slot=episode in scenario.stale_slots,
+            injected=injected,
+            stale_injected=stale_injected,
+            tokens_in=tokens_in,
+            tokens_out=tokens_out,
+            tokens_estimated=estimated,
         )
         return completed, served
 
@@ -309,11 +352,19 @@ class _Run:
     def _record_attempt(self, episode, number, request, response, body, plan, cost) -> None:
         feedback = body.get("recovery_feedback") or {}
         self.writer.write(
-            "attempt", episode=episode, attempt=number, status=response.status_code, request=request,
-            response_bytes=len(response.content), contract_bytes=cost.contract, envelope_bytes=cost.envelope,
-            suggestion_bytes=cost.suggestions, patch_bytes=cost.patch,
+            "attempt",
+            episode=episode,
+            attempt=number,
+            status=response.status_code,
+            request=request,
+            response_bytes=len(response.content),
+            contract_bytes=cost.contract,
+            envelope_bytes=cost.envelope,
+            suggestion_bytes=cost.suggestions,
+            patch_bytes=cost.patch,
             suggestion_types=[s.get("type") for s in feedback.get("suggestions", [])],
-            tokens_in=plan.usage.input_tokens, tokens_out=plan.usage.output_tokens,
+            tokens_in=plan.usage.input_tokens,
+            tokens_out=plan.usage.output_tokens,
             tokens_estimated=plan.usage.estimated,
         )
 
@@ -376,9 +427,14 @@ class _Run:
         if name == "evict" and event.reason in _REPLACEMENTS:
             name = "supersede" if event.reason is EvictionReason.SUPERSEDED else "quarantine"
         self.writer.write(
-            "memory", episode=episode, attempt=attempt, event=name, entry=getattr(event, "entry_id", None),
+            "memory",
+            episode=episode,
+            attempt=attempt,
+            event=name,
+            entry=getattr(event, "entry_id", None),
             key=event.key.to_dict() if hasattr(event, "key") else None,
-            reason=getattr(getattr(event, "reason", None), "value", None), stale=stale,
+            reason=getattr(getattr(event, "reason", None), "value", None),
+            stale=stale,
         )
 
 

@@ -51,7 +51,9 @@ class Scenario(BaseModel):
     description: str = ""
     max_attempts: int = Field(default=5, ge=1, le=20)
     level: int = Field(default=6, ge=0, le=6)
-    schedule: list[str] = Field(min_length=1, description="Task family id per episode, episode 1 first.")
+    schedule: list[str] = Field(
+        min_length=1, description="Task family id per episode, episode 1 first."
+    )
     drift: list[DriftEvent] = Field(default_factory=list)
     stale_slots: list[int] = Field(
         default_factory=list, description="Pre-registered episodes excluded from compliance."
@@ -66,7 +68,9 @@ class Scenario(BaseModel):
         n = len(self.schedule)
         for event in self.drift:
             if event.after_episode >= n:
-                raise ValueError(f"drift after episode {event.after_episode} is not before the last episode ({n})")
+                raise ValueError(
+                    f"drift after episode {event.after_episode} is not before the last episode ({n})"
+                )
         bad = [s for s in self.stale_slots if not 1 <= s <= n]
         if bad:
             raise ValueError(f"stale slots {bad} are outside episodes 1..{n}")

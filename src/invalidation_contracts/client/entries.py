@@ -211,7 +211,6 @@ class MemoryEntry:
                 return False
         return True
 
-
     def restamped(
         self,
         *,

@@ -136,7 +136,10 @@ class OriginIndex:
         for name, value in draft.items():
             try:
                 token = (name, canonical_json(value))
-            except (TypeError, ValueError):  # not JSON: ``matches`` falls back to ``==``, so must we
+            except (
+                TypeError,
+                ValueError,
+            ):  # not JSON: ``matches`` falls back to ``==``, so must we
                 return [entry for entry in self if entry.matches(draft)]
             ids.update(self._by_scope.get(token, ()))
         return [entry for entry in self._ordered(ids) if entry.matches(draft)]

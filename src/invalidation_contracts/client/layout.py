@@ -58,7 +58,8 @@ def load_origin(store: Store, origin: str) -> tuple[OriginIndex, OriginState, Or
         state = OriginState.from_dict(state_item.value) if state_item else OriginState()
         stats = OriginStats.from_dict(stats_item.value) if stats_item else OriginStats()
         entries = [
-            MemoryEntry.from_dict(item.value) for item in read_all(store, namespace(origin, "entries"))
+            MemoryEntry.from_dict(item.value)
+            for item in read_all(store, namespace(origin, "entries"))
         ]
     except (KeyError, TypeError, ValueError, ValidationError) as exc:
         raise StoreError(f"the memory of {origin} cannot be read: {exc}") from exc
@@ -83,7 +84,9 @@ def stored_origins(store: Store) -> list[str]:
 
 def commit_ops(tx: Ledger) -> list[PutOp]:
     """One transaction as one batch: written entries, buried ones with their tombstones, meta."""
-    entries, tombstones, meta = (namespace(tx.origin, part) for part in ("entries", "tombstones", "meta"))
+    entries, tombstones, meta = (
+        namespace(tx.origin, part) for part in ("entries", "tombstones", "meta")
+    )
     ops = [PutOp(entries, eid, entry.to_dict()) for eid, entry in tx.written.items()]
     for eid, tomb in tx.removed.items():
         ops.append(PutOp(entries, eid, None))

@@ -264,7 +264,9 @@ class FixMemory:
                     _Deferred(tuple(suggestions), contract, injected_ids, rid, contradicted)
                 )
             else:
-                self._learn(tx, _Deferred(tuple(suggestions), contract, injected_ids, rid, contradicted))
+                self._learn(
+                    tx, _Deferred(tuple(suggestions), contract, injected_ids, rid, contradicted)
+                )
             return self._commit(tx)
 
     def apply_changes(
@@ -588,7 +590,9 @@ class FixMemory:
     def _learn(self, tx: Ledger, item: _Deferred) -> None:
         """Retire the injected fixes a failure contradicted (if still live), then store its fixes."""
         for entry_id in item.contradicted:
-            tx.evict(entry_id, EvictionReason.CONTRADICTED, "the server rejected a request carrying it")
+            tx.evict(
+                entry_id, EvictionReason.CONTRADICTED, "the server rejected a request carrying it"
+            )
         for suggestion in item.suggestions:
             self._store(tx, suggestion, item.contract, item.derived_from, item.response_id)
 
@@ -916,5 +920,3 @@ def _first(exc: ValidationError) -> str:
     error = exc.errors()[0]
     where = ".".join(str(part) for part in error.get("loc", ())) or "body"
     return f"{where}: {error.get('msg', 'invalid')}"
-
-

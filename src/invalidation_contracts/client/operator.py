@@ -128,7 +128,14 @@ def stats_table(rows: list[dict[str, Any]]) -> Table:
     table.add_row("evictions", *(str(sum(row["evictions"].values())) for row in rows))
     for reason in reasons:
         table.add_row(f"  {reason}", *(str(row["evictions"].get(reason, 0)) for row in rows))
-    for name in ("restamps", "quarantines", "version_moves", "rules_alerts", "ignored", "responses"):
+    for name in (
+        "restamps",
+        "quarantines",
+        "version_moves",
+        "rules_alerts",
+        "ignored",
+        "responses",
+    ):
         table.add_row(name.replace("_", " "), *(str(row[name]) for row in rows))
     table.add_row("contract bytes", *(str(row["contract_bytes"]) for row in rows))
     table.add_row("response bytes", *(str(row["response_bytes"]) for row in rows))

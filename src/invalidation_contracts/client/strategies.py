@@ -381,8 +381,6 @@ def _after(seq: int, entry: MemoryEntry) -> bool:
     return entry.validated_seq is None or seq > entry.validated_seq
 
 
-
-
 def _moved(table: str, old: str, new: str | None, seq: int | None = None) -> str:
     text = f"{table} {old} -> {new}" if new is not None else f"{table} is no longer served"
     return f"{text} at seq {seq}" if seq is not None else text

@@ -144,5 +144,3 @@ class TrustPolicy:
         if outside:
             return f"changes fields outside the patchable paths: {', '.join(outside)}"
         return None
-
-

@@ -74,7 +74,11 @@ class DomainCatalog:
 
     @classmethod
     def from_directory(
-        cls, domain: Domain, directory: Path, route_path: str, rule_sets: Mapping[str, Path] | None = None
+        cls,
+        domain: Domain,
+        directory: Path,
+        route_path: str,
+        rule_sets: Mapping[str, Path] | None = None,
     ) -> DomainCatalog:
         """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``, ``rules/``."""
         tasks = load_tasks(directory / "tasks.toml")
@@ -84,7 +88,9 @@ class DomainCatalog:
             task_families=tasks.families,
             snapshots=snapshot_paths(directory / "snapshots"),
             route=domain.route(route_path),
-            rule_sets=rule_sets if rule_sets is not None else {"initial": directory / "rules" / "initial.json"},
+            rule_sets=rule_sets
+            if rule_sets is not None
+            else {"initial": directory / "rules" / "initial.json"},
         )
 
     def __post_init__(self) -> None:

@@ -90,7 +90,9 @@ class Suggestion(WireModel):
     message: str | None = Field(default=None, description="Human-readable explanation.")
     cache_hint: CacheHint | None = None
     table: str | None = Field(default=None, description="Primary table; only when cacheable (L1).")
-    tables: list[TableDependency] | None = Field(default=None, description="Dependency vector (L4).")
+    tables: list[TableDependency] | None = Field(
+        default=None, description="Dependency vector (L4)."
+    )
     rules: list[RuleTriple] | None = Field(
         default=None, description="(ext, L4) The rule triples the policy relied on."
     )
@@ -101,7 +103,9 @@ class Suggestion(WireModel):
         default=None, description="(ext) The same fix as RFC 6902 operations on patchable paths."
     )
     max_age_s: int | None = Field(
-        default=None, ge=0, description="(ext) Freshness ceiling: revalidate after this many seconds."
+        default=None,
+        ge=0,
+        description="(ext) Freshness ceiling: revalidate after this many seconds.",
     )
 
 
@@ -116,7 +120,9 @@ class ContractFields(WireModel):
         default=None, description="{table: version} (L1); only changed tables under Contract-Since."
     )
     rules_version: str | None = Field(default=None, description="Rules fingerprint (L6).")
-    contract_seq: int | None = Field(default=None, ge=0, description="(ext) Registry history position.")
+    contract_seq: int | None = Field(
+        default=None, ge=0, description="(ext) Registry history position."
+    )
     contract_epoch: str | None = Field(default=None, description="(ext) Opaque id of the history.")
 
 

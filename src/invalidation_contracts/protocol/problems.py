@@ -46,7 +46,7 @@ class ProblemType(str, Enum):
         if not uri.startswith(PROBLEM_BASE):
             return None
         try:
-            return cls(uri[len(PROBLEM_BASE):])
+            return cls(uri[len(PROBLEM_BASE) :])
         except ValueError:
             return None
 

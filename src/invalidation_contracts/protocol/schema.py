@@ -19,7 +19,11 @@ def write_schemas(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
     for name, schema in json_schemas().items():
-        schema = {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": name, **schema}
+        schema = {
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "title": name,
+            **schema,
+        }
         path = directory / f"{name}.schema.json"
         path.write_text(json.dumps(schema, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         written.append(path)

@@ -45,14 +45,18 @@ class WireCost:
         return self.total - self.contract
 
 
-def _strip(body: Mapping[str, Any], envelope: bool, suggestion_fields: tuple[str, ...]) -> dict[str, Any]:
+def _strip(
+    body: Mapping[str, Any], envelope: bool, suggestion_fields: tuple[str, ...]
+) -> dict[str, Any]:
     out = {k: v for k, v in body.items() if not (envelope and k in ENVELOPE_FIELDS)}
     feedback = out.get("recovery_feedback")
     if isinstance(feedback, Mapping) and isinstance(feedback.get("suggestions"), list):
         out["recovery_feedback"] = {
             **feedback,
             "suggestions": [
-                {k: v for k, v in s.items() if k not in suggestion_fields} if isinstance(s, Mapping) else s
+                {k: v for k, v in s.items() if k not in suggestion_fields}
+                if isinstance(s, Mapping)
+                else s
                 for s in feedback["suggestions"]
             ],
         }

@@ -233,7 +233,12 @@ def _domain_endpoint(service: Service, route: Route) -> Callable[..., Any]:
         payload = await read_json(request, service.max_body_bytes)
         # In a worker thread: a route's success handler may do I/O (the ledger, a payments API).
         outcome = await run_in_threadpool(
-            service.provider.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
+            service.provider.handle,
+            route,
+            payload,
+            since=since,
+            epoch=epoch,
+            instance=request.url.path,
         )
         return _wire(outcome.body, status=outcome.status, since=since)
 
@@ -417,7 +422,9 @@ def _wire(body: WireModel, *, status: int = 200, since: int | None = None) -> Re
     headers = {CONTRACT_SINCE: str(since)} if since is not None else None
     if isinstance(body, Problem):
         return problem_response(body, headers)
-    return Response(body.to_json(), status_code=status, headers=headers, media_type="application/json")
+    return Response(
+        body.to_json(), status_code=status, headers=headers, media_type="application/json"
+    )
 
 
 # -- errors ------------------------------------------------------------------------------------

@@ -23,7 +23,9 @@ class LogRecord:
 class ChangeLog:
     """The most recent ``capacity`` records. Older positions answer resync-required."""
 
-    def __init__(self, capacity: int = 10_000, records: Iterable[LogRecord] = (), floor: int = 0) -> None:
+    def __init__(
+        self, capacity: int = 10_000, records: Iterable[LogRecord] = (), floor: int = 0
+    ) -> None:
         if capacity < 1:
             raise ValueError("change log capacity must be at least 1")
         self.capacity = capacity
@@ -48,17 +50,24 @@ class ChangeLog:
         return tuple(self._records)
 
     def since(
-        self, since: int, last_seq: int, epoch: str, *, tables: Iterable[str] | None = None,
+        self,
+        since: int,
+        last_seq: int,
+        epoch: str,
+        *,
+        tables: Iterable[str] | None = None,
         client_epoch: str | None = None,
     ) -> ChangesFeed:
         """Every change after ``since`` (optionally only for ``tables``), or resync-required."""
         if client_epoch is not None and client_epoch != epoch:
             raise ProtocolError(
-                ProblemType.RESYNC_REQUIRED, f"epoch {client_epoch!r} is not this registry's history"
+                ProblemType.RESYNC_REQUIRED,
+                f"epoch {client_epoch!r} is not this registry's history",
             )
         if since < 0 or since > last_seq:
             raise ProtocolError(
-                ProblemType.RESYNC_REQUIRED, f"position {since} is not in this history (last is {last_seq})"
+                ProblemType.RESYNC_REQUIRED,
+                f"position {since} is not in this history (last is {last_seq})",
             )
         # A writer may append (and trim) while a reader runs: work on one copy (atomic under the
         # GIL) and stop at ``last_seq``, so the feed describes exactly the state the caller read.
@@ -79,11 +88,18 @@ class ChangeLog:
         for record in records[start:]:
             if record.seq > last_seq:
                 break
-            if record.transition is not None and (wanted is None or record.transition.table in wanted):
+            if record.transition is not None and (
+                wanted is None or record.transition.table in wanted
+            ):
                 transitions.append(record.transition)
                 rows.extend(record.rows)
             if record.rule_change is not None:
                 rule_changes.append(record.rule_change)
         return ChangesFeed(
-            contract_epoch=epoch, since=since, last_seq=last_seq, rows=rows, tables=transitions, rules=rule_changes
+            contract_epoch=epoch,
+            since=since,
+            last_seq=last_seq,
+            rows=rows,
+            tables=transitions,
+            rules=rule_changes,
         )

@@ -30,9 +30,17 @@ def read_snapshot(path: str | Path) -> SnapshotFile:
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
     except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise DataFileError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("table"), str) or not isinstance(data.get("rows"), dict):
-        raise DataFileError(f"{path}: expected an object with 'table' (string) and 'rows' (object of key → row)")
+        raise DataFileError(
+            f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})"
+        ) from exc
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("table"), str)
+        or not isinstance(data.get("rows"), dict)
+    ):
+        raise DataFileError(
+            f"{path}: expected an object with 'table' (string) and 'rows' (object of key → row)"
+        )
     version = data.get("version")
     if version is not None and not isinstance(version, str):
         raise DataFileError(f"{path}: 'version' must be a string")

@@ -26,9 +26,14 @@ from .state import RegistryState
 def patch_for(finding: Finding) -> list[PatchOperation]:
     """The violation's fix as RFC 6902 operations: ``test`` preconditions, then add or replace."""
     v = finding.violation
-    ops = [PatchOperation(op="test", path=field_pointer(f), value=val) for f, val in v.precondition.items()]
+    ops = [
+        PatchOperation(op="test", path=field_pointer(f), value=val)
+        for f, val in v.precondition.items()
+    ]
     verb = "add" if v.action is Action.ADD_FIELD else "replace"
-    ops += [PatchOperation(op=verb, path=field_pointer(f), value=val) for f, val in v.parameters.items()]
+    ops += [
+        PatchOperation(op=verb, path=field_pointer(f), value=val) for f, val in v.parameters.items()
+    ]
     return ops
 
 
@@ -54,7 +59,9 @@ def contract_fields(
     return ContractFields(
         table_versions=state.versions(since) or None,
         rules_version=(
-            state.rules.version if level.rules_fingerprint and state.rules_changed_at > since else None
+            state.rules.version
+            if level.rules_fingerprint and state.rules_changed_at > since
+            else None
         ),
         contract_seq=state.seq if state.seq != since else None,
         contract_epoch=state.epoch if epoch != state.epoch else None,

@@ -55,11 +55,15 @@ class KnowledgeGraph:
 
     @classmethod
     def build(cls, tables: Mapping[str, Snapshot], rules: RuleSet) -> KnowledgeGraph:
-        return cls(MappingProxyType({
-            name: _table_edges(snapshot, rules)
-            for name, snapshot in tables.items()
-            if name in rules.by_from_table
-        }))
+        return cls(
+            MappingProxyType(
+                {
+                    name: _table_edges(snapshot, rules)
+                    for name, snapshot in tables.items()
+                    if name in rules.by_from_table
+                }
+            )
+        )
 
     def with_rows(self, snapshot: Snapshot, rules: RuleSet, keys: Iterable[str]) -> KnowledgeGraph:
         """The graph after ``snapshot`` replaced its table, recomputing only the rows in ``keys``."""

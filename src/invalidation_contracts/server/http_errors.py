@@ -38,7 +38,10 @@ _HTTP_STATUS_TYPES = {
 
 def problem_response(body: Problem, headers: Mapping[str, str] | None = None) -> Response:
     return Response(
-        body.to_json(), status_code=body.status, headers=dict(headers or {}), media_type=PROBLEM_MEDIA_TYPE
+        body.to_json(),
+        status_code=body.status,
+        headers=dict(headers or {}),
+        media_type=PROBLEM_MEDIA_TYPE,
     )
 
 

@@ -18,7 +18,11 @@ from .state import RegistryState
 
 
 def current_fix(
-    route: Route, draft: Mapping[str, Any], fix_type: str, scope: Mapping[str, Any] | None, state: RegistryState
+    route: Route,
+    draft: Mapping[str, Any],
+    fix_type: str,
+    scope: Mapping[str, Any] | None,
+    state: RegistryState,
 ) -> dict[str, Any] | None:
     """The parameters the server would suggest now for ``(fix_type, scope)`` on ``draft``, or None."""
     wanted = canonical_json(dict(scope or {}))
@@ -29,7 +33,9 @@ def current_fix(
     return None
 
 
-def is_fix_current(route: Route, draft: Mapping[str, Any], fix: Suggestion, state: RegistryState) -> bool:
+def is_fix_current(
+    route: Route, draft: Mapping[str, Any], fix: Suggestion, state: RegistryState
+) -> bool:
     """True when re-running the policies on ``draft`` against ``state`` yields the same fix."""
     current = current_fix(route, draft, fix.type, fix.scope, state)
     return current is not None and canonical_json(current) == canonical_json(dict(fix.parameters))

@@ -39,7 +39,9 @@ class Policy(Protocol):
     def check(self, request: Mapping[str, Any], tables: TrackedTables) -> Iterable[Violation]: ...
 
 
-CheckFunction = Callable[[Mapping[str, Any], TrackedTables], "Violation | Iterable[Violation] | None"]
+CheckFunction = Callable[
+    [Mapping[str, Any], TrackedTables], "Violation | Iterable[Violation] | None"
+]
 
 
 @dataclass(frozen=True, slots=True)

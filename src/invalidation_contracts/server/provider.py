@@ -71,7 +71,9 @@ class Provider:
         """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
         return self._present(feedback.contract_fields(state, self.level, since, epoch))
 
-    def findings(self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None) -> list[Finding]:
+    def findings(
+        self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None
+    ) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
         return findings(route, payload, state if state is not None else self.registry.state)
 
@@ -104,7 +106,12 @@ class Provider:
         found = tuple(evaluate(route.policies, request, state.tables, state.rules))
         if found:
             body = feedback.failure(
-                found, state, self.level, since=since, epoch=epoch, patchable=route.patchable_fields,
+                found,
+                state,
+                self.level,
+                since=since,
+                epoch=epoch,
+                patchable=route.patchable_fields,
                 instance=instance,
             )
             return Outcome(body.status, self._present(body), found, state)

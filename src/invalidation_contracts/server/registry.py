@@ -49,7 +49,10 @@ def new_epoch() -> str:
 
 def _check_table_name(name: Any) -> str:
     if not isinstance(name, str) or not name or ":" in name:
-        raise ProtocolError(ProblemType.INVALID_REQUEST, f"table name {name!r} must be a non-empty string without ':'")
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"table name {name!r} must be a non-empty string without ':'",
+        )
     return name
 
 
@@ -91,7 +94,14 @@ class Registry:
         self._journal: Journal | None = None
 
     @classmethod
-    def restore(cls, state: RegistryState, records: Iterable[LogRecord], *, floor: int, log_capacity: int = 10_000) -> Registry:
+    def restore(
+        cls,
+        state: RegistryState,
+        records: Iterable[LogRecord],
+        *,
+        floor: int,
+        log_capacity: int = 10_000,
+    ) -> Registry:
         """Rebuild a registry from persisted state and log (the storage adapter's entry point)."""
         registry = cls.__new__(cls)
         registry._lock = threading.Lock()
@@ -112,7 +122,9 @@ class Registry:
     def log(self) -> ChangeLog:
         return self._log
 
-    def reload(self, table: str, rows: Mapping[str, Any], version: str | None = None) -> ReloadResult:
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult:
         """Replace ``table``'s rows. Identical rows with a new version is a touch; with none, a no-op."""
         with self._lock:
             old = self._state.snapshot(table)
@@ -120,7 +132,10 @@ class Registry:
             return self._apply(old, candidate, diff(old, candidate), version)
 
     def patch(
-        self, table: str, upsert: Mapping[str, Any] | None = None, delete: Iterable[str] = (),
+        self,
+        table: str,
+        upsert: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
         version: str | None = None,
     ) -> ReloadResult:
         """Upsert and delete rows of ``table``; the diff costs in proportion to the patch."""
@@ -128,7 +143,9 @@ class Registry:
         delete = list(delete)
         overlap = set(upsert) & set(delete)
         if overlap:
-            raise ProtocolError(ProblemType.INVALID_REQUEST, f"keys both upserted and deleted: {sorted(overlap)}")
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"keys both upserted and deleted: {sorted(overlap)}"
+            )
         with self._lock:
             old = self._state.snapshot(table)
             candidate = old.with_changes(old.version, upsert, delete)
@@ -144,13 +161,20 @@ class Registry:
             removed = sorted(state.rules.triples - ruleset.triples)
             if ruleset == state.rules:
                 return RulesResult(
-                    old_rules_version=state.rules.version, new_rules_version=ruleset.version,
-                    added=[], removed=[], contract_seq=state.seq, contract_epoch=state.epoch,
+                    old_rules_version=state.rules.version,
+                    new_rules_version=ruleset.version,
+                    added=[],
+                    removed=[],
+                    contract_seq=state.seq,
+                    contract_epoch=state.epoch,
                 )
             seq = state.seq + 1
             change = RuleChange(
-                seq=seq, old_rules_version=state.rules.version, new_rules_version=ruleset.version,
-                added=added, removed=removed,
+                seq=seq,
+                old_rules_version=state.rules.version,
+                new_rules_version=ruleset.version,
+                added=added,
+                removed=removed,
             )
             new_state = RegistryState(
                 tables=state.tables,
@@ -163,11 +187,17 @@ class Registry:
             )
             self._commit(new_state, LogRecord(seq=seq, rule_change=change))
             return RulesResult(
-                old_rules_version=change.old_rules_version, new_rules_version=change.new_rules_version,
-                added=added, removed=removed, contract_seq=seq, contract_epoch=state.epoch,
+                old_rules_version=change.old_rules_version,
+                new_rules_version=change.new_rules_version,
+                added=added,
+                removed=removed,
+                contract_seq=seq,
+                contract_epoch=state.epoch,
             )
 
-    def changes(self, since: int, tables: Iterable[str] | None = None, epoch: str | None = None) -> ChangesFeed:
+    def changes(
+        self, since: int, tables: Iterable[str] | None = None, epoch: str | None = None
+    ) -> ChangesFeed:
         """Every change after ``since``; raises resync-required when the log cannot say."""
         state = self._state
         if tables is not None:
@@ -176,14 +206,22 @@ class Registry:
                 state.snapshot(name)
         return self._log.since(since, state.seq, state.epoch, tables=tables, client_epoch=epoch)
 
-    def _apply(self, old: Snapshot, candidate: Snapshot, delta: TableDiff, version: str | None) -> ReloadResult:
+    def _apply(
+        self, old: Snapshot, candidate: Snapshot, delta: TableDiff, version: str | None
+    ) -> ReloadResult:
         state = self._state
         if version is not None:
             check_forward(version, old.version, old.name)
         if not delta and version is None:
             return ReloadResult(
-                table=old.name, old_version=old.version, new_version=old.version, diff=delta,
-                affected_downstream=[], touch=False, contract_seq=state.seq, contract_epoch=state.epoch,
+                table=old.name,
+                old_version=old.version,
+                new_version=old.version,
+                diff=delta,
+                affected_downstream=[],
+                touch=False,
+                contract_seq=state.seq,
+                contract_epoch=state.epoch,
             )
         new_version = version or next_version(old.version)
         new = candidate.restamped(new_version)
@@ -205,18 +243,39 @@ class Registry:
         )
         touch = not delta
         transition = TableTransition(
-            seq=seq, table=old.name, old_version=old.version, new_version=new_version,
-            touch=touch, affected_downstream=downstream,
+            seq=seq,
+            table=old.name,
+            old_version=old.version,
+            new_version=new_version,
+            touch=touch,
+            affected_downstream=downstream,
         )
         rows = tuple(
-            RowChange(seq=seq, table=old.name, key=key, op=op, old_version=old.version, new_version=new_version)
-            for op, keys in (("added", delta.added), ("removed", delta.removed), ("changed", delta.changed))
+            RowChange(
+                seq=seq,
+                table=old.name,
+                key=key,
+                op=op,
+                old_version=old.version,
+                new_version=new_version,
+            )
+            for op, keys in (
+                ("added", delta.added),
+                ("removed", delta.removed),
+                ("changed", delta.changed),
+            )
             for key in keys
         )
         self._commit(new_state, LogRecord(seq=seq, transition=transition, rows=rows))
         return ReloadResult(
-            table=old.name, old_version=old.version, new_version=new_version, diff=delta,
-            affected_downstream=downstream, touch=touch, contract_seq=seq, contract_epoch=state.epoch,
+            table=old.name,
+            old_version=old.version,
+            new_version=new_version,
+            diff=delta,
+            affected_downstream=downstream,
+            touch=touch,
+            contract_seq=seq,
+            contract_epoch=state.epoch,
         )
 
     def _commit(self, state: RegistryState, record: LogRecord) -> None:

@@ -60,14 +60,18 @@ class RuleSet:
         seen: dict[RuleTriple, Rule] = {}
         for rule in ordered:
             if not (rule.from_table and rule.to_table and rule.relation):
-                raise ProtocolError(ProblemType.INVALID_RULES, f"rule {rule.triple} has an empty name")
+                raise ProtocolError(
+                    ProblemType.INVALID_RULES, f"rule {rule.triple} has an empty name"
+                )
             if rule.via is not None and not rule.via:
                 raise ProtocolError(
-                    ProblemType.INVALID_RULES, f"rule {rule.triple}: 'via' names no field (omit it instead)"
+                    ProblemType.INVALID_RULES,
+                    f"rule {rule.triple}: 'via' names no field (omit it instead)",
                 )
             if rule.triple in seen:
                 raise ProtocolError(
-                    ProblemType.INVALID_RULES, f"rule {rule.triple} is declared twice with different 'via'"
+                    ProblemType.INVALID_RULES,
+                    f"rule {rule.triple} is declared twice with different 'via'",
                 )
             seen[rule.triple] = rule
         self.rules: tuple[Rule, ...] = ordered
@@ -93,7 +97,8 @@ class RuleSet:
 
     def find(self, from_table: str, to_table: str, relation: str | None = None) -> tuple[Rule, ...]:
         return tuple(
-            r for r in self.by_from_table.get(from_table, ())
+            r
+            for r in self.by_from_table.get(from_table, ())
             if r.to_table == to_table and (relation is None or r.relation == relation)
         )
 
@@ -101,7 +106,9 @@ class RuleSet:
         """Refuse rules that name a table the registry does not hold."""
         missing = sorted(self.tables - set(known))
         if missing:
-            raise ProtocolError(ProblemType.INVALID_RULES, f"rules name unknown tables: {', '.join(missing)}")
+            raise ProtocolError(
+                ProblemType.INVALID_RULES, f"rules name unknown tables: {', '.join(missing)}"
+            )
 
     def __iter__(self):
         return iter(self.rules)

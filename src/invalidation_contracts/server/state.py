@@ -30,7 +30,9 @@ class RegistryState:
         try:
             return self.tables[table]
         except KeyError:
-            raise ProtocolError(ProblemType.UNKNOWN_TABLE, f"no reference table named {table!r}") from None
+            raise ProtocolError(
+                ProblemType.UNKNOWN_TABLE, f"no reference table named {table!r}"
+            ) from None
 
     def versions(self, since: int | None = None) -> dict[str, str]:
         """``{table: version}``; with ``since``, only tables whose version moved after that seq."""
@@ -48,7 +50,9 @@ class RegistryState:
             for key in sorted(self.tables[name].rows)
         }
         edges = [GraphEdge(from_=a, to=b, relation=r) for a, b, r in self.graph.edges()]
-        return GraphListing(nodes=nodes, edges=edges, rules_version=self.rules.version, contract_seq=self.seq)
+        return GraphListing(
+            nodes=nodes, edges=edges, rules_version=self.rules.version, contract_seq=self.seq
+        )
 
     def rules_listing(self) -> RulesListing:
         return RulesListing(

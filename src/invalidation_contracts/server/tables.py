@@ -23,7 +23,9 @@ def freeze(value: Any, where: str = "row") -> Any:
         out = {}
         for k, v in value.items():
             if not isinstance(k, str):
-                raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: object keys must be strings")
+                raise ProtocolError(
+                    ProblemType.INVALID_REQUEST, f"{where}: object keys must be strings"
+                )
             out[k] = freeze(v, f"{where}.{k}")
         return MappingProxyType(out)
     if isinstance(value, (list, tuple)):
@@ -32,13 +34,18 @@ def freeze(value: Any, where: str = "row") -> Any:
         return value
     if isinstance(value, (int, float)):
         if isinstance(value, float) and not math.isfinite(value):
-            raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: {value} is not a JSON number")
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"{where}: {value} is not a JSON number"
+            )
         if isinstance(value, int) and abs(value) > MAX_SAFE_INTEGER:
             raise ProtocolError(
-                ProblemType.INVALID_REQUEST, f"{where}: integer {value} is outside the interoperable range ±2^53"
+                ProblemType.INVALID_REQUEST,
+                f"{where}: integer {value} is outside the interoperable range ±2^53",
             )
         return value
-    raise ProtocolError(ProblemType.INVALID_REQUEST, f"{where}: {type(value).__name__} is not a JSON value")
+    raise ProtocolError(
+        ProblemType.INVALID_REQUEST, f"{where}: {type(value).__name__} is not a JSON value"
+    )
 
 
 def thaw(value: Any) -> Any:
@@ -52,10 +59,13 @@ def thaw(value: Any) -> Any:
 
 def _frozen_row(table: str, key: Any, row: Any) -> FrozenRow:
     if not isinstance(key, str) or not key:
-        raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {table!r}: row keys must be non-empty strings")
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST, f"table {table!r}: row keys must be non-empty strings"
+        )
     if not isinstance(row, Mapping):
         raise ProtocolError(
-            ProblemType.INVALID_REQUEST, f"table {table!r}: row {key!r} must be an object, not {type(row).__name__}"
+            ProblemType.INVALID_REQUEST,
+            f"table {table!r}: row {key!r} must be an object, not {type(row).__name__}",
         )
     return freeze(row, f"{table}[{key!r}]")
 
@@ -73,20 +83,29 @@ class Snapshot:
     def build(cls, name: str, version: str, rows: Mapping[str, Any]) -> Snapshot:
         """Validate and freeze ``rows`` (key → JSON object) into a snapshot."""
         if not isinstance(rows, Mapping):
-            raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {name!r}: rows must be an object of key → row")
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"table {name!r}: rows must be an object of key → row"
+            )
         frozen = {key: _frozen_row(name, key, row) for key, row in rows.items()}
         etags = {key: row_etag(row) for key, row in frozen.items()}
         return cls(name, version, MappingProxyType(frozen), MappingProxyType(etags))
 
     def with_changes(
-        self, version: str, upsert: Mapping[str, Any] = MappingProxyType({}), delete: Iterable[str] = ()
+        self,
+        version: str,
+        upsert: Mapping[str, Any] = MappingProxyType({}),
+        delete: Iterable[str] = (),
     ) -> Snapshot:
         """A new snapshot with ``upsert`` rows set and ``delete`` keys removed (missing keys are an error)."""
-        rows = self.rows.copy()  # a read-only proxy's copy() is the C dict copy; dict(proxy) is ~20× slower
+        rows = (
+            self.rows.copy()
+        )  # a read-only proxy's copy() is the C dict copy; dict(proxy) is ~20× slower
         etags = self.etags.copy()
         for key in delete:
             if key not in rows:
-                raise ProtocolError(ProblemType.INVALID_REQUEST, f"table {self.name!r}: no row {key!r} to delete")
+                raise ProtocolError(
+                    ProblemType.INVALID_REQUEST, f"table {self.name!r}: no row {key!r} to delete"
+                )
             del rows[key], etags[key]
         for key, row in upsert.items():
             rows[key] = _frozen_row(self.name, key, row)

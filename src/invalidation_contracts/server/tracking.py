@@ -123,7 +123,9 @@ class TrackedTables:
 
     __slots__ = ("_snapshots", "_tracker", "rules")
 
-    def __init__(self, snapshots: Mapping[str, Snapshot], rules: RuleSet, tracker: ReadTracker) -> None:
+    def __init__(
+        self, snapshots: Mapping[str, Snapshot], rules: RuleSet, tracker: ReadTracker
+    ) -> None:
         self._snapshots = snapshots
         self._tracker = tracker
         self.rules = TrackedRules(rules, tracker)

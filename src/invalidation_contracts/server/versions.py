@@ -39,7 +39,9 @@ def next_version(current: str) -> str:
 def check_forward(candidate: str, current: str, table: str) -> None:
     """Refuse an operator version that equals or precedes the current one."""
     if not candidate or candidate != candidate.strip():
-        raise ProtocolError(ProblemType.VERSION_CONFLICT, f"version {candidate!r} is not a valid version")
+        raise ProtocolError(
+            ProblemType.VERSION_CONFLICT, f"version {candidate!r} is not a valid version"
+        )
     if candidate == current or is_newer(candidate, current) is False:
         raise ProtocolError(
             ProblemType.VERSION_CONFLICT,
