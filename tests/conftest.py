@@ -1,9 +1,66 @@
-"""Suite-wide settings: under CI, property tests draw the same examples on every run."""
+"""Suite-wide settings.
+
+- Under CI, property tests draw the same examples on every run.
+- Tests of real components carry a marker (``postgres``, ``real_model``, ``workers``, ``mcp``).
+  Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
+  prove the real path, not skip it.
+- ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
+"""
+
+from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
+import pytest
 from hypothesis import settings
+from tests.support.postgres import PostgresCluster, PostgresUnavailable
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+#: Markers of tests that need a real component; skipping one under CI fails the run.
+REAL_COMPONENT_MARKERS = ("postgres", "real_model", "workers", "mcp")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if not (report.skipped and _in_ci()):
+        return
+    real = [m for m in REAL_COMPONENT_MARKERS if item.get_closest_marker(m) is not None]
+    if real and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = (
+            f"CI=true: a {'/'.join(real)} test must run, not skip (skip reason: {reason})"
+        )
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One real PostgreSQL server for the whole session."""
+    try:
+        cluster = PostgresCluster.start()
+    except PostgresUnavailable as exc:
+        pytest.skip(str(exc))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[str]:
+    """A fresh, empty database on the session's PostgreSQL server; dropped afterwards."""
+    url = postgres_cluster.database()
+    try:
+        yield url
+    finally:
+        postgres_cluster.drop(url)

