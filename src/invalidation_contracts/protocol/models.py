@@ -14,6 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializationInfo,
 
 Row = dict[str, JsonValue]
 RuleTriple = tuple[str, str, str]
+RulePattern = tuple[str, str | None, str | None]
+"""A rule lookup ``[from_table, to_table, relation]``; ``None`` matches any table or relation."""
+MAX_VERSION_LENGTH = 128
+"""Longest table version an operator may name."""
 
 
 class WireModel(BaseModel):
@@ -96,6 +100,12 @@ class Suggestion(WireModel):
     rules: list[RuleTriple] | None = Field(
         default=None, description="(ext, L4) The rule triples the policy relied on."
     )
+    absent_rules: list[RulePattern] | None = Field(
+        default=None,
+        description="(ext, L4) Rule lookups the fix relied on, null matching any table or "
+        "relation: no declared rule matched one except those in `rules`. Declaring a matching "
+        "rule can change the fix.",
+    )
     scope: dict[str, JsonValue] | None = Field(
         default=None, description="(ext) Request fields and values the fix is keyed on, like Vary."
     )
@@ -169,7 +179,12 @@ class ReloadRequest(WireModel):
 
     table: str
     rows: dict[str, Row]
-    version: str | None = Field(default=None, description="Operator-chosen version; else bumped.")
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        description="Operator-chosen version; else bumped.",
+    )
 
 
 class PatchTableRequest(WireModel):
@@ -178,7 +193,7 @@ class PatchTableRequest(WireModel):
     table: str
     upsert: dict[str, Row] = Field(default_factory=dict)
     delete: list[str] = Field(default_factory=list)
-    version: str | None = None
+    version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
 
 
 class ReloadResult(WireModel):
@@ -197,11 +212,12 @@ class ReloadResult(WireModel):
 class RuleDeclaration(WireModel):
     """A derivation rule: each row of `from_table` relates to a row of `to_table`."""
 
-    from_table: str
-    to_table: str
-    relation: str
+    from_table: str = Field(min_length=1)
+    to_table: str = Field(min_length=1)
+    relation: str = Field(min_length=1)
     via: str | None = Field(
         default=None,
+        min_length=1,
         description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",
     )
 
@@ -270,9 +286,16 @@ class ChangesFeed(WireModel):
 
 
 class GraphNode(WireModel):
+    """A row of a table a rule names, or a key an edge points at that has no row (``absent``)."""
+
     table: str
     key: str
-    version: str
+    version: str = Field(description="The version of the node's table.")
+    absent: Literal[True] | None = Field(
+        default=None,
+        description="(ext) The table has no row with this key; an edge points at it. Omitted "
+        "for rows.",
+    )
 
 
 class GraphEdge(WireModel):
@@ -282,7 +305,11 @@ class GraphEdge(WireModel):
 
 
 class GraphListing(WireModel):
-    """`GET /contract/graph` (L5): nodes are `table:key`, edges one per rule instance."""
+    """`GET /contract/graph` (L5): nodes are `table:key`, edges one per rule instance.
+
+    Every edge's ends are nodes, so ``affected_downstream`` (a walk over these edges) names
+    only nodes listed here.
+    """
 
     nodes: dict[str, GraphNode]
     edges: list[GraphEdge]

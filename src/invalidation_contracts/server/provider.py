@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
@@ -45,7 +45,21 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 def findings(route: Route, payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
     """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
-    return evaluate(route.policies, request, state.tables, state.rules)
+    return _evaluate(route, request, state)
+
+
+def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
+    """The fields a fix may name on ``model``'s requests (names and aliases); None: any field."""
+    if model.model_config.get("extra") == "allow":
+        return None
+    names = {*model.model_fields}
+    names.update(f.alias for f in model.model_fields.values() if f.alias is not None)
+    return frozenset(names)
+
+
+def _evaluate(route: Route, request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+    fields = request_fields(route.request_model)
+    return evaluate(route.policies, request, state.tables, state.rules, fields=fields)
 
 
 class Provider:
@@ -103,7 +117,7 @@ class Provider:
             )
             return Outcome(body.status, body, (), state)
         request = model.model_dump(mode="json")
-        found = tuple(evaluate(route.policies, request, state.tables, state.rules))
+        found = tuple(_evaluate(route, request, state))
         if found:
             body = feedback.failure(
                 found,
