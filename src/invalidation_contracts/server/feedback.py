@@ -112,6 +112,7 @@ def suggestion(
             for table in finding.tables_in_read_order
         ]
         fields["rules"] = list(finding.rules) or None
+        fields["absent_rules"] = list(finding.absent_rules) or None
         if conditional:
             fields["table"] = None
     return Suggestion(**fields)
