@@ -39,10 +39,16 @@ class AdminClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        if token and not all("!" <= ch <= "~" for ch in token):
+            # Never echoed: it is a secret, and httpx would quote it in its error.
+            raise AdminClientError("the admin token holds characters an HTTP header cannot carry")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
-        )
+        try:
+            self._client = httpx.Client(
+                base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            )
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise AdminClientError(f"{url!r} is not a usable URL: {exc}") from None
 
     def reload(
         self, table: str, rows: Mapping[str, Any], version: str | None = None
@@ -94,7 +100,9 @@ class AdminClient:
         kind = ProblemType.from_uri(doc.type)
         detail = doc.detail or doc.title
         if kind is ProblemType.UNAUTHORIZED:
-            message = f"not authorised: {detail} (pass --token or set {ADMIN_TOKEN_ENV})"
+            message = (
+                f"not authorised: {detail} (set ${ADMIN_TOKEN_ENV} or pass --admin-token-file)"
+            )
         elif kind is ProblemType.FORBIDDEN:
             message = f"the admin token was rejected: {detail}"
         else:

@@ -6,7 +6,12 @@ the state it was answered from, and each domain response takes its stamps and it
 one registry state.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("server", "fastapi", "uvicorn")
 
 import logging
 import os

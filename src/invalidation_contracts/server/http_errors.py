@@ -4,7 +4,12 @@ Every failure becomes an RFC 9457 document (``application/problem+json``) with a
 nothing here ever renders a stack trace.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("server", "fastapi")
 
 import json
 import math
