@@ -15,10 +15,15 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from ._extras import MissingExtra
+
+if TYPE_CHECKING:
+    from .server.trust import TrustOptions
+
+    Subparsers = argparse._SubParsersAction["_Parser"]
 
 DEBUG_ENV = "INVALIDATION_CONTRACTS_DEBUG"
 """Set to 1 to see the traceback of an unexpected error instead of its one-line summary."""
@@ -40,7 +45,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (and exit status 2), like every error here."""
+    """An argument parser whose usage errors are one line with exit status 2, like every error."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # No abbreviations: ``--admin-token SECRET`` must not pass for ``--admin-token-file``.
@@ -51,7 +56,7 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _add_schema(sub: argparse._SubParsersAction) -> None:
+def _add_schema(sub: Subparsers) -> None:
     p = sub.add_parser("schema", help="write the JSON Schema of every wire object")
     p.add_argument(
         "--out", type=Path, default=None, help="directory to write <Name>.schema.json into"
@@ -73,7 +78,7 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_planners(sub: argparse._SubParsersAction) -> None:
+def _add_planners(sub: Subparsers) -> None:
     p = sub.add_parser(
         "preflight", help="measure a planner's first-try compliance per action type (paper §6.1)"
     )
@@ -192,7 +197,7 @@ def _console() -> Any:
     return Console()
 
 
-def _add_service(sub: argparse._SubParsersAction) -> None:
+def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
@@ -216,7 +221,7 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
         "--opaque-key-env",
         default=None,
         metavar="VAR",
-        help="environment variable holding a secret (>= 16 bytes): send table names and keys as tags",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
     )
     p.set_defaults(handler=_serve)
 
@@ -254,7 +259,7 @@ def _level(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _trust_options(args: argparse.Namespace):
+def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
     from .server.trust import TrustOptions
 
@@ -440,7 +445,7 @@ def _add_harness_output(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_bench(sub: argparse._SubParsersAction) -> None:
+def _add_bench(sub: Subparsers) -> None:
     p = sub.add_parser(
         "ladder",
         help="the paper's A-ladder on payments-drifted with the simulated profiles (the main job)",
@@ -635,7 +640,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_memory(sub: argparse._SubParsersAction) -> None:
+def _add_memory(sub: Subparsers) -> None:
     p = sub.add_parser("memory", help="inspect and edit an agent's fix memory (SQLite file)")
     actions = p.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
 
@@ -708,7 +713,7 @@ def _memory_evict(args: argparse.Namespace) -> int:
 
 
 #: One registrar per command group, in help order.
-_REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
+_REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
     _add_planners,

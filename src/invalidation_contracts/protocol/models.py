@@ -10,7 +10,15 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializationInfo, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 Row = dict[str, JsonValue]
 RuleTriple = tuple[str, str, str]
@@ -77,9 +85,11 @@ class PatchOperation(WireModel):
     from_: str | None = Field(default=None, alias="from")
 
     @model_serializer(mode="wrap")
-    def _keep_null_value(self, handler, info: SerializationInfo) -> dict[str, Any]:
+    def _keep_null_value(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
         """``add``, ``replace`` and ``test`` always carry ``value``, even when it is null."""
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if self.op in ("add", "replace", "test"):
             data["value"] = self.value
         return data

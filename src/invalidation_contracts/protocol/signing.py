@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 from .._extras import require_extra
 from .canonical import canonical_json, fingerprint
@@ -167,20 +167,24 @@ def load_public_key(value: Ed25519PublicKey | bytes | str) -> Ed25519PublicKey:
     module = ed25519()
     from cryptography.hazmat.primitives import serialization
 
-    if isinstance(value, module.Ed25519PublicKey):
-        return value
+    public_key: type[Ed25519PublicKey] = module.Ed25519PublicKey
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("-----BEGIN"):
             key = serialization.load_pem_public_key(text.encode("ascii"))
-            if not isinstance(key, module.Ed25519PublicKey):
+            if not isinstance(key, public_key):
                 raise ValueError("the PEM key is not an Ed25519 public key")
             return key
-        value = _unb64(text)
-    if len(value) != 32:
-        raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(value)}")
-    public: Ed25519PublicKey = module.Ed25519PublicKey.from_public_bytes(bytes(value))
-    return public
+        raw = _unb64(text)
+    elif isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    elif isinstance(value, public_key):
+        return value
+    else:
+        raise ValueError(f"{type(value).__name__} is not an Ed25519 public key")
+    if len(raw) != 32:
+        raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw)}")
+    return public_key.from_public_bytes(raw)
 
 
 def public_key_text(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
@@ -188,7 +192,8 @@ def public_key_text(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
     module = ed25519()
     from cryptography.hazmat.primitives import serialization
 
-    public = key.public_key() if isinstance(key, module.Ed25519PrivateKey) else key
+    private_key: type[Ed25519PrivateKey] = module.Ed25519PrivateKey
+    public = key.public_key() if isinstance(key, private_key) else cast("Ed25519PublicKey", key)
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return _b64(raw)
 
@@ -220,12 +225,12 @@ def _header(encoded: str) -> SignedHeader:
     kid, iat, exp = data.get("kid"), data.get("iat"), data.get("exp")
     if not isinstance(kid, str) or not kid:
         raise SignatureError("the JWS header has no kid")
-    if not _is_int(iat) or not _is_int(exp):
+    if not (_is_int(iat) and _is_int(exp)):
         raise SignatureError("the JWS header needs integer iat and exp")
-    return SignedHeader(kid, iat, exp, alg)
+    return SignedHeader(kid, iat, exp, str(alg))
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -234,7 +234,7 @@ def _add_domain_routes(app: FastAPI, service: Service, domain: Domain) -> None:
         )
 
 
-def _domain_endpoint(service: Service, route: Route) -> Callable[..., Any]:
+def _domain_endpoint(service: Service, route: Route[Any]) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:

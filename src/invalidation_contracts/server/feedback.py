@@ -104,12 +104,9 @@ def suggestion(
         fields["patch"] = patch_for(finding)
     if level.dependency_vectors and finding.reads:
         fields["tables"] = [
-            TableDependency(
-                table=table,
-                version=state.tables[table].version,
-                keys=None if finding.reads[table] is None else sorted(finding.reads[table]),
-            )
+            TableDependency(table=table, version=state.tables[table].version, keys=_keys(keys))
             for table in finding.tables_in_read_order
+            for keys in (finding.reads[table],)
         ]
         fields["rules"] = list(finding.rules) or None
         fields["absent_rules"] = list(finding.absent_rules) or None
@@ -156,3 +153,7 @@ def success(
 ) -> SuccessResponse:
     fields = contract_fields(state, level, since, epoch).model_dump(exclude_none=True)
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)
+
+
+def _keys(keys: frozenset[str] | None) -> list[str] | None:
+    return None if keys is None else sorted(keys)

@@ -42,7 +42,7 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def findings(route: Route, payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
     """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
@@ -57,7 +57,7 @@ def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _evaluate(route: Route, request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+def _evaluate(route: Route[Any], request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
     fields = request_fields(route.request_model)
     return evaluate(route.policies, request, state.tables, state.rules, fields=fields)
 
@@ -86,14 +86,14 @@ class Provider:
         return self._present(feedback.contract_fields(state, self.level, since, epoch))
 
     def findings(
-        self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None
+        self, route: Route[Any], payload: Mapping[str, Any], state: RegistryState | None = None
     ) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
         return findings(route, payload, state if state is not None else self.registry.state)
 
     def handle(
         self,
-        route: Route,
+        route: Route[Any],
         payload: Any,
         *,
         since: int | None = None,
@@ -130,8 +130,8 @@ class Provider:
             )
             return Outcome(body.status, self._present(body), found, state)
         result = route.on_success(model, state) if route.on_success is not None else None
-        body = feedback.success(state, self.level, result, since=since, epoch=epoch)
-        return Outcome(200, self._present(body), (), state)
+        passed = feedback.success(state, self.level, result, since=since, epoch=epoch)
+        return Outcome(200, self._present(passed), (), state)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body

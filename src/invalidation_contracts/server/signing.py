@@ -12,7 +12,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, ed25519, sign
@@ -131,7 +131,7 @@ class SigningMiddleware:
             return None
 
 
-def _header(headers: Any, name: bytes) -> bytes | None:
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     for key, value in headers:
         if key.lower() == name:
             return value

@@ -161,7 +161,7 @@ class StripeBackend:
             require_extra("stripe", "stripe")
         except MissingExtra as exc:
             raise PaymentsConfigError(f"the Stripe backend needs the SDK: {exc}") from exc
-        import stripe
+        import stripe  # type: ignore[import-not-found,unused-ignore]
 
         self._stripe = stripe
         self._error = getattr(stripe, "StripeError", None) or stripe.error.StripeError
