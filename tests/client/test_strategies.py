@@ -540,9 +540,7 @@ def test_an_absent_rule_lookup_with_a_wildcard_matches_any_relation(server, rule
     assert [(e.entry_id, e.reason) for e in events if isinstance(e, Evicted)] == [("e1", RULES)]
 
 
-def test_vectors_dispose_of_an_absent_rule_fix_against_a_rule_listing(
-    server, rules, driver_class
-):
+def test_vectors_dispose_of_an_absent_rule_fix_against_a_rule_listing(server, rules, driver_class):
     memory = FixMemory("rules-stamp+vectors")
     drive = driver_class(memory, server)
     drive.fail(absent_promo_fix(server, rules))

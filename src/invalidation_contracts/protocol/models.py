@@ -38,7 +38,7 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def to_json(self) -> bytes:
-        """``to_wire()`` encoded as compact UTF-8 JSON, serialized in one pass (the response path)."""
+        """``to_wire()`` as compact UTF-8 JSON, serialized in one pass (the response path)."""
         return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
 
 
@@ -134,7 +134,7 @@ class RecoveryFeedback(WireModel):
 
 
 class ContractFields(WireModel):
-    """The response-level contract fields carried by every response (also `GET /contract/versions`)."""
+    """The response-level contract fields of every response (also `GET /contract/versions`)."""
 
     table_versions: dict[str, str] | None = Field(
         default=None, description="{table: version} (L1); only changed tables under Contract-Since."
@@ -228,7 +228,8 @@ class RuleDeclaration(WireModel):
     via: str | None = Field(
         default=None,
         min_length=1,
-        description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",
+        description="Field of the from-row whose value(s) name the to-row key; "
+        "absent: the same key.",
     )
 
     @property

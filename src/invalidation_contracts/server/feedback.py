@@ -43,9 +43,9 @@ def contract_fields(
     """The response-level fields of ``state`` at ``level``.
 
     With ``since`` (the client's ``Contract-Since``) this is the conditional form: only what moved
-    after ``since`` — the changed tables, ``rules_version`` if a rule changed, ``contract_seq`` if it
-    is not ``since``, ``contract_epoch`` unless the client's ``Contract-Epoch`` names it. A client
-    that knew the state at ``since`` rebuilds the full fields from it.
+    after ``since`` — the changed tables, ``rules_version`` if a rule changed, ``contract_seq`` if
+    it is not ``since``, ``contract_epoch`` unless the client's ``Contract-Epoch`` names it. A
+    client that knew the state at ``since`` rebuilds the full fields from it.
     """
     if not level.structured:
         return ContractFields()

@@ -1,4 +1,4 @@
-"""The policy API: a policy checks a request against the tables and reports violations with fixes."""
+"""The policy API: a policy checks a request against the tables, reporting violations with fixes."""
 
 from __future__ import annotations
 

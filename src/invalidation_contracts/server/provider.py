@@ -43,7 +43,7 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
-    """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
+    """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
 

@@ -1,7 +1,8 @@
 """Read-tracking views: every row a policy reads becomes part of its fix's dependency vector.
 
 Policies never hand-write their dependencies; they read tables (and rules) through these views,
-and whatever they touched is what the suggestion depends on. A fix that read nothing is ``recompute``.
+and whatever they touched is what the suggestion depends on. A fix that read nothing is
+``recompute``.
 """
 
 from __future__ import annotations
