@@ -8,16 +8,20 @@ Serve the same domain over HTTP with ``invalidation_contracts.server.app.create_
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel
 
-from invalidation_contracts.protocol import Action
+from invalidation_contracts.protocol import Action, Problem
 from invalidation_contracts.server import (
     Domain,
     Provider,
+    RegistryState,
     Route,
     Rule,
     TableSpec,
+    TrackedTables,
     Violation,
     oracle,
     policy,
@@ -31,7 +35,7 @@ class Shipment(BaseModel):
 
 
 @policy("country_carrier_policy")
-def country_carrier(request, tables):
+def country_carrier(request: Mapping[str, Any], tables: TrackedTables) -> Violation | None:
     """Each destination country ships with the carrier the country table names."""
     row = tables["country_carriers"].get(request["country"])  # read → recorded as a dependency
     if row is not None and request["carrier"] != row["carrier"]:
@@ -42,6 +46,12 @@ def country_carrier(request, tables):
             Action.REWRITE_VALUE,
             scope={"country": request["country"]},
         )
+    return None
+
+
+def ship(shipment: Shipment, state: RegistryState) -> dict[str, str]:
+    """What a request that passes every policy returns (typed with the route's own model)."""
+    return {"sku": shipment.sku, "carrier": shipment.carrier}
 
 
 domain = Domain(
@@ -57,7 +67,7 @@ domain = Domain(
         ),
     },
     [Rule("country_carriers", "carriers", "ships_with", via="carrier")],
-    [Route("/v1/shipments", Shipment, [country_carrier])],
+    [Route("/v1/shipments", Shipment, [country_carrier], on_success=ship)],
 )
 
 
@@ -67,6 +77,7 @@ def main() -> None:
     draft = {"sku": "mug-01", "country": "NO", "carrier": "dhl"}
 
     first = provider.handle(route, draft)
+    assert isinstance(first.body, Problem) and first.body.recovery_feedback is not None
     (fix,) = first.body.recovery_feedback.suggestions
     print("first try:", first.status, json.dumps(fix.to_wire(), sort_keys=True))
 

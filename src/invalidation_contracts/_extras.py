@@ -8,6 +8,7 @@ Edge modules call :func:`require_extra` before importing their third-party depen
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 __all__ = ["MissingExtra", "require_extra"]
 
@@ -28,9 +29,12 @@ class MissingExtra(ImportError):
 def require_extra(extra: str, *modules: str) -> None:
     """Raise ``MissingExtra`` naming ``extra`` unless every one of ``modules`` is importable."""
     for module in modules:
-        try:
-            found = importlib.util.find_spec(module) is not None
-        except (ImportError, ValueError):
-            found = False
+        if module in sys.modules:  # imported already (None: import blocked)
+            found = sys.modules[module] is not None
+        else:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):
+                found = False
         if not found:
             raise MissingExtra(extra, module)

@@ -1,35 +1,62 @@
 """The ``invalidation-contracts`` command line: parses arguments and calls the packages.
 
 Each command group registers its subcommands in one ``_add_<group>`` function below. A command
-returns an exit status; a ``CommandError`` becomes a one-line message on stderr and exit status 2.
+returns an exit status. Every failure is one line on stderr, never a traceback: exit status 2 for
+a command line that cannot run as given (``UsageError``, argparse), 1 for a command that could not
+be done (``CommandError``, a missing extra, an OS error). Secrets never travel in argv: the admin
+token comes from ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` or ``--admin-token-file PATH``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+from ._extras import MissingExtra
+
+if TYPE_CHECKING:
+    from .server.trust import TrustOptions
+
+    Subparsers = argparse._SubParsersAction["_Parser"]
+
+DEBUG_ENV = "INVALIDATION_CONTRACTS_DEBUG"
+"""Set to 1 to see the traceback of an unexpected error instead of its one-line summary."""
 
 
 class CommandError(Exception):
-    """A user-facing failure: printed as one line, exit status 2."""
+    """A command that could not be done: printed as one line, exit status 1."""
+
+    status = 1
+
+
+class UsageError(CommandError):
+    """A command line that cannot run as given (a bad value, a missing setting): exit status 2."""
+
+    status = 2
 
 
 Handler = Callable[[argparse.Namespace], int]
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose usage errors are one line (and exit status 2), like every error here."""
+    """An argument parser whose usage errors are one line with exit status 2, like every error."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations: ``--admin-token SECRET`` must not pass for ``--admin-token-file``.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _add_schema(sub: argparse._SubParsersAction) -> None:
+def _add_schema(sub: Subparsers) -> None:
     p = sub.add_parser("schema", help="write the JSON Schema of every wire object")
     p.add_argument(
         "--out", type=Path, default=None, help="directory to write <Name>.schema.json into"
@@ -51,7 +78,7 @@ def _schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_planners(sub: argparse._SubParsersAction) -> None:
+def _add_planners(sub: Subparsers) -> None:
     p = sub.add_parser(
         "preflight", help="measure a planner's first-try compliance per action type (paper §6.1)"
     )
@@ -74,16 +101,68 @@ def _add_planners(sub: argparse._SubParsersAction) -> None:
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
+    return value
+
+
+def _add_admin_token(p: argparse.ArgumentParser, what: str) -> None:
+    from .server.auth import ADMIN_TOKEN_ENV
+
+    p.add_argument(
+        "--admin-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"file holding {what} (default: ${ADMIN_TOKEN_ENV})",
+    )
+
+
+def _admin_token(args: argparse.Namespace) -> str | None:
+    """The admin token from ``--admin-token-file`` or the environment; None when neither."""
+    from .server.auth import ADMIN_TOKEN_ENV
+
+    path: Path | None = args.admin_token_file
+    if path is not None:
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise CommandError(f"cannot read the admin token file {path}: {reason}") from None
+        source = str(path)
+        if not token:
+            raise UsageError(f"the admin token file {path} is empty")
+    else:
+        token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
+        source = f"${ADMIN_TOKEN_ENV}"
+    if not token:
+        return None
+    if not all("!" <= ch <= "~" for ch in token):
+        raise UsageError(
+            f"the admin token in {source} holds characters an HTTP header cannot carry "
+            "(use visible ASCII)"
+        )
+    return token
+
+
 def _preflight(args: argparse.Namespace) -> int:
     import asyncio
 
-    from .planners.errors import PlannerError
+    from .planners.errors import PlannerConfigError, PlannerError
     from .planners.preflight import preflight_spec, preflight_table
 
     try:
@@ -97,32 +176,35 @@ def _preflight(args: argparse.Namespace) -> int:
                 l2=not args.no_l2,
             )
         )
+    except PlannerConfigError as exc:
+        raise UsageError(str(exc)) from exc
     except PlannerError as exc:
         raise CommandError(str(exc)) from exc
     if args.json:
         print(json.dumps(report.to_json(), indent=2, sort_keys=True))
     else:
-        from rich.console import Console
-
-        Console().print(preflight_table(report))
+        _console().print(preflight_table(report))
     return 0
 
 
-def _add_service(sub: argparse._SubParsersAction) -> None:
-    from .server.auth import ADMIN_TOKEN_ENV
+def _console() -> Any:
+    """A rich console for tables; ``MissingExtra`` naming ``cli`` without rich."""
+    from ._extras import require_extra
 
+    require_extra("cli", "rich")
+    from rich.console import Console
+
+    return Console()
+
+
+def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
     p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
-    p.add_argument(
-        "--admin-token-env",
-        default=ADMIN_TOKEN_ENV,
-        metavar="VAR",
-        help=f"environment variable holding the admin token (default {ADMIN_TOKEN_ENV})",
-    )
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
@@ -139,7 +221,7 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
         "--opaque-key-env",
         default=None,
         metavar="VAR",
-        help="environment variable holding a secret (>= 16 bytes): send table names and keys as tags",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
     )
     p.set_defaults(handler=_serve)
 
@@ -154,8 +236,10 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
         ("graph", "print a running server's knowledge graph"),
     ):
         p = sub.add_parser(name, help=help_text)
-        p.add_argument("--url", default="http://127.0.0.1:8000", help="default %(default)s")
-        p.add_argument("--token", default=None, help=f"admin token (default ${ADMIN_TOKEN_ENV})")
+        p.add_argument(
+            "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
+        )
+        _add_admin_token(p, "the server's admin token")
         p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
         if name == "reload":
             p.add_argument("--snapshot", type=Path, required=True, help="JSON or TOML snapshot")
@@ -175,22 +259,21 @@ def _level(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _trust_options(args: argparse.Namespace):
+def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
-    import os
-
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
     from .server.trust import TrustOptions
 
     keys = {}
     for path in args.signing_key:
+        ed25519 = _ed25519()
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
         try:
             key = load_pem_private_key(path.read_bytes(), password=None)
         except (OSError, ValueError, TypeError) as exc:
-            raise CommandError(f"cannot read signing key {path}: {exc}") from exc
-        if not isinstance(key, Ed25519PrivateKey):
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise CommandError(f"cannot read signing key {path}: {reason}") from None
+        if not isinstance(key, ed25519.Ed25519PrivateKey):
             raise CommandError(f"{path} is not an Ed25519 private key")
         keys[path.stem] = key
     opaque = None
@@ -206,15 +289,21 @@ def _trust_options(args: argparse.Namespace):
     )
 
 
-def _keygen(args: argparse.Namespace) -> int:
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+def _ed25519() -> Any:
+    from .protocol.signing import ed25519
 
+    return ed25519()
+
+
+def _keygen(args: argparse.Namespace) -> int:
     from .protocol.signing import public_key_text
+
+    ed25519 = _ed25519()
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
     if args.out.exists():
         raise CommandError(f"{args.out} exists; refusing to overwrite a key")
-    key = Ed25519PrivateKey.generate()
+    key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     try:
         args.out.write_bytes(pem)
@@ -226,23 +315,25 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import os
-
     from .server.app import create_app, serve
+    from .server.auth import ADMIN_TOKEN_ENV
     from .server.storage import StorageError
 
     try:
         from .domains import get_domain
 
         domain = get_domain(args.domain)
+    except MissingExtra:
+        raise
     except ImportError as exc:
         raise CommandError(f"cannot load domains: {exc}") from exc
     except KeyError as exc:
-        raise CommandError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
-    token = os.environ.get(args.admin_token_env) or ""
+        message = exc.args[0] if exc.args else f"unknown domain {args.domain!r}"
+        raise UsageError(message) from exc
+    token = _admin_token(args) or ""
     if not token:
         print(
-            f"invalidation-contracts: warning: ${args.admin_token_env} is not set; "
+            f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
             "admin routes answer 401",
             file=sys.stderr,
         )
@@ -259,19 +350,17 @@ def _serve(args: argparse.Namespace) -> int:
         serve(app, host=args.host, port=args.port)
     except StorageError as exc:
         raise CommandError(str(exc)) from exc
-    except OSError as exc:
+    except (OSError, OverflowError) as exc:
         where = f"{args.host}:{args.port}"
-        raise CommandError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CommandError(f"cannot listen on {where}: {reason}") from None
     return 0
 
 
-def _admin_client(args: argparse.Namespace):
-    import os
-
+def _admin_client(args: argparse.Namespace) -> Any:
     from .server.admin_client import AdminClient
-    from .server.auth import ADMIN_TOKEN_ENV
 
-    return AdminClient(args.url, args.token or os.environ.get(ADMIN_TOKEN_ENV))
+    return AdminClient(args.url, _admin_token(args))
 
 
 def _reload(args: argparse.Namespace) -> int:
@@ -283,7 +372,7 @@ def _reload(args: argparse.Namespace) -> int:
     except DataFileError as exc:
         raise CommandError(str(exc)) from exc
     if args.table is not None and args.table != snapshot.table:
-        raise CommandError(f"{args.snapshot} holds table {snapshot.table!r}, not {args.table!r}")
+        raise UsageError(f"{args.snapshot} holds table {snapshot.table!r}, not {args.table!r}")
     try:
         with _admin_client(args) as client:
             result = client.reload(snapshot.table, snapshot.rows, args.version or snapshot.version)
@@ -344,7 +433,9 @@ def _add_harness_output(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--out", type=Path, default=Path("results"), help="results directory (default: results)"
     )
-    p.add_argument("--concurrency", type=int, default=4, help="runs in flight at once (default: 4)")
+    p.add_argument(
+        "--concurrency", type=_positive_int, default=4, help="runs in flight at once (default: 4)"
+    )
     p.add_argument(
         "--fresh", action="store_true", help="rerun cells whose artifacts are already complete"
     )
@@ -354,7 +445,7 @@ def _add_harness_output(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_bench(sub: argparse._SubParsersAction) -> None:
+def _add_bench(sub: Subparsers) -> None:
     p = sub.add_parser(
         "ladder",
         help="the paper's A-ladder on payments-drifted with the simulated profiles (the main job)",
@@ -396,11 +487,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--server-url", default=None, help="run against a server at this URL instead of in-process"
     )
-    p.add_argument(
-        "--admin-token",
-        default=None,
-        help="that server's admin token (default: $INVALIDATION_CONTRACTS_ADMIN_TOKEN)",
-    )
+    _add_admin_token(p, "that server's admin token")
     _add_harness_output(p)
     p.set_defaults(handler=_run)
 
@@ -424,11 +511,12 @@ def _command_line() -> str:
     return "invalidation-contracts " + " ".join(sys.argv[1:])
 
 
-def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
+def _execute_grid(grid: Any, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
     from .bench.grid import run_grid
 
+    _check_writable(args.out)
     outcome = asyncio.run(
         run_grid(
             grid,
@@ -440,10 +528,28 @@ def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
             **options,
         )
     )
-    for spec, exc in outcome.failed:
+    for spec, exc in outcome.failed[:MAX_FAILURES_SHOWN]:
         print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
+    hidden = len(outcome.failed) - MAX_FAILURES_SHOWN
+    if hidden > 0:
+        print(f"invalidation-contracts: ... and {hidden} more runs failed", file=sys.stderr)
     _publish(args.out, args.json)
     return 1 if outcome.failed else 0
+
+
+MAX_FAILURES_SHOWN = 3
+
+
+def _check_writable(out: Path) -> None:
+    """Refuse, in one line, a results directory that cannot be created or written."""
+    import tempfile
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as exc:
+        raise CommandError(f"cannot write results to {out}: {exc.strerror or exc}") from None
 
 
 def _publish(root: Path, as_json: bool) -> None:
@@ -474,13 +580,11 @@ def _ladder(args: argparse.Namespace) -> int:
     try:
         grid = ladder_grid(args.scenario, args.seeds)
     except ScenarioError as exc:
-        raise CommandError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     return _execute_grid(grid, args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    import os
-
     from .bench.arms import Arm
     from .bench.grid import Grid, ladder_grid, load_grid
     from .bench.scenario import ScenarioError, load_scenario
@@ -498,12 +602,12 @@ def _run(args: argparse.Namespace) -> int:
             rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
     except (ScenarioError, ValueError) as exc:
-        raise CommandError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     options = {}
     if args.server_url:
-        token = args.admin_token or os.environ.get(ADMIN_TOKEN_ENV)
+        token = _admin_token(args)
         if not token:
-            raise CommandError(f"--server-url needs --admin-token or ${ADMIN_TOKEN_ENV}")
+            raise UsageError(f"--server-url needs ${ADMIN_TOKEN_ENV} or --admin-token-file")
         options = {"server_url": args.server_url, "admin_token": token}
     return _execute_grid(grid, args, **options)
 
@@ -526,7 +630,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     try:
         scenario = load_scenario(args.manifest)
     except ScenarioError as exc:
-        raise CommandError(str(exc)) from exc
+        raise UsageError(str(exc)) from exc
     print(
         f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}"
     )
@@ -536,7 +640,7 @@ def _scenarios(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_memory(sub: argparse._SubParsersAction) -> None:
+def _add_memory(sub: Subparsers) -> None:
     p = sub.add_parser("memory", help="inspect and edit an agent's fix memory (SQLite file)")
     actions = p.add_subparsers(dest="memory_action", metavar="ACTION", required=True)
 
@@ -566,8 +670,6 @@ def _add_memory(sub: argparse._SubParsersAction) -> None:
 
 
 def _memory_stats(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .client import operator
 
     try:
@@ -577,13 +679,11 @@ def _memory_stats(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
-        Console().print(operator.stats_table(rows))
+        _console().print(operator.stats_table(rows))
     return 0
 
 
 def _memory_list(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from .client import operator
 
     try:
@@ -593,7 +693,7 @@ def _memory_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, sort_keys=True))
     else:
-        Console().print(operator.entries_table(rows, tombstones=args.tombstones))
+        _console().print(operator.entries_table(rows, tombstones=args.tombstones))
     return 0
 
 
@@ -613,7 +713,7 @@ def _memory_evict(args: argparse.Namespace) -> int:
 
 
 #: One registrar per command group, in help order.
-_REGISTRARS: list[Callable[[argparse._SubParsersAction], None]] = [
+_REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
     _add_planners,
@@ -642,13 +742,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return handler(args)
+        status = handler(args)
+        sys.stdout.flush()
+        return status
     except CommandError as exc:
-        print(f"invalidation-contracts: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), exc.status)
+    except MissingExtra as exc:
+        return _fail(str(exc), 1)
     except KeyboardInterrupt:
         print("invalidation-contracts: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (``... | head``): stop quietly, and let no flush at exit complain.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV) == "1":
+            raise
+        return _fail(f"unexpected {type(exc).__name__}: {exc} (set {DEBUG_ENV}=1 for details)", 1)
+
+
+def _fail(message: str, status: int) -> int:
+    first = message.strip().splitlines()[0] if message.strip() else "failed"
+    print(f"invalidation-contracts: error: {first}", file=sys.stderr)
+    return status
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,7 +50,7 @@ def test_report_rebuilds_from_artifacts_alone(tmp_path, capsys):
 
 
 def test_report_on_a_directory_without_runs_is_a_one_line_error(tmp_path, capsys):
-    assert main(["report", "--from", str(tmp_path)]) == 2
+    assert main(["report", "--from", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no completed runs" in err
 
@@ -119,8 +119,9 @@ def live_server():
     thread.join(5)
 
 
-def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, capsys):
+def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, capsys, monkeypatch):
     url, token = live_server
+    monkeypatch.setenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", token)
     argv = [
         "run",
         "--scenario",
@@ -135,8 +136,6 @@ def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, ca
         "0",
         "--server-url",
         url,
-        "--admin-token",
-        token,
         "--out",
         str(tmp_path),
         "--json",

@@ -106,7 +106,7 @@ def test_memory_evict_of_an_unknown_id_fails_and_evicts_nothing(capsys, db, serv
         "e99",
     )
 
-    assert status == 2 and err.count("\n") == 1 and "e99" in err
+    assert status == 1 and err.count("\n") == 1 and "e99" in err
     with FixMemory("row", store=db) as memory:
         assert [e.id for e in memory.entries(server.url)] == ["e2", "e3"]
 
@@ -116,13 +116,13 @@ def test_an_unknown_origin_is_a_one_line_error(capsys, db):
         capsys, "memory", "stats", "--db", str(db), "--origin", "https://nowhere.test"
     )
 
-    assert status == 2 and err.count("\n") == 1 and "nowhere.test" in err
+    assert status == 1 and err.count("\n") == 1 and "nowhere.test" in err
 
 
 def test_a_missing_database_is_a_one_line_error(capsys, tmp_path):
     status, _, err = run(capsys, "memory", "list", "--db", str(tmp_path / "absent.db"))
 
-    assert status == 2 and err.count("\n") == 1 and "no memory database" in err
+    assert status == 1 and err.count("\n") == 1 and "no memory database" in err
     assert not (tmp_path / "absent.db").exists()
 
 
@@ -132,4 +132,4 @@ def test_a_corrupt_database_is_a_one_line_error(capsys, tmp_path):
 
     status, _, err = run(capsys, "memory", "stats", "--db", str(path))
 
-    assert status == 2 and err.count("\n") == 1 and "not a fix-memory database" in err
+    assert status == 1 and err.count("\n") == 1 and "not a fix-memory database" in err

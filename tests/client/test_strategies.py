@@ -478,3 +478,96 @@ def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
     obs = memory.observe(server.url, {}, 422, server.failure(drop), injected=["e1"])
 
     assert obs.of(Evicted) == [] and "e1" in [e.id for e in memory.entries(server.url)]
+
+
+# -- absent rules: a fix that held because a rule was not declared
+
+
+def absent_promo_fix(server, rules):
+    """e1: a fix its policy computed because ``rules["extra"]`` was looked up and not declared."""
+    return server.fix(
+        "ADD_PROMO",
+        {"promo_code": "SUMMER"},
+        scope={"plan": "plan_a"},
+        reads={"codes": ["plan_a"]},
+        absent_rules=[list(rules["extra"])],
+    )
+
+
+@pytest.mark.parametrize("strategy", ["rules-oracle", "rules-stamp"])
+def test_declaring_a_rule_a_fix_found_absent_evicts_it_on_the_stamp(
+    strategy, server, rules, driver_class
+):
+    memory = FixMemory(strategy)
+    drive = driver_class(memory, server)
+    drive.fail(absent_promo_fix(server, rules))
+    server.set_rules({rules["promo"], rules["credit"], rules["extra"]})
+
+    events = drive.ok()
+
+    assert [(e.entry_id, e.reason) for e in events if isinstance(e, Evicted)] == [("e1", RULES)]
+
+
+def test_the_oracle_keeps_an_absent_rule_fix_when_other_rules_change(server, rules, driver_class):
+    memory = FixMemory("rules-oracle")
+    drive = driver_class(memory, server)
+    drive.fail(absent_promo_fix(server, rules))
+    server.set_rules({rules["promo"]})
+
+    events = drive.ok()
+
+    assert not [e for e in events if isinstance(e, Evicted)]
+    assert [e.entry_id for e in events if isinstance(e, Restamped)] == ["e1"]
+
+
+def test_an_absent_rule_lookup_with_a_wildcard_matches_any_relation(server, rules, driver_class):
+    memory = FixMemory("rules-oracle")
+    drive = driver_class(memory, server)
+    codes, promos, _ = rules["extra"]
+    drive.fail(
+        server.fix(
+            "ADD_PROMO",
+            {"promo_code": "SUMMER"},
+            scope={"plan": "plan_a"},
+            reads={"codes": ["plan_a"]},
+            absent_rules=[[codes, promos, None]],
+        )
+    )
+    server.set_rules({rules["promo"], rules["credit"], (codes, promos, "another_relation")})
+
+    events = drive.ok()
+
+    assert [(e.entry_id, e.reason) for e in events if isinstance(e, Evicted)] == [("e1", RULES)]
+
+
+def test_vectors_dispose_of_an_absent_rule_fix_against_a_rule_listing(server, rules, driver_class):
+    memory = FixMemory("rules-stamp+vectors")
+    drive = driver_class(memory, server)
+    drive.fail(absent_promo_fix(server, rules))
+    server.set_rules({rules["promo"], rules["credit"], rules["extra"]})
+    drive.ok()
+
+    obs = memory.apply_rules(server.url, server.rules_listing())
+
+    assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", RULES)]
+
+
+def test_vectors_evict_when_a_failure_shows_the_absent_rules_of_a_type_changed(
+    server, rules, driver_class
+):
+    memory = FixMemory("rules-stamp+vectors")
+    drive = driver_class(memory, server)
+    drive.fail(absent_promo_fix(server, rules))
+    server.set_rules({rules["promo"], rules["credit"], rules["extra"]})
+    drive.ok()
+    other = server.fix(
+        "ADD_PROMO",
+        {"promo_code": "AUTUMN"},
+        scope={"plan": "plan_b"},
+        reads={"codes": ["plan_b"]},
+        absent_rules=[list(rules["credit"])],
+    )
+
+    events = drive.fail(other)
+
+    assert [(e.entry_id, e.reason) for e in events if isinstance(e, Evicted)] == [("e1", RULES)]

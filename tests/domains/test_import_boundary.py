@@ -9,6 +9,8 @@ DOMAINS = Path(__file__).parents[2] / "src" / "invalidation_contracts" / "domain
 PUBLIC = {
     "invalidation_contracts.server": set(server.__all__) | {"oracle"},
     "invalidation_contracts.protocol": set(protocol.__all__),
+    # The optional-dependency guard every edge module uses (the Stripe backend's `stripe` extra).
+    "invalidation_contracts._extras": {"MissingExtra", "require_extra"},
 }
 
 

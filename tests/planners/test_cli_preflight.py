@@ -57,12 +57,12 @@ def test_missing_key_is_a_one_line_error_with_exit_status_2(capsys, monkeypatch)
     assert "OPENAI_API_KEY" in capsys.readouterr().err
 
 
-def test_unreachable_server_is_a_one_line_error_with_exit_status_2(capsys):
+def test_unreachable_server_is_a_one_line_error_with_exit_status_1(capsys):
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     spec = f"openai-compatible:m@http://127.0.0.1:{port}/v1"
-    assert main(["preflight", "--planner", spec, "--max-retries", "0"]) == 2
+    assert main(["preflight", "--planner", spec, "--max-retries", "0"]) == 1
     assert capsys.readouterr().err.count("\n") == 1

@@ -86,3 +86,48 @@ def test_incremental_graph_update_equals_a_rebuild(table_rows, rules, table, new
     registry.reload(table, new_rows, version="9.0.0")
     after = dict(table_rows, **{table: new_rows})
     assert set(registry.state.graph.edges()) == brute_force_edges(after, rules)
+
+
+def brute_force_nodes(table_rows, rules):
+    """Every row of a table a rule names, and every edge end; ``True`` marks a key with no row."""
+    named = {t for rule in rules for t in (rule.from_table, rule.to_table)}
+    nodes = {f"{t}:{k}": False for t in named for k in table_rows[t]}
+    for _, target, _ in brute_force_edges(table_rows, rules):
+        table, _, key = target.partition(":")
+        nodes.setdefault(target, key not in table_rows[table])
+    return nodes
+
+
+def test_an_edge_to_a_key_with_no_row_lists_that_key_as_an_absent_node():
+    registry = Registry(
+        {"a": {"x": {"ref": ["gone"]}}, "b": {"y": {}}}, [Rule("a", "b", "r", via="ref")]
+    )
+    listing = registry.state.graph_listing()
+    assert listing.nodes["b:gone"].absent is True
+    assert listing.nodes["b:gone"].version == registry.state.tables["b"].version
+    assert listing.nodes["b:y"].absent is None
+    assert "absent" not in listing.nodes["b:y"].to_wire()
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables, rule_sets)
+def test_graph_nodes_are_the_rows_of_ruled_tables_and_every_edge_end(table_rows, rules):
+    listing = Registry(table_rows, rules).state.graph_listing()
+    assert {nid: bool(node.absent) for nid, node in listing.nodes.items()} == brute_force_nodes(
+        table_rows, rules
+    )
+    assert {e.from_ for e in listing.edges} | {e.to for e in listing.edges} <= set(listing.nodes)
+
+
+@settings(max_examples=150, deadline=None)
+@given(tables, rule_sets, st.sampled_from(TABLES), rows)
+def test_affected_downstream_is_a_walk_over_the_published_graph_as_it_was_before(
+    table_rows, rules, table, new_rows
+):
+    registry = Registry(table_rows, rules)
+    listing = registry.state.graph_listing()
+    result = registry.reload(table, new_rows, version="9.0.0")
+    edges = {(e.from_, e.to, e.relation) for e in listing.edges}
+    start = {f"{table}:{k}" for k in (*result.diff.changed, *result.diff.removed)}
+    assert set(result.affected_downstream) <= set(listing.nodes)
+    assert set(result.affected_downstream) == brute_force_reachable(edges, start)

@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     ReadTracker,
+    Rule,
     RuleSet,
     Snapshot,
     TrackedTables,
@@ -35,14 +36,86 @@ def test_iterating_a_table_depends_on_the_whole_table():
     assert tracker.dependencies({"t2": "2.0.0"})[0].keys is None
 
 
-def test_rule_lookups_are_recorded_only_when_found():
-    from invalidation_contracts.server import Rule
-
+def test_a_rule_found_is_a_rule_dependency_and_a_rule_found_absent_an_absent_one():
     tracker = ReadTracker()
     tables = TrackedTables(SNAPS, RuleSet([Rule("t1", "t2", "r")]), tracker)
     assert tables.rules.declares("t1", "t2", "r")
     assert not tables.rules.declares("t2", "t1", "r")
     assert tracker.rules == [("t1", "t2", "r")]
+    assert tracker.absent_rules == [("t2", "t1", "r")]
+
+
+def test_a_lookup_for_any_relation_also_depends_on_relations_not_declared():
+    tracker = ReadTracker()
+    tables = TrackedTables(SNAPS, RuleSet([Rule("t1", "t2", "r")]), tracker)
+    assert [rule.relation for rule in tables.rules.find("t1", "t2")] == ["r"]
+    assert tracker.rules == [("t1", "t2", "r")]
+    assert tracker.absent_rules == [("t1", "t2", None)]
+
+
+def test_listing_the_rules_from_a_table_depends_on_rules_from_it_not_declared():
+    tracker = ReadTracker()
+    tables = TrackedTables(SNAPS, RuleSet([Rule("t1", "t2", "r")]), tracker)
+    assert len(tables.rules.from_table("t1")) == 1
+    assert tracker.absent_rules == [("t1", None, None)]
+
+
+TABLE_NAMES = ["t1", "t2"]
+RELATIONS = ["r", "s"]
+TRIPLES = [(a, b, r) for a in TABLE_NAMES for b in TABLE_NAMES for r in RELATIONS]
+lookups = st.lists(
+    st.one_of(
+        st.tuples(st.just("declares"), st.sampled_from(TRIPLES)),
+        st.tuples(
+            st.just("find"),
+            st.tuples(
+                st.sampled_from(TABLE_NAMES),
+                st.sampled_from(TABLE_NAMES),
+                st.sampled_from([None, *RELATIONS]),
+            ),
+        ),
+        st.tuples(st.just("from_table"), st.sampled_from(TABLE_NAMES)),
+    ),
+    max_size=6,
+)
+rule_sets = st.sets(st.sampled_from(TRIPLES))
+
+
+def answers(plan, triples):
+    """What each lookup of ``plan`` returns under the rules ``triples``."""
+    tables = TrackedTables(SNAPS, RuleSet(Rule(*t) for t in triples), ReadTracker())
+    out = []
+    for how, arg in plan:
+        if how == "declares":
+            out.append(tables.rules.declares(*arg))
+        elif how == "find":
+            out.append({rule.triple for rule in tables.rules.find(*arg)})
+        else:
+            out.append({rule.triple for rule in tables.rules.from_table(arg)})
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(lookups, rule_sets, rule_sets)
+def test_rule_dependencies_change_exactly_when_an_answer_would(plan, before, after):
+    tracker = ReadTracker()
+    tables = TrackedTables(SNAPS, RuleSet(Rule(*t) for t in before), tracker)
+    for how, arg in plan:
+        if how == "declares":
+            tables.rules.declares(*arg)
+        elif how == "find":
+            tables.rules.find(*arg)
+        else:
+            tables.rules.from_table(arg)
+    found, absent = set(tracker.rules), tracker.absent_rules
+
+    def matches(triple, pattern):
+        return all(want is None or want == got for want, got in zip(pattern, triple, strict=True))
+
+    stale = not found <= after or any(
+        matches(triple, pattern) for triple in after - found for pattern in absent
+    )
+    assert stale == (answers(plan, before) != answers(plan, after))
 
 
 reads = st.lists(

@@ -145,7 +145,7 @@ BAD_INPUT = [
         "/admin/rules",
         {"rules": [{"from_table": "plans", "to_table": "", "relation": "r"}]},
         422,
-        "invalid-rules",
+        "invalid-request",
     ),
     ("/admin/rules", {"rules": "all of them"}, 422, "invalid-request"),
 ]

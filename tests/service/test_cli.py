@@ -1,4 +1,4 @@
-"""The operator's commands: serve, reload and graph, with one-line errors and exit status 2."""
+"""The operator's commands: serve, reload and graph; every error one line, exit 1 or 2 (usage)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ from invalidation_contracts import cli, domains
 from invalidation_contracts.server.app import create_app
 
 TOKEN = "s3cret-admin-token"
+TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"
+
+
+@pytest.fixture(autouse=True)
+def admin_token(monkeypatch):
+    """The operator's shell holds the admin token in the environment, never in argv."""
+    monkeypatch.setenv(TOKEN_ENV, TOKEN)
 
 
 @pytest.fixture
@@ -48,9 +55,7 @@ def closed_port() -> int:
 
 def test_reload_sends_the_snapshot_and_prints_the_diff(server, snapshot, capsys):
     url, registry = server
-    status, out, _ = run(
-        capsys, "reload", "--url", url, "--token", TOKEN, "--snapshot", str(snapshot)
-    )
+    status, out, _ = run(capsys, "reload", "--url", url, "--snapshot", str(snapshot))
     assert status == 0
     assert out.strip() == (
         "plans: 1.0.0 -> 2.0.0 (0 added, 2 removed, 1 changed); 2 downstream nodes affected; seq 1"
@@ -58,11 +63,8 @@ def test_reload_sends_the_snapshot_and_prints_the_diff(server, snapshot, capsys)
     assert registry.state.versions()["plans"] == "2.0.0"
 
 
-def test_reload_takes_the_token_from_the_environment_and_prints_json(
-    server, snapshot, capsys, monkeypatch
-):
+def test_reload_takes_the_token_from_the_environment_and_prints_json(server, snapshot, capsys):
     url, _ = server
-    monkeypatch.setenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", TOKEN)
     status, out, _ = run(
         capsys, "reload", "--url", url, "--snapshot", str(snapshot), "--version", "3.0.0", "--json"
     )
@@ -70,29 +72,43 @@ def test_reload_takes_the_token_from_the_environment_and_prints_json(
     assert json.loads(out)["new_version"] == "3.0.0"
 
 
-def test_reload_with_the_wrong_token_is_one_line_and_exit_2(server, snapshot, capsys):
-    url, registry = server
-    status, out, err = run(
-        capsys, "reload", "--url", url, "--token", "nope", "--snapshot", str(snapshot)
+def test_reload_takes_the_token_from_a_file(server, snapshot, capsys, monkeypatch, tmp_path):
+    monkeypatch.delenv(TOKEN_ENV)
+    token_file = tmp_path / "admin-token"
+    token_file.write_text(TOKEN + "\n")
+    status, _, _ = run(
+        capsys,
+        "reload",
+        "--url",
+        server[0],
+        "--admin-token-file",
+        str(token_file),
+        "--snapshot",
+        str(snapshot),
     )
-    assert status == 2 and out == ""
+    assert status == 0
+
+
+def test_reload_with_the_wrong_token_is_one_line_and_exit_1(server, snapshot, capsys, monkeypatch):
+    url, registry = server
+    monkeypatch.setenv(TOKEN_ENV, "nope")
+    status, out, err = run(capsys, "reload", "--url", url, "--snapshot", str(snapshot))
+    assert status == 1 and out == ""
     assert err.count("\n") == 1 and "admin token was rejected" in err
     assert registry.state.seq == 0
 
 
 def test_reload_without_a_token_says_how_to_give_one(server, snapshot, capsys, monkeypatch):
-    monkeypatch.delenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", raising=False)
+    monkeypatch.delenv(TOKEN_ENV)
     status, _, err = run(capsys, "reload", "--url", server[0], "--snapshot", str(snapshot))
-    assert status == 2
-    assert "--token" in err and "INVALIDATION_CONTRACTS_ADMIN_TOKEN" in err
+    assert status == 1
+    assert "--admin-token-file" in err and TOKEN_ENV in err
 
 
 def test_reload_against_a_server_that_is_down_is_one_line(snapshot, capsys):
     url = f"http://127.0.0.1:{closed_port()}"
-    status, _, err = run(
-        capsys, "reload", "--url", url, "--token", TOKEN, "--snapshot", str(snapshot)
-    )
-    assert status == 2
+    status, _, err = run(capsys, "reload", "--url", url, "--snapshot", str(snapshot))
+    assert status == 1
     assert (
         err.strip() == f"invalidation-contracts: error: cannot reach {url}: is the server running?"
     )
@@ -101,19 +117,15 @@ def test_reload_against_a_server_that_is_down_is_one_line(snapshot, capsys):
 def test_reload_of_a_bad_file_is_one_line(server, tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    status, _, err = run(
-        capsys, "reload", "--url", server[0], "--token", TOKEN, "--snapshot", str(bad)
-    )
-    assert status == 2 and "bad.json: not valid JSON" in err and err.count("\n") == 1
+    status, _, err = run(capsys, "reload", "--url", server[0], "--snapshot", str(bad))
+    assert status == 1 and "bad.json: not valid JSON" in err and err.count("\n") == 1
 
 
 def test_reload_names_the_server_problem(server, tmp_path, capsys):
     stale = tmp_path / "stale.json"
     stale.write_text(json.dumps({"table": "plans", "version": "0.1.0", "rows": {}}))
-    status, _, err = run(
-        capsys, "reload", "--url", server[0], "--token", TOKEN, "--snapshot", str(stale)
-    )
-    assert status == 2 and "409 version-conflict" in err
+    status, _, err = run(capsys, "reload", "--url", server[0], "--snapshot", str(stale))
+    assert status == 1 and "409 version-conflict" in err
 
 
 def test_reload_refuses_a_snapshot_of_another_table(server, snapshot, capsys):
@@ -122,8 +134,6 @@ def test_reload_refuses_a_snapshot_of_another_table(server, snapshot, capsys):
         "reload",
         "--url",
         server[0],
-        "--token",
-        TOKEN,
         "--snapshot",
         str(snapshot),
         "--table",
@@ -145,9 +155,9 @@ def test_graph_json_is_the_listing(server, capsys):
     assert status == 0 and set(json.loads(out)) >= {"nodes", "edges"}
 
 
-def test_graph_against_a_server_that_is_down_is_exit_2(capsys):
+def test_graph_against_a_server_that_is_down_is_exit_1(capsys):
     status, _, err = run(capsys, "graph", "--url", f"http://127.0.0.1:{closed_port()}")
-    assert status == 2 and "cannot reach" in err
+    assert status == 1 and "cannot reach" in err
 
 
 @pytest.fixture
@@ -165,15 +175,14 @@ def test_serve_an_unknown_domain_is_exit_2(fake_domains, capsys):
     assert status == 2 and "unknown domain 'nope'" in err
 
 
-def test_serve_on_a_port_in_use_is_exit_2(fake_domains, capsys, monkeypatch):
-    monkeypatch.setenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", TOKEN)
+def test_serve_on_a_port_in_use_is_exit_1(fake_domains, capsys):
     with socket.create_server(("127.0.0.1", 0)) as busy:
         port = busy.getsockname()[1]
         status, _, err = run(capsys, "serve", "--domain", "test_shop", "--port", str(port))
-    assert status == 2 and f"cannot listen on 127.0.0.1:{port}" in err
+    assert status == 1 and f"cannot listen on 127.0.0.1:{port}" in err
 
 
-def test_serve_a_registry_file_of_another_domain_is_exit_2(fake_domains, domain, tmp_path, capsys):
+def test_serve_a_registry_file_of_another_domain_is_exit_1(fake_domains, domain, tmp_path, capsys):
     from dataclasses import replace
 
     db = tmp_path / "other.db"
@@ -181,7 +190,7 @@ def test_serve_a_registry_file_of_another_domain_is_exit_2(fake_domains, domain,
     status, _, err = run(
         capsys, "serve", "--domain", "test_shop", "--db", str(db), "--port", str(closed_port())
     )
-    assert status == 2 and "domain 'other'" in err
+    assert status == 1 and "domain 'other'" in err
 
 
 def test_serve_rejects_an_unknown_level(capsys):

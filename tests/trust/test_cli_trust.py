@@ -15,7 +15,7 @@ def test_keygen_writes_a_private_key_and_prints_the_public_key(tmp_path, capsys)
 def test_keygen_refuses_to_overwrite_a_key(tmp_path, capsys):
     out = tmp_path / "k.pem"
     out.write_text("keep me")
-    assert main(["keygen", "--out", str(out)]) == 2
+    assert main(["keygen", "--out", str(out)]) == 1
     assert out.read_text() == "keep me" and "refusing" in capsys.readouterr().err
 
 

@@ -4,7 +4,12 @@
 ``write_figures`` draws them with matplotlib's Agg canvas (no display, no pyplot global state).
 """
 
+# ruff: noqa: E402 (the extra is checked before the imports that need it)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("bench", "matplotlib")
 
 import math
 import re

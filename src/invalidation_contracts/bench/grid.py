@@ -1,6 +1,11 @@
 """The grid: planners × arms × seeds × scenarios, run concurrently with a bound and resumably."""
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("cli", "rich")
 
 import asyncio
 import itertools

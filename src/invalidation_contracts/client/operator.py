@@ -4,7 +4,12 @@ Backs ``invalidation-contracts memory stats|list|evict``. Run these on a memory 
 at the moment (an agent holds its own index and does not see edits made behind it until restart).
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("cli", "rich")
 
 from collections.abc import Iterator
 from contextlib import contextmanager

@@ -12,10 +12,10 @@ any row change in its table evicts it, a touch restamps it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import ClassVar
 
-from ..protocol.models import ChangesFeed, RulesListing, Suggestion
+from ..protocol.models import ChangesFeed, RulePattern, RulesListing, RuleTriple, Suggestion
 from .entries import EvictionReason, MemoryEntry, later, rule_vector
 from .ledger import Ledger
 from .state import OriginState
@@ -202,16 +202,29 @@ class RowWithGraph(RowInvalidation):
 
 
 class _RulesAware(RowInvalidation):
-    """A2D, plus a reading of the ``rules_version`` stamp (the L6 channel)."""
+    """A2D, plus a reading of the ``rules_version`` stamp (the L6 channel).
+
+    An entry relies on the rules it found (``rules``) and on the rules it found absent
+    (``absent_rules``): a found rule removed, or a rule matching an absent lookup declared,
+    makes it stale.
+    """
 
     reads_rules = True
 
     def _dispose_against(self, tx: Ledger, listing: RulesListing) -> None:
         declared = {rule.triple for rule in listing.rules}
-        for entry in tx.index.rule_dependent():
+        for entry in rule_readers(tx):
             missing = [rule for rule in entry.rules if rule not in declared]
+            appeared = sorted(
+                triple
+                for triple in declared - set(entry.rules)
+                if any(_matches(triple, pattern) for pattern in absent_rules(entry))
+            )
             if missing:
                 detail = f"relies on rule {list(missing[0])}, no longer declared"
+                tx.evict(entry.id, EvictionReason.RULES, detail)
+            elif appeared:
+                detail = f"relies on rule {list(appeared[0])} being absent, now declared"
                 tx.evict(entry.id, EvictionReason.RULES, detail)
             else:
                 tx.restamp(entry.id, rules_version=listing.rules_version)
@@ -223,7 +236,7 @@ class RulesOracle(_RulesAware):
     name, arm = "rules-oracle", "A2DO"
 
     def on_rules_moved(self, tx: Ledger, old: str, new: str) -> None:
-        if tx.index.rule_dependent():
+        if rule_readers(tx):
             tx.state.rules_pending = True
 
     def on_rules_listing(self, tx: Ledger, listing: RulesListing) -> None:
@@ -231,7 +244,7 @@ class RulesOracle(_RulesAware):
         tx.state.rules_pending = False
 
     def on_rules_unavailable(self, tx: Ledger) -> None:
-        for entry in tx.index.rule_dependent():
+        for entry in rule_readers(tx):
             if entry.rules_version != tx.state.rules_version:
                 tx.evict(
                     entry.id, EvictionReason.RULES, "rules moved and no rule listing is available"
@@ -245,7 +258,9 @@ class RulesOracle(_RulesAware):
         if super().withholds(state, entry):
             return True
         return (
-            state.rules_pending and bool(entry.rules) and entry.rules_version != state.rules_version
+            state.rules_pending
+            and reads_rules(entry)
+            and entry.rules_version != state.rules_version
         )
 
 
@@ -261,7 +276,7 @@ class RulesStamp(_RulesAware):
         self._clear(tx, listing.rules_version, f"rules_version is now {listing.rules_version}")
 
     def _clear(self, tx: Ledger, version: str, detail: str) -> None:
-        for entry in tx.index.rule_dependent():
+        for entry in rule_readers(tx):
             if entry.rules_version != version:
                 tx.evict(entry.id, EvictionReason.RULES, detail)
 
@@ -281,13 +296,14 @@ class RulesStampWithVectors(_RulesAware):
     def on_failure(self, tx: Ledger, suggestions: Sequence[Suggestion]) -> None:
         current = tx.state.rules_version
         for suggestion in suggestions:
-            if suggestion.rules is None:
+            if suggestion.rules is None and suggestion.absent_rules is None:
                 continue
             vector = rule_vector(suggestion.rules)
+            absent = pattern_vector(suggestion.absent_rules)
             for entry in tx.index.of_type(suggestion.type):
                 if entry.rules_version == current:
                     continue
-                if entry.rules != vector:
+                if entry.rules != vector or absent_rules(entry) != absent:
                     detail = (
                         f"rule vector of {suggestion.type} changed under rules_version {current}"
                     )
@@ -328,6 +344,30 @@ def strategy_for(spec: str | Strategy | type[Strategy]) -> Strategy:
         known = ", ".join(f"{c.name} ({c.arm})" for c in STRATEGY_CLASSES)
         raise ValueError(f"unknown strategy {spec!r}; expected one of {known}")
     return cls()
+
+
+def reads_rules(entry: MemoryEntry) -> bool:
+    """Whether the entry relied on a rule being declared, or on one being absent."""
+    return bool(entry.rules or entry.suggestion.absent_rules)
+
+
+def rule_readers(tx: Ledger) -> list[MemoryEntry]:
+    """The origin's entries that relied on a rule, declared or absent, in store order."""
+    return [entry for entry in tx.index if reads_rules(entry)]
+
+
+def absent_rules(entry: MemoryEntry) -> tuple[RulePattern, ...]:
+    """The rule lookups the entry's fix relied on finding nothing new for (``absent_rules``)."""
+    return pattern_vector(entry.suggestion.absent_rules)
+
+
+def pattern_vector(patterns: Iterable[RulePattern] | None) -> tuple[RulePattern, ...]:
+    """A sorted, duplicate-free tuple of rule lookups."""
+    return tuple(sorted(set(patterns or ()), key=lambda p: tuple(part or "" for part in p)))
+
+
+def _matches(triple: RuleTriple, pattern: RulePattern) -> bool:
+    return all(want is None or want == got for want, got in zip(pattern, triple, strict=True))
 
 
 def evict_changed_rows(tx: Ledger, feed: ChangesFeed) -> None:

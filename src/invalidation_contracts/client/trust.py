@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.models import Suggestion, field_pointer
 from ..protocol.signing import SignatureError, load_public_key, verify
 from .entries import MemoryEntry
 from .patching import is_patchable, written_paths
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 DEFAULT_CLOCK_SKEW_S = 60.0
 DEFAULT_WINDOW_S = 3600.0
@@ -39,7 +40,8 @@ class TrustPolicy:
     """What the memory checks before it lets a server's contract act on its entries.
 
     ``public_keys``: kid → Ed25519 public key (object, 32 raw bytes, base64url or PEM); several
-    kids are accepted at once, which is how keys rotate. With keys, the client asks for
+    kids are accepted at once, which is how keys rotate. Keys need the ``signing`` extra
+    (``cryptography``); without keys nothing imports it. With keys, the client asks for
     signatures (``Contract-Sign: 1``) and rejects a bad one; ``require_signatures`` also rejects
     an absent one. ``clock_skew_s``: tolerance on ``iat``/``exp``.
     """

@@ -7,7 +7,12 @@ are retried by the SDK itself (exponential backoff from 0.5 s, capped at 8 s, ho
 :class:`PlannerCallError`.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("anthropic", "anthropic")
 
 import json
 import os

@@ -8,7 +8,12 @@ SDK itself (exponential backoff, honouring ``retry-after`` and ``retry-after-ms`
 ``max_retries`` times; what still fails raises :class:`PlannerCallError`.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("openai", "openai")
 
 import json
 import os

@@ -10,10 +10,22 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializationInfo, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 Row = dict[str, JsonValue]
 RuleTriple = tuple[str, str, str]
+RulePattern = tuple[str, str | None, str | None]
+"""A rule lookup ``[from_table, to_table, relation]``; ``None`` matches any table or relation."""
+MAX_VERSION_LENGTH = 128
+"""Longest table version an operator may name."""
 
 
 class WireModel(BaseModel):
@@ -26,7 +38,7 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def to_json(self) -> bytes:
-        """``to_wire()`` encoded as compact UTF-8 JSON, serialized in one pass (the response path)."""
+        """``to_wire()`` as compact UTF-8 JSON, serialized in one pass (the response path)."""
         return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
 
 
@@ -73,9 +85,11 @@ class PatchOperation(WireModel):
     from_: str | None = Field(default=None, alias="from")
 
     @model_serializer(mode="wrap")
-    def _keep_null_value(self, handler, info: SerializationInfo) -> dict[str, Any]:
+    def _keep_null_value(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
         """``add``, ``replace`` and ``test`` always carry ``value``, even when it is null."""
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if self.op in ("add", "replace", "test"):
             data["value"] = self.value
         return data
@@ -96,6 +110,12 @@ class Suggestion(WireModel):
     rules: list[RuleTriple] | None = Field(
         default=None, description="(ext, L4) The rule triples the policy relied on."
     )
+    absent_rules: list[RulePattern] | None = Field(
+        default=None,
+        description="(ext, L4) Rule lookups the fix relied on, null matching any table or "
+        "relation: no declared rule matched one except those in `rules`. Declaring a matching "
+        "rule can change the fix.",
+    )
     scope: dict[str, JsonValue] | None = Field(
         default=None, description="(ext) Request fields and values the fix is keyed on, like Vary."
     )
@@ -114,7 +134,7 @@ class RecoveryFeedback(WireModel):
 
 
 class ContractFields(WireModel):
-    """The response-level contract fields carried by every response (also `GET /contract/versions`)."""
+    """The response-level contract fields of every response (also `GET /contract/versions`)."""
 
     table_versions: dict[str, str] | None = Field(
         default=None, description="{table: version} (L1); only changed tables under Contract-Since."
@@ -169,7 +189,12 @@ class ReloadRequest(WireModel):
 
     table: str
     rows: dict[str, Row]
-    version: str | None = Field(default=None, description="Operator-chosen version; else bumped.")
+    version: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION_LENGTH,
+        description="Operator-chosen version; else bumped.",
+    )
 
 
 class PatchTableRequest(WireModel):
@@ -178,7 +203,7 @@ class PatchTableRequest(WireModel):
     table: str
     upsert: dict[str, Row] = Field(default_factory=dict)
     delete: list[str] = Field(default_factory=list)
-    version: str | None = None
+    version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
 
 
 class ReloadResult(WireModel):
@@ -197,12 +222,14 @@ class ReloadResult(WireModel):
 class RuleDeclaration(WireModel):
     """A derivation rule: each row of `from_table` relates to a row of `to_table`."""
 
-    from_table: str
-    to_table: str
-    relation: str
+    from_table: str = Field(min_length=1)
+    to_table: str = Field(min_length=1)
+    relation: str = Field(min_length=1)
     via: str | None = Field(
         default=None,
-        description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",
+        min_length=1,
+        description="Field of the from-row whose value(s) name the to-row key; "
+        "absent: the same key.",
     )
 
     @property
@@ -270,9 +297,16 @@ class ChangesFeed(WireModel):
 
 
 class GraphNode(WireModel):
+    """A row of a table a rule names, or a key an edge points at that has no row (``absent``)."""
+
     table: str
     key: str
-    version: str
+    version: str = Field(description="The version of the node's table.")
+    absent: Literal[True] | None = Field(
+        default=None,
+        description="(ext) The table has no row with this key; an edge points at it. Omitted "
+        "for rows.",
+    )
 
 
 class GraphEdge(WireModel):
@@ -282,7 +316,11 @@ class GraphEdge(WireModel):
 
 
 class GraphListing(WireModel):
-    """`GET /contract/graph` (L5): nodes are `table:key`, edges one per rule instance."""
+    """`GET /contract/graph` (L5): nodes are `table:key`, edges one per rule instance.
+
+    Every edge's ends are nodes, so ``affected_downstream`` (a walk over these edges) names
+    only nodes listed here.
+    """
 
     nodes: dict[str, GraphNode]
     edges: list[GraphEdge]

@@ -7,7 +7,9 @@ sent in compact detached form (``header..signature``, RFC 7515 Appendix F): the 
 sent, because the verifier rebuilds it from the body it received. ``iat`` and ``exp`` travel in
 the protected header (replicated claims, RFC 7519 §5.3), so the header alone completes it.
 
-Pure functions over bytes and JSON values; Ed25519 (``alg: EdDSA``, RFC 8037) from ``cryptography``.
+Pure functions over bytes and JSON values. Ed25519 (``alg: Ed25519``, RFC 9864; the deprecated
+``EdDSA`` of RFC 8037 is still accepted) comes from ``cryptography``, imported only when a key is
+used: the protocol and the client import without the ``signing`` extra.
 """
 
 from __future__ import annotations
@@ -18,20 +20,28 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-
+from .._extras import require_extra
 from .canonical import canonical_json, fingerprint
 from .models import ContractFields
+
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 #: Request header: ask the server to sign the response (value ``1``).
 CONTRACT_SIGN = "Contract-Sign"
 #: Response header carrying the detached JWS.
 CONTRACT_SIGNATURE = "Contract-Signature"
-ALGORITHM = "EdDSA"
+ALGORITHM = "Ed25519"
+"""The ``alg`` a signer emits: the fully specified Ed25519 name of RFC 9864."""
+ACCEPTED_ALGORITHMS = frozenset({ALGORITHM, "EdDSA"})
+"""What a verifier accepts: ``Ed25519``, and ``EdDSA`` (RFC 8037, deprecated by RFC 9864) from
+servers that predate it. With an Ed25519 key both name the same signature."""
 TYPE = "contract-freshness+jws"
 #: The body members named in the statement itself; every other member is in ``content``.
 CONTRACT_MEMBERS = tuple(ContractFields.model_fields)
@@ -42,6 +52,14 @@ class SignatureError(ValueError):
     """A signature that is malformed, unknown, wrong, or outside its validity window."""
 
 
+def ed25519() -> ModuleType:
+    """``cryptography``'s Ed25519 module; ``MissingExtra`` naming ``signing`` without it."""
+    require_extra("signing", "cryptography")
+    from cryptography.hazmat.primitives.asymmetric import ed25519 as module
+
+    return module
+
+
 @dataclass(frozen=True, slots=True)
 class SignedHeader:
     """The protected header of a freshness JWS."""
@@ -49,9 +67,10 @@ class SignedHeader:
     kid: str
     iat: int
     exp: int
+    alg: str = ALGORITHM
 
     def to_json(self) -> dict[str, Any]:
-        return {"alg": ALGORITHM, "typ": TYPE, "kid": self.kid, "iat": self.iat, "exp": self.exp}
+        return {"alg": self.alg, "typ": TYPE, "kid": self.kid, "iat": self.iat, "exp": self.exp}
 
 
 def statement(body: Mapping[str, Any], *, since: int | None, iat: int, exp: int) -> dict[str, Any]:
@@ -125,6 +144,9 @@ def verify(
     except ValueError as exc:
         raise SignatureError(str(exc)) from None
     payload = _b64(canonical_json(claims))
+    ed25519()
+    from cryptography.exceptions import InvalidSignature
+
     try:
         key.verify(signature, f"{encoded}.{payload}".encode("ascii"))
     except InvalidSignature:
@@ -142,24 +164,36 @@ def verify(
 
 def load_public_key(value: Ed25519PublicKey | bytes | str) -> Ed25519PublicKey:
     """An Ed25519 public key from a key object, 32 raw bytes, base64url of them, or PEM text."""
-    if isinstance(value, Ed25519PublicKey):
-        return value
+    module = ed25519()
+    from cryptography.hazmat.primitives import serialization
+
+    public_key: type[Ed25519PublicKey] = module.Ed25519PublicKey
     if isinstance(value, str):
         text = value.strip()
         if text.startswith("-----BEGIN"):
             key = serialization.load_pem_public_key(text.encode("ascii"))
-            if not isinstance(key, Ed25519PublicKey):
+            if not isinstance(key, public_key):
                 raise ValueError("the PEM key is not an Ed25519 public key")
             return key
-        value = _unb64(text)
-    if len(value) != 32:
-        raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(value)}")
-    return Ed25519PublicKey.from_public_bytes(bytes(value))
+        raw = _unb64(text)
+    elif isinstance(value, (bytes, bytearray)):
+        raw = bytes(value)
+    elif isinstance(value, public_key):
+        return value
+    else:
+        raise ValueError(f"{type(value).__name__} is not an Ed25519 public key")
+    if len(raw) != 32:
+        raise ValueError(f"an Ed25519 public key is 32 bytes, not {len(raw)}")
+    return public_key.from_public_bytes(raw)
 
 
 def public_key_text(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
     """The base64url form of a key's raw public bytes (what ``load_public_key`` reads back)."""
-    public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
+    module = ed25519()
+    from cryptography.hazmat.primitives import serialization
+
+    private_key: type[Ed25519PrivateKey] = module.Ed25519PrivateKey
+    public = key.public_key() if isinstance(key, private_key) else cast("Ed25519PublicKey", key)
     raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
     return _b64(raw)
 
@@ -181,8 +215,9 @@ def _header(encoded: str) -> SignedHeader:
         raise SignatureError("the JWS header is not base64url JSON") from None
     if not isinstance(data, dict):
         raise SignatureError("the JWS header is not a JSON object")
-    if data.get("alg") != ALGORITHM:
-        raise SignatureError(f"algorithm {data.get('alg')!r} is not {ALGORITHM}")
+    alg = data.get("alg")
+    if alg not in ACCEPTED_ALGORITHMS:
+        raise SignatureError(f"algorithm {alg!r} is not {ALGORITHM} (or the deprecated EdDSA)")
     if data.get("typ") != TYPE:
         raise SignatureError(f"type {data.get('typ')!r} is not {TYPE}")
     if data.get("crit") is not None:
@@ -190,12 +225,12 @@ def _header(encoded: str) -> SignedHeader:
     kid, iat, exp = data.get("kid"), data.get("iat"), data.get("exp")
     if not isinstance(kid, str) or not kid:
         raise SignatureError("the JWS header has no kid")
-    if not _is_int(iat) or not _is_int(exp):
+    if not (_is_int(iat) and _is_int(exp)):
         raise SignatureError("the JWS header needs integer iat and exp")
-    return SignedHeader(kid, iat, exp)
+    return SignedHeader(kid, iat, exp, str(alg))
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

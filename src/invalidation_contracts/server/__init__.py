@@ -6,6 +6,7 @@ The core here is sans-IO; ``app`` (FastAPI) and ``storage`` (SQLite) are adapter
 from . import oracle
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
 from .domain import Domain, Route, TableSpec
+from .faults import PolicyError
 from .graph import KnowledgeGraph, node_id, split_node
 from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
 from .provider import Outcome, Provider
@@ -25,6 +26,7 @@ __all__ = [
     "KnowledgeGraph",
     "Outcome",
     "Policy",
+    "PolicyError",
     "Provider",
     "ReadTracker",
     "Registry",

@@ -6,7 +6,7 @@ Every failure becomes one ``AdminClientError``: a single line an operator can ac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import ValidationError
@@ -14,6 +14,8 @@ from pydantic import ValidationError
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
 from .auth import ADMIN_TOKEN_ENV
+
+W = TypeVar("W", bound=WireModel)
 
 
 class AdminClientError(Exception):
@@ -39,10 +41,16 @@ class AdminClient:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
+        if token and not all("!" <= ch <= "~" for ch in token):
+            # Never echoed: it is a secret, and httpx would quote it in its error.
+            raise AdminClientError("the admin token holds characters an HTTP header cannot carry")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        self._client = httpx.Client(
-            base_url=self.url, headers=headers, timeout=timeout, transport=transport
-        )
+        try:
+            self._client = httpx.Client(
+                base_url=self.url, headers=headers, timeout=timeout, transport=transport
+            )
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise AdminClientError(f"{url!r} is not a usable URL: {exc}") from None
 
     def reload(
         self, table: str, rows: Mapping[str, Any], version: str | None = None
@@ -64,7 +72,7 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, model: type[WireModel], **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, model: type[W], **kwargs: Any) -> W:
         try:
             response = self._client.request(method, path, **kwargs)
         except httpx.ConnectError:
@@ -94,7 +102,9 @@ class AdminClient:
         kind = ProblemType.from_uri(doc.type)
         detail = doc.detail or doc.title
         if kind is ProblemType.UNAUTHORIZED:
-            message = f"not authorised: {detail} (pass --token or set {ADMIN_TOKEN_ENV})"
+            message = (
+                f"not authorised: {detail} (set ${ADMIN_TOKEN_ENV} or pass --admin-token-file)"
+            )
         elif kind is ProblemType.FORBIDDEN:
             message = f"the admin token was rejected: {detail}"
         else:

@@ -6,7 +6,12 @@ the state it was answered from, and each domain response takes its stamps and it
 one registry state.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("server", "fastapi", "uvicorn")
 
 import logging
 import os
@@ -21,7 +26,7 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, WithJsonSchema
 from pydantic.json_schema import models_json_schema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
@@ -46,6 +51,7 @@ from ..protocol.problems import ProblemType, ProtocolError, problem
 from ..protocol.signing import CONTRACT_SIGN
 from .auth import ADMIN_TOKEN_ENV, BearerAuth
 from .domain import Domain, Route
+from .faults import PolicyError
 from .http_errors import (
     DEFAULT_MAX_BODY_BYTES,
     PROBLEM_MEDIA_TYPE,
@@ -61,6 +67,7 @@ from .registry import Registry
 from .rules import Rule
 from .signing import SigningMiddleware
 from .storage import DEFAULT_LOG_CAPACITY, RegistryStore, SQLiteRegistryStore, StorageError
+from .tables import MAX_SAFE_INTEGER
 from .trust import TrustOptions
 
 CONTRACT_SINCE = "Contract-Since"
@@ -72,22 +79,23 @@ AUTH_ERRORS = (401, 403)
 
 logger = logging.getLogger(__name__)
 
+# Optional parameters are published without ``null`` (WithJsonSchema): absent is fine, null is not.
+_SINCE_DOC = "Conditional contract: only the tables whose version moved after this seq."
 ContractSince = Annotated[
     int | None,
-    Header(
-        alias=CONTRACT_SINCE,
-        ge=0,
-        description="Conditional contract: only the tables whose version moved after this seq.",
+    Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_SINCE_DOC),
+    WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _SINCE_DOC}
     ),
 ]
 
+_EPOCH_DOC = (
+    "With Contract-Since: the epoch the client knows; contract_epoch is sent only if it differs."
+)
 ContractEpoch = Annotated[
     str | None,
-    Header(
-        alias=CONTRACT_EPOCH,
-        max_length=128,
-        description="With Contract-Since: the epoch the client knows; contract_epoch is sent only if it differs.",
-    ),
+    Header(alias=CONTRACT_EPOCH, max_length=128, description=_EPOCH_DOC),
+    WithJsonSchema({"type": "string", "maxLength": 128, "description": _EPOCH_DOC}),
 ]
 
 
@@ -226,7 +234,7 @@ def _add_domain_routes(app: FastAPI, service: Service, domain: Domain) -> None:
         )
 
 
-def _domain_endpoint(service: Service, route: Route) -> Callable[..., Any]:
+def _domain_endpoint(service: Service, route: Route[Any]) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:
@@ -338,11 +346,19 @@ def _add_contract_routes(app: FastAPI, service: Service) -> None:
         ),
     )
     async def changes(
-        since: Annotated[int, Query(ge=0, description="The last seq the client has seen.")],
+        since: Annotated[
+            int, Query(ge=0, le=MAX_SAFE_INTEGER, description="The last seq the client has seen.")
+        ],
         tables: Annotated[
-            str | None, Query(description="Comma-separated table names to report.")
+            str | None,
+            Query(description="Comma-separated table names to report."),
+            WithJsonSchema({"type": "string", "description": "Comma-separated table names."}),
         ] = None,
-        epoch: Annotated[str | None, Query(description="The epoch `since` belongs to.")] = None,
+        epoch: Annotated[
+            str | None,
+            Query(description="The epoch `since` belongs to."),
+            WithJsonSchema({"type": "string", "description": "The epoch `since` belongs to."}),
+        ] = None,
     ) -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/changes")
         wanted = (
@@ -476,6 +492,12 @@ def _install_error_handlers(app: FastAPI, service: Service) -> None:
         )
         return answer(request, body)
 
+    async def on_policy_error(request: Request, exc: Exception) -> Response:
+        logger.error("%s %s: provider bug: %s", request.method, request.url.path, exc)
+        return answer(
+            request, problem(ProblemType.INTERNAL, "the server failed to answer this request")
+        )
+
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         # Starlette re-raises after sending this, so the ASGI server logs the traceback once.
         return answer(
@@ -486,12 +508,20 @@ def _install_error_handlers(app: FastAPI, service: Service) -> None:
     app.add_exception_handler(RequestValidationError, on_request_validation)
     app.add_exception_handler(StarletteHTTPException, on_http_error)
     app.add_exception_handler(StorageError, on_storage_error)
+    app.add_exception_handler(PolicyError, on_policy_error)
     app.add_exception_handler(Exception, on_unexpected)
 
 
 def _lenient_since(request: Request) -> int | None:
+    """The ``Contract-Since`` an error echoes, or None unless it is a valid seq (ASCII digits)."""
     value = request.headers.get(CONTRACT_SINCE, "").strip()
-    return int(value) if value.isdigit() else None
+    if not (value.isascii() and value.isdigit() and len(value) <= _SINCE_DIGITS):
+        return None
+    since = int(value)
+    return since if since <= MAX_SAFE_INTEGER else None
+
+
+_SINCE_DIGITS = len(str(MAX_SAFE_INTEGER))
 
 
 # -- OpenAPI -----------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -13,21 +13,25 @@ from .registry import Registry
 from .rules import Rule
 from .state import RegistryState
 
-SuccessHandler = Callable[[BaseModel, RegistryState], Mapping[str, Any]]
+M = TypeVar("M", bound=BaseModel)
+
+SuccessHandler = Callable[[M, RegistryState], Mapping[str, Any]]
+"""What a route returns on success, from its own validated request model and the state."""
 
 
 @dataclass(frozen=True, slots=True)
-class Route:
+class Route(Generic[M]):
     """One domain endpoint: the request schema, the policies it enforces, what success returns.
 
+    Generic in the request model, so ``on_success`` takes that model (``Route[Shipment]``).
     ``patchable`` names the request fields a client may patch from a cached fix (None: every
     top-level field of the schema).
     """
 
     path: str
-    request_model: type[BaseModel]
+    request_model: type[M]
     policies: Sequence[Policy]
-    on_success: SuccessHandler | None = None
+    on_success: SuccessHandler[M] | None = None
     method: str = "POST"
     patchable: frozenset[str] | None = None
     summary: str = ""
@@ -54,7 +58,7 @@ class Domain:
     name: str
     tables: Mapping[str, TableSpec]
     rules: Sequence[Rule]
-    routes: Sequence[Route]
+    routes: Sequence[Route[Any]]
     description: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
 
@@ -67,7 +71,7 @@ class Domain:
             **options,
         )
 
-    def route(self, path: str) -> Route:
+    def route(self, path: str) -> Route[Any]:
         for route in self.routes:
             if route.path == path:
                 return route

@@ -43,9 +43,9 @@ def contract_fields(
     """The response-level fields of ``state`` at ``level``.
 
     With ``since`` (the client's ``Contract-Since``) this is the conditional form: only what moved
-    after ``since`` — the changed tables, ``rules_version`` if a rule changed, ``contract_seq`` if it
-    is not ``since``, ``contract_epoch`` unless the client's ``Contract-Epoch`` names it. A client
-    that knew the state at ``since`` rebuilds the full fields from it.
+    after ``since`` — the changed tables, ``rules_version`` if a rule changed, ``contract_seq`` if
+    it is not ``since``, ``contract_epoch`` unless the client's ``Contract-Epoch`` names it. A
+    client that knew the state at ``since`` rebuilds the full fields from it.
     """
     if not level.structured:
         return ContractFields()
@@ -104,14 +104,12 @@ def suggestion(
         fields["patch"] = patch_for(finding)
     if level.dependency_vectors and finding.reads:
         fields["tables"] = [
-            TableDependency(
-                table=table,
-                version=state.tables[table].version,
-                keys=None if finding.reads[table] is None else sorted(finding.reads[table]),
-            )
+            TableDependency(table=table, version=state.tables[table].version, keys=_keys(keys))
             for table in finding.tables_in_read_order
+            for keys in (finding.reads[table],)
         ]
         fields["rules"] = list(finding.rules) or None
+        fields["absent_rules"] = list(finding.absent_rules) or None
         if conditional:
             fields["table"] = None
     return Suggestion(**fields)
@@ -155,3 +153,7 @@ def success(
 ) -> SuccessResponse:
     fields = contract_fields(state, level, since, epoch).model_dump(exclude_none=True)
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)
+
+
+def _keys(keys: frozenset[str] | None) -> list[str] | None:
+    return None if keys is None else sorted(keys)

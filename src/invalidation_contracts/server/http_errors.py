@@ -4,7 +4,12 @@ Every failure becomes an RFC 9457 document (``application/problem+json``) with a
 nothing here ever renders a stack trace.
 """
 
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("server", "fastapi")
 
 import json
 import math
@@ -82,8 +87,12 @@ def is_json_media_type(content_type: str | None) -> bool:
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
     """The request body, refused (413) past ``max_bytes`` whether declared or streamed."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.strip().isdigit() and int(declared) > max_bytes:
+    declared = (request.headers.get("content-length") or "").strip()
+    if (
+        declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 18 or int(declared) > max_bytes)
+    ):
         raise _too_large(max_bytes)
     chunks: list[bytes] = []
     size = 0
@@ -142,6 +151,9 @@ def parse_json(raw: bytes) -> Any:
         ) from None
     except _NotJSON as exc:
         raise ProtocolError(ProblemType.MALFORMED_JSON, str(exc)) from None
+    except ValueError:
+        # json.loads refuses integer literals past sys.get_int_max_str_digits() (4,300 digits).
+        raise _not_interoperable((), "an integer with too many digits") from None
     except RecursionError:
         raise ProtocolError(
             ProblemType.MALFORMED_JSON, "the body is nested too deeply to parse"

@@ -27,6 +27,7 @@ from ..protocol.models import (
     GraphNode,
     RuleChange,
     RuleDeclaration,
+    RulePattern,
     RulesListing,
     RuleTriple,
     Suggestion,
@@ -77,6 +78,15 @@ class OpaqueNames:
         a, b, relation = triple
         return (self.table(a), self.table(b), self.relation(relation))
 
+    def pattern(self, pattern: RulePattern) -> RulePattern:
+        """A rule lookup with its names tagged (a wildcard stays ``None``)."""
+        a, b, relation = pattern
+        return (
+            self.table(a),
+            None if b is None else self.table(b),
+            None if relation is None else self.relation(relation),
+        )
+
     def tables_named(self, tags: Iterable[str], names: Iterable[str]) -> list[str]:
         """The real names of ``tags`` among the loaded tables ``names``; unknown-table otherwise."""
         by_tag = {self.table(name): name for name in names}
@@ -111,6 +121,10 @@ class OpaqueNames:
             update["tables"] = [self._dependency(dep) for dep in suggestion.tables]
         if suggestion.rules is not None:
             update["rules"] = sorted(self.triple(rule) for rule in suggestion.rules)
+        if suggestion.absent_rules is not None:
+            update["absent_rules"] = sorted(
+                (self.pattern(p) for p in suggestion.absent_rules), key=_pattern_order
+            )
         return suggestion.model_copy(update=update)
 
     def feed(self, feed: ChangesFeed) -> ChangesFeed:
@@ -144,6 +158,7 @@ class OpaqueNames:
                 table=self.table(node.table),
                 key=self.row(node.table, node.key),
                 version=node.version,
+                absent=node.absent,
             )
             for nid, node in listing.nodes.items()
         }
@@ -203,3 +218,7 @@ class OpaqueNames:
                 "removed": sorted(self.triple(t) for t in change.removed),
             }
         )
+
+
+def _pattern_order(pattern: RulePattern) -> tuple[str, ...]:
+    return tuple(part or "" for part in pattern)

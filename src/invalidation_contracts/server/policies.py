@@ -1,12 +1,15 @@
-"""The policy API: a policy checks a request against the tables and reports violations with fixes."""
+"""The policy API: a policy checks a request against the tables, reporting violations with fixes."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from ..protocol.models import Action
+from ..protocol.models import Action, RulePattern, RuleTriple
+from .faults import PolicyError
+from .rules import RuleSet
+from .tables import Snapshot
 from .tracking import ReadTracker, TrackedTables
 
 
@@ -34,14 +37,14 @@ class Violation:
 class Policy(Protocol):
     """A named check; it reads tables only through ``tables`` so its dependencies are captured."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def check(self, request: Mapping[str, Any], tables: TrackedTables) -> Iterable[Violation]: ...
 
 
-CheckFunction = Callable[
-    [Mapping[str, Any], TrackedTables], "Violation | Iterable[Violation] | None"
-]
+CheckResult = Violation | Iterable[Violation] | None
+CheckFunction = Callable[[Mapping[str, Any], TrackedTables], CheckResult]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +55,7 @@ class FunctionPolicy:
     function: CheckFunction
 
     def check(self, request: Mapping[str, Any], tables: TrackedTables) -> list[Violation]:
-        result = self.function(request, tables)
-        if result is None:
-            return []
-        if isinstance(result, Violation):
-            return [result]
-        return list(result)
+        return violations_of(self.function(request, tables))
 
 
 def policy(name: str | None = None) -> Callable[[CheckFunction], FunctionPolicy]:
@@ -69,6 +67,27 @@ def policy(name: str | None = None) -> Callable[[CheckFunction], FunctionPolicy]
     return wrap
 
 
+def violations_of(result: object) -> list[Violation]:
+    """A check's result as a list: None, one ``Violation``, or an iterable of them.
+
+    Anything else (a dict, a string, a list holding something other than violations) is a
+    ``PolicyError``: a provider bug that must not pass for "no violation".
+    """
+    if result is None:
+        return []
+    if isinstance(result, Violation):
+        return [result]
+    if isinstance(result, Iterable) and not isinstance(result, (str, bytes, Mapping)):
+        items = list(result)
+        wrong = [item for item in items if not isinstance(item, Violation)]
+        if not wrong:
+            return items
+        result = wrong[0]
+    raise PolicyError(
+        f"returned {type(result).__name__}; a check returns None, a Violation or Violations"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """A violation together with what the policy read to reach it."""
@@ -77,7 +96,9 @@ class Finding:
     violation: Violation
     reads: Mapping[str, frozenset[str] | None]
     tables_in_read_order: tuple[str, ...]
-    rules: tuple[tuple[str, str, str], ...]
+    rules: tuple[RuleTriple, ...]
+    absent_rules: tuple[RulePattern, ...] = ()
+    """Rule lookups the fix relied on; a matching rule declared later can change it."""
 
     @property
     def cacheable(self) -> bool:
@@ -91,16 +112,54 @@ class Finding:
 
 
 def evaluate(
-    policies: Iterable[Policy], request: Mapping[str, Any], snapshots: Mapping, rules
+    policies: Iterable[Policy],
+    request: Mapping[str, Any],
+    snapshots: Mapping[str, Snapshot],
+    rules: RuleSet,
+    *,
+    fields: Collection[str] | None = None,
 ) -> list[Finding]:
-    """Run every policy on one consistent view; each violation carries its own policy's reads."""
+    """Run every policy on one consistent view; each violation carries its own policy's reads.
+
+    ``fields``: the request fields a fix may merge or test (its parameters and preconditions);
+    None skips the check. A policy that breaks the API raises ``PolicyError`` naming it.
+    """
     findings: list[Finding] = []
     for pol in policies:
         tracker = ReadTracker()
-        violations = list(pol.check(request, TrackedTables(snapshots, rules, tracker)))
+        try:
+            violations = violations_of(pol.check(request, TrackedTables(snapshots, rules, tracker)))
+            for violation in violations:
+                _check_fields(violation, fields)
+        except PolicyError as exc:
+            exc.policy = pol.name
+            raise
         reads = tracker.reads()
         for violation in violations:
             findings.append(
-                Finding(pol.name, violation, reads, tuple(tracker.tables), tuple(tracker.rules))
+                Finding(
+                    pol.name,
+                    violation,
+                    reads,
+                    tuple(tracker.tables),
+                    tuple(tracker.rules),
+                    tuple(tracker.absent_rules),
+                )
             )
     return findings
+
+
+def _check_fields(violation: Violation, fields: Collection[str] | None) -> None:
+    if fields is None:
+        return
+    for what, names in (
+        ("parameter", violation.parameters),
+        ("precondition", violation.precondition),
+    ):
+        for name in names:
+            if name not in fields:
+                raise PolicyError(
+                    f"suggests {violation.type} with {what} {name!r}, which is not a field of "
+                    f"the request (fields: {', '.join(sorted(fields))})",
+                    field=name,
+                )

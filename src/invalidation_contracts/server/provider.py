@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
@@ -42,10 +42,24 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
     ]
 
 
-def findings(route: Route, payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
-    """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
+def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+    """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
-    return evaluate(route.policies, request, state.tables, state.rules)
+    return _evaluate(route, request, state)
+
+
+def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
+    """The fields a fix may name on ``model``'s requests (names and aliases); None: any field."""
+    if model.model_config.get("extra") == "allow":
+        return None
+    names = {*model.model_fields}
+    names.update(f.alias for f in model.model_fields.values() if f.alias is not None)
+    return frozenset(names)
+
+
+def _evaluate(route: Route[Any], request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+    fields = request_fields(route.request_model)
+    return evaluate(route.policies, request, state.tables, state.rules, fields=fields)
 
 
 class Provider:
@@ -72,14 +86,14 @@ class Provider:
         return self._present(feedback.contract_fields(state, self.level, since, epoch))
 
     def findings(
-        self, route: Route, payload: Mapping[str, Any], state: RegistryState | None = None
+        self, route: Route[Any], payload: Mapping[str, Any], state: RegistryState | None = None
     ) -> list[Finding]:
         """The violations of a valid payload against ``state`` (default: the current one)."""
         return findings(route, payload, state if state is not None else self.registry.state)
 
     def handle(
         self,
-        route: Route,
+        route: Route[Any],
         payload: Any,
         *,
         since: int | None = None,
@@ -103,7 +117,7 @@ class Provider:
             )
             return Outcome(body.status, body, (), state)
         request = model.model_dump(mode="json")
-        found = tuple(evaluate(route.policies, request, state.tables, state.rules))
+        found = tuple(_evaluate(route, request, state))
         if found:
             body = feedback.failure(
                 found,
@@ -116,8 +130,8 @@ class Provider:
             )
             return Outcome(body.status, self._present(body), found, state)
         result = route.on_success(model, state) if route.on_success is not None else None
-        body = feedback.success(state, self.level, result, since=since, epoch=epoch)
-        return Outcome(200, self._present(body), (), state)
+        passed = feedback.success(state, self.level, result, since=since, epoch=epoch)
+        return Outcome(200, self._present(passed), (), state)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body

@@ -12,12 +12,16 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, ed25519, sign
 
-from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, sign
+if TYPE_CHECKING:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+        Ed25519PrivateKey,
+        Ed25519PublicKey,
+    )
 
 DEFAULT_STAMP_TTL_S = 300
 _SIGN = CONTRACT_SIGN.lower().encode("latin-1")
@@ -47,8 +51,9 @@ class StampSigner:
     ) -> None:
         if not keys:
             raise ValueError("signing needs at least one key")
+        private_key = ed25519().Ed25519PrivateKey
         for kid, key in keys.items():
-            if not kid or not isinstance(key, Ed25519PrivateKey):
+            if not kid or not isinstance(key, private_key):
                 raise ValueError(f"signing key {kid!r} must be an Ed25519 private key with a kid")
         if active is None:
             if len(keys) != 1:
@@ -126,7 +131,7 @@ class SigningMiddleware:
             return None
 
 
-def _header(headers: Any, name: bytes) -> bytes | None:
+def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
     for key, value in headers:
         if key.lower() == name:
             return value

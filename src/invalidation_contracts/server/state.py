@@ -1,4 +1,4 @@
-"""One immutable registry state: every table snapshot, the rules and graph, and the history position."""
+"""One immutable registry state: every table snapshot, the rules and graph, the history position."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from dataclasses import dataclass
 
 from ..protocol.models import GraphEdge, GraphListing, GraphNode, RulesListing
 from ..protocol.problems import ProblemType, ProtocolError
-from .graph import KnowledgeGraph, node_id
+from .graph import KnowledgeGraph, node_id, split_node
 from .rules import RuleSet
 from .tables import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
 class RegistryState:
-    """What a request sees. A reload builds a new state; readers holding the old one are unaffected."""
+    """What a request sees. A reload builds a new state; readers of the old one are unaffected."""
 
     tables: Mapping[str, Snapshot]
     rules: RuleSet
@@ -43,13 +43,20 @@ class RegistryState:
         }
 
     def graph_listing(self) -> GraphListing:
-        """The L5 graph: a node per row of every table a rule names, an edge per rule instance."""
+        """The L5 graph: an edge per rule instance; a node per row of every table a rule names,
+        and per key an edge points at that has no row (``absent``)."""
         nodes = {
             node_id(name, key): GraphNode(table=name, key=key, version=self.tables[name].version)
             for name in sorted(self.rules.tables & set(self.tables))
             for key in sorted(self.tables[name].rows)
         }
         edges = [GraphEdge(from_=a, to=b, relation=r) for a, b, r in self.graph.edges()]
+        for edge in edges:
+            if edge.to not in nodes:
+                table, key = split_node(edge.to)
+                version = self.tables[table].version
+                nodes[edge.to] = GraphNode(table=table, key=key, version=version, absent=True)
+        nodes = dict(sorted(nodes.items(), key=lambda item: (item[1].table, item[1].key)))
         return GraphListing(
             nodes=nodes, edges=edges, rules_version=self.rules.version, contract_seq=self.seq
         )

@@ -1,7 +1,8 @@
 """Read-tracking views: every row a policy reads becomes part of its fix's dependency vector.
 
 Policies never hand-write their dependencies; they read tables (and rules) through these views,
-and whatever they touched is what the suggestion depends on. A fix that read nothing is ``recompute``.
+and whatever they touched is what the suggestion depends on. A fix that read nothing is
+``recompute``.
 """
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ..protocol.models import RuleTriple, TableDependency
+from ..protocol.models import RulePattern, RuleTriple, TableDependency
+from .faults import PolicyError
 from .rules import Rule, RuleSet
 from .tables import Snapshot
 
@@ -19,11 +21,12 @@ WHOLE_TABLE = None
 class ReadTracker:
     """The ordered record of what one policy evaluation read."""
 
-    __slots__ = ("_reads", "_rules")
+    __slots__ = ("_absent_rules", "_reads", "_rules")
 
     def __init__(self) -> None:
         self._reads: dict[str, set[str] | None] = {}
         self._rules: dict[RuleTriple, None] = {}
+        self._absent_rules: dict[RulePattern, None] = {}
 
     def read_key(self, table: str, key: str) -> None:
         keys = self._reads.setdefault(table, set())
@@ -36,6 +39,10 @@ class ReadTracker:
     def read_rule(self, triple: RuleTriple) -> None:
         self._rules[triple] = None
 
+    def read_absent_rules(self, pattern: RulePattern) -> None:
+        """Record a rule lookup whose answer would change if a matching rule were declared."""
+        self._absent_rules[pattern] = None
+
     @property
     def tables(self) -> list[str]:
         """Tables read, in first-read order."""
@@ -43,7 +50,13 @@ class ReadTracker:
 
     @property
     def rules(self) -> list[RuleTriple]:
+        """Rules found, in first-read order."""
         return list(self._rules)
+
+    @property
+    def absent_rules(self) -> list[RulePattern]:
+        """Rule patterns looked up (``None``: any); a match outside ``rules`` was not declared."""
+        return list(self._absent_rules)
 
     def reads(self) -> dict[str, frozenset[str] | None]:
         """table → keys read (None: the whole table was scanned)."""
@@ -102,20 +115,28 @@ class TrackedRules:
         self._tracker = tracker
 
     def find(self, from_table: str, to_table: str, relation: str | None = None) -> tuple[Rule, ...]:
-        """The rules from ``from_table`` to ``to_table``; the ones found become dependencies."""
+        """The rules from ``from_table`` to ``to_table``, all dependencies: the ones found, and
+        the lookup itself when a rule declared later could join the answer (nothing found, or
+        any relation asked for)."""
         found = self._rules.find(from_table, to_table, relation)
-        for rule in found:
-            self._tracker.read_rule(rule.triple)
+        self._record(found, (from_table, to_table, relation), exact=relation is not None)
         return found
 
     def declares(self, from_table: str, to_table: str, relation: str) -> bool:
+        """Whether the rule is declared; either answer is a dependency."""
         return bool(self.find(from_table, to_table, relation))
 
     def from_table(self, table: str) -> tuple[Rule, ...]:
+        """Every rule from ``table``; a rule from it declared later changes the answer."""
         found = self._rules.by_from_table.get(table, ())
+        self._record(found, (table, None, None), exact=False)
+        return found
+
+    def _record(self, found: tuple[Rule, ...], pattern: RulePattern, *, exact: bool) -> None:
         for rule in found:
             self._tracker.read_rule(rule.triple)
-        return found
+        if not (exact and found):
+            self._tracker.read_absent_rules(pattern)
 
 
 class TrackedTables:
@@ -131,7 +152,14 @@ class TrackedTables:
         self.rules = TrackedRules(rules, tracker)
 
     def __getitem__(self, name: str) -> TrackedTable:
-        return TrackedTable(self._snapshots[name], self._tracker)
+        snapshot = self._snapshots.get(name)
+        if snapshot is None:
+            known = ", ".join(sorted(self._snapshots)) or "none"
+            raise PolicyError(
+                f"reads table {name!r}, which the registry does not hold (tables: {known})",
+                table=name,
+            )
+        return TrackedTable(snapshot, self._tracker)
 
     def __contains__(self, name: object) -> bool:
         return name in self._snapshots

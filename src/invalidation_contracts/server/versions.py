@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+from ..protocol.models import MAX_VERSION_LENGTH
 from ..protocol.problems import ProblemType, ProtocolError
 
 INITIAL_VERSION = "1.0.0"
 
 
-def _numeric(version: str) -> tuple[int, ...] | None:
+def _numeric(version: str) -> tuple[str, ...] | None:
+    """The dotted ASCII-digit parts of ``version`` without leading zeros; None if it has others.
+
+    Parts stay strings: no ``int()`` of a part, whatever its length (``int`` refuses 4,300+ digits).
+    """
     parts = version.split(".")
-    if not all(part.isdigit() for part in parts):
+    if not all(part.isascii() and part.isdigit() for part in parts):
         return None
-    return tuple(int(part) for part in parts)
+    return tuple(part.lstrip("0") or "0" for part in parts)
+
+
+def _order(part: str) -> tuple[int, str]:
+    """Numeric order of a part without leading zeros: a longer number is greater."""
+    return (len(part), part)
 
 
 def is_newer(candidate: str, current: str) -> bool | None:
@@ -20,7 +30,9 @@ def is_newer(candidate: str, current: str) -> bool | None:
     if a is None or b is None:
         return None
     width = max(len(a), len(b))
-    return a + (0,) * (width - len(a)) > b + (0,) * (width - len(b))
+    padded_a = [_order(p) for p in a + ("0",) * (width - len(a))]
+    padded_b = [_order(p) for p in b + ("0",) * (width - len(b))]
+    return padded_a > padded_b
 
 
 def next_version(current: str) -> str:
@@ -32,15 +44,25 @@ def next_version(current: str) -> str:
             f"version {current!r} is not dotted-numeric, so it cannot be bumped; pass a version",
         )
     if len(parts) == 1:
-        return str(parts[0] + 1)
-    return ".".join(str(p) for p in (parts[0], parts[1] + 1, *([0] * (len(parts) - 2))))
+        return _plus_one(parts[0])
+    return ".".join((parts[0], _plus_one(parts[1]), *(["0"] * (len(parts) - 2))))
+
+
+def _plus_one(digits: str) -> str:
+    """``digits`` + 1 in decimal, computed on the string."""
+    head = digits.rstrip("9")
+    carried = "0" * (len(digits) - len(head))
+    if not head:
+        return "1" + carried
+    return head[:-1] + str(int(head[-1]) + 1) + carried
 
 
 def check_forward(candidate: str, current: str, table: str) -> None:
     """Refuse an operator version that equals or precedes the current one."""
-    if not candidate or candidate != candidate.strip():
+    if not candidate or candidate != candidate.strip() or len(candidate) > MAX_VERSION_LENGTH:
+        shown = candidate if len(candidate) <= 40 else candidate[:40] + "…"
         raise ProtocolError(
-            ProblemType.VERSION_CONFLICT, f"version {candidate!r} is not a valid version"
+            ProblemType.VERSION_CONFLICT, f"version {shown!r} is not a valid version"
         )
     if candidate == current or is_newer(candidate, current) is False:
         raise ProtocolError(

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from invalidation_contracts._extras import MissingExtra, require_extra
+
 PAYMENTS_ENV = "INVALIDATION_CONTRACTS_PAYMENTS"
 LEDGER_ENV = "INVALIDATION_CONTRACTS_LEDGER"
 STRIPE_KEY_ENV = "STRIPE_API_KEY"
@@ -156,11 +158,11 @@ class StripeBackend:
         if not api_key:
             raise PaymentsConfigError(f"the Stripe backend needs an API key (set {STRIPE_KEY_ENV})")
         try:
-            import stripe
-        except ImportError:
-            raise PaymentsConfigError(
-                "the Stripe backend needs the 'stripe' package, which is not installed: pip install stripe"
-            ) from None
+            require_extra("stripe", "stripe")
+        except MissingExtra as exc:
+            raise PaymentsConfigError(f"the Stripe backend needs the SDK: {exc}") from exc
+        import stripe  # type: ignore[import-not-found,unused-ignore]
+
         self._stripe = stripe
         self._error = getattr(stripe, "StripeError", None) or stripe.error.StripeError
         self._api_key = api_key
