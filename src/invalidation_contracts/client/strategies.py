@@ -38,7 +38,7 @@ class Strategy:
     cascades: ClassVar[bool] = False
     """Whether evicting a stale entry also evicts entries derived from it."""
     replaces: ClassVar[bool] = True
-    """Whether a newer fix for a key supersedes the entry it has (A1 keeps the first one)."""
+    """Whether a newer fix for a key supersedes the entry it has (every shipped arm does)."""
 
     def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
         """Stamps showed tables whose version moved."""
@@ -89,15 +89,15 @@ class NoMemory(Strategy):
 
 
 class NaiveMemory(Strategy):
-    """A1: stores what it learns and injects it; nothing the server says ever evicts it.
+    """A1: stores what it learns and injects it; no contract signal ever evicts an entry.
 
-    Not even a newer fix for the same key: replacing an entry because the server contradicted it
-    is already invalidation, which this arm by definition has no channel for (paper §3.5).
+    It keeps learning: a newer fix for the same key replaces the one it has (paper §3.5, "stores
+    what it learns"), so after a drift it injects the stale fix until a failure teaches it the new
+    one. What it lacks is an invalidation channel: stamps, diffs and contradictions are ignored.
     """
 
     name, arm = "naive", "A1"
     invalidates = False
-    replaces = False
 
 
 class TableInvalidation(Strategy):
