@@ -23,6 +23,10 @@ COLORS = (
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
 LINESTYLES = ("-", "--", ":", "-.")
+#: One marker per planner series, so series with equal values stay distinguishable.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+#: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another.
+OFFSET = 0.045
 DASH = "–"
 
 
@@ -117,6 +121,41 @@ def _bars(
     return draw
 
 
+def _shift(i: int, n: int) -> float:
+    """The x offset of the ``i``-th of ``n`` lines: centred on the tick, ``OFFSET`` apart."""
+    return (i - (n - 1) / 2) * OFFSET
+
+
+def coincidences(
+    cells: Sequence[CellMetrics],
+    lines: Sequence[tuple[str, Callable[[CellMetrics], bool]]],
+    x: Callable[[CellMetrics], Any],
+    metric: str,
+) -> list[str]:
+    """Which planner series draw the same line: for each named line (an arm, a stream), the groups
+    of series whose values are equal at every point both have. Said in the caption, because
+    offsets and markers keep them apart only by a hair."""
+    notes = []
+    for name, selects in lines:
+        points: dict[Series, dict[Any, float]] = defaultdict(dict)
+        for c in cells:
+            if selects(c) and c[metric].mean is not None:
+                points[(c.planner, c.detection, c.apply_mode)][x(c)] = round(c[metric].mean, 9)
+        groups: list[list[Series]] = []
+        for series in sorted(points):
+            for group in groups:
+                if points[group[0]] == points[series]:
+                    group.append(series)
+                    break
+            else:
+                groups.append([series])
+        for group in groups:
+            if len(group) > 1:
+                names = " and ".join(_label(s, cells) for s in group)
+                notes.append(f"{names} coincide on {name}")
+    return notes
+
+
 def _finish(
     fig: Any, ax: Any, ylabel: str, title: str, legend_title: str | None = None, handles: Any = None
 ) -> None:
@@ -153,18 +192,25 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
         codes = {c.arm: c.arm_code for c in cells}
         series = _series(cells)
         for i, s in enumerate(series):
+            shift = _shift(i, len(series))
             for arm, style in (("row", "-"), ("naive", "--")):
                 values = [_percent(index.get((s, sc, arm)), "compliance")[0] for sc in order]
                 ax.plot(
-                    *_defined([points[sc] for sc in order], values),
+                    *_defined([points[sc] + shift for sc in order], values),
                     style,
-                    marker="o",
+                    marker=MARKERS[i % len(MARKERS)],
                     color=COLORS[i % len(COLORS)],
                 )
         ax.set_xticks(sorted(set(points.values())))
         ax.set_xlabel("table rotations in the stream")
         handles = [
-            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            Line2D(
+                [],
+                [],
+                color=COLORS[i % len(COLORS)],
+                marker=MARKERS[i % len(MARKERS)],
+                label=_label(s, cells),
+            )
             for i, s in enumerate(series)
         ]
         handles += [
@@ -189,20 +235,28 @@ def _targeted(
         arms = sorted({c.arm for c in cells}, key=arm_rank)
         codes = {c.arm: c.arm_code for c in cells}
         series = _series(cells)
+        lines = len(series) * len(scenarios)
         for i, s in enumerate(series):
             for j, scenario in enumerate(scenarios):
                 values = [
                     _percent(index.get((s, scenario, a)), "targeted_first_try")[0] for a in arms
                 ]
+                shift = _shift(i * len(scenarios) + j, lines)
                 ax.plot(
-                    *_defined(range(len(arms)), values),
+                    *_defined([x + shift for x in range(len(arms))], values),
                     LINESTYLES[j % len(LINESTYLES)],
-                    marker="o",
+                    marker=MARKERS[i % len(MARKERS)],
                     color=COLORS[i % len(COLORS)],
                 )
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
         handles = [
-            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            Line2D(
+                [],
+                [],
+                color=COLORS[i % len(COLORS)],
+                marker=MARKERS[i % len(MARKERS)],
+                label=_label(s, cells),
+            )
             for i, s in enumerate(series)
         ]
         targeted = {c.scenario: c.targeted_class for c in cells}
@@ -221,6 +275,24 @@ def _targeted(
     return draw
 
 
+def _coincide_note(notes: Sequence[str]) -> str:
+    if not notes:
+        return " No two series coincide."
+    return (
+        " Where series coincide they are drawn side by side (offset and marked): "
+        + "; ".join(notes)
+        + "."
+    )
+
+
+def _last_event(cells: Sequence[CellMetrics]) -> str:
+    windows = next((c.drift for c in cells if c.drift), ())
+    if not windows:
+        return "no drift event"
+    last = windows[-1]
+    return f"episode {last.after_episode} (the {last.kind} event on {last.target})"
+
+
 def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     """The figures the cells support, in paper order; a figure without data is left out."""
     by_scenario: dict[str, list[CellMetrics]] = defaultdict(list)
@@ -232,16 +304,18 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     specs: list[FigureSpec] = []
 
     for scenario, cs in table_streams.items():
-        arms = sorted({c.arm for c in cs if c["compliance"].n}, key=arm_rank)
-        if arms:
-            title = f"Figure 3 — Compliance by arm on {scenario}{_suffix(cs)}"
+        arms = sorted({c.arm for c in cs if c["eligible_first_try"].n}, key=arm_rank)
+        if any(a != "none" for a in arms):
+            title = f"Figure 3 — Governed first-try by arm on {scenario}{_suffix(cs)}"
             specs.append(
                 FigureSpec(
                     f"fig3-compliance-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on the governed class over injection-eligible episodes; bars are means "
-                    "over seeds, whiskers the sample std.",
-                    _bars(cs, scenario, arms, "compliance", "Compliance (%)", title),
+                    "First-try rate on the governed class over its injection-eligible episodes (the "
+                    "stale slots left out), by arm; for a memory arm this is its compliance, and A0, "
+                    "which keeps no memory, shows the zero floor of §6.2. Bars are means over seeds, "
+                    "whiskers the sample std.",
+                    _bars(cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title),
                 )
             )
     for scenario, cs in table_streams.items():
@@ -252,7 +326,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 FigureSpec(
                     f"fig4-post-drift-funding-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on funding episodes after the last drift event (the benign bump), by arm.",
+                    f"First-try rate on the funding episodes after {_last_event(cs)}, by arm.",
                     _bars(
                         cs,
                         scenario,
@@ -270,11 +344,19 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     for stream, cs in sorted(streams.items()):
         if cs:
             title = f"Figure 5 — Compliance vs rotations ({stream}){_suffix(cs)}"
+            codes = {c.arm: c.arm_code for c in cs}
+            notes = coincidences(
+                cs,
+                [(codes.get(a, a), lambda c, a=a: c.arm == a) for a in ("row", "naive")],
+                lambda c: c.scenario,
+                "compliance",
+            )
             specs.append(
                 FigureSpec(
                     f"fig5-rotations-{_slug(stream)}.png",
                     title,
-                    "Compliance against the number of table rotations in one stream: A2D solid, A1 dashed.",
+                    "Compliance against the number of table rotations in one stream: A2D solid, A1 "
+                    "dashed, one colour and marker per planner." + _coincide_note(notes),
                     _rotations(cs, stream, title),
                 )
             )
@@ -287,12 +369,21 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     if targeted:
         cs = [c for c in cells if c.scenario in targeted]
         title = f"Figure 6 — First-try on the drift-targeted class{_suffix(cs)}"
+        notes = coincidences(
+            cs,
+            [(f"`{s}`", lambda c, s=s: c.scenario == s) for s in targeted],
+            lambda c: c.arm,
+            "targeted_first_try",
+        )
         specs.append(
             FigureSpec(
                 "fig6-targeted-class.png",
                 title,
                 "First-try rate on the class each stream's drift targets (the class of its stale slots), "
-                "by arm; one line style per stream: " + ", ".join(f"`{s}`" for s in targeted) + ".",
+                "by arm; one line style per stream: "
+                + ", ".join(f"`{s}`" for s in targeted)
+                + "; one colour and marker per planner."
+                + _coincide_note(notes),
                 _targeted(cs, targeted, title),
             )
         )
