@@ -71,7 +71,7 @@ def test_family_draft_is_a_copy_the_caller_may_change(acme):
 
 
 def test_families_of_selects_one_class(acme):
-    assert [f.id for f in acme.families_of("negative_control")] == [
+    assert [f.id for f in acme.families_of("row_control")] == [
         "control-partner-starter",
         "control-agency-pro",
     ]

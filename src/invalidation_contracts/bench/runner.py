@@ -218,12 +218,16 @@ class _Run:
         """entry id → the request whose response taught it (what the oracle re-runs)."""
         self.fixes: dict[str, Suggestion] = {}
         self.stale_marked: set[str] = set()
+        self.last_request: dict[str, Any] | None = None
+        """The episode's latest domain request: fixes stored while a need is fulfilled (the
+        memory's deferred learn) came from its response, so the oracle labels them against it."""
 
     async def episode(self, episode: int) -> tuple[bool, str | None]:
         """Plan, send and observe up to ``max_attempts`` times; returns (completed, served model)."""
         scenario, memory, origin = self.spec.scenario, self.memory, self.origin
         family = self.catalog.task_families[scenario.family(episode)]
         draft = dict(family.fields)
+        self.last_request = None
         await self.fulfil(memory.begin_episode(origin, episode), episode, 0)
         entries = memory.relevant(origin, draft, episode=episode)
         injected = [e.id for e in entries]
@@ -272,6 +276,7 @@ class _Run:
             request = plan.request
             if self.spec.arm.apply_mode == "client" and number == 1:
                 request = self._apply_client_side(entries, request, episode)
+            self.last_request = request
             response, body = await self._send(request)
             cost = wire_cost(body)
             self._record_attempt(episode, number, request, response, body, plan, cost)
@@ -358,7 +363,7 @@ class _Run:
             response = await self.client.get(need.path, params=params)
             body = response.json() if is_json(response) else None
             observation = self.memory.answer(need, response.status_code, body, episode=episode)
-            self.log(observation, episode, attempt, None)
+            self.log(observation, episode, attempt, self.last_request)
             pending.extend(observation.needs)
         raise RuntimeError(f"the memory kept asking for more after {MAX_NEED_ROUNDS * 4} fetches")
 
