@@ -107,6 +107,7 @@ async def run_one(
     trust policy (eviction-rate bound, freshness ceiling, parameter guard).
     """
     scenario = spec.scenario
+    conditional = conditional or scenario.conditional
     catalog = get_catalog(scenario.domain)
     check_scenario(scenario, catalog)
     level = Level(scenario.level)

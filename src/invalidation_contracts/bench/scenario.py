@@ -72,6 +72,10 @@ class Scenario(BaseModel):
     description: str = ""
     max_attempts: int = Field(default=5, ge=1, le=20)
     level: int = Field(default=6, ge=0, le=6)
+    conditional: bool = Field(
+        default=False,
+        description="The client sends Contract-Since with every request (the conditional contract).",
+    )
     schedule: list[str] = Field(
         min_length=1, description="Task family id per episode, episode 1 first."
     )
