@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from .artifacts import read_runs
-from .metrics import SIMULATED_MARK, CellMetrics, aggregate, arm_rank, rotation_count, series_label
+from .metrics import (
+    SIMULATED_MARK,
+    CellMetrics,
+    aggregate,
+    arm_rank,
+    is_variant,
+    rotation_count,
+    series_label,
+)
 
 #: matplotlib's tab10, so colors do not depend on the user's rc settings.
 COLORS = (
@@ -364,6 +372,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
         s
         for s, cs in table_streams.items()
         if rotation_count(s) is None
+        and not is_variant(s, table_streams)
         and any(c.targeted_class and c["targeted_first_try"].n for c in cs)
     ]
     if targeted:

@@ -1044,6 +1044,12 @@ def rotation_count(scenario: str) -> tuple[str, int] | None:
     return (match["stream"], int(match["n"])) if match else None
 
 
+def is_variant(scenario: str, scenarios: Iterable[str]) -> bool:
+    """``payments-drifted-l1`` is a variant of ``payments-drifted`` when both are in ``scenarios``:
+    the cross-stream views (Table 7, Figure 6) draw each stream once, from its base manifest."""
+    return any(scenario.startswith(other + "-") for other in scenarios if other != scenario)
+
+
 def summary_json(root: Path) -> dict[str, Any]:
     """Every run's metrics and every cell's aggregate under ``root``, as JSON-ready data."""
     metrics = score(read_runs(root))
