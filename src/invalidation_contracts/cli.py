@@ -21,6 +21,11 @@ class CommandError(Exception):
 
 Handler = Callable[[argparse.Namespace], int]
 
+DOMAIN_HELP = (
+    "a shipped domain (acme_billing, acme_rules, recipes), an installed entry point of the group "
+    "invalidation_contracts.domains, or an import path package.module:attribute"
+)
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line (and exit status 2), like every error here."""
@@ -67,6 +72,13 @@ def _add_planners(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-l2", action="store_true", help="leave the L2 sentence out of the prompt")
     p.add_argument(
+        "--domain",
+        default=None,
+        metavar="DOMAIN",
+        help="probe with this domain's task families and fixes instead of the built-in probes: "
+        + DOMAIN_HELP,
+    )
+    p.add_argument(
         "--max-retries", type=int, default=None, help="SDK retries on 429/5xx (vendor planners)"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -86,6 +98,7 @@ def _preflight(args: argparse.Namespace) -> int:
     from .planners.errors import PlannerError
     from .planners.preflight import preflight_spec, preflight_table
 
+    probes = {} if args.domain is None else {"probes": _domain_probes(args.domain)}
     try:
         options = {} if args.max_retries is None else {"max_retries": args.max_retries}
         report = asyncio.run(
@@ -95,6 +108,7 @@ def _preflight(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 rounds=args.rounds,
                 l2=not args.no_l2,
+                **probes,
             )
         )
     except PlannerError as exc:
@@ -108,11 +122,22 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0
 
 
+def _domain_probes(spec: str):
+    """``preflight --domain``: probes built from the domain's task families."""
+    from .bench.probes import NoProbes, domain_probes
+    from .domains import DomainError, get_catalog
+
+    try:
+        return domain_probes(get_catalog(spec))
+    except (DomainError, NoProbes) as exc:
+        raise CommandError(str(exc)) from exc
+
+
 def _add_service(sub: argparse._SubParsersAction) -> None:
     from .server.auth import ADMIN_TOKEN_ENV
 
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
-    p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
+    p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
     p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -231,14 +256,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .server.app import create_app, serve
     from .server.storage import StorageError
 
-    try:
-        from .domains import get_domain
+    from .domains import get_domain
 
+    try:
         domain = get_domain(args.domain)
-    except ImportError as exc:
-        raise CommandError(f"cannot load domains: {exc}") from exc
-    except KeyError as exc:
-        raise CommandError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except KeyError as exc:  # DomainError, the lookup's one error, is a KeyError
+        raise CommandError(str(exc.args[0]) if exc.args else str(exc)) from exc
     token = os.environ.get(args.admin_token_env) or ""
     if not token:
         print(
@@ -473,9 +496,18 @@ def _ladder(args: argparse.Namespace) -> int:
 
     try:
         grid = ladder_grid(args.scenario, args.seeds)
+        _verify_domains(grid)
     except ScenarioError as exc:
         raise CommandError(str(exc)) from exc
     return _execute_grid(grid, args)
+
+
+def _verify_domains(grid) -> None:
+    """Load every scenario's domain and check the manifest against it before anything runs."""
+    from .bench.scenario import verify_domain
+
+    for scenario in grid.scenarios:
+        verify_domain(scenario)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -497,6 +529,7 @@ def _run(args: argparse.Namespace) -> int:
             seeds=args.seeds or base.seeds,
             rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
+        _verify_domains(grid)
     except (ScenarioError, ValueError) as exc:
         raise CommandError(str(exc)) from exc
     options = {}
@@ -514,17 +547,20 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from .bench.scenario import ScenarioError, load_scenario, shipped_scenarios
+    from .bench.scenario import ScenarioError, resolve_scenario, shipped_scenarios
 
     if args.manifest is None:
         for name in shipped_scenarios():
-            scenario = load_scenario(name)
+            try:
+                scenario = resolve_scenario(name)
+            except ScenarioError as exc:
+                raise CommandError(str(exc)) from exc
             print(
                 f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}"
             )
         return 0
     try:
-        scenario = load_scenario(args.manifest)
+        scenario = resolve_scenario(args.manifest)
     except ScenarioError as exc:
         raise CommandError(str(exc)) from exc
     print(

@@ -122,7 +122,8 @@ async def run_one(
         app = app_factory(
             catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
         )
-        origin = f"http://{scenario.domain.replace('_', '-')}.invalid"
+        host = "".join(c if c.isalnum() else "-" for c in catalog.name.lower()).strip("-")
+        origin = f"http://{host or 'domain'}.invalid"
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=origin)
     else:
         origin = server_url.rstrip("/")

@@ -126,7 +126,7 @@ class Scenario(BaseModel):
         return sorted({e for d in self.departures for e in d.episodes})
 
 
-class ScenarioMismatch(ValueError):
+class ScenarioMismatch(ScenarioError):
     """A manifest that names task families, snapshots or rule sets its domain does not ship."""
 
 
@@ -146,6 +146,27 @@ def paper_stale_slots(scenario: Scenario, catalog: DomainCatalog) -> list[int]:
                 slots.append(episode)
                 break
     return sorted(set(slots))
+
+
+def verify_domain(scenario: Scenario) -> DomainCatalog:
+    """Load the domain ``scenario`` names (shipped name, entry point or import path) and check the
+    manifest against it; a ``ScenarioError`` names what is wrong."""
+    from ..domains import DomainError, get_catalog
+
+    try:
+        catalog = get_catalog(scenario.domain)
+    except DomainError as exc:
+        raise ScenarioError(f"{scenario.name}: {exc}") from exc
+    check_scenario(scenario, catalog)
+    return catalog
+
+
+def resolve_scenario(name_or_path: str | Path) -> Scenario:
+    """``load_scenario``, then ``verify_domain``: a manifest naming an unknown domain, family,
+    snapshot or rule set fails here, before anything runs."""
+    scenario = load_scenario(name_or_path)
+    verify_domain(scenario)
+    return scenario
 
 
 def check_scenario(scenario: Scenario, catalog: DomainCatalog) -> None:
