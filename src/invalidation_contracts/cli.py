@@ -253,10 +253,9 @@ def _keygen(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import os
 
+    from .domains import get_domain
     from .server.app import create_app, serve
     from .server.storage import StorageError
-
-    from .domains import get_domain
 
     try:
         domain = get_domain(args.domain)
@@ -555,17 +554,16 @@ def _scenarios(args: argparse.Namespace) -> int:
                 scenario = resolve_scenario(name)
             except ScenarioError as exc:
                 raise CommandError(str(exc)) from exc
-            print(
-                f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}"
-            )
+            events = len(scenario.drift)
+            print(f"{name:28} {scenario.episodes:3} episodes  {events} drift events  ", end="")
+            print(scenario.description)
         return 0
     try:
         scenario = resolve_scenario(args.manifest)
     except ScenarioError as exc:
         raise CommandError(str(exc)) from exc
-    print(
-        f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}"
-    )
+    print(f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, ", end="")
+    print(f"level L{scenario.level}")
     for event in scenario.drift:
         print(f"  after episode {event.after_episode}: {event.target} ({event.kind})")
     print(f"  stale slots: {scenario.stale_slots or 'none'}")

@@ -1,4 +1,4 @@
-"""Synthetic run artifacts for the metrics and report tests, written with the real ``ArtifactWriter``.
+"""Synthetic run artifacts for the metrics and report tests, written by the real ``ArtifactWriter``.
 
 Load it from a test module with ``load_builder()`` (tests run with ``--import-mode=importlib``, so a
 sibling module is not importable by name).
@@ -45,7 +45,8 @@ class Ep:
         return 1 if self.first_try else 2
 
 
-#: A 12-episode payments-like stream: a breaking rotation after 5 (stale slot 6), a benign bump after 8.
+#: A 12-episode payments-like stream: a breaking rotation after 5 (stale slot 6), a benign bump
+#: after 8.
 STREAM = (
     "governed",
     "funding",
@@ -100,7 +101,7 @@ def write_run(
     unfaithful: Sequence[int] = (),
     planner_errors: Sequence[int] = (),
 ) -> RunKey:
-    """Write one finished run; ``wire`` is (response, contract, envelope, suggestion) bytes of a 422.
+    """Write one finished run; ``wire``: (response, contract, envelope, suggestion) bytes of a 422.
 
     ``rules_versions``: (first episode, fingerprint) steps the responses carry from then on;
     ``paper_bytes``: (paper's L1 field bytes, of them ``table_versions``) of every response;

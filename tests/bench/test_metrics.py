@@ -43,7 +43,7 @@ def cell(cells, **match):
     return c
 
 
-# --- compliance -----------------------------------------------------------------------------------
+# --- compliance ----------------------------------------------------------------------------------
 
 
 def test_compliance_excludes_only_the_stale_slots_as_the_paper_does(tmp_path):
@@ -96,7 +96,7 @@ def test_stale_slots_fall_back_to_the_episode_flags_without_metadata(tmp_path):
     assert (m.stale_slots, m.compliance) == ((6,), 1.0)
 
 
-# --- first-try, retries, completion ------------------------------------------------------------------
+# --- first-try, retries, completion --------------------------------------------------------------
 
 
 def test_first_try_is_reported_per_class(tmp_path):
@@ -161,7 +161,7 @@ def test_the_targeted_class_is_the_class_of_the_stale_slots(tmp_path):
     assert (m.targeted_class, m.targeted_first_try) == ("governed", 0.6)
 
 
-# --- evictions -------------------------------------------------------------------------------------
+# --- evictions -----------------------------------------------------------------------------------
 
 
 TABLE_CLEAR = [
@@ -307,7 +307,7 @@ def test_stale_injections_are_counted_inside_and_outside_the_slots(tmp_path):
     assert (m.injections, m.stale_injections, m.stale_injections_outside_slots) == (3, 2, 1)
 
 
-# --- tokens and wire ------------------------------------------------------------------------------
+# --- tokens and wire -----------------------------------------------------------------------------
 
 
 def test_tokens_are_summed_over_attempts_and_marked_estimated(tmp_path):
@@ -342,7 +342,7 @@ def test_wire_cost_splits_envelope_and_suggestion_bytes(tmp_path):
     assert w.max_contract_bytes == 150
 
 
-# --- aggregation -----------------------------------------------------------------------------------
+# --- aggregation ---------------------------------------------------------------------------------
 
 
 def test_saving_is_measured_against_the_same_planners_a0_on_the_same_seed(tmp_path):
@@ -440,7 +440,7 @@ def test_rotation_streams_are_recognised_by_name(name, parsed):
     assert rotation_count(name) == parsed
 
 
-# --- unlabelled evictions, honest scoring, the paper's wire fields ----------------------------------
+# --- unlabelled evictions, honest scoring, the paper's wire fields -------------------------------
 
 
 def test_an_unlabelled_eviction_is_counted_apart_and_left_out_of_precision(tmp_path):

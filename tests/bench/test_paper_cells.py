@@ -12,7 +12,7 @@ import asyncio
 
 import pytest
 
-from invalidation_contracts.bench.arms import LADDER, RULES_ARMS, Arm
+from invalidation_contracts.bench.arms import LADDER, RULES_ARMS
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.grid import Grid, run_grid
 from invalidation_contracts.bench.metrics import RunMetrics, score
@@ -49,7 +49,7 @@ def drifted(cells, arm: str) -> RunMetrics:
     return cells[("payments-drifted", arm, "eager")]
 
 
-# --- Table 3 / Table 6: the A-ladder on the drifted stream -----------------------------------------
+# --- Table 3 / Table 6: the A-ladder on the drifted stream ---------------------------------------
 
 
 def test_a0_pays_one_retry_per_constrained_episode_27(cells):
@@ -86,7 +86,7 @@ def test_post_drift_funding_667_0_667_at_a1_a2_a2d(cells):
     assert drifted(cells, "none").post_drift_funding == 0.0
 
 
-# --- Table 4 and Table 7 ---------------------------------------------------------------------------
+# --- Table 4 and Table 7 -------------------------------------------------------------------------
 
 
 def test_the_negative_control_holds_833_at_every_memory_arm_and_0_at_a0(cells):
@@ -137,7 +137,7 @@ def test_row_arms_evict_only_stale_fixes_on_every_rotation_stream(cells, scenari
     assert m.evictions_correct == len(m.drift)  # one stale code per rotation
 
 
-# --- Table 2: A2D at the paper's L1 + diff ----------------------------------------------------------
+# --- Table 2: A2D at the paper's L1 + diff -------------------------------------------------------
 
 
 def test_a2d_keeps_row_precision_at_the_papers_level_1(cells):
@@ -145,7 +145,7 @@ def test_a2d_keeps_row_precision_at_the_papers_level_1(cells):
     assert (m.level, m.evictions, m.precision, m.compliance) == (1, 1, 1.0, 1.0)
 
 
-# --- Table 5: the rules stream ----------------------------------------------------------------------
+# --- Table 5: the rules stream -------------------------------------------------------------------
 
 
 def test_lazy_and_stamp_plus_vectors_read_28_first_try_and_8_retries(cells):

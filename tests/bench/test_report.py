@@ -77,7 +77,7 @@ def _ladder(
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory) -> Path:
-    """Artifacts for every table and figure: the ladder, rotations, a second domain and a rules stream."""
+    """Artifacts for every table and figure: ladder, rotations, a second domain, a rules stream."""
     root = tmp_path_factory.mktemp("full")
     _ladder(root, "simulated:compliant", True)
     _ladder(root, "claude-haiku-4-5", False)
@@ -135,7 +135,7 @@ def _row(section: str, first_cell: str) -> list[str]:
     raise AssertionError(f"no row {first_cell!r} in {section}")
 
 
-# --- the document -----------------------------------------------------------------------------------
+# --- the document --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -216,7 +216,7 @@ def test_the_definitions_state_each_pre_registered_measure(report):
     assert "sample standard deviation" in definitions
 
 
-# --- the tables' contents ---------------------------------------------------------------------------
+# --- the tables' contents ------------------------------------------------------------------------
 
 
 def test_table3_shows_compliance_precision_and_funding_by_arm(report):
@@ -444,7 +444,7 @@ def test_the_ladder_table_has_one_row_per_planner_and_arm(full):
     assert "| A0 | 2 | – | 0 | 0 |" in text  # compliance undefined at A0
 
 
-# --- figures --------------------------------------------------------------------------------------
+# --- figures -------------------------------------------------------------------------------------
 
 
 def test_figures_are_written_as_valid_pngs(full):
@@ -517,7 +517,9 @@ def test_figure4_names_each_streams_own_last_drift_event(full):
 def test_figure5_keeps_coinciding_series_visible_and_says_they_coincide(tmp_path):
     for planner in ("simulated:exact", "simulated:paraphrase"):
         for n in (1, 2):
-            _ladder(tmp_path, planner, True, scenario=f"payments-rotations-{n}", arms=("naive", "row"))
+            _ladder(
+                tmp_path, planner, True, scenario=f"payments-rotations-{n}", arms=("naive", "row")
+            )
     spec, ax = _drawn(tmp_path, "fig5-rotations-payments.png")
     lines = [line for line in ax.get_lines() if len(line.get_xdata())]
     assert len({tuple(line.get_xdata()) for line in lines}) == 2  # one x offset per planner

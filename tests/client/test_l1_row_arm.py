@@ -1,5 +1,5 @@
-"""The row arm at the paper's Level 1 + reload diff: an L1 entry carries only its ``table``, and the
-diff's changed keys are matched to the scope it was stored under (paper Table 2: A2D = L1 + diff)."""
+"""The row arm at the paper's Level 1 + reload diff: an L1 entry carries only its ``table``, and
+the diff's changed keys are matched to the scope it was stored under (Table 2: A2D = L1 + diff)."""
 
 from __future__ import annotations
 

@@ -95,7 +95,10 @@ def test_a_partner_funding_draft_draws_the_funding_fix_and_its_plans_code_at_onc
 ):
     status, suggestions, _ = ask(acme, acme.family(family_id).draft())
     by_type = {s.type: s for s in suggestions}
-    assert status == 422 and set(by_type) == {"USE_REQUIRED_FUNDING_TYPE", "ADD_REQUIRED_PROMO_CODE"}
+    assert status == 422 and set(by_type) == {
+        "USE_REQUIRED_FUNDING_TYPE",
+        "ADD_REQUIRED_PROMO_CODE",
+    }
     assert by_type["ADD_REQUIRED_PROMO_CODE"].parameters == {"promo_code": code}
     fixed = acme.family(family_id).draft()
     for suggestion in suggestions:

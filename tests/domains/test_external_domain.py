@@ -166,7 +166,7 @@ def run_cli(*argv: str) -> int:
     return cli.main(list(argv))
 
 
-# --- the Python API ---------------------------------------------------------------------------------
+# --- the Python API ------------------------------------------------------------------------------
 
 
 def test_an_import_path_names_a_catalog_factory_called_on_each_lookup(ext):
@@ -221,7 +221,7 @@ def test_from_directory_lets_a_named_rule_set_point_elsewhere(ext, tmp_path):
     assert moved.rule_sets["initial"] == other and "strict" in moved.rule_sets
 
 
-# --- the commands -----------------------------------------------------------------------------------
+# --- the commands --------------------------------------------------------------------------------
 
 
 def test_scenarios_validates_a_manifest_naming_an_external_domain(ext, capsys):

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .artifacts import read_runs
 from .metrics import (
@@ -30,7 +30,7 @@ COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
-LINESTYLES = ("-", "--", ":", "-.")
+LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
 #: One marker per planner series, so series with equal values stay distinguishable.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 #: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another.
@@ -147,8 +147,9 @@ def coincidences(
     for name, selects in lines:
         points: dict[Series, dict[Any, float]] = defaultdict(dict)
         for c in cells:
-            if selects(c) and c[metric].mean is not None:
-                points[(c.planner, c.detection, c.apply_mode)][x(c)] = round(c[metric].mean, 9)
+            mean = c[metric].mean
+            if selects(c) and mean is not None:
+                points[(c.planner, c.detection, c.apply_mode)][x(c)] = round(mean, 9)
         groups: list[list[Series]] = []
         for series in sorted(points):
             for group in groups:
@@ -233,7 +234,8 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
 def _targeted(
     cells: Sequence[CellMetrics], scenarios: Sequence[str], title: str
 ) -> Callable[[Any], None]:
-    """First-try on each stream's drift-targeted class by arm: one color per planner, one style per stream."""
+    """First-try on each stream's drift-targeted class by arm: a color per planner, a style per
+    stream."""
 
     def draw(fig: Any) -> None:
         from matplotlib.lines import Line2D
@@ -283,6 +285,15 @@ def _targeted(
     return draw
 
 
+def _where(attribute: str, value: str) -> Callable[[CellMetrics], bool]:
+    """A predicate selecting the cells whose ``attribute`` equals ``value`` (one line of a plot)."""
+
+    def selects(cell: CellMetrics) -> bool:
+        return bool(getattr(cell, attribute) == value)
+
+    return selects
+
+
 def _coincide_note(notes: Sequence[str]) -> str:
     if not notes:
         return " No two series coincide."
@@ -319,11 +330,13 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 FigureSpec(
                     f"fig3-compliance-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on the governed class over its injection-eligible episodes (the "
-                    "stale slots left out), by arm; for a memory arm this is its compliance, and A0, "
-                    "which keeps no memory, shows the zero floor of §6.2. Bars are means over seeds, "
-                    "whiskers the sample std.",
-                    _bars(cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title),
+                    "First-try rate on the governed class over its injection-eligible episodes "
+                    "(the stale slots left out), by arm; for a memory arm this is its compliance, "
+                    "and A0, which keeps no memory, shows the zero floor of §6.2. Bars are means "
+                    "over seeds, whiskers the sample std.",
+                    _bars(
+                        cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title
+                    ),
                 )
             )
     for scenario, cs in table_streams.items():
@@ -355,7 +368,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
             codes = {c.arm: c.arm_code for c in cs}
             notes = coincidences(
                 cs,
-                [(codes.get(a, a), lambda c, a=a: c.arm == a) for a in ("row", "naive")],
+                [(codes.get(a, a), _where("arm", a)) for a in ("row", "naive")],
                 lambda c: c.scenario,
                 "compliance",
             )
@@ -380,7 +393,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
         title = f"Figure 6 — First-try on the drift-targeted class{_suffix(cs)}"
         notes = coincidences(
             cs,
-            [(f"`{s}`", lambda c, s=s: c.scenario == s) for s in targeted],
+            [(f"`{s}`", _where("scenario", s)) for s in targeted],
             lambda c: c.arm,
             "targeted_first_try",
         )
@@ -388,8 +401,8 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
             FigureSpec(
                 "fig6-targeted-class.png",
                 title,
-                "First-try rate on the class each stream's drift targets (the class of its stale slots), "
-                "by arm; one line style per stream: "
+                "First-try rate on the class each stream's drift targets (the class of its stale "
+                "slots), by arm; one line style per stream: "
                 + ", ".join(f"`{s}`" for s in targeted)
                 + "; one colour and marker per planner."
                 + _coincide_note(notes),
@@ -400,7 +413,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
 
 
 def write_figures(root: Path) -> list[Path]:
-    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return the paths."""
+    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

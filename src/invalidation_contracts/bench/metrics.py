@@ -43,36 +43,37 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Compliance",
         (
-            "first-try rate over the injection-eligible episodes of the governed class (the manifest's "
-            '`compliance_class`, `klass == "governed"` by default; `celiac` on the recipe stream): every '
-            "episode of that class except the pre-registered stale slots (the manifest's `stale_slots`, "
-            "or the episodes flagged `stale_slot` when the metadata lacks them), the paper's rule (§4.1). "
-            "An exclusion beyond the stale slots must be pre-registered as a manifest `departures` entry, "
-            "and every table that uses it says so. Undefined (–) at A0 (`none`) and when no episode is "
-            "eligible."
+            "first-try rate over the injection-eligible episodes of the governed class (the "
+            'manifest\'s `compliance_class`, `klass == "governed"` by default; `celiac` on the '
+            "recipe stream): every episode of that class except the pre-registered stale slots "
+            "(the manifest's `stale_slots`, or the episodes flagged `stale_slot` when the "
+            "metadata lacks them), the paper's rule (§4.1). An exclusion beyond the stale slots "
+            "must be pre-registered as a manifest `departures` entry, and every table that uses "
+            "it says so. Undefined (–) at A0 (`none`) and when no episode is eligible."
         ),
     ),
     (
         "Governed first-try",
         (
-            "the same first-try rate over the same eligible episodes, defined at every arm: at A0 it is "
-            "the zero floor of §6.2 (Figure 3 plots it, so A0 is drawn)."
+            "the same first-try rate over the same eligible episodes, defined at every arm: at A0 "
+            "it is the zero floor of §6.2 (Figure 3 plots it, so A0 is drawn)."
         ),
     ),
     (
         "Completed and faithful",
         (
-            "an episode is completed only when it ended on an accepted request that is faithful to the "
-            "task (the episode record's `faithful`: the task's fields, changed only where a received or "
-            "injected fix says so); an accepted but unfaithful episode is counted as `completed "
-            "unfaithful`, never as completed or first-try. Records without `faithful` are faithful."
+            "an episode is completed only when it ended on an accepted request that is faithful "
+            "to the task (the episode record's `faithful`: the task's fields, changed only where "
+            "a received or injected fix says so); an accepted but unfaithful episode is counted "
+            "as `completed unfaithful`, never as completed or first-try. Records without "
+            "`faithful` are faithful."
         ),
     ),
     (
         "Planner failures",
         (
-            "attempts whose record carries `planner_error` (the planner's reply was unusable); each "
-            "counts against `max_attempts` like a rejected request."
+            "attempts whose record carries `planner_error` (the planner's reply was unusable); "
+            "each counts against `max_attempts` like a rejected request."
         ),
     ),
     (
@@ -82,8 +83,8 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Retries",
         (
-            "Σ (attempts − 1) over episodes; an episode that does not complete counts all its attempts "
-            "(max_attempts − 1 retries)."
+            "Σ (attempts − 1) over episodes; an episode that does not complete counts all its "
+            "attempts (max_attempts − 1 retries)."
         ),
     ),
     (
@@ -97,67 +98,76 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Recall",
         (
-            "(entries with a `stale` record that have an `evict` event in the same or a later episode) / "
-            "(entries with a `stale` record); undefined when no entry went stale."
+            "(entries with a `stale` record that have an `evict` event in the same or a later "
+            "episode) / (entries with a `stale` record); undefined when no entry went stale."
         ),
     ),
-    ("Restamps", "count of `memory` records with event `restamp`."),
+    (
+        "Restamps",
+        "count of `memory` records with event `restamp`.",
+    ),
     (
         "Per drift event",
         (
-            "evictions and restamps counted over the episodes after that drift event's `after_episode` "
-            "up to and including the next drift event's `after_episode`."
+            "evictions and restamps counted over the episodes after that drift event's "
+            "`after_episode` up to and including the next drift event's `after_episode`."
         ),
     ),
     (
         "Alert",
         (
-            "per rule event, the episode in which the arm first learns that the rules changed: its "
-            "first `alert` record (an arm that reads the L6 stamp on every response); for a "
-            "failure-gated (lazy) arm that records no alert, the first rejected response after the "
-            "event whose `rules_version` differs from the one before it, which is the failure the "
-            "paper's lazy arm detects the change on (§6.3). Undefined when neither happens."
+            "per rule event, the episode in which the arm first learns that the rules changed: "
+            "its first `alert` record (an arm that reads the L6 stamp on every response); for a "
+            "failure-gated (lazy) arm that records no alert, the first rejected response after "
+            "the event whose `rules_version` differs from the one before it, which is the failure "
+            "the paper's lazy arm detects the change on (§6.3). Undefined when neither happens."
         ),
     ),
     (
         "Stale injections",
-        "`inject` events with `stale == true`; also counted separately outside the stale slots.",
+        ("`inject` events with `stale == true`; also counted separately outside the stale slots."),
     ),
     (
         "Completed episodes",
         (
-            "episodes completed (faithful, as above); shown beside every event count, because a run "
-            "that exhausts its retries reaches fewer drift events and can imitate a precise one (§4.1)."
+            "episodes completed (faithful, as above); shown beside every event count, because a "
+            "run that exhausts its retries reaches fewer drift events and can imitate a precise "
+            "one (§4.1)."
         ),
     ),
     (
         "Tokens",
-        "input and output tokens summed over attempts; `est.` marks estimates (simulated planners).",
+        (
+            "input and output tokens summed over attempts; `est.` marks estimates (simulated "
+            "planners)."
+        ),
     ),
     (
         "Token saving",
         (
-            "1 − tokens(arm) / tokens(A0) for the same scenario, planner and seed (an A0 run with the "
-            "same detection and apply mode if there is one; A0 keeps no memory, so they change "
-            "nothing), averaged over seeds; undefined without an A0 run. Tokens = input + output."
+            "1 − tokens(arm) / tokens(A0) for the same scenario, planner and seed (an A0 run with "
+            "the same detection and apply mode if there is one; A0 keeps no memory, so they "
+            "change nothing), averaged over seeds; undefined without an A0 run. Tokens = input + "
+            "output."
         ),
     ),
     (
         "Δ tokens vs lazy",
         (
-            "tokens(arm) / tokens(lazy `row+consumers`) − 1 for the same scenario, planner, seed and "
-            "apply mode, averaged over seeds (Table 5)."
+            "tokens(arm) / tokens(lazy `row+consumers`) − 1 for the same scenario, planner, seed "
+            "and apply mode, averaged over seeds (Table 5)."
         ),
     ),
     (
         "Wire cost",
         (
-            "over all responses pooled: mean response bytes, mean contract bytes (`contract_bytes`), "
-            "overhead = Σ contract bytes / Σ response bytes, split into the envelope (`envelope_bytes`) and "
-            "the per-suggestion fields (`suggestion_bytes`); the same over the responses that carry "
-            "suggestions; and the largest contract bytes of one response. The project's contract is "
-            "every contract member (extensions and, at L4+, dependency vectors included); the paper's "
-            "L1 fields (`paper_contract_bytes`) are `table_versions`, `cache_hint` and `table` only."
+            "over all responses pooled: mean response bytes, mean contract bytes "
+            "(`contract_bytes`), overhead = Σ contract bytes / Σ response bytes, split into the "
+            "envelope (`envelope_bytes`) and the per-suggestion fields (`suggestion_bytes`); the "
+            "same over the responses that carry suggestions; and the largest contract bytes of "
+            "one response. The project's contract is every contract member (extensions and, at "
+            "L4+, dependency vectors included); the paper's L1 fields (`paper_contract_bytes`) "
+            "are `table_versions`, `cache_hint` and `table` only."
         ),
     ),
     (
@@ -171,16 +181,16 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
     (
         "Drift-targeted class",
         (
-            "the most common class among the pre-registered stale-slot episodes; its first-try rate is "
-            "Figure 6's measure."
+            "the most common class among the pre-registered stale-slot episodes; its first-try "
+            "rate is Figure 6's measure."
         ),
     ),
     (
         "Aggregation",
         (
-            "per cell (scenario, planner, arm, detection, apply mode): the mean over seeds of each run's "
-            "value, the sample standard deviation (n − 1; undefined for one seed), and the number of seeds "
-            "where the value is defined. Wire cost pools responses instead."
+            "per cell (scenario, planner, arm, detection, apply mode): the mean over seeds of "
+            "each run's value, the sample standard deviation (n − 1; undefined for one seed), and "
+            "the number of seeds where the value is defined. Wire cost pools responses instead."
         ),
     ),
 )
@@ -218,7 +228,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True, slots=True)
 class WireTotals:
-    """Byte sums over responses; adding two pools them, so cells and levels are measured the same way."""
+    """Byte sums over responses; adding two pools them, so cells and levels are measured alike."""
 
     responses: int = 0
     response_bytes: int = 0
@@ -370,7 +380,7 @@ class DriftWindow:
     target: str
     rules: bool
     until_episode: int | None
-    """The next drift event's ``after_episode`` (the window's last episode); None for the last event."""
+    """The next event's ``after_episode`` (the window's last episode); None for the last event."""
     reached: bool
     """Whether the run recorded any episode after the event."""
     evictions: int
@@ -417,13 +427,13 @@ class RunMetrics:
     """Compliance's rate, defined at A0 too (Figure 3's bars)."""
     first_try: int
     """Count of first-try episodes over the whole stream."""
-    first_try_by_class: dict[str, float]
+    first_try_by_class: dict[str, float | None]
     episodes_by_class: dict[str, int]
     class_actions: dict[str, str]
     """Each class's hint shape (episode ``action``); classes without one are left out."""
     drift_reached_classes: tuple[str, ...]
     """Classes whose injected fixes a drift event evicted or restamped (Table 7's columns)."""
-    first_try_by_action: dict[str, float]
+    first_try_by_action: dict[str, float | None]
     post_drift_funding: float | None
     post_drift_funding_episodes: int
     pre_drift_funding: float | None
@@ -476,7 +486,7 @@ class RunMetrics:
 
 
 def drift_events(run: Run) -> list[dict[str, Any]]:
-    """The run's drift events in order: the manifest's (``meta.extra["drift"]``), else the drift records."""
+    """The run's drift events in order: the manifest's (``extra["drift"]``), else the records."""
     manifest = run.meta.extra.get("drift")
     if manifest is not None:
         events = []
@@ -559,7 +569,7 @@ def _alert(
     until: int | None,
     detection: str,
 ) -> int | None:
-    """DEFINITIONS "Alert": the first ``alert`` record, else (lazy) the first failure-gated sight."""
+    """DEFINITIONS "Alert": the first ``alert`` record, else (lazy) the first failure-gated one."""
     if not event["rules"]:
         return None
     alerts = [int(m["episode"]) for m in inside if m.get("event") == "alert"]
@@ -726,9 +736,7 @@ def run_metrics(run: Run) -> RunMetrics:
         departure_reasons=departure_reasons,
         episodes_recorded=len(episodes),
         completed_episodes=sum(1 for e in episodes if is_completed(e)),
-        completed_unfaithful=sum(
-            1 for e in episodes if e.get("completed") and not is_faithful(e)
-        ),
+        completed_unfaithful=sum(1 for e in episodes if e.get("completed") and not is_faithful(e)),
         planner_errors=sum(1 for a in attempts if a.get("planner_error")),
         compliance_class=governed_class,
         compliance=compliance,
@@ -882,7 +890,7 @@ class CellMetrics:
 
     @property
     def label(self) -> str:
-        """The planner, marked when simulated, with its detection and apply mode where not default."""
+        """The planner, marked when simulated, with its detection and apply mode if not default."""
         return series_label(self.planner, self.simulated, self.detection, self.apply_mode)
 
     def to_json(self) -> dict[str, Any]:
@@ -894,7 +902,7 @@ class CellMetrics:
 def series_label(
     planner: str, simulated: bool, detection: str = "eager", apply_mode: str = "planner"
 ) -> str:
-    """How tables and figures name a planner: ``name †`` when simulated, ``[lazy, client]`` variants."""
+    """How tables and figures name a planner: ``name †`` if simulated; ``[lazy, client]`` modes."""
     label = planner + (f" {SIMULATED_MARK}" if simulated else "")
     variant = [v for v, default in ((detection, "eager"), (apply_mode, "planner")) if v != default]
     return label + (f" [{', '.join(variant)}]" if variant else "")
@@ -913,7 +921,7 @@ def _paired(
 def _token_ratios(
     metrics: Sequence[RunMetrics],
 ) -> tuple[dict[RunKey, float | None], dict[RunKey, float | None]]:
-    """Per run: tokens / tokens of the same planner's A0, and tokens / tokens of the lazy reference arm."""
+    """Per run: tokens / tokens of the same planner's A0, and tokens / tokens of the lazy arm."""
     # A0 keeps no memory, so its detection and apply mode change nothing: any A0 run of the same
     # scenario, planner and seed is the baseline (the one with the same modes preferred).
     a0: dict[tuple[Any, ...], RunMetrics] = {}
@@ -1018,9 +1026,7 @@ def aggregate(runs: Iterable[Run | RunMetrics]) -> list[CellMetrics]:
                 first_try_by_action=_nested(group, "first_try_by_action", action_rank),
                 class_actions={k: v for m in group for k, v in m.class_actions.items()},
                 drift_reached_classes=tuple(
-                    sorted(
-                        {k for m in group for k in m.drift_reached_classes}, key=class_rank
-                    )
+                    sorted({k for m in group for k in m.drift_reached_classes}, key=class_rank)
                 ),
                 compliance_class=group[0].compliance_class,
                 departure_slots=group[0].departure_slots,

@@ -28,7 +28,7 @@ def domain_probes(catalog: DomainCatalog) -> tuple[Probe, ...]:
         if family.expected_fix_type is None:
             continue
         outcome = provider.handle(catalog.route, family.draft())
-        feedback = outcome.body.recovery_feedback
+        feedback = getattr(outcome.body, "recovery_feedback", None)
         suggestions = feedback.suggestions if feedback is not None else []
         fix = next(
             (

@@ -1,6 +1,7 @@
 """Markdown reports in the shape of the paper's Tables 3–7 and its §3.7 wire-cost study.
 
-Built from the artifacts alone (``metrics``), so a report is rebuilt without rerunning and two builds
+Built from the artifacts alone (``metrics``), so a report is rebuilt without rerunning and two
+builds
 of the same artifacts are byte-identical. A table whose runs are absent is replaced by a one-line
 note; every table names the planners that are simulated.
 """
@@ -23,7 +24,6 @@ from .metrics import (
     RunMetrics,
     Stat,
     WireTotals,
-    action_rank,
     aggregate,
     arm_rank,
     class_rank,
@@ -82,9 +82,11 @@ def _stat(cell: CellMetrics | None, name: str, fmt: Callable[[float | None], str
 
 
 def _delta(high: CellMetrics | None, low: CellMetrics | None, name: str) -> str:
-    if high is None or low is None or high[name].mean is None or low[name].mean is None:
+    top = None if high is None else high[name].mean
+    bottom = None if low is None else low[name].mean
+    if top is None or bottom is None:
         return DASH
-    return _signed_pct(high[name].mean - low[name].mean)
+    return _signed_pct(top - bottom)
 
 
 # --- table scaffolding -------------------------------------------------------------------------
@@ -107,18 +109,19 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
 def _simulated_line(cells: Iterable[CellMetrics]) -> str:
     simulated = sorted({c.planner for c in cells if c.simulated})
     if not simulated:
-        return "Simulated planners: none (every planner here is a real model; tokens are billed usage)."
+        return "Simulated planners: none (every planner is a real model; tokens are billed usage)."
     return f"Simulated planners: {', '.join(f'`{p}`' for p in simulated)}. {SIMULATED_NOTE}"
 
 
 def _seeds_line(cells: Sequence[CellMetrics], stats: Sequence[Stat] = ()) -> str:
-    """How many seeds each cell averages, and the largest seed std of the rates ``stats`` (points)."""
+    """How many seeds each cell averages, and the largest seed std of the rates ``stats``."""
     counts = sorted({len(c.seeds) for c in cells})
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
     line = f"Mean over seeds (n = {n} per cell)"
     spreads = [s.std for s in stats if s.std is not None]
     if spreads:
-        line += f"; the largest seed standard deviation (sample) here is {100 * max(spreads):.1f} points"
+        largest = 100 * max(spreads)
+        line += f"; the largest seed standard deviation (sample) here is {largest:.1f} points"
     return line + "."
 
 
@@ -286,15 +289,16 @@ def events_table(scenario: str, cells: Sequence[CellMetrics]) -> str:
                     _per_drift(c, "restamps"),
                     _stat(c, "precision", _fixed),
                     _stat(c, "recall", _fixed),
-                    f"{_count(c['stale_injections'].mean)} ({_count(c['stale_injections_outside_slots'].mean)})",
+                    f"{_count(c['stale_injections'].mean)} "
+                    f"({_count(c['stale_injections_outside_slots'].mean)})",
                     _completed([c]),
                 ]
             )
     caption = (
-        f"Events on `{scenario}`; {_drift_caption(cells)}. Per-drift counts cover the episodes up to the "
-        "next event. An unlabelled eviction (no oracle label) is counted apart and left out of "
-        "precision. A run that exhausts its retries reaches fewer drift events, so read each count "
-        "beside Completed."
+        f"Events on `{scenario}`; {_drift_caption(cells)}. Per-drift counts cover the episodes up "
+        "to the next event. An unlabelled eviction (no oracle label) is counted apart and left "
+        "out of precision. A run that exhausts its retries reaches fewer drift events, so read "
+        "each count beside Completed."
     )
     return _section(
         f"Events and completion on `{scenario}`", caption, markdown_table(headers, rows), cells
@@ -342,9 +346,7 @@ def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
     ordered = [k for k in classes if k == compliance_class] + [
         k for k in classes if k != compliance_class
     ]
-    post = {
-        k: k == FUNDING and any(c["post_drift_funding"].n for c in grid.cells) for k in ordered
-    }
+    post = {k: k == FUNDING and any(c["post_drift_funding"].n for c in grid.cells) for k in ordered}
     notes = []
     if NO_CONSTRAINT in ordered:
         rates = [c.first_try_by_class[NO_CONSTRAINT].mean for c in grid.cells]
@@ -361,15 +363,14 @@ def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
     rows = []
     for label, by_arm in grid.series():
         rows.append(
-            [label]
-            + [_class_rate(by_arm.get(a), k, post[k]) for k in ordered for a in arms]
+            [label] + [_class_rate(by_arm.get(a), k, post[k]) for k in ordered for a in arms]
         )
     caption = (
         "First-try rate (%) by constraint class at A1 and A2D: every episode of each class, except "
         f"the funding class, which counts only its episodes after episode {last} (the paper's "
         "conditional-rewrite column: the funding episodes after the benign bump)."
         if any(post.values())
-        else "First-try rate (%) by constraint class at A1 and A2D, over every episode of each class."
+        else "First-try rate (%) by constraint class at A1 and A2D, over every episode of a class."
     )
     if notes:
         caption += " " + " ".join(notes)
@@ -384,7 +385,7 @@ def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
 
 
 def table5(scenario: str, cells: Sequence[CellMetrics]) -> str:
-    """Detection policies on a rules stream: counts, first reaction per rule event, Δ tokens vs lazy."""
+    """Detection policies on a rules stream: counts, the alert per rule event, Δ tokens vs lazy."""
     ordered = sorted(
         cells,
         key=lambda c: (
@@ -548,9 +549,7 @@ def table7(cells: Sequence[CellMetrics]) -> str | None:
             ]
         )
     code = row_cells[0].arm_code
-    streams = "; ".join(
-        f"{header} on `{scenario}`" for scenario, _, _, header in columns
-    )
+    streams = "; ".join(f"{header} on `{scenario}`" for scenario, _, _, header in columns)
     caption = (
         f"First-try rate (%) at {code} (`row`) by hint shape, one column per class that a drift "
         "event reaches (an injected fix of that class was evicted or restamped), as the paper's "
@@ -679,9 +678,7 @@ def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> s
             )
         )
     for level, conditional in sorted(totals):
-        what = (
-            "conditional contract (Contract-Since, ext)" if conditional else "full contract"
-        )
+        what = "conditional contract (Contract-Since, ext)" if conditional else "full contract"
         rows.append(
             _wire_row(
                 f"L{level} · {what}: every contract member",
@@ -696,8 +693,9 @@ def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> s
         "stamps, the suggestion fields the per-suggestion cache metadata; “w/ sugg.” restricts to "
         "responses that carry suggestions. Rows measure different things: the paper's row counts "
         "only its L1 fields (what its 15.1 % counts); a full-contract row counts every contract "
-        "member the level emits (the extensions `contract_seq`, `contract_epoch`, `scope`, and from "
-        "L4 the dependency vectors with row keys and rules, from L6 `rules_version`); a conditional "
+        "member the level emits (the extensions `contract_seq`, `contract_epoch`, `scope`, and "
+        "from L4 the dependency vectors with row keys and rules, from L6 `rules_version`); a "
+        "conditional "
         "row is the same client sending `Contract-Since`, so unchanged stamps are left out. The "
         "last row quotes the paper (which also gives 2,419 responses carrying contract fields, "
         "173 B mean among them, `cache_hint` 24 B and `table` 28 B); its responses are not this "
@@ -788,7 +786,8 @@ def _header(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics], unfinis
     lines = [
         "# Evaluation report",
         "",
-        "Rebuilt from the run artifacts alone (`runs/**/*.jsonl` and `*.meta.json`); nothing is rerun.",
+        "Rebuilt from the run artifacts alone (`runs/**/*.jsonl` and `*.meta.json`); "
+        "nothing is rerun.",
         "",
         f"- Package version: {', '.join(versions)}",
         "- Scenarios: " + ", ".join(f"`{s}` ({n} episodes)" for s, n in sorted(scenarios.items())),
@@ -898,7 +897,7 @@ def render_report(
 
 
 def build_report(root: Path, out: Path | None = None) -> str:
-    """Write the report of every completed run under ``root`` to ``out`` (default ``root/report.md``)."""
+    """Write the report of every completed run under ``root`` to ``out`` (``root/report.md``)."""
     root = Path(root)
     out = Path(out) if out is not None else root / "report.md"
     metrics = score(read_runs(root))

@@ -25,7 +25,7 @@ class ScenarioError(ValueError):
 
 
 class DriftEvent(BaseModel):
-    """One operator action between episodes: reload a table from a snapshot, or replace the rules."""
+    """One operator action between episodes: reload a table from a snapshot, or replace rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -74,7 +74,7 @@ class Scenario(BaseModel):
     level: int = Field(default=6, ge=0, le=6)
     conditional: bool = Field(
         default=False,
-        description="The client sends Contract-Since with every request (the conditional contract).",
+        description="The client sends Contract-Since on every request (the conditional contract).",
     )
     schedule: list[str] = Field(
         min_length=1, description="Task family id per episode, episode 1 first."
@@ -86,7 +86,7 @@ class Scenario(BaseModel):
     )
     departures: list[Departure] = Field(
         default_factory=list,
-        description="Further pre-registered exclusions from compliance; each departs from the paper.",
+        description="More pre-registered exclusions from compliance; each departs from the paper.",
     )
     compliance_class: str = Field(
         default="governed", description="The task class whose first-try rate is compliance."
@@ -99,7 +99,7 @@ class Scenario(BaseModel):
         for event in self.drift:
             if event.after_episode >= n:
                 raise ValueError(
-                    f"drift after episode {event.after_episode} is not before the last episode ({n})"
+                    f"drift after episode {event.after_episode} is not before the last one ({n})"
                 )
         bad = [s for s in self.stale_slots if not 1 <= s <= n]
         if bad:
@@ -253,7 +253,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = scenarios_dir() / f"{name_or_path}.toml"
         if not path.exists():
             raise ScenarioError(
-                f"no scenario named {name_or_path!r}; shipped: {', '.join(shipped_scenarios()) or 'none'}"
+                f"no scenario named {name_or_path!r}; "
+                f"shipped: {', '.join(shipped_scenarios()) or 'none'}"
             )
     try:
         text = path.read_text(encoding="utf-8")

@@ -80,7 +80,8 @@ class DomainCatalog:
         route_path: str,
         rule_sets: Mapping[str, Path] | None = None,
     ) -> DomainCatalog:
-        """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``, ``rules/``.
+        """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``,
+        ``rules/``.
 
         Every rule set under ``rules/`` is loaded by its file stem (``rules/rule-removal.json`` is
         the rule set ``rule-removal``); ``rule_sets`` adds names or points one elsewhere (e.g.

@@ -27,7 +27,7 @@ ROUTE_PATH = "/v1/subscriptions"
 
 
 def subscription_route(payments: PaymentsBackend) -> Route:
-    """The subscriptions endpoint; a request that passes every policy is charged through ``payments``.
+    """The subscriptions endpoint; a request that passes every policy is charged by ``payments``.
 
     The idempotency key is the request body's fingerprint, so resending the same subscription
     never charges twice.
@@ -65,8 +65,8 @@ def build_domain(
 ) -> Domain:
     """The Acme domain with the rule declarations of ``rules/<rule_set>.json``.
 
-    Without ``payments`` the backend comes from the environment (:func:`.payments.backend_from_env`),
-    which is the in-memory ledger unless configured otherwise.
+    Without ``payments`` the backend comes from the environment
+    (:func:`.payments.backend_from_env`), which is the in-memory ledger unless configured otherwise.
     """
     payments = payments if payments is not None else backend_from_env(os.environ)
     return Domain(
