@@ -533,3 +533,9 @@ def test_figure6_says_which_series_coincide_on_which_stream(full):
     assert (
         "claude-haiku-4-5 and simulated:compliant † coincide on `payments-drifted`" in spec.caption
     )
+
+
+def test_table7_leaves_out_a_stream_without_a_breaking_event(tmp_path):
+    touch = ({"after_episode": 8, "kind": "touch", "table": "funding_policy", "rules": None},)
+    B.write_run(tmp_path, B.episodes(), arm="row", memory=_reached(), drift=touch, stale_slots=())
+    assert "### Table 7 — First-try by hint shape\n\n_Skipped:" in build_report(tmp_path)

@@ -491,6 +491,8 @@ def _table7_columns(row_cells: Sequence[CellMetrics]) -> list[tuple[str, str, st
     columns = []
     for scenario in sorted({c.scenario for c in row_cells}):
         cells = [c for c in row_cells if c.scenario == scenario]
+        if not any(w.kind == "breaking" for c in cells for w in c.drift):
+            continue  # the paper's columns come from its drifted streams, not touch or control
         reached = {k for c in cells for k in c.drift_reached_classes}
         actions = {k: a for c in cells for k, a in c.class_actions.items()}
         for klass in sorted(reached & set(actions), key=class_rank):
@@ -504,7 +506,12 @@ def _table7_columns(row_cells: Sequence[CellMetrics]) -> list[tuple[str, str, st
             else:
                 columns.append((scenario, klass, "all", f"{shape}: {klass}"))
     order = {a: i for i, a in enumerate(SHAPE_NAMES.values())}
-    return sorted(columns, key=lambda c: (order.get(c[3].split(":")[0], 99), c[0], c[1]))
+    columns.sort(key=lambda c: (order.get(c[3].split(":")[0], 99), c[0], c[1]))
+    headers = [header for *_, header in columns]
+    return [
+        (scenario, klass, part, f"{header} ({scenario})" if headers.count(header) > 1 else header)
+        for scenario, klass, part, header in columns
+    ]
 
 
 def _table7_value(cell: CellMetrics | None, klass: str, part: str) -> str:
@@ -554,9 +561,9 @@ def table7(cells: Sequence[CellMetrics]) -> str | None:
         f"First-try rate (%) at {code} (`row`) by hint shape, one column per class that a drift "
         "event reaches (an injected fix of that class was evicted or restamped), as the paper's "
         "columns are (promo; celiac, incompatible; funding before / after the benign bump). "
-        "Negative controls, no-constraint classes, rules streams, the drift-rate variants "
-        "`*-rotations-N` and variants of a stream in the grid (`payments-drifted-l1`) are left "
-        f"out. Columns: {streams}."
+        "Negative controls, no-constraint classes, streams without a breaking event (control, "
+        "touch), rules streams, the drift-rate variants `*-rotations-N` and variants of a stream "
+        f"in the grid (`payments-drifted-l1`) are left out. Columns: {streams}."
     )
     stats = [s for c in row_cells for s in c.first_try_by_class.values()]
     return _section(
