@@ -136,33 +136,27 @@ def _shift(i: int, n: int) -> float:
 
 def coincidences(
     cells: Sequence[CellMetrics],
-    lines: Sequence[tuple[str, Callable[[CellMetrics], bool]]],
+    line_of: Callable[[CellMetrics], str | None],
     x: Callable[[CellMetrics], Any],
     metric: str,
 ) -> list[str]:
-    """Which planner series draw the same line: for each named line (an arm, a stream), the groups
-    of series whose values are equal at every point both have. Said in the caption, because
-    offsets and markers keep them apart only by a hair."""
-    notes = []
-    for name, selects in lines:
-        points: dict[Series, dict[Any, float]] = defaultdict(dict)
-        for c in cells:
-            mean = c[metric].mean
-            if selects(c) and mean is not None:
-                points[(c.planner, c.detection, c.apply_mode)][x(c)] = round(mean, 9)
-        groups: list[list[Series]] = []
-        for series in sorted(points):
-            for group in groups:
-                if points[group[0]] == points[series]:
-                    group.append(series)
-                    break
-            else:
-                groups.append([series])
+    """Which drawn lines coincide: groups of lines (each named by ``line_of``; None: not drawn)
+    whose values are equal at every point. Said in the caption, because offsets and markers keep
+    them apart only by a hair."""
+    points: dict[str, dict[Any, float]] = defaultdict(dict)
+    for c in cells:
+        name, mean = line_of(c), c[metric].mean
+        if name is not None and mean is not None:
+            points[name][x(c)] = round(mean, 9)
+    groups: list[list[str]] = []
+    for name in points:
         for group in groups:
-            if len(group) > 1:
-                names = " and ".join(_label(s, cells) for s in group)
-                notes.append(f"{names} coincide on {name}")
-    return notes
+            if points[group[0]] == points[name]:
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return [" and ".join(group) + " coincide" for group in groups if len(group) > 1]
 
 
 def _finish(
@@ -201,13 +195,14 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
         codes = {c.arm: c.arm_code for c in cells}
         series = _series(cells)
         for i, s in enumerate(series):
-            shift = _shift(i, len(series))
-            for arm, style in (("row", "-"), ("naive", "--")):
+            for k, (arm, style) in enumerate((("row", "-"), ("naive", "--"))):
+                shift = _shift(2 * i + k, 2 * len(series))
                 values = [_percent(index.get((s, sc, arm)), "compliance")[0] for sc in order]
                 ax.plot(
                     *_defined([points[sc] + shift for sc in order], values),
                     style,
                     marker=MARKERS[i % len(MARKERS)],
+                    markerfacecolor=COLORS[i % len(COLORS)] if arm == "row" else "white",
                     color=COLORS[i % len(COLORS)],
                 )
         ax.set_xticks(sorted(set(points.values())))
@@ -285,15 +280,6 @@ def _targeted(
     return draw
 
 
-def _where(attribute: str, value: str) -> Callable[[CellMetrics], bool]:
-    """A predicate selecting the cells whose ``attribute`` equals ``value`` (one line of a plot)."""
-
-    def selects(cell: CellMetrics) -> bool:
-        return bool(getattr(cell, attribute) == value)
-
-    return selects
-
-
 def _coincide_note(notes: Sequence[str]) -> str:
     if not notes:
         return " No two series coincide."
@@ -365,19 +351,16 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     for stream, cs in sorted(streams.items()):
         if cs:
             title = f"Figure 5 — Compliance vs rotations ({stream}){_suffix(cs)}"
-            codes = {c.arm: c.arm_code for c in cs}
             notes = coincidences(
-                cs,
-                [(codes.get(a, a), _where("arm", a)) for a in ("row", "naive")],
-                lambda c: c.scenario,
-                "compliance",
+                cs, lambda c: f"{c.label} {c.arm_code}", lambda c: c.scenario, "compliance"
             )
             specs.append(
                 FigureSpec(
                     f"fig5-rotations-{_slug(stream)}.png",
                     title,
-                    "Compliance against the number of table rotations in one stream: A2D solid, A1 "
-                    "dashed, one colour and marker per planner." + _coincide_note(notes),
+                    "Compliance against the number of table rotations in one stream: A2D solid "
+                    "(filled markers), A1 dashed (hollow), one colour and marker per planner."
+                    + _coincide_note(notes),
                     _rotations(cs, stream, title),
                 )
             )
@@ -392,10 +375,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
         cs = [c for c in cells if c.scenario in targeted]
         title = f"Figure 6 — First-try on the drift-targeted class{_suffix(cs)}"
         notes = coincidences(
-            cs,
-            [(f"`{s}`", _where("scenario", s)) for s in targeted],
-            lambda c: c.arm,
-            "targeted_first_try",
+            cs, lambda c: f"{c.label} on `{c.scenario}`", lambda c: c.arm, "targeted_first_try"
         )
         specs.append(
             FigureSpec(
