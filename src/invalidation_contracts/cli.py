@@ -43,6 +43,11 @@ class UsageError(CommandError):
 
 Handler = Callable[[argparse.Namespace], int]
 
+DOMAIN_HELP = (
+    "a shipped domain (acme_billing, acme_rules, recipes), an installed entry point of the group "
+    "invalidation_contracts.domains, or an import path package.module:attribute"
+)
+
 
 class _Parser(argparse.ArgumentParser):
     """An argument parser whose usage errors are one line with exit status 2, like every error."""
@@ -93,6 +98,13 @@ def _add_planners(sub: Subparsers) -> None:
         "--rounds", type=_positive_int, default=1, help="times each probe runs (default 1)"
     )
     p.add_argument("--no-l2", action="store_true", help="leave the L2 sentence out of the prompt")
+    p.add_argument(
+        "--domain",
+        default=None,
+        metavar="DOMAIN",
+        help="probe with this domain's task families and fixes instead of the built-in probes: "
+        + DOMAIN_HELP,
+    )
     p.add_argument(
         "--max-retries", type=int, default=None, help="SDK retries on 429/5xx (vendor planners)"
     )
@@ -165,6 +177,7 @@ def _preflight(args: argparse.Namespace) -> int:
     from .planners.errors import PlannerConfigError, PlannerError
     from .planners.preflight import preflight_spec, preflight_table
 
+    probes = {} if args.domain is None else {"probes": _domain_probes(args.domain)}
     try:
         options = {} if args.max_retries is None else {"max_retries": args.max_retries}
         report = asyncio.run(
@@ -174,6 +187,7 @@ def _preflight(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 rounds=args.rounds,
                 l2=not args.no_l2,
+                **probes,
             )
         )
     except PlannerConfigError as exc:
@@ -185,6 +199,17 @@ def _preflight(args: argparse.Namespace) -> int:
     else:
         _console().print(preflight_table(report))
     return 0
+
+
+def _domain_probes(spec: str):
+    """``preflight --domain``: probes built from the domain's task families."""
+    from .bench.probes import NoProbes, domain_probes
+    from .domains import DomainError, get_catalog
+
+    try:
+        return domain_probes(get_catalog(spec))
+    except (DomainError, NoProbes) as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _console() -> Any:
@@ -199,7 +224,7 @@ def _console() -> Any:
 
 def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
-    p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
+    p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
     p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
@@ -315,13 +340,12 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .domains import get_domain
     from .server.app import create_app, serve
     from .server.auth import ADMIN_TOKEN_ENV
     from .server.storage import StorageError
 
     try:
-        from .domains import get_domain
-
         domain = get_domain(args.domain)
     except MissingExtra:
         raise
@@ -579,9 +603,18 @@ def _ladder(args: argparse.Namespace) -> int:
 
     try:
         grid = ladder_grid(args.scenario, args.seeds)
+        _verify_domains(grid)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from exc
     return _execute_grid(grid, args)
+
+
+def _verify_domains(grid) -> None:
+    """Load every scenario's domain and check the manifest against it before anything runs."""
+    from .bench.scenario import verify_domain
+
+    for scenario in grid.scenarios:
+        verify_domain(scenario)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -601,6 +634,7 @@ def _run(args: argparse.Namespace) -> int:
             seeds=args.seeds or base.seeds,
             rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
+        _verify_domains(grid)
     except (ScenarioError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     options = {}
@@ -618,22 +652,24 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from .bench.scenario import ScenarioError, load_scenario, shipped_scenarios
+    from .bench.scenario import ScenarioError, resolve_scenario, shipped_scenarios
 
     if args.manifest is None:
         for name in shipped_scenarios():
-            scenario = load_scenario(name)
-            print(
-                f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}"
-            )
+            try:
+                scenario = resolve_scenario(name)
+            except ScenarioError as exc:
+                raise CommandError(str(exc)) from exc
+            events = len(scenario.drift)
+            print(f"{name:28} {scenario.episodes:3} episodes  {events} drift events  ", end="")
+            print(scenario.description)
         return 0
     try:
-        scenario = load_scenario(args.manifest)
+        scenario = resolve_scenario(args.manifest)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from exc
-    print(
-        f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}"
-    )
+    print(f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, ", end="")
+    print(f"level L{scenario.level}")
     for event in scenario.drift:
         print(f"  after episode {event.after_episode}: {event.target} ({event.kind})")
     print(f"  stale slots: {scenario.stale_slots or 'none'}")

@@ -108,7 +108,8 @@ def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
     ]
 
 
-def test_naive_memory_keeps_the_first_fix_for_a_key(server):
+def test_naive_memory_replaces_a_fix_with_the_newer_one_for_its_key(server):
+    # A1 "stores what it learns" (paper §3.5): no invalidation channel, but it keeps learning.
     memory = FixMemory("naive")
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
@@ -118,9 +119,9 @@ def test_naive_memory_keeps_the_first_fix_for_a_key(server):
 
     obs = memory.observe(server.url, {}, 422, server.failure(fix))
 
-    assert obs.of(Evicted) == [] and obs.of(Stored) == []
+    assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", EvictionReason.SUPERSEDED)]
     assert [e.suggestion.parameters for e in memory.entries(server.url)] == [
-        {"promo_code": "SUMMER"}
+        {"promo_code": "WINTER"}
     ]
 
 

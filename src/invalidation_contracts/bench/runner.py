@@ -40,12 +40,12 @@ from ..planners.preflight import PROBES, preflight
 from ..planners.registry import create_planner
 from ..protocol.levels import Level
 from ..protocol.models import Suggestion
-from ..protocol.wirecost import wire_cost
+from ..protocol.wirecost import paper_wire_cost, wire_cost
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
 from .driver import DriftDriver
-from .scenario import Scenario
+from .scenario import Scenario, ScenarioMismatch, check_scenario  # noqa: F401 (re-exported)
 
 #: The consumption level every arm runs at (paper §3.5: compliance held fixed at L3, which subsumes L2).
 CONSUMPTION_LEVEL = Level.AMENDED_INPUT
@@ -75,41 +75,6 @@ class RunSpec:
 PlannerFactory = Callable[[str], Planner]
 AppFactory = Callable[..., Any]
 """Builds the in-process ASGI app: ``(domain, *, level, registry, admin_token) -> app``."""
-
-
-class ScenarioMismatch(ValueError):
-    """A manifest that names task families, snapshots or rule sets its domain does not ship."""
-
-
-def check_scenario(scenario: Scenario, catalog) -> None:
-    """Refuse a manifest whose schedule or drift refers to anything the domain lacks."""
-    classes = {family.klass for family in catalog.task_families.values()}
-    if scenario.compliance_class not in classes:
-        raise ScenarioMismatch(
-            f"{scenario.name}: compliance class {scenario.compliance_class!r} is not a task class of "
-            f"{scenario.domain} ({sorted(classes)})"
-        )
-    missing = sorted({f for f in scenario.schedule if f not in catalog.task_families})
-    if missing:
-        raise ScenarioMismatch(
-            f"{scenario.name}: unknown task families {missing}; {scenario.domain} has "
-            f"{sorted(catalog.task_families)}"
-        )
-    for event in scenario.drift:
-        if event.snapshot is not None and event.snapshot not in catalog.snapshots:
-            raise ScenarioMismatch(
-                f"{scenario.name}: no snapshot {event.snapshot!r} in {scenario.domain}; "
-                f"known: {sorted(catalog.snapshots)}"
-            )
-        if event.table is not None and event.table not in catalog.domain.tables:
-            raise ScenarioMismatch(
-                f"{scenario.name}: {scenario.domain} has no table {event.table!r}"
-            )
-        if event.rules is not None and event.rules not in catalog.rule_sets:
-            raise ScenarioMismatch(
-                f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "
-                f"known: {sorted(catalog.rule_sets)}"
-            )
 
 
 async def probe_planner(planner: Planner, seed: int) -> dict[str, Any]:
@@ -142,6 +107,7 @@ async def run_one(
     trust policy (eviction-rate bound, freshness ceiling, parameter guard).
     """
     scenario = spec.scenario
+    conditional = conditional or scenario.conditional
     catalog = get_catalog(scenario.domain)
     check_scenario(scenario, catalog)
     level = Level(scenario.level)
@@ -156,7 +122,8 @@ async def run_one(
         app = app_factory(
             catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
         )
-        origin = f"http://{scenario.domain.replace('_', '-')}.invalid"
+        host = "".join(c if c.isalnum() else "-" for c in catalog.name.lower()).strip("-")
+        origin = f"http://{host or 'domain'}.invalid"
         client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=origin)
     else:
         origin = server_url.rstrip("/")
@@ -178,6 +145,7 @@ async def run_one(
         extra={
             "arm_code": strategy_for(spec.arm.strategy).arm,
             "stale_slots": list(scenario.stale_slots),
+            "departures": [d.model_dump() for d in scenario.departures],
             "compliance_class": scenario.compliance_class,
             "drift": [e.model_dump(exclude_none=True) for e in scenario.drift],
             "max_attempts": scenario.max_attempts,
@@ -252,12 +220,16 @@ class _Run:
         """entry id → the request whose response taught it (what the oracle re-runs)."""
         self.fixes: dict[str, Suggestion] = {}
         self.stale_marked: set[str] = set()
+        self.last_request: dict[str, Any] | None = None
+        """The episode's latest domain request: fixes stored while a need is fulfilled (the
+        memory's deferred learn) came from its response, so the oracle labels them against it."""
 
     async def episode(self, episode: int) -> tuple[bool, str | None]:
         """Plan, send and observe up to ``max_attempts`` times; returns (completed, served model)."""
         scenario, memory, origin = self.spec.scenario, self.memory, self.origin
         family = self.catalog.task_families[scenario.family(episode)]
         draft = dict(family.fields)
+        self.last_request = None
         await self.fulfil(memory.begin_episode(origin, episode), episode, 0)
         entries = memory.relevant(origin, draft, episode=episode)
         injected = [e.id for e in entries]
@@ -306,6 +278,7 @@ class _Run:
             request = plan.request
             if self.spec.arm.apply_mode == "client" and number == 1:
                 request = self._apply_client_side(entries, request, episode)
+            self.last_request = request
             response, body = await self._send(request)
             cost = wire_cost(body)
             self._record_attempt(episode, number, request, response, body, plan, cost)
@@ -351,6 +324,7 @@ class _Run:
 
     def _record_attempt(self, episode, number, request, response, body, plan, cost) -> None:
         feedback = body.get("recovery_feedback") or {}
+        paper = paper_wire_cost(body)
         self.writer.write(
             "attempt",
             episode=episode,
@@ -362,6 +336,9 @@ class _Run:
             envelope_bytes=cost.envelope,
             suggestion_bytes=cost.suggestions,
             patch_bytes=cost.patch,
+            paper_contract_bytes=paper.contract,
+            paper_envelope_bytes=paper.envelope,
+            rules_version=body.get("rules_version"),
             suggestion_types=[s.get("type") for s in feedback.get("suggestions", [])],
             tokens_in=plan.usage.input_tokens,
             tokens_out=plan.usage.output_tokens,
@@ -388,7 +365,7 @@ class _Run:
             response = await self.client.get(need.path, params=params)
             body = response.json() if is_json(response) else None
             observation = self.memory.answer(need, response.status_code, body, episode=episode)
-            self.log(observation, episode, attempt, None)
+            self.log(observation, episode, attempt, self.last_request)
             pending.extend(observation.needs)
         raise RuntimeError(f"the memory kept asking for more after {MAX_NEED_ROUNDS * 4} fetches")
 
