@@ -442,6 +442,14 @@ def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
     )
     for spec, exc in outcome.failed:
         print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
+    if outcome.not_started:
+        print(
+            f"invalidation-contracts: {len(outcome.not_started)} run(s) not started after that; "
+            "completed runs are kept: rerun the command to resume",
+            file=sys.stderr,
+        )
+    if outcome.failed and not outcome.ran and not outcome.skipped:
+        return 1
     _publish(args.out, args.json)
     return 1 if outcome.failed else 0
 
