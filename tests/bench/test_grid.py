@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import sys
 import textwrap
 
@@ -10,7 +11,7 @@ import pytest
 from invalidation_contracts.bench.arms import Arm
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.errors import PlannerUnavailable
-from invalidation_contracts.bench.grid import Grid, default_processes, run_grid
+from invalidation_contracts.bench.grid import RUNS_PER_WORKER, Grid, default_processes, run_grid
 from invalidation_contracts.bench.pool import WorkerDied
 from invalidation_contracts.bench.scenario import load_scenario
 
@@ -105,10 +106,12 @@ def test_a_worker_that_dies_fails_its_runs_and_the_grid_ends(tmp_path, crashing_
     assert "exited (3)" in str(outcome.failed[0][1])
 
 
-def test_one_worker_per_usable_core_up_to_the_concurrency_and_the_runs():
-    assert default_processes(concurrency=64, runs=64) >= 1
-    assert default_processes(concurrency=1, runs=64) == 1
-    assert default_processes(concurrency=64, runs=1) == 1
+def test_one_worker_per_usable_core_up_to_the_concurrency_for_grids_worth_the_start():
+    cores = len(os.sched_getaffinity(0))
+    assert default_processes(concurrency=64, runs=10_000) == cores
+    assert default_processes(concurrency=1, runs=10_000) == 1
+    assert default_processes(concurrency=64, runs=RUNS_PER_WORKER - 1) == 1
+    assert default_processes(concurrency=64, runs=2 * RUNS_PER_WORKER) == min(2, cores)
 
 
 def test_a_grid_with_nothing_to_do_starts_no_worker(tmp_path):

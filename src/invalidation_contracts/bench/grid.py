@@ -132,10 +132,15 @@ class _Schedule:
             self._planners_gone.add(spec.planner)
 
 
+#: Runs a worker process must have to pay for starting it (a spawn and its imports, ~1-2 s).
+RUNS_PER_WORKER = 8
+
+
 def default_processes(concurrency: int, runs: int) -> int:
-    """Worker processes for ``runs`` in-process runs: one per usable core, up to ``concurrency``."""
+    """Worker processes for ``runs`` in-process runs: one per usable core, up to ``concurrency``,
+    and one per ``RUNS_PER_WORKER`` runs (a small grid runs in this process)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return max(1, min(concurrency, cores or 1, runs))
+    return max(1, min(concurrency, cores or 1, runs // RUNS_PER_WORKER))
 
 
 async def run_grid(
