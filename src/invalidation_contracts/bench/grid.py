@@ -132,7 +132,7 @@ class _Schedule:
             self._planners_gone.add(spec.planner)
 
 
-#: Runs a worker process must have to pay for starting it (a spawn and its imports, ~1-2 s).
+#: Runs a worker process must have to pay for starting it (a spawn and the package's imports).
 RUNS_PER_WORKER = 8
 
 

@@ -10,7 +10,6 @@ Every run writes its own artifact under the same root, exactly as in one process
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import multiprocessing
 import os
@@ -164,11 +163,16 @@ def _worker(
     slots: int,
     job: RunJob,
 ) -> None:
-    """A worker's main: Ctrl-C is the parent's to handle; its SIGTERM interrupts the runs."""
+    """A worker's main: Ctrl-C is the parent's to handle; its SIGTERM interrupts the runs; a
+    worker whose parent is gone stops when it next has nothing to do."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _interrupt)
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(_serve(tasks, news, slots, job))
+    except KeyboardInterrupt:
+        # The runs in flight wrote their metadata; the service's idle worker threads (anyio's)
+        # would hold a normal exit for their idle timeout, and nothing is left to flush.
+        os._exit(130)
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -182,12 +186,15 @@ async def _serve(
     job: RunJob,
 ) -> None:
     pid = os.getpid()
+    parent = multiprocessing.parent_process()
 
     async def slot() -> None:
         while True:
             try:
                 item = tasks.get_nowait()
             except queue.Empty:
+                if parent is not None and not parent.is_alive():
+                    return
                 await asyncio.sleep(_IDLE_S)
                 continue
             if item is None:

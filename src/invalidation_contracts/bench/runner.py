@@ -169,7 +169,7 @@ async def run_one(
         planner = _build_planner(planner_factory_for(planner_options or {}, planner_factory), spec)
         meta.planner_simulated = bool(getattr(planner, "simulated", False))
         async with _connect(
-            scenario, memory, server_url, app_factory, token, level, conditional
+            scenario, catalog, memory, server_url, app_factory, token, level, conditional
         ) as (agent, admin):
             meta.preflight = await _probe(planner, spec)
             meta.planner_served = meta.preflight.get("served_model")
@@ -223,6 +223,7 @@ def _origin(scenario: Scenario, server_url: str | None) -> str:
 @contextlib.asynccontextmanager
 async def _connect(
     scenario: Scenario,
+    catalog: DomainCatalog,
     memory: FixMemory,
     server_url: str | None,
     app_factory: AppFactory | None,
@@ -238,7 +239,6 @@ async def _connect(
             from ..server.app import create_app
 
             app_factory = create_app
-        catalog = get_catalog(scenario.domain)
         app = app_factory(
             catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
         )

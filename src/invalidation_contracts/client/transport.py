@@ -24,7 +24,7 @@ in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory an
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -192,15 +192,14 @@ class ContractTransport(httpx.BaseTransport):
         return self._rounds(tuple(needs), _template(episode, listener, headers))
 
     def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
-        outstanding: list[Need] = []
-        for _ in range(MAX_NEED_ROUNDS):
-            follow: list[Need] = []
-            for need in _unique(needs):
-                answered = self._fulfil(need, template)
-                outstanding.extend(() if answered is not None else (need,))
-                follow.extend(answered or ())
-            needs = tuple(follow)
-        return tuple(_unique([*outstanding, *needs]))
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
 
     def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         try:
@@ -254,15 +253,14 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         return await self._rounds(tuple(needs), _template(episode, listener, headers))
 
     async def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
-        outstanding: list[Need] = []
-        for _ in range(MAX_NEED_ROUNDS):
-            follow: list[Need] = []
-            for need in _unique(needs):
-                answered = await self._fulfil(need, template)
-                outstanding.extend(() if answered is not None else (need,))
-                follow.extend(answered or ())
-            needs = tuple(follow)
-        return tuple(_unique([*outstanding, *needs]))
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(await self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
 
     async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         try:
@@ -369,6 +367,24 @@ def _echo(response: httpx.Response, sent: int | None) -> int | None:
 def _timeout(template: httpx.Request) -> dict[str, Any]:
     timeout = template.extensions.get("timeout")
     return {"timeout": timeout} if timeout is not None else {}
+
+
+def _need_loop(
+    needs: tuple[Need, ...],
+) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
+    """The need loop both transports drive, sans-IO: yields each need to fetch and is sent what
+    its answer asked for next (None: it could not be fetched); returns the needs outstanding."""
+    outstanding: list[Need] = []
+    for _ in range(MAX_NEED_ROUNDS):
+        follow: list[Need] = []
+        for need in _unique(needs):
+            answered = yield need
+            if answered is None:
+                outstanding.append(need)
+            else:
+                follow.extend(answered)
+        needs = tuple(follow)
+    return tuple(_unique([*outstanding, *needs]))
 
 
 def _template(
