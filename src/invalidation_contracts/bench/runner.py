@@ -12,6 +12,7 @@ stopped it (the records of the finished episodes stay beside it, and a rerun sta
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime as _dt
 import functools
@@ -197,7 +198,8 @@ async def run_one(
                         writer.write("stale", episode=episode, entry=entry)
         meta.completed = True
     except httpx.TransportError as exc:
-        meta.error = f"the server at {server_url} stopped answering: {_one_line(exc)}"
+        where = _origin(scenario, server_url)
+        meta.error = f"the server at {where} stopped answering: {_one_line(exc)}"
         raise ServerUnavailable(meta.error) from exc
     except BaseException as exc:
         meta.error = _one_line(exc)
@@ -314,10 +316,10 @@ def _masked(options: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)) or type(exc).__name__ == "CancelledError":
+    """An error as one line of text; an interrupted run says so."""
+    if isinstance(exc, (KeyboardInterrupt, SystemExit, asyncio.CancelledError)):
         return "interrupted"
-    return text or type(exc).__name__
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _now() -> str:
