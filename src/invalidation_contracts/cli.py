@@ -11,8 +11,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .bench.grid import Grid
 
 
 class CommandError(Exception):
@@ -424,7 +428,7 @@ def _command_line() -> str:
     return "invalidation-contracts " + " ".join(sys.argv[1:])
 
 
-def _execute_grid(grid, args: argparse.Namespace, **options) -> int:
+def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
     from .bench.grid import run_grid

@@ -51,9 +51,7 @@ def test_a_field_a_fix_removes_may_be_absent_or_null():
 
 
 def test_a_value_no_fix_gave_is_unfaithful_even_on_a_field_the_task_leaves_out():
-    assert unfaithful_fields(TASK, {**TASK, "promo_code": "FREE100"}, [], SCHEMA) == (
-        "promo_code",
-    )
+    assert unfaithful_fields(TASK, {**TASK, "promo_code": "FREE100"}, [], SCHEMA) == ("promo_code",)
 
 
 def test_numbers_compare_as_json_values():
