@@ -28,6 +28,9 @@ if TYPE_CHECKING:
 DEBUG_ENV = "INVALIDATION_CONTRACTS_DEBUG"
 """Set to 1 to see the traceback of an unexpected error instead of its one-line summary."""
 
+if TYPE_CHECKING:
+    from .bench.grid import Grid
+
 
 class CommandError(Exception):
     """A command that could not be done: printed as one line, exit status 1."""
@@ -535,7 +538,7 @@ def _command_line() -> str:
     return "invalidation-contracts " + " ".join(sys.argv[1:])
 
 
-def _execute_grid(grid: Any, args: argparse.Namespace, **options: Any) -> int:
+def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
     from .bench.grid import run_grid
@@ -557,6 +560,14 @@ def _execute_grid(grid: Any, args: argparse.Namespace, **options: Any) -> int:
     hidden = len(outcome.failed) - MAX_FAILURES_SHOWN
     if hidden > 0:
         print(f"invalidation-contracts: ... and {hidden} more runs failed", file=sys.stderr)
+    if outcome.not_started:
+        print(
+            f"invalidation-contracts: {len(outcome.not_started)} run(s) not started after that; "
+            "completed runs are kept: rerun the command to resume",
+            file=sys.stderr,
+        )
+    if outcome.failed and not outcome.ran and not outcome.skipped:
+        return 1
     _publish(args.out, args.json)
     return 1 if outcome.failed else 0
 

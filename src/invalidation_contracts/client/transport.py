@@ -14,17 +14,23 @@ answer with a delta of ``table_versions``. Only JSON responses are read (others,
 pass through untouched). Failures of those contract fetches never fail the
 agent's request: a 410 triggers a resync, another answer falls back conservatively, and a network
 error leaves the need outstanding for the next response.
+
+A caller that needs every event one request caused (the harness's oracle does) puts a callable in
+the request's ``LISTENER_EXTENSION``; needs the memory returns outside a response (from
+``begin_episode``) go through ``fulfil``, the same loop. Each JSON response's ``WireCost`` is left
+in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory and the caller.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import httpx
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
+from ..protocol.wirecost import wire_cost
 from .events import FetchChanges, MemoryEvent, Need, Observation
 from .memory import FixMemory
 
@@ -33,8 +39,15 @@ CONTRACT_SINCE = "Contract-Since"
 EPISODE_EXTENSION = "invalidation_contracts.episode"
 #: Request extension: ids of the memory entries injected into this request.
 INJECTED_EXTENSION = "invalidation_contracts.injected"
+#: Request extension: a callable given every memory event this request causes (its response's
+#: and those of the needs fetched for it), after the transport's own listener.
+LISTENER_EXTENSION = "invalidation_contracts.listener"
+#: Response extension: the ``WireCost`` of a JSON object body, as the memory was given it.
+WIRE_COST_EXTENSION = "invalidation_contracts.wire_cost"
 #: How many rounds of needs one response may trigger (a need can lead to another).
 MAX_NEED_ROUNDS = 3
+
+Listener = Callable[[MemoryEvent], None]
 _FORWARDED_HEADERS = ("authorization",)
 
 
@@ -53,7 +66,7 @@ class _Contract:
         memory: FixMemory,
         origin_of: Callable[[httpx.URL], str],
         conditional: bool,
-        listener: Callable[[MemoryEvent], None] | None,
+        listener: Listener | None,
     ) -> None:
         self.memory = memory
         self.origin_of = origin_of
@@ -76,6 +89,9 @@ class _Contract:
     ) -> Observation:
         body = _json_body(response)
         size = len(response.content) if is_json(response) else _content_length(response)
+        cost = wire_cost(body) if isinstance(body, dict) else None
+        if cost is not None:
+            response.extensions[WIRE_COST_EXTENSION] = cost
         obs = self.memory.observe(
             origin,
             _request_body(request),
@@ -85,10 +101,11 @@ class _Contract:
             injected=_injected(request),
             delta_since=_echo(response, sent),
             response_bytes=size,
+            contract_bytes=cost.contract if cost is not None else None,
             response_id=response.headers.get("x-request-id"),
             signature=response.headers.get(CONTRACT_SIGNATURE),
         )
-        self.emit(obs)
+        self.emit(obs, request)
         return obs
 
     def need_request(self, need: Need, template: httpx.Request) -> httpx.Request:
@@ -113,22 +130,25 @@ class _Contract:
         )
 
     def need_answered(
-        self, need: Need, response: httpx.Response, episode: int | None
+        self, need: Need, response: httpx.Response, template: httpx.Request
     ) -> Observation:
         obs = self.memory.answer(
             need,
             response.status_code,
             _json_body(response),
-            episode=episode,
+            episode=_episode(template),
             signature=response.headers.get(CONTRACT_SIGNATURE),
         )
-        self.emit(obs)
+        self.emit(obs, template)
         return obs
 
-    def emit(self, obs: Observation) -> None:
-        if self.listener is not None:
-            for event in obs.events:
-                self.listener(event)
+    def emit(self, obs: Observation, request: httpx.Request) -> None:
+        """Hand each event to the transport's listener, then to the request's own."""
+        mine = request.extensions.get(LISTENER_EXTENSION)
+        for listener in (self.listener, mine):
+            if callable(listener):
+                for event in obs.events:
+                    listener(event)
 
 
 class ContractTransport(httpx.BaseTransport):
@@ -152,14 +172,36 @@ class ContractTransport(httpx.BaseTransport):
         response = self.wrapped.handle_request(request)
         if is_json(response):
             response.read()
-        needs = self._contract.observe(request, response, origin, sent).needs
-        for _ in range(MAX_NEED_ROUNDS):
-            if not needs:
-                break
-            needs = tuple(n for need in _unique(needs) for n in self._fulfil(need, request))
+        self._rounds(self._contract.observe(request, response, origin, sent).needs, request)
         return response
 
-    def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...]:
+    def fulfil(
+        self,
+        needs: Iterable[Need],
+        *,
+        episode: int | None = None,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """Fetch needs the memory returned outside a response (``begin_episode``), feeding back each
+        answer, for up to ``MAX_NEED_ROUNDS`` rounds: the loop every response goes through.
+
+        ``listener`` gets the events, ``headers`` the credentials to forward. Returns the needs
+        still outstanding (a network error, or more rounds wanted); the memory asks for them again.
+        """
+        return self._rounds(tuple(needs), _template(episode, listener, headers))
+
+    def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
+
+    def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         try:
             response = self.wrapped.handle_request(self._contract.need_request(need, template))
             try:
@@ -167,8 +209,8 @@ class ContractTransport(httpx.BaseTransport):
             finally:
                 response.close()
         except httpx.TransportError:
-            return ()
-        return self._contract.need_answered(need, response, _episode(template)).needs
+            return None
+        return self._contract.need_answered(need, response, template).needs
 
     def close(self) -> None:
         self.wrapped.close()
@@ -195,17 +237,32 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         response = await self.wrapped.handle_async_request(request)
         if is_json(response):
             await response.aread()
-        needs = self._contract.observe(request, response, origin, sent).needs
-        for _ in range(MAX_NEED_ROUNDS):
-            if not needs:
-                break
-            follow: list[Need] = []
-            for need in _unique(needs):
-                follow.extend(await self._fulfil(need, request))
-            needs = tuple(follow)
+        await self._rounds(self._contract.observe(request, response, origin, sent).needs, request)
         return response
 
-    async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...]:
+    async def fulfil(
+        self,
+        needs: Iterable[Need],
+        *,
+        episode: int | None = None,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """The async twin of ``ContractTransport.fulfil``: fetch ``needs`` through the same loop
+        as every response's; return the needs still outstanding."""
+        return await self._rounds(tuple(needs), _template(episode, listener, headers))
+
+    async def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(await self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
+
+    async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         try:
             response = await self.wrapped.handle_async_request(
                 self._contract.need_request(need, template)
@@ -215,8 +272,8 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             finally:
                 await response.aclose()
         except httpx.TransportError:
-            return ()
-        return self._contract.need_answered(need, response, _episode(template)).needs
+            return None
+        return self._contract.need_answered(need, response, template).needs
 
     async def aclose(self) -> None:
         await self.wrapped.aclose()
@@ -256,7 +313,7 @@ def async_contract_client(
 
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
+    kind: str = response.headers.get("content-type", "").split(";")[0].strip().lower()
     return kind == "application/json" or kind.endswith("+json")
 
 
@@ -310,6 +367,35 @@ def _echo(response: httpx.Response, sent: int | None) -> int | None:
 def _timeout(template: httpx.Request) -> dict[str, Any]:
     timeout = template.extensions.get("timeout")
     return {"timeout": timeout} if timeout is not None else {}
+
+
+def _need_loop(
+    needs: tuple[Need, ...],
+) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
+    """The need loop both transports drive, sans-IO: yields each need to fetch and is sent what
+    its answer asked for next (None: it could not be fetched); returns the needs outstanding."""
+    outstanding: list[Need] = []
+    for _ in range(MAX_NEED_ROUNDS):
+        follow: list[Need] = []
+        for need in _unique(needs):
+            answered = yield need
+            if answered is None:
+                outstanding.append(need)
+            else:
+                follow.extend(answered)
+        needs = tuple(follow)
+    return tuple(_unique([*outstanding, *needs]))
+
+
+def _template(
+    episode: int | None, listener: Listener | None, headers: Mapping[str, str] | None
+) -> httpx.Request:
+    """The request a ``fulfil`` call's need fetches take their episode, listener and credentials
+    from (it is never sent)."""
+    extensions: dict[str, Any] = {LISTENER_EXTENSION: listener}
+    if episode is not None:
+        extensions[EPISODE_EXTENSION] = episode
+    return httpx.Request("GET", "http://needs.invalid/", headers=headers, extensions=extensions)
 
 
 def _unique(needs: Iterable[Need]) -> list[Need]:
