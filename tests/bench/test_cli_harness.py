@@ -201,6 +201,8 @@ def test_a_usage_error_is_one_line_with_exit_status_2(capsys):
 
 
 def _run_against(url, out, seeds="0,1,2"):
+    token_file = out.parent / f"{out.name}.token"
+    token_file.write_text(_Serving.token)
     return main(
         [
             "run",
@@ -214,8 +216,8 @@ def _run_against(url, out, seeds="0,1,2"):
             seeds,
             "--server-url",
             url,
-            "--admin-token",
-            _Serving.token,
+            "--admin-token-file",
+            str(token_file),
             "--out",
             str(out),
             "--no-progress",
