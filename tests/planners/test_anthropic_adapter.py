@@ -54,9 +54,7 @@ def plan(standin, monkeypatch, **options):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     planner = create_planner(
         "anthropic:claude-haiku-4-5",
-        base_url=standin.url,
-        timeout=5,
-        **{"max_retries": 2, **options},
+        {"base_url": standin.url, "timeout": 5, "max_retries": 2, **options},
     )
 
     async def go():

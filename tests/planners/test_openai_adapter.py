@@ -71,16 +71,14 @@ def openai_planner(standin, monkeypatch, **options):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     return create_planner(
         "openai:gpt-5-mini",
-        base_url=f"{standin.url}/v1",
-        timeout=5,
-        **{"max_retries": 2, **options},
+        {"base_url": f"{standin.url}/v1", "timeout": 5, "max_retries": 2, **options},
     )
 
 
 def compatible_planner(standin, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     return create_planner(
-        f"openai-compatible:llama3.1:8b@{standin.url}/v1", timeout=5, max_retries=1
+        f"openai-compatible:llama3.1:8b@{standin.url}/v1", {"timeout": 5, "max_retries": 1}
     )
 
 
@@ -217,7 +215,7 @@ def test_unreachable_server_raises_planner_call_error(monkeypatch):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     planner = create_planner(
-        f"openai-compatible:m@http://127.0.0.1:{port}/v1", max_retries=0, timeout=2
+        f"openai-compatible:m@http://127.0.0.1:{port}/v1", {"max_retries": 0, "timeout": 2}
     )
     with pytest.raises(PlannerCallError, match="cannot reach"):
         run_plans(planner)
