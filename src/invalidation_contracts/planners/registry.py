@@ -82,6 +82,21 @@ def parse_planner_spec(spec: str) -> PlannerSpec:
     return PlannerSpec(text, kind, rest, parameters=parameters)  # type: ignore[arg-type]
 
 
+def check_planner(spec: str, options: Mapping[str, Any] | None = None) -> PlannerSpec:
+    """Parse ``spec`` and check ``options`` for it, building nothing (no client, no server)."""
+    parsed = parse_planner_spec(spec)
+    merged = {**dict(parsed.parameters), **dict(options or {})}
+    if parsed.kind == "simulated":
+        PRESETS[parsed.model].with_overrides(merged)
+    else:
+        coerce_options(parsed.kind, merged)
+    if parsed.kind == "local":
+        from .local.assembly import resolve_model
+
+        resolve_model(parsed.model)
+    return parsed
+
+
 def create_planner(spec: str, options: Mapping[str, Any] | None = None) -> Planner:
     """Build the planner ``spec`` names, with ``options`` over the spec's own ``?`` options.
 

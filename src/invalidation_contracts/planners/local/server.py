@@ -29,6 +29,7 @@ DEFAULT_CONTEXT = 8192
 DEFAULT_START_TIMEOUT_S = 300.0
 _STOP_GRACE_S = 10.0
 _LOG_TAIL_BYTES = 16_384
+_SERVE_SCRIPT = Path(__file__).with_name("serve.py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,7 +65,8 @@ class LlamaServer:
         a model file llama.cpp cannot load raises PlannerConfigError.
         """
         log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-        command = [sys.executable, "-m", __package__ + ".serve", json.dumps(asdict(config))]
+        # Run as a script, not ``-m``: the child needs xllamacpp only, not this package.
+        command = [sys.executable, str(_SERVE_SCRIPT), json.dumps(asdict(config))]
         with log.open("wb") as sink:
             process = subprocess.Popen(
                 command,
@@ -82,13 +84,16 @@ class LlamaServer:
         if "ready" in message:
             return cls(config, process, str(message["ready"]).rstrip("/") + "/v1", log)
         server = cls(config, process, "", log)
-        server.stop()
         if line is None:
+            server.stop()
             raise PlannerUnavailableError(
                 f"the llama.cpp server did not load {config.model_path} within {timeout:g} s "
                 "(raise it with the planner option start_timeout=SECONDS)"
             )
-        raise _start_error(config, _log_tail(log))
+        process.wait(_STOP_GRACE_S)
+        error = _start_error(config, _log_tail(log))
+        server.stop()
+        raise error
 
     def alive(self) -> bool:
         return self.process.poll() is None
