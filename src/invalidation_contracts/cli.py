@@ -60,7 +60,8 @@ def _add_planners(sub: argparse._SubParsersAction) -> None:
         "--planner",
         required=True,
         metavar="SPEC",
-        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL or openai-compatible:MODEL@URL",
+        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL "
+        "or local:MODEL (local:qwen2.5-coder-0.5b, or a .gguf path)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed passed to the planner (default 0)")
     p.add_argument(

@@ -13,6 +13,7 @@ from invalidation_contracts.planners import (
 )
 from invalidation_contracts.planners.anthropic import AnthropicPlanner
 from invalidation_contracts.planners.openai import OpenAIPlanner
+from invalidation_contracts.planners.registry import token_source
 
 
 @pytest.mark.parametrize(
@@ -138,3 +139,17 @@ def test_explicit_api_key_needs_no_environment(monkeypatch):
         create_planner("anthropic:claude-haiku-4-5", {"api_key": "sk-given"}).requested_model
         == "claude-haiku-4-5"
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "source"),
+    [
+        ("simulated:exact", "estimated"),
+        ("anthropic:claude-haiku-4-5", "billed"),
+        ("openai:gpt-5-mini", "billed"),
+        ("openai-compatible:qwen@http://127.0.0.1:8089/v1", "reported by server"),
+        ("local:qwen2.5-coder-0.5b", "reported by server"),
+    ],
+)
+def test_token_counts_are_labelled_by_who_counted_them(spec, source):
+    assert token_source(spec) == source

@@ -22,7 +22,6 @@ from ..protocol.levels import Level
 from ..protocol.models import Action, CacheHint, Suggestion
 from .base import Planner, PlanningContext, Usage
 from .errors import PlannerResponseError
-from .registry import create_planner
 
 BASE_SYSTEM_PROMPT = (
     "You plan the JSON body of one HTTP request to an API on behalf of a user. Use the task's "
@@ -352,17 +351,6 @@ async def preflight(
             reported_by_server=total.reported_by_server,
         ),
     )
-
-
-async def preflight_spec(
-    spec: str, *, planner_options: Mapping[str, Any] | None = None, **options: Any
-) -> PreflightReport:
-    """Build ``spec``'s planner with ``planner_options``, run :func:`preflight` on it, close it."""
-    planner = create_planner(spec, planner_options)
-    try:
-        return await preflight(planner, **options)
-    finally:
-        await planner.aclose()
 
 
 def preflight_table(report: PreflightReport) -> Any:

@@ -82,6 +82,14 @@ def parse_planner_spec(spec: str) -> PlannerSpec:
     return PlannerSpec(text, kind, rest, parameters=parameters)  # type: ignore[arg-type]
 
 
+def token_source(spec: str) -> str:
+    """How a ``spec`` planner's token counts are obtained (see :attr:`.base.Usage.label`)."""
+    kind = spec.strip().partition(":")[0]
+    if kind == "simulated":
+        return "estimated"
+    return "billed" if kind in ("anthropic", "openai") else "reported by server"
+
+
 def check_planner(spec: str, options: Mapping[str, Any] | None = None) -> PlannerSpec:
     """Parse ``spec`` and check ``options`` for it, building nothing (no client, no server)."""
     parsed = parse_planner_spec(spec)
