@@ -52,7 +52,7 @@ OPTIONS: dict[str, OptionSpec] = {
         OptionSpec("temperature", float, REAL_KINDS, "sampling temperature (default 0)", 0, 2),
         OptionSpec("parallel", int, frozenset({"local"}), "server slots (default: concurrency)", 1),
         OptionSpec("context", int, frozenset({"local"}), "context tokens per slot", 256),
-        OptionSpec("threads", int, frozenset({"local"}), "CPU threads of the server", 1),
+        OptionSpec("threads", int, frozenset({"local"}), "server threads (half the CPUs)", 1),
         OptionSpec("port", int, frozenset({"local"}), "port on 127.0.0.1 (0: any free)", 0, 65535),
         OptionSpec("prompt_cache", bool, frozenset({"local"}), "reuse cached prompt prefixes"),
         OptionSpec("start_timeout", float, frozenset({"local"}), "seconds to load the model", 1),

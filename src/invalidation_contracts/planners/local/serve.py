@@ -1,10 +1,11 @@
 """The child process that hosts llama.cpp's HTTP server (``xllamacpp``) for a local planner.
 
-Started by :class:`.server.LlamaServer` as ``python .../serve.py CONFIG_JSON`` (a script, so the
-child imports xllamacpp and nothing of this package). It prints one JSON line on stdout, ``{"ready": URL}`` once the model is loaded
-and the port bound (or ``{"error": ...}``), then serves until its stdin closes: the parent closes
-it to stop the server, and the operating system closes it when the parent dies, so no server
-outlives the process that started it. llama.cpp's log goes to stderr.
+Started by :class:`.server.LlamaServer` as ``python .../serve.py CONFIG_JSON``: a script, so the
+child imports xllamacpp and nothing of this package. It prints one JSON line on stdout,
+``{"ready": URL}`` once the model is loaded and the port bound (or ``{"error": ...}``), then
+serves until its stdin closes: the parent closes it to stop the server, and the operating system
+closes it when the parent dies, so no server outlives the process that started it (it finishes
+the step in flight first). llama.cpp's log goes to stderr.
 """
 
 from __future__ import annotations

@@ -32,6 +32,13 @@ _LOG_TAIL_BYTES = 16_384
 _SERVE_SCRIPT = Path(__file__).with_name("serve.py")
 
 
+def default_threads() -> int:
+    """Half the CPUs, at least one: the harness needs a core too, and llama.cpp's threads wait
+    for each other at every step, so a thread that loses its core stalls the rest (measured on
+    2 busy cores: 1 thread answered a planner call in 30-53 s, 2 threads in 224 s)."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     """What a server is started with; equal configs share one server."""
@@ -41,7 +48,7 @@ class ServerConfig:
     parallel: int = 1
     context: int = DEFAULT_CONTEXT
     """Context tokens per slot."""
-    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    threads: int = field(default_factory=lambda: default_threads())
     port: int = 0
     """0: the server binds a free port itself."""
 
