@@ -109,7 +109,7 @@ def _simulated_line(cells: Iterable[CellMetrics]) -> str:
         from ..planners.registry import token_source
 
         tokens = " or ".join(sorted({token_source(c.planner) for c in cells}))
-        return f"Simulated planners: none (every planner here is a real model; tokens are {tokens})."
+        return f"Simulated planners: none (every planner is a real model; tokens are {tokens})."
     return f"Simulated planners: {', '.join(f'`{p}`' for p in simulated)}. {SIMULATED_NOTE}"
 
 
