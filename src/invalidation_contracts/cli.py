@@ -30,6 +30,7 @@ DEBUG_ENV = "INVALIDATION_CONTRACTS_DEBUG"
 
 if TYPE_CHECKING:
     from .bench.grid import Grid
+    from .planners.registry import ConfiguredPlanners
 
 
 class CommandError(Exception):
@@ -94,7 +95,8 @@ def _add_planners(sub: Subparsers) -> None:
         "--planner",
         required=True,
         metavar="SPEC",
-        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL or openai-compatible:MODEL@URL",
+        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL "
+        "or local:MODEL (local:qwen2.5-coder-0.5b, or a .gguf path)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed passed to the planner (default 0)")
     p.add_argument(
@@ -111,8 +113,65 @@ def _add_planners(sub: Subparsers) -> None:
     p.add_argument(
         "--max-retries", type=int, default=None, help="SDK retries on 429/5xx (vendor planners)"
     )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="probes in flight at once; a local: model gets this many slots (default 4)",
+    )
+    _add_planner_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=_preflight)
+
+
+def _add_planner_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--planner-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="planner setting, e.g. timeout=600, max_retries=2, temperature=0, max_tokens=512, "
+        "parallel=2 (repeatable; each planner takes the keys its kind accepts)",
+    )
+
+
+def _planner_factory(args: argparse.Namespace, specs: Sequence[str]) -> ConfiguredPlanners:
+    """``create_planner`` with the command's ``--planner-option`` values, once they are checked
+    against every planner and any ``local:`` model is fetched and verified (one clear line if
+    it cannot be)."""
+    from .planners import PlannerError, check_planner, parse_planner_spec
+    from .planners.options import accepted_options, parse_option_pairs
+    from .planners.registry import ConfiguredPlanners
+
+    try:
+        given = parse_option_pairs(args.planner_option)
+        if getattr(args, "max_retries", None) is not None:
+            given.setdefault("max_retries", str(args.max_retries))
+        kinds = {parse_planner_spec(spec).kind for spec in specs}
+        if "local" in kinds:
+            given.setdefault("parallel", str(args.concurrency))
+        unused = sorted(k for k in given if not any(k in accepted_options(kd) for kd in kinds))
+        if unused:
+            raise CommandError(
+                f"planner option(s) {', '.join(unused)} apply to none of the planners "
+                f"({', '.join(sorted(kinds))})"
+            )
+        factory = ConfiguredPlanners(given)
+        for spec in specs:
+            parsed = check_planner(spec, factory.options_for(spec))
+            if parsed.kind == "local":
+                from .planners.local.planner import model_file
+
+                model_file(parsed.model)
+    except (PlannerError, ImportError) as exc:
+        raise CommandError(str(exc)) from exc
+    return factory
+
+
+def _is_local(spec: str) -> bool:
+    from .planners import parse_planner_spec
+
+    return parse_planner_spec(spec).kind == "local"
 
 
 def _positive_int(text: str) -> int:
@@ -178,21 +237,29 @@ def _preflight(args: argparse.Namespace) -> int:
     import asyncio
 
     from .planners.errors import PlannerConfigError, PlannerError
-    from .planners.preflight import preflight_spec, preflight_table
+    from .planners.local.server import POOL
+    from .planners.preflight import preflight, preflight_table
 
+    factory = _planner_factory(args, [args.planner])
     probes = {} if args.domain is None else {"probes": _domain_probes(args.domain)}
-    try:
-        options = {} if args.max_retries is None else {"max_retries": args.max_retries}
-        report = asyncio.run(
-            preflight_spec(
-                args.planner,
-                planner_options=options,
+
+    async def probe() -> Any:
+        planner = factory(args.planner)
+        try:
+            return await preflight(
+                planner,
                 seed=args.seed,
                 rounds=args.rounds,
                 l2=not args.no_l2,
+                concurrency=args.concurrency,
                 **probes,
             )
-        )
+        finally:
+            await planner.aclose()
+
+    try:
+        with POOL.hold():
+            report = asyncio.run(probe())
     except PlannerConfigError as exc:
         raise UsageError(str(exc)) from exc
     except PlannerError as exc:
@@ -483,6 +550,15 @@ def _add_bench(sub: Subparsers) -> None:
     p.add_argument(
         "--seeds", type=_seeds, default=[0, 1, 2], help="comma-separated seeds (default: 0,1,2)"
     )
+    p.add_argument(
+        "--planner",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        help="a planner instead of the simulated profiles, e.g. local:qwen2.5-coder-0.5b "
+        "(repeatable); real models run the arms " + ", ".join(_REAL_MODEL_ARMS),
+    )
+    _add_planner_options(p)
     _add_harness_output(p)
     p.set_defaults(handler=_ladder)
 
@@ -515,6 +591,7 @@ def _add_bench(sub: Subparsers) -> None:
         "--server-url", default=None, help="run against a server at this URL instead of in-process"
     )
     _add_admin_token(p, "that server's admin token")
+    _add_planner_options(p)
     _add_harness_output(p)
     p.set_defaults(handler=_run)
 
@@ -542,19 +619,26 @@ def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
     from .bench.grid import run_grid
+    from .planners.local.server import POOL
 
     _check_writable(args.out)
-    outcome = asyncio.run(
-        run_grid(
-            grid,
-            args.out,
-            concurrency=args.concurrency,
-            progress=not (args.no_progress or args.json),
-            command=_command_line(),
-            resume=not args.fresh,
-            **options,
+    factory = _planner_factory(args, list(grid.planners))
+    local = any(_is_local(spec) for spec in grid.planners)
+    with POOL.hold():
+        outcome = asyncio.run(
+            run_grid(
+                grid,
+                args.out,
+                concurrency=args.concurrency,
+                # A local model's server is held by this process: its runs stay in it.
+                processes=1 if local else None,
+                progress=not (args.no_progress or args.json),
+                command=_command_line(),
+                resume=not args.fresh,
+                planner_options=factory.options,
+                **options,
+            )
         )
-    )
     for spec, exc in outcome.failed[:MAX_FAILURES_SHOWN]:
         print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
     hidden = len(outcome.failed) - MAX_FAILURES_SHOWN
@@ -608,14 +692,27 @@ def _publish(root: Path, as_json: bool) -> None:
         print(f"figure: {figure}")
 
 
+#: The ladder a real model runs (hours per seed on a CPU): baseline, naive, row, and row with
+#: the fixes applied by the client (which repairs an input-conservative model).
+_REAL_MODEL_ARMS = ("none", "naive", "row", "row/eager/client")
+
+
 def _ladder(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .bench.arms import Arm
     from .bench.grid import ladder_grid
     from .bench.scenario import ScenarioError
+    from .planners import PlannerError, parse_planner_spec
 
     try:
         grid = ladder_grid(args.scenario, args.seeds)
         _verify_domains(grid)
-    except ScenarioError as exc:
+        if args.planner:
+            real = any(parse_planner_spec(p).kind != "simulated" for p in args.planner)
+            arms = [Arm.parse(a) for a in _REAL_MODEL_ARMS] if real else grid.arms
+            grid = dataclasses.replace(grid, planners=args.planner, arms=arms)
+    except (ScenarioError, PlannerError) as exc:
         raise UsageError(str(exc)) from exc
     return _execute_grid(grid, args)
 

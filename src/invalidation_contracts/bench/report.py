@@ -109,7 +109,10 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
 def _simulated_line(cells: Iterable[CellMetrics]) -> str:
     simulated = sorted({c.planner for c in cells if c.simulated})
     if not simulated:
-        return "Simulated planners: none (every planner is a real model; tokens are billed usage)."
+        from ..planners.registry import token_source
+
+        tokens = " or ".join(sorted({token_source(c.planner) for c in cells}))
+        return f"Simulated planners: none (every planner is a real model; tokens are {tokens})."
     return f"Simulated planners: {', '.join(f'`{p}`' for p in simulated)}. {SIMULATED_NOTE}"
 
 

@@ -34,7 +34,7 @@ from ..domains.catalog import DomainCatalog
 from ..planners import Planner
 from ..planners.errors import PlannerError
 from ..planners.preflight import PROBES, preflight
-from ..planners.registry import create_planner
+from ..planners.registry import ConfiguredPlanners, create_planner
 from ..protocol.levels import Level
 from ..server import Provider
 from .arms import Arm
@@ -89,8 +89,13 @@ def planner_factory_for(
     options: Mapping[str, Any], factory: Callable[..., Planner] = create_planner
 ) -> PlannerFactory:
     """``factory`` with planner options bound (``--planner-option KEY=VALUE``); picklable, so a
-    grid's worker processes build the same planner."""
-    return functools.partial(factory, **options) if options else factory
+    grid's worker processes build the same planner. The default factory gives each planner the
+    options its kind accepts; another factory is called with every option as a keyword."""
+    if not options:
+        return factory
+    if factory is create_planner:
+        return ConfiguredPlanners(dict(options))
+    return functools.partial(factory, **options)
 
 
 async def run_one(
