@@ -139,7 +139,7 @@ def _planner_factory(args: argparse.Namespace, specs: Sequence[str]) -> Configur
     """``create_planner`` with the command's ``--planner-option`` values, once they are checked
     against every planner and any ``local:`` model is fetched and verified (one clear line if
     it cannot be)."""
-    from .planners import PlannerError, check_planner, parse_planner_spec
+    from .planners import PlannerConfigError, PlannerError, check_planner, parse_planner_spec
     from .planners.options import accepted_options, parse_option_pairs
     from .planners.registry import ConfiguredPlanners
 
@@ -152,7 +152,7 @@ def _planner_factory(args: argparse.Namespace, specs: Sequence[str]) -> Configur
             given.setdefault("parallel", str(args.concurrency))
         unused = sorted(k for k in given if not any(k in accepted_options(kd) for kd in kinds))
         if unused:
-            raise CommandError(
+            raise UsageError(
                 f"planner option(s) {', '.join(unused)} apply to none of the planners "
                 f"({', '.join(sorted(kinds))})"
             )
@@ -163,6 +163,8 @@ def _planner_factory(args: argparse.Namespace, specs: Sequence[str]) -> Configur
                 from .planners.local.planner import model_file
 
                 model_file(parsed.model)
+    except PlannerConfigError as exc:
+        raise UsageError(str(exc)) from exc
     except (PlannerError, ImportError) as exc:
         raise CommandError(str(exc)) from exc
     return factory
