@@ -25,6 +25,7 @@ from typing import Any
 
 from invalidation_contracts.client.events import Evicted
 from invalidation_contracts.client.index import OriginIndex
+from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.memory import FixMemory
 from invalidation_contracts.protocol.models import ChangesFeed, RowChange, TableTransition
 
@@ -66,7 +67,11 @@ class Client:
     """A memory and the synthetic server history it has seen."""
 
     def __init__(self) -> None:
-        self.memory = FixMemory(strategy="row", detection="eager")
+        self.memory = FixMemory(
+            strategy="row",
+            detection="eager",
+            limits=Limits(max_suggestions=BATCH, max_entries_per_origin=10**7),
+        )
         self.seq = 0
         self.versions = {name: "1.0.0" for name in ("hot", *COLD_TABLES)}
         self.serial = 0

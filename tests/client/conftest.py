@@ -190,8 +190,10 @@ class FakeOrigin:
                     for t, k in reads.items()
                 ]
                 out["rules"] = [list(r) for r in sorted(rules)]
-        if scope is not None:
+        if scope:
             out["scope"] = scope
+        else:
+            out["origin_wide"] = True  # an unscoped fix is kept only when marked origin-wide
         out.update(extra)
         return out
 
@@ -254,7 +256,7 @@ class Driver:
     def _observe(self, request, status, body, injected, since) -> list[Any]:
         obs = self.memory.observe(
             self.origin,
-            request or {},
+            request,
             status,
             body,
             episode=self.episode,

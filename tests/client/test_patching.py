@@ -100,7 +100,7 @@ def test_a_malformed_patch_is_refused():
 def _memory_with(server, *fixes):
     memory = FixMemory("row")
     memory.set_patchable(server.url, PATCHABLE)
-    memory.observe(server.url, {}, 422, server.failure(*fixes))
+    memory.observe(server.url, None, 422, server.failure(*fixes))
     return memory
 
 

@@ -139,7 +139,7 @@ def test_sqlite_records_its_schema_version(tmp_path):
     SQLiteStore(tmp_path / "m.db").close()
 
     db = sqlite3.connect(tmp_path / "m.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
 
 
@@ -195,7 +195,7 @@ _WRITER = textwrap.dedent(
     for n in range(100_000):
         fix = {
             "type": f"FIX_{n}", "parameters": {"n": n},
-            "action": "add_field", "cache_hint": "cacheable",
+            "action": "add_field", "cache_hint": "cacheable", "scope": {"n": n},
             "tables": [{"table": "codes", "version": "1.0.0", "keys": [str(n)]}],
         }
         body = {
@@ -204,7 +204,7 @@ _WRITER = textwrap.dedent(
             "recovery_feedback": {"suggestions": [fix]},
             "table_versions": {"codes": "1.0.0"}, "contract_seq": 0, "contract_epoch": "e",
         }
-        obs = memory.observe(origin, {}, 422, body)
+        obs = memory.observe(origin, None, 422, body)
         print(obs.events[0].entry_id, flush=True)
     """
 )

@@ -104,7 +104,7 @@ def test_a_wrapped_sync_client_learns_and_evicts_over_loopback(loopback, server)
     events = []
     with contract_client(memory, base_url=url, listener=events.append) as client:
         client.post("/v1/orders", json={"plan": "plan_a"})
-        (fix,) = memory.relevant(url, {"plan": "plan_a"})
+        (fix,) = memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders")
         ok = client.post(
             "/v1/orders",
             json={"plan": "plan_a", **fix.suggestion.parameters},
@@ -240,7 +240,8 @@ def test_a_network_error_on_a_contract_fetch_never_fails_the_agents_request(loop
         response = client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
 
     assert response.status_code == 200
-    assert len(memory.entries(url)) == 1 and memory.relevant(url, {"plan": "plan_a"}) == []
+    assert len(memory.entries(url)) == 1
+    assert memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders") == []
     assert memory.begin_episode(url, 2)[0].origin == url
 
 

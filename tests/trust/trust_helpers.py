@@ -22,6 +22,8 @@ from invalidation_contracts.server.app import create_app
 
 ORIGIN = "http://acme.test"
 ROUTE = "/v1/subscriptions"
+OPERATION = f"POST {ROUTE}"
+"""The operation the transport files the route's fixes under (``METHOD path``)."""
 TOKEN = "trust-admin-token"
 CATALOG = get_catalog("acme_billing")
 GROWTH = dict(CATALOG.task_families["governed-partner-growth"].fields)

@@ -7,7 +7,6 @@ to a draft looks up the entries keyed on the draft's values the same way.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -15,8 +14,8 @@ from ..protocol.canonical import canonical_json
 from ..protocol.models import RuleTriple
 from .entries import MemoryEntry, MemoryKey
 
-#: An entry's first scope field and the canonical JSON of its value.
-ScopeToken = tuple[str, bytes]
+#: An entry's operation, its first scope field and the canonical JSON of that field's value.
+ScopeToken = tuple[str, str, bytes]
 
 
 class OriginIndex:
@@ -33,7 +32,7 @@ class OriginIndex:
         self._rule_dependent: set[str] = set()
         self._consumers: dict[str, set[str]] = {}
         self._by_scope: dict[ScopeToken, set[str]] = {}
-        self._unscoped: set[str] = set()
+        self._unscoped: dict[str, set[str]] = {}
         for entry in sorted(entries, key=lambda e: e.serial):
             self.add(entry)
 
@@ -54,7 +53,7 @@ class OriginIndex:
         self._by_type.setdefault(entry.type, set()).add(eid)
         token = _scope_token(entry.key)
         if token is None:
-            self._unscoped.add(eid)
+            self._unscoped.setdefault(entry.operation, set()).add(eid)
         else:
             self._by_scope.setdefault(token, set()).add(eid)
         for dep in entry.dependencies:
@@ -68,8 +67,7 @@ class OriginIndex:
             for rule in entry.rules:
                 self._by_rule.setdefault(rule, set()).add(eid)
         for parent in entry.derived_from:
-            if parent in self.entries:
-                self._consumers.setdefault(parent, set()).add(eid)
+            self._consumers.setdefault(parent, set()).add(eid)
 
     def replace(self, entry: MemoryEntry) -> None:
         """Swap in a restamped copy (same id, same dependencies' tables and keys)."""
@@ -83,7 +81,7 @@ class OriginIndex:
         _discard(self._by_type, entry.type, entry_id)
         token = _scope_token(entry.key)
         if token is None:
-            self._unscoped.discard(entry_id)
+            _discard(self._unscoped, entry.operation, entry_id)
         else:
             _discard(self._by_scope, token, entry_id)
         for dep in entry.dependencies:
@@ -99,6 +97,13 @@ class OriginIndex:
             _discard(self._consumers, parent, entry_id)
         consumers = self._ordered(self._consumers.pop(entry_id, ()))
         return entry, consumers
+
+    def get(self, entry_id: str) -> MemoryEntry | None:
+        return self.entries.get(entry_id)
+
+    def consumers_of(self, entry_id: str) -> list[MemoryEntry]:
+        """Live entries learned while ``entry_id`` was injected (its ``derived_from`` children)."""
+        return self._ordered(self._consumers.get(entry_id, ()))
 
     def by_key(self, key: MemoryKey) -> MemoryEntry | None:
         eid = self._by_key.get(key)
@@ -126,21 +131,19 @@ class OriginIndex:
     def of_type(self, type: str) -> list[MemoryEntry]:
         return self._ordered(self._by_type.get(type, ()))
 
-    def matching(self, draft: Mapping[str, Any]) -> list[MemoryEntry]:
-        """The entries ``MemoryEntry.matches`` ``draft``, in store order, without scanning them all.
+    def matching(self, draft: Mapping[str, Any], operation: str = "") -> list[MemoryEntry]:
+        """The entries of ``operation`` that ``MemoryEntry.matches`` ``draft``, in store order.
 
         An entry can match only if the draft holds its first scope field with an equal value, so
-        only the entries keyed on one of the draft's values (and the unscoped ones) are checked.
+        only the operation's entries keyed on one of the draft's values (and its unscoped ones)
+        are checked, not every entry.
         """
-        ids = set(self._unscoped)
+        ids = set(self._unscoped.get(operation, ()))
         for name, value in draft.items():
             try:
-                token = (name, canonical_json(value))
-            except (
-                TypeError,
-                ValueError,
-            ):  # not JSON: ``matches`` falls back to ``==``, so must we
-                return [entry for entry in self if entry.matches(draft)]
+                token = (operation, name, canonical_json(value))
+            except (TypeError, ValueError):  # not JSON: ``matches`` falls back to ``==``
+                return [e for e in self if e.operation == operation and e.matches(draft)]
             ids.update(self._by_scope.get(token, ()))
         return [entry for entry in self._ordered(ids) if entry.matches(draft)]
 
@@ -149,14 +152,14 @@ class OriginIndex:
 
 
 def _scope_token(key: MemoryKey) -> ScopeToken | None:
-    scope = json.loads(key.scope)
-    if not scope:
+    items = key.scope_items
+    if not items:
         return None
-    name = next(iter(scope))
-    return name, canonical_json(scope[name])
+    name, value = items[0]
+    return key.operation, name, canonical_json(value)
 
 
-def _discard(index: dict, name: object, entry_id: str) -> None:
+def _discard(index: dict[Any, set[str]], name: object, entry_id: str) -> None:
     bucket = index.get(name)
     if bucket is not None:
         bucket.discard(entry_id)

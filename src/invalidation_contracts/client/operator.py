@@ -68,7 +68,7 @@ def entry_rows(
     path: str | PathLike[str], origin: str | None = None, *, tombstones: bool = False
 ) -> list[dict[str, Any]]:
     """One row per live entry (or per tombstone) of the selected origins."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     with opened(path) as memory:
         for name in select_origins(memory, origin):
             if tombstones:

@@ -10,7 +10,15 @@ from __future__ import annotations
 from enum import Enum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, SerializationInfo, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 Row = dict[str, JsonValue]
 RuleTriple = tuple[str, str, str]
@@ -26,11 +34,11 @@ class WireModel(BaseModel):
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     def to_json(self) -> bytes:
-        """``to_wire()`` encoded as compact UTF-8 JSON, serialized in one pass (the response path)."""
+        """``to_wire()`` as compact UTF-8 JSON, serialized in one pass (the response path)."""
         return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
 
 
-class CacheHint(str, Enum):
+class CacheHint(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """Whether and how a client may keep a suggestion."""
 
     CACHEABLE = "cacheable"
@@ -41,7 +49,7 @@ class CacheHint(str, Enum):
     """(ext) The fix must not be persisted."""
 
 
-class Action(str, Enum):
+class Action(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """The shape of the change a suggestion asks for."""
 
     ADD_FIELD = "add_field"
@@ -73,9 +81,11 @@ class PatchOperation(WireModel):
     from_: str | None = Field(default=None, alias="from")
 
     @model_serializer(mode="wrap")
-    def _keep_null_value(self, handler, info: SerializationInfo) -> dict[str, Any]:
+    def _keep_null_value(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
         """``add``, ``replace`` and ``test`` always carry ``value``, even when it is null."""
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if self.op in ("add", "replace", "test"):
             data["value"] = self.value
         return data
@@ -99,6 +109,13 @@ class Suggestion(WireModel):
     scope: dict[str, JsonValue] | None = Field(
         default=None, description="(ext) Request fields and values the fix is keyed on, like Vary."
     )
+    origin_wide: bool | None = Field(
+        default=None,
+        description=(
+            "(ext) The fix holds for every request of the operation it was learned on, whatever "
+            "the request's fields. A client keeps a fix with an empty scope only when this is true."
+        ),
+    )
     patch: list[PatchOperation] | None = Field(
         default=None, description="(ext) The same fix as RFC 6902 operations on patchable paths."
     )
@@ -114,7 +131,7 @@ class RecoveryFeedback(WireModel):
 
 
 class ContractFields(WireModel):
-    """The response-level contract fields carried by every response (also `GET /contract/versions`)."""
+    """The response-level contract fields carried by every response (also `GET /contract/versions`)."""  # noqa: E501
 
     table_versions: dict[str, str] | None = Field(
         default=None, description="{table: version} (L1); only changed tables under Contract-Since."
@@ -202,7 +219,7 @@ class RuleDeclaration(WireModel):
     relation: str
     via: str | None = Field(
         default=None,
-        description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",
+        description="Field of the from-row whose value(s) name the to-row key; absent: the same key.",  # noqa: E501
     )
 
     @property
