@@ -195,7 +195,7 @@ class FakeOrigin:
         else:
             out["origin_wide"] = True  # an unscoped fix is kept only when marked origin-wide
         out.update(extra)
-        return out
+        return {name: value for name, value in out.items() if value is not None}
 
     def changes(self, since: int, epoch: str | None = None) -> dict[str, Any]:
         if since < self.floor or since > self.seq or epoch not in (None, self.epoch):
