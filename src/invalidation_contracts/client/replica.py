@@ -10,16 +10,15 @@ computed at, and folded into the replica only once it is committed.
 Counters (lookups, hits, responses, ...) are kept as ``unflushed`` increments and written with the
 next real write or on close: a crash may lose increments, never an entry, eviction or restamp.
 
-The I/O is expressed as generators that yield batches of store operations and receive their
-results (``Steps``), so one implementation serves the sync and the async memory.
+The I/O is expressed as ``Steps`` (generators of store batches), so one implementation serves the
+sync and the async memory.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Generator, Hashable
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
 from .entries import MemoryEntry
 from .index import OriginIndex
@@ -39,11 +38,8 @@ from .layout import (
 from .ledger import Ledger
 from .state import OriginState
 from .stats import OriginStats
-from .stores import Op, Result, Store
-
-T = TypeVar("T")
-#: A computation that needs store I/O: it yields batches and is sent their results.
-Steps = Generator[list[Op], list[Result], T]
+from .steps import Steps
+from .stores import Store
 
 #: How many times a reader chases a generation that keeps moving before it reloads the origin.
 _CATCH_UP_ROUNDS = 8

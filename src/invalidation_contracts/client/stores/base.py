@@ -23,6 +23,8 @@ from datetime import datetime
 from typing import Any, Self
 
 Namespace = tuple[str, ...]
+#: Separates a namespace's labels where a store keeps it as one string.
+SEPARATOR = "\x1f"
 
 #: Characters a namespace label may not contain (``.`` as in LangGraph; the rest are separators).
 FORBIDDEN_LABEL_CHARS = frozenset(".\x1e\x1f")
@@ -207,6 +209,23 @@ def check(op: CheckOp, current: Mapping[str, Any] | None) -> None:
 
 def matches_filter(value: Mapping[str, Any], wanted: Mapping[str, Any] | None) -> bool:
     return not wanted or all(name in value and value[name] == want for name, want in wanted.items())
+
+
+def encode(namespace: Namespace) -> str:
+    """A namespace as one string (its labels joined by ``SEPARATOR``)."""
+    return SEPARATOR.join(namespace)
+
+
+def decode(text: str) -> Namespace:
+    return tuple(text.split(SEPARATOR))
+
+
+def prefix_bounds(prefix: Namespace) -> tuple[str, str, str]:
+    """``(prefix, low, high)``: a namespace is ``prefix`` or below it iff it equals ``prefix``
+    or lies in ``[low, high)`` — labels never contain the separator, and the next character
+    after it closes the range, so a key-range scan finds them."""
+    ns = encode(prefix)
+    return ns, ns + SEPARATOR, ns + chr(ord(SEPARATOR) + 1)
 
 
 def namespaces_under(

@@ -45,14 +45,16 @@ from .base import (
     StoreConflict,
     StoreError,
     check,
+    decode,
+    encode,
     matches_filter,
     namespaces_under,
+    prefix_bounds,
     prepare,
 )
 
 SCHEMA_VERSION = 1
 KIND = "fix memory"
-_SEP = "\x1f"
 #: ``pg_advisory_xact_lock`` key held while the tables are created ("ICM1").
 _SCHEMA_LOCK = 0x49434D31
 _DDL = (
@@ -167,20 +169,20 @@ class PostgresStore(Store):
         with self._conn.cursor() as cursor:
             for delete, group in _runs(puts):
                 if delete:
-                    cursor.executemany(_DELETE, [(_encode(p.namespace), p.key) for p in group])
+                    cursor.executemany(_DELETE, [(encode(p.namespace), p.key) for p in group])
                 else:
                     cursor.executemany(
                         _UPSERT,
-                        [(_encode(p.namespace), p.key, Jsonb(p.value), now, now) for p in group],
+                        [(encode(p.namespace), p.key, Jsonb(p.value), now, now) for p in group],
                     )
 
     def _run(self, op: Op) -> Result:
         if isinstance(op, CheckOp):
-            row = self._conn.execute(_GET, (_encode(op.namespace), op.key)).fetchone()
+            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
             check(op, row[2] if row else None)
             return None
         if isinstance(op, GetOp):
-            row = self._conn.execute(_GET, (_encode(op.namespace), op.key)).fetchone()
+            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
             return _item(row) if row else None
         if isinstance(op, SearchOp):
             where, params = _under(op.namespace_prefix)
@@ -199,7 +201,7 @@ class PostgresStore(Store):
             rows = self._conn.execute(
                 f"SELECT DISTINCT namespace FROM ic_memory_items{where}", params
             ).fetchall()
-            found = namespaces_under((_decode(row[0]) for row in rows), op.prefix, op.max_depth)
+            found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
             return found[op.offset : op.offset + op.limit]
         raise TypeError(f"unknown store operation {op!r}")
 
@@ -222,31 +224,18 @@ def _runs(puts: Sequence[PutOp]) -> list[tuple[bool, list[PutOp]]]:
     return out
 
 
-def _encode(namespace: Namespace) -> str:
-    return _SEP.join(namespace)
-
-
-def _decode(text: str) -> Namespace:
-    return tuple(text.split(_SEP))
-
-
 def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
     """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
     if not prefix:
         return "", ()
-    ns = _encode(prefix)
-    # Labels never contain \x1f, and \x20 is the next character: [ns\x1f, ns\x20) is "below ns".
-    return " WHERE (namespace = %s OR (namespace >= %s AND namespace < %s))", (
-        ns,
-        ns + _SEP,
-        ns + "\x20",
-    )
+    where = " WHERE (namespace = %s OR (namespace >= %s AND namespace < %s))"
+    return where, prefix_bounds(prefix)
 
 
 def _item(row: tuple[Any, ...]) -> Item:
     namespace, key, value, created, updated = row
     return Item(
-        _decode(namespace),
+        decode(namespace),
         key,
         value if isinstance(value, dict) else json.loads(value),
         datetime.fromtimestamp(created, UTC),

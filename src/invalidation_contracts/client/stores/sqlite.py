@@ -26,6 +26,7 @@ from typing import Any
 
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
 from .base import (
+    SEPARATOR,
     CheckOp,
     GetOp,
     Item,
@@ -37,14 +38,16 @@ from .base import (
     Store,
     StoreError,
     check,
+    decode,
+    encode,
     matches_filter,
     namespaces_under,
+    prefix_bounds,
     prepare,
 )
 
 SCHEMA_VERSION = 2
 APPLICATION_ID = 0x49434D31  # "ICM1"
-_SEP = "\x1f"
 
 _ITEMS = """
 CREATE TABLE items (
@@ -64,7 +67,7 @@ def _keyed_by_operation(db: sqlite3.Connection) -> None:
     (Version 2 also adds each origin's ``meta/generation`` and ``journal`` items, which a memory
     creates on its first write; an absent generation reads as 0.)
     """
-    memory = "invalidation-contracts" + _SEP + "%" + _SEP
+    memory = "invalidation-contracts" + SEPARATOR + "%" + SEPARATOR
     db.execute(
         "UPDATE items SET value = json_set(value, '$.operation', '') "
         "WHERE namespace LIKE ? AND json_extract(value, '$.operation') IS NULL",
@@ -173,7 +176,7 @@ class SQLiteStore(Store):
         if isinstance(op, CheckOp):
             row = self._db.execute(
                 "SELECT value FROM items WHERE namespace = ? AND key = ?",
-                (_encode(op.namespace), op.key),
+                (encode(op.namespace), op.key),
             ).fetchone()
             check(op, json.loads(row[0]) if row else None)
             return None
@@ -181,11 +184,11 @@ class SQLiteStore(Store):
             row = self._db.execute(
                 "SELECT namespace, key, value, created_at, updated_at FROM items "
                 "WHERE namespace = ? AND key = ?",
-                (_encode(op.namespace), op.key),
+                (encode(op.namespace), op.key),
             ).fetchone()
             return _item(row) if row else None
         if isinstance(op, PutOp):
-            ns = _encode(op.namespace)
+            ns = encode(op.namespace)
             if op.value is None:
                 self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, op.key))
                 return None
@@ -219,7 +222,7 @@ class SQLiteStore(Store):
             return items
         where, params = _under(op.prefix or ())
         rows = self._db.execute(f"SELECT DISTINCT namespace FROM items{where}", params)
-        found = namespaces_under((_decode(row[0]) for row in rows), op.prefix, op.max_depth)
+        found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
         return found[op.offset : op.offset + op.limit]
 
     def close(self) -> None:
@@ -234,31 +237,18 @@ class SQLiteStore(Store):
             return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
-def _encode(namespace: Namespace) -> str:
-    return _SEP.join(namespace)
-
-
-def _decode(text: str) -> Namespace:
-    return tuple(text.split(_SEP))
-
-
 def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
     """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
     if not prefix:
         return "", ()
-    ns = _encode(prefix)
-    # Labels never contain \x1f, and \x20 is the next character: [ns\x1f, ns\x20) is "below ns".
-    return " WHERE (namespace = ? OR (namespace >= ? AND namespace < ?))", (
-        ns,
-        ns + _SEP,
-        ns + "\x20",
-    )
+    where = " WHERE (namespace = ? OR (namespace >= ? AND namespace < ?))"
+    return where, prefix_bounds(prefix)
 
 
 def _item(row: tuple[str, str, str, float, float]) -> Item:
     namespace, key, value, created, updated = row
     return Item(
-        _decode(namespace),
+        decode(namespace),
         key,
         json.loads(value),
         datetime.fromtimestamp(created, UTC),
