@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from invalidation_contracts.client import (
     Evicted,
@@ -16,6 +18,8 @@ from invalidation_contracts.client import (
     SQLiteStore,
     Stored,
 )
+from invalidation_contracts.client.stats import contract_bytes
+from invalidation_contracts.protocol.wirecost import wire_cost
 
 
 def test_only_cacheable_suggestions_are_stored(server):
@@ -389,3 +393,30 @@ def test_answer_routes_a_410_to_resync_and_a_bad_body_to_the_fallback(server, st
     gone = memory.answer(need, 410, {"type": "urn:invalidation-contracts:problem:resync-required"})
     assert {e.reason for e in gone.of(Evicted)} == {EvictionReason.RESYNC}
     assert memory.answer(need, 200, {"not": "a feed"}).needs == ()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+members = st.sampled_from(
+    ["table_versions", "rules_version", "contract_seq", "contract_epoch", "success", "result", "é"]
+)
+suggestion_members = st.sampled_from(
+    ["type", "parameters", "cache_hint", "table", "tables", "rules", "scope", "max_age_s", "patch"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.dictionaries(members, json_values, max_size=5),
+    suggestions=st.lists(st.dictionaries(suggestion_members, json_values, max_size=5), max_size=3),
+)
+def test_contract_bytes_agree_with_the_wire_cost_definition(body, suggestions):
+    if suggestions:
+        body["recovery_feedback"] = {"suggestions": suggestions}
+
+    assert contract_bytes(body) == wire_cost(body).contract

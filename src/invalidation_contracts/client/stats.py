@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..protocol.wirecost import wire_cost
+from ..protocol.wirecost import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact
 from .events import (
     Evicted,
     FetchFailed,
@@ -130,5 +130,24 @@ _COUNTERS = tuple(name for name in _FIELDS if name not in _TALLIES)
 
 
 def contract_bytes(body: Mapping[str, Any]) -> int:
-    """Bytes the contract adds to a JSON response body (``protocol.wirecost``'s definition)."""
-    return wire_cost(body).contract
+    """Bytes the contract adds to a JSON response body (``protocol.wirecost``'s definition).
+
+    Counted member by member — only the contract's members are serialized — so it costs the
+    contract's size, not the body's (``wire_cost`` re-serializes the whole body four times).
+    """
+    size = _members(body, ENVELOPE_FIELDS)
+    feedback = body.get("recovery_feedback")
+    suggestions = feedback.get("suggestions") if isinstance(feedback, Mapping) else None
+    for suggestion in suggestions if isinstance(suggestions, list) else ():
+        if isinstance(suggestion, Mapping):
+            size += _members(suggestion, SUGGESTION_FIELDS)
+    return size
+
+
+def _members(obj: Mapping[str, Any], names: tuple[str, ...]) -> int:
+    """Compact-JSON bytes the ``names`` members take in ``obj``, separating commas included."""
+    found = [name for name in obj if name in names]
+    if not found:
+        return 0
+    size = sum(len(compact(name)) + len(compact(obj[name])) + 2 for name in found)
+    return size - 1 if len(found) == len(obj) else size  # a lone object's last comma never was
