@@ -250,6 +250,6 @@ def test_the_defaults_are_documented_values():
         max_suggestion_bytes=65536,
         max_entries_per_origin=10_000,
         max_body_bytes=1 << 20,
-        max_feed_bytes=8 << 20,
+        max_feed_bytes=4 << 20,
         max_feed_items=100_000,
     )

@@ -154,7 +154,7 @@ def test_a_60_mb_changes_feed_is_read_only_up_to_the_cap_and_costs_a_resync(capl
         events = run(memory, Hostile(failure(suggestion(0)), feed), requests=2)
 
     assert feed.sent <= memory.limits.max_feed_bytes + 2 * CHUNK
-    assert refused(events) == [("max_feed_bytes", 8 << 20)]
+    assert refused(events) == [("max_feed_bytes", 4 << 20)]
     assert [e.reason.value for e in events if isinstance(e, Evicted)] == ["resync"]
     assert memory.entries(ORIGIN) == []
     assert any("max_feed_bytes" in r.getMessage() for r in caplog.records)

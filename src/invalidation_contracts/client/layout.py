@@ -15,7 +15,7 @@ The memory core never spells a namespace; everything it reads or writes is built
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
@@ -200,29 +200,31 @@ def journal_key(generation: int) -> str:
     return f"{generation:020d}"
 
 
-def commit_ops(tx: Ledger, generation: int, stats: OriginStats) -> list[Op]:
-    """One call as one batch, valid only at ``generation``: entries, tombstones, meta, journal."""
+def commit_ops(tx: Ledger, generation: int, stats: OriginStats) -> Iterator[Op]:
+    """One call as one batch, valid only at ``generation``: entries, tombstones, meta, journal.
+
+    A generator: each entry's dict is made as the store encodes it and dropped right after, so a
+    batch of 10⁵ restamps never holds 10⁵ dicts at once.
+    """
     entries, tombstones, meta, journal = (
         namespace(tx.origin, part) for part in ("entries", "tombstones", "meta", "journal")
     )
     after = generation + 1
-    ops: list[Op] = [
-        CheckOp(meta, "generation", {"generation": generation} if generation else None)
-    ]
-    ops += [PutOp(entries, eid, entry.to_dict()) for eid, entry in tx.written.items()]
+    yield CheckOp(meta, "generation", {"generation": generation} if generation else None)
+    for eid, entry in tx.written.items():
+        yield PutOp(entries, eid, entry.to_dict())
     for eid, tomb in tx.removed.items():
-        ops.append(PutOp(entries, eid, None))
-        ops.append(PutOp(tombstones, eid, tomb.to_dict()))
-    ops.append(PutOp(meta, "state", tx.state.to_dict()))
-    ops.append(PutOp(meta, "stats", stats.to_dict()))
-    ops.append(PutOp(meta, "generation", {"generation": after}))
+        yield PutOp(entries, eid, None)
+        yield PutOp(tombstones, eid, tomb.to_dict())
+    yield PutOp(meta, "state", tx.state.to_dict())
+    yield PutOp(meta, "stats", stats.to_dict())
+    yield PutOp(meta, "generation", {"generation": after})
     record: dict[str, Any] = {"written": list(tx.written), "removed": list(tx.removed)}
     if len(tx.written) + len(tx.removed) > JOURNAL_MAX_IDS:
         record = {"reload": True}
-    ops.append(PutOp(journal, journal_key(after), record))
+    yield PutOp(journal, journal_key(after), record)
     if after > JOURNAL_KEEP:
-        ops.append(PutOp(journal, journal_key(after - JOURNAL_KEEP), None))
-    return ops
+        yield PutOp(journal, journal_key(after - JOURNAL_KEEP), None)
 
 
 def _items(result: Result) -> list[Item]:

@@ -52,6 +52,7 @@ class Ledger:
         self.removed: dict[str, Tombstone] = {}
         self.flush = False
         """Write this call even if it changed nothing (to flush counters)."""
+        self._shared_moves: dict[tuple[tuple[str, str, str], ...], dict[str, tuple[str, str]]] = {}
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
 
@@ -130,11 +131,13 @@ class Ledger:
         entry = self.index.get(entry_id)
         if entry is None:
             return False
-        moved = {
-            dep.table: (dep.version, versions[dep.table])
-            for dep in entry.dependencies
-            if versions and dep.table in versions and versions[dep.table] != dep.version
-        }
+        moved = self._moves(
+            tuple(
+                (dep.table, dep.version, versions[dep.table])
+                for dep in entry.dependencies
+                if versions and dep.table in versions and versions[dep.table] != dep.version
+            )
+        )
         rules = (
             (entry.rules_version, rules_version)
             if rules_version is not None and rules_version != entry.rules_version
@@ -166,6 +169,15 @@ class Ledger:
             )
         )
         return True
+
+    def _moves(self, moves: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[str, str]]:
+        """``{table: (old, new)}``, one shared (read-only) dict per distinct set of moves: a
+        restamp of 10⁵ entries on one table makes one, not 10⁵."""
+        shared = self._shared_moves.get(moves)
+        if shared is None:
+            shared = {table: (old, new) for table, old, new in moves}
+            self._shared_moves[moves] = shared
+        return shared
 
     def version_moved(self, table: str, old: str, new: str | None) -> None:
         self.emit(

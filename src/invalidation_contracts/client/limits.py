@@ -30,7 +30,7 @@ class Limits:
     """Live entries of one origin; past it new fixes are refused (a replacement is allowed)."""
     max_body_bytes: int = 1 * MIB
     """Bytes of a response body the memory parses for its contract; a larger one is not read."""
-    max_feed_bytes: int = 8 * MIB
+    max_feed_bytes: int = 4 * MIB
     """Bytes of a ``/contract/changes`` or ``/contract/rules`` answer; the transport stops
     reading there, and the memory treats the feed as lost history (a resync)."""
     max_feed_items: int = 100_000

@@ -8,14 +8,14 @@ serves the sync memory and the async one, and the core never touches a store its
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterable
 from typing import TypeVar
 
 from .stores import Op, Result, Store, StoreError
 
 T = TypeVar("T")
 #: A computation that needs store I/O: it yields batches and is sent their results.
-Steps = Generator[list[Op], list[Result], T]
+Steps = Generator[Iterable[Op], list[Result], T]
 
 
 def run_sync(store: Store, steps: Steps[T]) -> T:

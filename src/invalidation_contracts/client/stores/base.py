@@ -103,7 +103,7 @@ class Store(ABC):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """``batch`` for async callers: by default it runs in a worker thread, off the loop."""
-        return await asyncio.to_thread(self.batch, list(ops))
+        return await asyncio.to_thread(self.batch, ops)
 
     def version(self) -> Hashable | None:
         """A token that changes whenever a batch with writes commits (any writer, any process).
@@ -173,15 +173,33 @@ def validate_namespace(namespace: Sequence[str], *, allow_empty: bool = False) -
     return ns
 
 
-def prepare(op: Op) -> Op:
-    """Validate an operation before any op of its batch runs; a put's value is copied as JSON."""
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A prepared ``PutOp``: its value encoded once, as the compact JSON text stores keep."""
+
+    namespace: Namespace
+    key: str
+    text: str | None
+    """None: delete."""
+
+    @property
+    def value(self) -> dict[str, Any] | None:
+        return None if self.text is None else _object(self.text)
+
+
+Prepared = GetOp | Write | CheckOp | SearchOp | ListNamespacesOp
+
+
+def prepare(op: Op) -> Prepared:
+    """Validate an operation before any op of its batch runs; a put's value is encoded as JSON
+    (which is also its copy: later changes to the caller's dict do not reach the store)."""
     if isinstance(op, GetOp):
         return GetOp(validate_namespace(op.namespace), str(op.key))
     if isinstance(op, PutOp):
-        value = None if op.value is None else _json_object(op.value)
-        return PutOp(validate_namespace(op.namespace), str(op.key), value)
+        text = None if op.value is None else encode_value(op.value)
+        return Write(validate_namespace(op.namespace), str(op.key), text)
     if isinstance(op, CheckOp):
-        value = None if op.value is None else _json_object(op.value)
+        value = None if op.value is None else _object(encode_value(op.value))
         return CheckOp(validate_namespace(op.namespace), str(op.key), value)
     if isinstance(op, SearchOp):
         prefix = validate_namespace(op.namespace_prefix, allow_empty=True)
@@ -192,11 +210,16 @@ def prepare(op: Op) -> Op:
     raise TypeError(f"unknown store operation {op!r}")
 
 
-def _json_object(value: Mapping[str, Any]) -> dict[str, Any]:
+def encode_value(value: Mapping[str, Any]) -> str:
+    """A store value as compact JSON text; ``TypeError`` or ``ValueError`` if not a JSON object."""
     if not isinstance(value, Mapping):
         raise TypeError(f"store values must be JSON objects, got {type(value).__name__}")
-    copied: dict[str, Any] = json.loads(json.dumps(value, allow_nan=False))
-    return copied
+    return json.dumps(value, allow_nan=False, separators=(",", ":"))
+
+
+def _object(text: str) -> dict[str, Any]:
+    value: dict[str, Any] = json.loads(text)
+    return value
 
 
 def check(op: CheckOp, current: Mapping[str, Any] | None) -> None:

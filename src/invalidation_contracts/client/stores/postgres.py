@@ -29,7 +29,6 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
-from psycopg.types.json import Jsonb
 
 from .base import (
     CheckOp,
@@ -38,12 +37,13 @@ from .base import (
     ListNamespacesOp,
     Namespace,
     Op,
-    PutOp,
+    Prepared,
     Result,
     SearchOp,
     Store,
     StoreConflict,
     StoreError,
+    Write,
     check,
     decode,
     encode,
@@ -70,7 +70,7 @@ _DDL = (
 )
 _COLUMNS = "namespace, key, value, created_at, updated_at"
 _UPSERT = (
-    f"INSERT INTO ic_memory_items ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
+    f"INSERT INTO ic_memory_items ({_COLUMNS}) VALUES (%s, %s, %s::jsonb, %s, %s) "
     "ON CONFLICT (namespace, key) "
     "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
 )
@@ -126,7 +126,7 @@ class PostgresStore(Store):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = [prepare(op) for op in ops]
-        writes = any(isinstance(op, PutOp) for op in prepared)
+        writes = any(isinstance(op, Write) for op in prepared)
         isolation = "SERIALIZABLE" if writes else "REPEATABLE READ, READ ONLY"
         with self._lock:
             if self._closed:
@@ -146,12 +146,12 @@ class PostgresStore(Store):
             f"the PostgreSQL fix memory: {self._retries} serialization failures in a row"
         )
 
-    def _run_all(self, ops: Sequence[Op]) -> list[Result]:
-        """Run ops in order; consecutive puts go to the server as one pipelined batch."""
+    def _run_all(self, ops: Sequence[Prepared]) -> list[Result]:
+        """Run ops in order; consecutive writes go to the server as one pipelined batch."""
         results: list[Result] = []
-        puts: list[PutOp] = []
+        puts: list[Write] = []
         for op in ops:
-            if isinstance(op, PutOp):
+            if isinstance(op, Write):
                 puts.append(op)
                 continue
             if puts:
@@ -164,7 +164,7 @@ class PostgresStore(Store):
             results += [None] * len(puts)
         return results
 
-    def _put(self, puts: Sequence[PutOp]) -> None:
+    def _put(self, puts: Sequence[Write]) -> None:
         now = datetime.now(UTC).timestamp()
         with self._conn.cursor() as cursor:
             for delete, group in _runs(puts):
@@ -172,11 +172,10 @@ class PostgresStore(Store):
                     cursor.executemany(_DELETE, [(encode(p.namespace), p.key) for p in group])
                 else:
                     cursor.executemany(
-                        _UPSERT,
-                        [(encode(p.namespace), p.key, Jsonb(p.value), now, now) for p in group],
+                        _UPSERT, [(encode(p.namespace), p.key, p.text, now, now) for p in group]
                     )
 
-    def _run(self, op: Op) -> Result:
+    def _run(self, op: Prepared) -> Result:
         if isinstance(op, CheckOp):
             row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
             check(op, row[2] if row else None)
@@ -212,11 +211,11 @@ class PostgresStore(Store):
                 self._conn.close()
 
 
-def _runs(puts: Sequence[PutOp]) -> list[tuple[bool, list[PutOp]]]:
-    """Consecutive puts grouped into runs of deletes and runs of writes, in order."""
-    out: list[tuple[bool, list[PutOp]]] = []
+def _runs(puts: Sequence[Write]) -> list[tuple[bool, list[Write]]]:
+    """Consecutive writes grouped into runs of deletes and runs of upserts, in order."""
+    out: list[tuple[bool, list[Write]]] = []
     for put in puts:
-        delete = put.value is None
+        delete = put.text is None
         if out and out[-1][0] == delete:
             out[-1][1].append(put)
         else:

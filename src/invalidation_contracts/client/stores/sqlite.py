@@ -32,11 +32,12 @@ from .base import (
     Item,
     Namespace,
     Op,
-    PutOp,
+    Prepared,
     Result,
     SearchOp,
     Store,
     StoreError,
+    Write,
     check,
     decode,
     encode,
@@ -142,7 +143,7 @@ class SQLiteStore(Store):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = [prepare(op) for op in ops]
-        writes = any(isinstance(op, PutOp) for op in prepared)
+        writes = any(isinstance(op, Write) for op in prepared)
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
@@ -172,7 +173,7 @@ class SQLiteStore(Store):
                 raise StoreError(f"{self.path}: {exc}") from exc
             return (int(data_version), self._writes)
 
-    def _run(self, op: Op) -> Result:
+    def _run(self, op: Prepared) -> Result:
         if isinstance(op, CheckOp):
             row = self._db.execute(
                 "SELECT value FROM items WHERE namespace = ? AND key = ?",
@@ -187,9 +188,9 @@ class SQLiteStore(Store):
                 (encode(op.namespace), op.key),
             ).fetchone()
             return _item(row) if row else None
-        if isinstance(op, PutOp):
+        if isinstance(op, Write):
             ns = encode(op.namespace)
-            if op.value is None:
+            if op.text is None:
                 self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, op.key))
                 return None
             now = datetime.now(UTC).timestamp()
@@ -197,13 +198,7 @@ class SQLiteStore(Store):
                 "INSERT INTO items (namespace, key, value, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) "
                 "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (
-                    ns,
-                    op.key,
-                    json.dumps(op.value, allow_nan=False, separators=(",", ":")),
-                    now,
-                    now,
-                ),
+                (ns, op.key, op.text, now, now),
             )
             return None
         if isinstance(op, SearchOp):
