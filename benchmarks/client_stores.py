@@ -10,8 +10,9 @@ Everything is driven through ``FixMemory``'s public calls (``observe``, ``apply_
 - *Restamp*: ``N`` entries on one table, then a touch (the stamp moves, the feed says no row
   changed): the ``observe`` that sees the move plus the ``answer`` that restamps all ``N``
   (checked), for N = 10³ … 10⁵; the log-log slope is the growth (target ≤ 1.05: linear). The
-  mean of consecutive restamps, not the median: the garbage collector's full passes come every
-  few restamps, and a restamp's cost is its share of them.
+  memories of every N live in one process and take turns, round after round, so load and heap
+  are the same for each N; each point is the mean of its rounds (the garbage collector's full
+  passes come every few restamps, and a restamp's cost includes its share of them).
 - *Shared file*: ``PROCESSES`` processes open one SQLite file of ``entries`` entries and each
   makes ``LOOKUPS`` lookups; aggregate lookups/s against one process doing the same alone, and
   again with one of them storing a fix every ``WRITE_EVERY`` lookups (the others catch up through
@@ -62,10 +63,12 @@ class Size:
     restamp: tuple[int, ...]
     repeats: int
     lookups: int
+    rounds: int
+    """Restamps of each N (interleaved across N)."""
 
 
-FULL = Size(entries=10**4, restamp=(10**3, 10**4, 10**5), repeats=7, lookups=20_000)
-QUICK = Size(entries=200, restamp=(100, 200), repeats=2, lookups=200)
+FULL = Size(entries=10**4, restamp=(10**3, 10**4, 10**5), repeats=7, lookups=20_000, rounds=5)
+QUICK = Size(entries=200, restamp=(100, 200), repeats=2, lookups=200, rounds=2)
 
 
 class Server:
@@ -177,28 +180,34 @@ def _reads(memory: FixMemory, success: dict[str, Any], repeats: int) -> dict[str
 
 
 def restamps(size: Size, work: Path) -> dict[str, Any]:
-    """Median seconds to restamp N entries (all on one table), per store, for each N."""
+    """Mean seconds to restamp N entries (all on one table), per store, for each N.
+
+    The memories of every N live in one process and are restamped in turn, round after round,
+    so the machine's load and the process's heap are the same for each N.
+    """
     out: dict[str, Any] = {}
     for name in ("in-memory", "sqlite"):
-        points = []
+        memories = []
         for n in size.restamp:
             store: Store = (
                 InMemoryStore()
                 if name == "in-memory"
                 else SQLiteStore(work / f"restamp-{n}.sqlite")
             )
+            memory = FixMemory("row", store=store, close_store=True, limits=LIMITS)
             server = Server()
-            with FixMemory("row", store=store, close_store=True, limits=LIMITS) as memory:
-                learn(memory, server, [("hot", f"h{i}") for i in range(n)])
-                _timed_touch(memory, server, n)  # warm: the first restamp also loads the wire form
-                repeats = max(2, size.repeats // (2 if n >= 10**5 else 1))
-                seconds = [_timed_touch(memory, server, n) for _ in range(repeats)]
-            points.append({"entries": n, "restamp_s": statistics.fmean(seconds)})
+            learn(memory, server, [("hot", f"h{i}") for i in range(n)])
+            _timed_touch(memory, server, n)  # warm: the first restamp also makes the wire form
+            memories.append((n, memory, server))
+        seconds: dict[int, list[float]] = {n: [] for n in size.restamp}
+        for _ in range(size.rounds):
+            for n, memory, server in memories:
+                seconds[n].append(_timed_touch(memory, server, n))
+        for _, memory, _ in memories:
+            memory.close()
+        points = [{"entries": n, "restamp_s": statistics.fmean(seconds[n])} for n in size.restamp]
         ns = [p["entries"] for p in points]
-        out[name] = {
-            "points": points,
-            "slope": slope(ns, [p["restamp_s"] for p in points]),
-        }
+        out[name] = {"points": points, "slope": slope(ns, [p["restamp_s"] for p in points])}
     return out
 
 
@@ -289,6 +298,7 @@ def run(quick: bool) -> dict[str, Any]:
                 "restamp": list(size.restamp),
                 "repeats": size.repeats,
                 "lookups": size.lookups,
+                "rounds": size.rounds,
             },
         }
 
@@ -387,8 +397,10 @@ def report(data: dict[str, Any], figures_dir: Path) -> tuple[str, list[Check], l
                 "*Restamp*: N entries on one table; the table's stamp moves and the changes feed "
                 "says no row changed (a touch), so all N are restamped (checked) and written in "
                 "one batch — timed from the `observe` that sees the move to the `answer` that "
-                "restamps (means of consecutive restamps, so each carries its share of the "
-                "garbage collector's full passes). Log-log slopes: in-memory "
+                f"restamps. The memories of every N live in one process and take turns for "
+                f"{data['size']['rounds']} rounds, so the machine's load and the process's heap "
+                "are the same for each N; each point is the mean of its rounds (so it carries its "
+                "share of the garbage collector's full passes). Log-log slopes: in-memory "
                 f"{rs['in-memory']['slope']:.2f}, SQLite {rs['sqlite']['slope']:.2f} (1 = linear)."
             ),
             restamp_table,

@@ -253,3 +253,12 @@ def test_the_defaults_are_documented_values():
         max_feed_bytes=4 << 20,
         max_feed_items=100_000,
     )
+
+
+def test_a_response_id_longer_than_any_real_one_is_not_kept(server):
+    memory = FixMemory("row")
+
+    memory.observe(server.url, None, 422, server.failure(promo(server)), response_id="r" * 257)
+    memory.observe(server.url, None, 422, server.failure(promo(server, plan="p")), response_id="r1")
+
+    assert [e.provenance.response_id for e in memory.entries(server.url)] == [None, "r1"]

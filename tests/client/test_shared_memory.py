@@ -307,3 +307,26 @@ def test_an_operator_eviction_is_seen_by_a_running_agent(tmp_path):
         assert operator.evict(path, ORIGIN, entry_ids=["e1"]) == ["e1"]
 
         assert agent.relevant(ORIGIN, {"item": "s0"}) == []
+
+
+@pytest.mark.postgres
+def test_an_async_memory_and_a_sync_one_share_a_postgresql_database(postgres_url):
+    from invalidation_contracts.client.stores import PostgresStore
+
+    sync = FixMemory("row", store=PostgresStore(postgres_url), close_store=True)
+
+    async def agent():
+        memory = FixMemory("row", store=PostgresStore(postgres_url), close_store=True)
+        learned = await memory.aobserve(ORIGIN, None, 422, failure(0))
+        before = await memory.arelevant(ORIGIN, {"item": "s0"})
+        sync.evict(ORIGIN, entry_ids=["e1"])
+        after = await memory.arelevant(ORIGIN, {"item": "s0"})
+        await memory.aclose()
+        return learned, before, after
+
+    learned, before, after = asyncio.run(agent())
+
+    assert [e.entry_id for e in learned.of(Stored)] == ["e1"]
+    assert [e.id for e in before] == ["e1"] and after == []
+    assert sync.stats(ORIGIN).lookups == 2
+    sync.close()

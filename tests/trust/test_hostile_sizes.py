@@ -167,3 +167,92 @@ def test_a_feed_within_the_cap_is_read_whole():
     events = run(memory, Hostile(failure(suggestion(0)), feed), requests=2)
 
     assert refused(events) == [] and feed.sent >= 1024
+
+
+class Chunked(httpx.SyncByteStream):
+    """A JSON body without ``Content-Length``, made chunk by chunk as it is read."""
+
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+        self.sent = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for start in range(0, len(self.body), CHUNK):
+            self.sent += CHUNK
+            yield self.body[start : start + CHUNK]
+
+
+class ChunkedHostile(httpx.BaseTransport):
+    def __init__(self, body: bytes) -> None:
+        self.stream = Chunked(body)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "application/problem+json"}
+        return httpx.Response(422, headers=headers, stream=self.stream)
+
+
+def test_a_chunked_body_over_the_cap_is_left_unparsed_and_still_reaches_the_agent_whole():
+    memory = FixMemory("row", limits=Limits(max_body_bytes=256 * 1024))
+    body = failure(*(suggestion(n) for n in range(20_001)))
+    transport = ChunkedHostile(body)
+    events: list[Any] = []
+    client = httpx.Client(
+        transport=ContractTransport(memory, transport, listener=events.append), base_url=ORIGIN
+    )
+    with client, client.stream("POST", ROUTE, json=DRAFT) as response:
+        pulled_before_the_agent_reads = transport.stream.sent
+        received = response.read()
+
+    assert pulled_before_the_agent_reads <= 256 * 1024 + CHUNK
+    assert refused(events) == [("max_body_bytes", 256 * 1024)]
+    assert received == body and memory.entries(ORIGIN) == []
+
+
+def test_a_chunked_body_within_the_cap_is_read_for_the_memory():
+    memory = FixMemory("row")
+    body = failure(suggestion(0))
+    client = httpx.Client(
+        transport=ContractTransport(memory, ChunkedHostile(body)), base_url=ORIGIN
+    )
+
+    with client:
+        response = client.post(ROUTE, json=DRAFT)
+
+    assert response.content == body
+    assert [e.type for e in memory.entries(ORIGIN)] == ["FIX_0"]
+
+
+def test_the_async_transport_also_leaves_a_chunked_body_over_the_cap_to_the_agent():
+    import asyncio
+
+    from invalidation_contracts.client.transport import AsyncContractTransport
+
+    body = failure(*(suggestion(n) for n in range(20_001)))
+
+    class AsyncChunked(httpx.AsyncByteStream):
+        sent = 0
+
+        async def __aiter__(self):
+            for start in range(0, len(body), CHUNK):
+                AsyncChunked.sent += CHUNK
+                yield body[start : start + CHUNK]
+
+    class Transport(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request):
+            headers = {"content-type": "application/problem+json"}
+            return httpx.Response(422, headers=headers, stream=AsyncChunked())
+
+    memory = FixMemory("row", limits=Limits(max_body_bytes=256 * 1024))
+    events: list[Any] = []
+
+    async def run() -> tuple[int, bytes]:
+        transport = AsyncContractTransport(memory, Transport(), listener=events.append)
+        async with httpx.AsyncClient(transport=transport, base_url=ORIGIN) as client:
+            async with client.stream("POST", ROUTE, json=DRAFT) as response:
+                pulled = AsyncChunked.sent
+                return pulled, await response.aread()
+
+    pulled, received = asyncio.run(run())
+
+    assert pulled <= 256 * 1024 + CHUNK and received == body
+    assert refused(events) == [("max_body_bytes", 256 * 1024)]

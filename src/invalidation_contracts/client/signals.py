@@ -129,7 +129,7 @@ class Signals:
             tuple(suggestions),
             contract,
             injected,
-            r.response_id or instance_of(body),
+            _response_id(r.response_id or instance_of(body)),
             self.admission.contradicted(tx, suggestions, injected, r.request),
             tx.operation,
             dict(r.request) if r.request is not None else None,
@@ -358,6 +358,15 @@ class Signals:
 
         call = yield from self.calls.run(origin, episode, work)
         return call.observation
+
+
+#: The longest response id (``x-request-id`` or a problem's ``instance``) kept in provenance.
+MAX_RESPONSE_ID = 256
+
+
+def _response_id(value: str | None) -> str | None:
+    """A response id to keep with the entries it taught; a longer one than any real id is not."""
+    return value if value is not None and len(value) <= MAX_RESPONSE_ID else None
 
 
 def _nothing(tx: Ledger) -> None:

@@ -99,12 +99,41 @@ class _Contract:
         length = _content_length(response)
         return is_json(response) and (length is None or length <= self.memory.limits.max_body_bytes)
 
+    def read(self, response: httpx.Response) -> None:
+        """Read a body for the memory, up to the body cap; past it, leave it to the agent.
+
+        Without a ``Content-Length`` the size shows only while reading: the chunks read so far
+        are replayed ahead of the rest, so the agent still gets the whole body.
+        """
+        if _content_length(response) is not None:
+            response.read()
+            return
+        chunks, rest = _take(response.stream, self.memory.limits.max_body_bytes)
+        if rest is None:
+            response.stream = httpx.ByteStream(b"".join(chunks))
+            response.read()
+        else:
+            response.stream = _Replay(chunks, rest, response.stream)
+
+    async def aread(self, response: httpx.Response) -> None:
+        if _content_length(response) is not None:
+            await response.aread()
+            return
+        chunks, rest = await _atake(response.stream, self.memory.limits.max_body_bytes)
+        if rest is None:
+            response.stream = httpx.ByteStream(b"".join(chunks))
+            await response.aread()
+        else:
+            response.stream = _AsyncReplay(chunks, rest, response.stream)
+
     def observation(
         self, request: httpx.Request, response: httpx.Response, sent: int | None
     ) -> dict[str, Any]:
         """The keyword arguments of ``observe`` for one response (its body already read)."""
         if is_json(response) and response.is_stream_consumed:
             size: int | None = len(response.content)
+        elif isinstance(response.stream, _Replay | _AsyncReplay):
+            size = sum(len(chunk) for chunk in response.stream.head)  # at least: over the cap
         else:
             size = _content_length(response)
         body = (
@@ -191,7 +220,7 @@ class ContractTransport(httpx.BaseTransport):
             sent = contract.position(request, self.memory.conditional_headers(origin))
         response = self.wrapped.handle_request(request)
         if contract.readable(response):
-            response.read()
+            contract.read(response)
         obs = self.memory.observe(origin, **contract.observation(request, response, sent))
         contract.emit(obs)
         needs = obs.needs
@@ -249,7 +278,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             sent = contract.position(request, await self.memory.aconditional_headers(origin))
         response = await self.wrapped.handle_async_request(request)
         if contract.readable(response):
-            await response.aread()
+            await contract.aread(response)
         obs = await self.memory.aobserve(origin, **contract.observation(request, response, sent))
         contract.emit(obs)
         needs = obs.needs
@@ -342,6 +371,59 @@ async def _aread_capped(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes |
         if len(buffer) > cap:
             return None, len(buffer)
     return bytes(buffer), len(buffer)
+
+
+def _take(stream: Any, cap: int) -> tuple[list[bytes], Iterator[bytes] | None]:
+    """A raw stream's chunks up to ``cap`` bytes, and its rest if it goes past (else None)."""
+    chunks: list[bytes] = []
+    size = 0
+    rest = iter(stream)
+    for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return chunks, rest
+    return chunks, None
+
+
+async def _atake(stream: Any, cap: int) -> tuple[list[bytes], AsyncIterator[bytes] | None]:
+    chunks: list[bytes] = []
+    size = 0
+    rest = aiter(stream)
+    async for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return chunks, rest
+    return chunks, None
+
+
+class _Replay(httpx.SyncByteStream):
+    """The chunks read already, then the rest of the original stream (closed with it)."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.head
+        yield from self.rest
+
+    def close(self) -> None:
+        self.original.close()
+
+
+class _AsyncReplay(httpx.AsyncByteStream):
+    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.head:
+            yield chunk
+        async for chunk in self.rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.original.aclose()
 
 
 def _describe(exc: Exception) -> str:
