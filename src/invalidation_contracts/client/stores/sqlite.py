@@ -131,6 +131,8 @@ class SQLiteStore(Store):
             raise
         self._closed = False
         self._writes = 0
+        self._probe = self._db.cursor()
+        """A cursor kept for ``version()``, the one call every read makes."""
 
     @property
     def journal_mode(self) -> str:
@@ -168,7 +170,8 @@ class SQLiteStore(Store):
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
             try:
-                (data_version,) = self._db.execute("PRAGMA data_version").fetchone()
+                self._probe.execute("PRAGMA data_version")
+                (data_version,) = self._probe.fetchone()
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
             return (int(data_version), self._writes)
