@@ -26,6 +26,7 @@ from ..client.transport import (
     EPISODE_EXTENSION,
     INJECTED_EXTENSION,
     LISTENER_EXTENSION,
+    OPERATION_EXTENSION,
     WIRE_COST_EXTENSION,
     AsyncContractTransport,
     is_json,
@@ -110,6 +111,8 @@ class EpisodeLoop:
         self.writer = writer
         self.oracle = oracle
         self.route = catalog.route
+        self.operation = f"{self.route.method.upper()} {self.route.path}"
+        """The operation fixes are filed and looked up under (the transport's default name)."""
         self.request_schema = catalog.route.request_model.model_json_schema()
         self._call_failures = 0
         """Planner calls failed in a row (``PlannerCallError``); ``max_attempts`` stop the run."""
@@ -164,7 +167,9 @@ class EpisodeLoop:
     def _inject(self, draft: dict[str, Any], episode: int) -> tuple[list[MemoryEntry], list[str]]:
         """Look up the entries for this draft and record each injection with the oracle's label;
         returns the entries and the ids of the stale ones."""
-        lookup = self.agent.memory.lookup(self.agent.origin, draft, episode=episode)
+        lookup = self.agent.memory.lookup(
+            self.agent.origin, draft, episode=episode, operation=self.operation
+        )
         self._log(lookup.events, episode, 1)
         stale_ids = []
         for entry in lookup.entries:
@@ -231,6 +236,7 @@ class EpisodeLoop:
             extensions={
                 EPISODE_EXTENSION: episode,
                 INJECTED_EXTENSION: injected,
+                OPERATION_EXTENSION: self.operation,
                 LISTENER_EXTENSION: events.append,
             },
         )
@@ -270,7 +276,9 @@ class EpisodeLoop:
     ) -> dict[str, Any]:
         """Client apply mode: patch the planned request with the cached fixes (patchable paths)."""
         memory, origin = self.agent.memory, self.agent.origin
-        outcome = memory.apply_patches(origin, request, entries, episode=episode)
+        outcome = memory.apply_patches(
+            origin, request, entries, episode=episode, operation=self.operation
+        )
         self._log(outcome.events, episode, 1)
         return outcome.request
 
