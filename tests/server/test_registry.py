@@ -158,27 +158,6 @@ def test_rules_naming_an_unknown_table_are_refused():
     assert err.value.kind is ProblemType.INVALID_RULES
 
 
-def test_a_failing_journal_leaves_the_registry_as_it_was():
-    reg = make_registry()
-    before = reg.state
-
-    def journal(commit):
-        raise OSError("disk full")
-
-    reg.set_journal(journal)
-    with pytest.raises(OSError):
-        reg.reload("tokens", {"t1": {"funding": "credit"}})
-    assert reg.state is before and reg.changes(0).rows == []
-
-
-def test_the_journal_sees_each_commit_before_it_is_visible():
-    reg = make_registry()
-    seen = []
-    reg.set_journal(lambda commit: seen.append((commit.record.seq, reg.state.seq)))
-    reg.reload("tokens", {"t1": {"funding": "credit"}})
-    assert seen == [(1, 0)]
-
-
 def test_concurrent_reloads_are_serialized_without_losing_a_seq():
     reg = make_registry()
 

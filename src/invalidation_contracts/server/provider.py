@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
@@ -43,7 +43,7 @@ def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
 
 
 def findings(route: Route, payload: Mapping[str, Any], state: RegistryState) -> list[Finding]:
-    """The violations of a valid payload against ``state``, as ``Provider.handle`` would find them."""
+    """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return evaluate(route.policies, request, state.tables, state.rules)
 
@@ -85,12 +85,14 @@ class Provider:
         since: int | None = None,
         epoch: str | None = None,
         instance: str | None = None,
+        state: RegistryState | None = None,
     ) -> Outcome:
         """Answer one request; every stamp and suggestion comes from the same snapshot.
 
-        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``.
+        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``;
+        ``state`` the snapshot to answer from (default: the registry's current one).
         """
-        state = self.registry.state
+        state = state if state is not None else self.registry.state
         try:
             model = route.request_model.model_validate(payload)
         except ValidationError as exc:
@@ -102,22 +104,38 @@ class Provider:
                 instance=instance,
             )
             return Outcome(body.status, body, (), state)
+        refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
+        if refusal is not None:
+            return refusal
+        result = route.on_success(model, state) if route.on_success is not None else None
+        success = feedback.success(state, self.level, result, since=since, epoch=epoch)
+        return Outcome(200, self._present(success), (), state)
+
+    def check(
+        self,
+        route: Route,
+        model: BaseModel,
+        state: RegistryState,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome | None:
+        """The 422 answer when a validated request violates a policy on ``state``, else None."""
         request = model.model_dump(mode="json")
         found = tuple(evaluate(route.policies, request, state.tables, state.rules))
-        if found:
-            body = feedback.failure(
-                found,
-                state,
-                self.level,
-                since=since,
-                epoch=epoch,
-                patchable=route.patchable_fields,
-                instance=instance,
-            )
-            return Outcome(body.status, self._present(body), found, state)
-        result = route.on_success(model, state) if route.on_success is not None else None
-        body = feedback.success(state, self.level, result, since=since, epoch=epoch)
-        return Outcome(200, self._present(body), (), state)
+        if not found:
+            return None
+        body = feedback.failure(
+            found,
+            state,
+            self.level,
+            since=since,
+            epoch=epoch,
+            patchable=route.patchable_fields,
+            instance=instance,
+        )
+        return Outcome(body.status, self._present(body), found, state)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body
