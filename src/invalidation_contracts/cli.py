@@ -114,9 +114,41 @@ def _add_service(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help="registry store: a SQLite file or a postgresql:// URL, shared by every worker "
+        "(default: memory)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="the provider's database (sqlite:///FILE or postgresql://...): the domain's tables "
+        "are read from its SQL tables, and every committed write to them is captured",
+    )
+    p.add_argument(
+        "--declare",
+        type=Path,
+        default=None,
+        metavar="TOML",
+        help="with --database: [tables.NAME] table/key/columns/schema declarations "
+        "(default: each table from the SQL table of the same name)",
+    )
+    p.add_argument(
+        "--create-tables",
+        action="store_true",
+        help="with --database: create the SQL tables that are missing from the domain's data",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker processes sharing one registry (default 1; more need --db)",
+    )
     p.add_argument(
         "--admin-token-env",
         default=ADMIN_TOKEN_ENV,
@@ -175,35 +207,14 @@ def _level(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
-def _trust_options(args: argparse.Namespace):
+def _trust_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
-    import os
-
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-    from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
     from .server.trust import TrustOptions
 
-    keys = {}
-    for path in args.signing_key:
-        try:
-            key = load_pem_private_key(path.read_bytes(), password=None)
-        except (OSError, ValueError, TypeError) as exc:
-            raise CommandError(f"cannot read signing key {path}: {exc}") from exc
-        if not isinstance(key, Ed25519PrivateKey):
-            raise CommandError(f"{path} is not an Ed25519 private key")
-        keys[path.stem] = key
-    opaque = None
-    if args.opaque_key_env:
-        secret = os.environ.get(args.opaque_key_env, "")
-        if len(secret.encode()) < 16:
-            raise CommandError(f"${args.opaque_key_env} must hold a secret of at least 16 bytes")
-        opaque = secret.encode()
-    if not keys and opaque is None:
-        return None
-    return TrustOptions(
-        signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque
-    )
+    try:
+        return TrustOptions.from_files(args.signing_key, args.opaque_key_env)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _keygen(args: argparse.Namespace) -> int:
@@ -228,41 +239,67 @@ def _keygen(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import os
 
-    from .server.app import create_app, serve
-    from .server.storage import StorageError
+    from .server.http.launch import FACTORY, SPEC_ENV, AppSpec
+    from .server.store import StorageError
 
-    try:
-        from .domains import get_domain
-
-        domain = get_domain(args.domain)
-    except ImportError as exc:
-        raise CommandError(f"cannot load domains: {exc}") from exc
-    except KeyError as exc:
-        raise CommandError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
-    token = os.environ.get(args.admin_token_env) or ""
-    if not token:
+    if args.workers > 1 and args.db is None:
+        raise CommandError("--workers needs --db: workers share one registry store")
+    if (args.declare or args.create_tables) and args.database is None:
+        raise CommandError("--declare and --create-tables need --database")
+    if not os.environ.get(args.admin_token_env):
         print(
             f"invalidation-contracts: warning: ${args.admin_token_env} is not set; "
             "admin routes answer 401",
             file=sys.stderr,
         )
-    trust = _trust_options(args)
+    spec = AppSpec(
+        domain=args.domain,
+        level=args.level,
+        store=str(args.db) if args.db is not None else None,
+        database=args.database,
+        declarations=str(args.declare) if args.declare is not None else None,
+        admin_token_env=args.admin_token_env,
+        protect_graph=args.protect_graph,
+        signing_keys=tuple(str(path) for path in args.signing_key),
+        opaque_key_env=args.opaque_key_env,
+    )
+    _trust_options(args)  # a bad key file or secret is a usage error, before anything opens
     try:
-        app = create_app(
-            domain,
-            level=args.level,
-            store=args.db,
-            admin_token=token,
-            protect_graph=args.protect_graph,
-            trust=trust,
-        )
-        serve(app, host=args.host, port=args.port)
-    except StorageError as exc:
+        if args.create_tables:
+            _create_tables(spec)
+        app = spec.build()
+    except ImportError as exc:
         raise CommandError(str(exc)) from exc
+    except KeyError as exc:
+        raise CommandError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except (StorageError, ValueError, RuntimeError) as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        if args.workers == 1:
+            _listen(app, args)
+        else:
+            app.state.service.close()  # each worker opens its own; this one only checked it
+            os.environ[SPEC_ENV] = spec.to_env()
+            _listen(FACTORY, args, workers=args.workers, factory=True)
     except OSError as exc:
         where = f"{args.host}:{args.port}"
         raise CommandError(f"cannot listen on {where}: {exc.strerror or exc}") from exc
     return 0
+
+
+def _listen(app: object, args: argparse.Namespace, **options: object) -> None:
+    from .server.http.serve import serve
+
+    serve(app, host=args.host, port=args.port, **options)  # type: ignore[arg-type]
+
+
+def _create_tables(spec) -> None:  # type: ignore[no-untyped-def]
+    from .domains import get_domain
+    from .server.sql import create_tables
+
+    created = create_tables(spec.database, get_domain(spec.domain))
+    if created:
+        print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
 
 
 def _admin_client(args: argparse.Namespace):

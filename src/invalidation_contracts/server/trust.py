@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -39,3 +41,34 @@ class TrustOptions:
     def opaque(self) -> OpaqueNames | None:
         """The name tagger, or None when names are sent as they are."""
         return OpaqueNames(self.opaque_key) if self.opaque_key is not None else None
+
+    @classmethod
+    def from_files(
+        cls, signing_keys: Sequence[str | Path] = (), opaque_key_env: str | None = None
+    ) -> TrustOptions | None:
+        """Options from PEM key files (the last one signs; kid = file stem) and an environment
+        variable holding the opaque-names secret; None when neither is given.
+
+        Raises ``ValueError`` naming the file or variable that is unusable.
+        """
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        keys: dict[str, Ed25519PrivateKey] = {}
+        for path in map(Path, signing_keys):
+            try:
+                key = load_pem_private_key(path.read_bytes(), password=None)
+            except (OSError, ValueError, TypeError) as exc:
+                raise ValueError(f"cannot read signing key {path}: {exc}") from exc
+            if not isinstance(key, Ed25519PrivateKey):
+                raise ValueError(f"{path} is not an Ed25519 private key")
+            keys[path.stem] = key
+        opaque = None
+        if opaque_key_env:
+            secret = os.environ.get(opaque_key_env, "")
+            if len(secret.encode()) < 16:
+                raise ValueError(f"${opaque_key_env} must hold a secret of at least 16 bytes")
+            opaque = secret.encode()
+        if not keys and opaque is None:
+            return None
+        active = Path(signing_keys[-1]).stem if keys else None
+        return cls(signing_keys=keys, active_kid=active, opaque_key=opaque)

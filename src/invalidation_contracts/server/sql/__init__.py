@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..domain import SQLTable
 from .declare import BoundTable, DeclarationError, bind
-from .seed import create_tables, sql_domain
+from .seed import create_tables, read_declarations, sql_domain
 from ..runtime import SourceError
 from .source import SQLSource
 
@@ -23,5 +23,6 @@ __all__ = [
     "SourceError",
     "bind",
     "create_tables",
+    "read_declarations",
     "sql_domain",
 ]

@@ -8,8 +8,10 @@ from the values: text, integer, float, boolean, JSON) and fills it with the doma
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..._extras import require_extra
@@ -26,14 +28,28 @@ from .engine import make_engine  # noqa: E402
 KEY_COLUMN = "key"
 
 
-def sql_domain(domain: Domain, *, schema: str | None = None) -> Domain:
-    """``domain`` with each in-memory table read from the SQL table of the same name."""
-    tables: dict[str, TableSpec | SQLTable] = {
-        name: SQLTable(name, key=_key_column(spec), schema=schema, version=spec.version)
-        if isinstance(spec, TableSpec)
-        else spec
-        for name, spec in domain.tables.items()
-    }
+def sql_domain(
+    domain: Domain,
+    declarations: Mapping[str, SQLTable] | None = None,
+    *,
+    schema: str | None = None,
+) -> Domain:
+    """``domain`` with every table read from SQL: as ``declarations`` say, else from the SQL
+    table of the same name (the layout ``create_tables`` makes)."""
+    declarations = declarations or {}
+    unknown = sorted(set(declarations) - set(domain.tables))
+    if unknown:
+        raise ValueError(f"domain {domain.name!r} has no table {unknown[0]!r} to declare")
+    tables: dict[str, TableSpec | SQLTable] = {}
+    for name, spec in domain.tables.items():
+        if name in declarations:
+            tables[name] = declarations[name]
+        elif isinstance(spec, TableSpec):
+            tables[name] = SQLTable(
+                name, key=_key_column(spec), schema=schema, version=spec.version
+            )
+        else:
+            tables[name] = spec
     return replace(domain, tables=tables)
 
 
@@ -101,3 +117,34 @@ def _column_type(engine: Engine, values: Iterable[Any]) -> sa.types.TypeEngine[A
     if all(isinstance(v, str) for v in present):
         return sa.Text()
     return postgresql.JSONB() if engine.dialect.name == "postgresql" else sa.JSON()
+
+
+def read_declarations(path: str | Path) -> dict[str, SQLTable]:
+    """``SQLTable`` declarations from a TOML file: one ``[tables.<reference table>]`` each, with
+    optional ``table`` (default: the reference table's name), ``key``, ``columns``, ``schema``,
+    ``version``. Raises ``ValueError`` naming the file and the table that is wrong.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read the declarations ({exc})") from exc
+    tables = data.get("tables")
+    if not isinstance(tables, dict):
+        raise ValueError(f"{path}: expected [tables.<name>] sections")
+    out = {}
+    allowed = {"table", "key", "columns", "schema", "version"}
+    for name, spec in tables.items():
+        if not isinstance(spec, dict) or set(spec) - allowed:
+            raise ValueError(f"{path}: [tables.{name}] takes only {sorted(allowed)}")
+        try:
+            out[name] = SQLTable(
+                spec.get("table", name),
+                key=spec.get("key"),
+                columns=spec.get("columns"),
+                schema=spec.get("schema"),
+                version=spec.get("version", "1.0.0"),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path}: [tables.{name}]: {exc}") from exc
+    return out
