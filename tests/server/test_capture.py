@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.protocol.problems import ProblemType, ProtocolError
 from invalidation_contracts.server import Domain, Rule, SQLTable
 from invalidation_contracts.server.runtime import Runtime, ingest, open_runtime
-from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 SCHEMA = (
     "CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT, promo TEXT)",

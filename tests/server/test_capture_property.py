@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.server.sqldb import ProviderDB
+from tests.support.postgres import PostgresCluster
 
 from invalidation_contracts.server import Domain, SQLTable
 from invalidation_contracts.server.runtime import ingest, open_runtime
-from tests.server.sqldb import ProviderDB
-from tests.support.postgres import PostgresCluster
 
 KEYS = [f"k{i}" for i in range(5)]
 

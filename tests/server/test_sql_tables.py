@@ -6,11 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import SQLTable
 from invalidation_contracts.server.sql import DeclarationError, SQLSource, bind
 from invalidation_contracts.server.sql.engine import make_engine
-from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 
 @pytest.fixture(params=BACKENDS)

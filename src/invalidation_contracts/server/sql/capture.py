@@ -172,13 +172,11 @@ class SQLiteCapture(CaptureDialect):
         )
 
     def head_sql(self) -> str:
-        return f"SELECT seq FROM sqlite_sequence WHERE name = {literal(self.TABLE)}"
-
-    def head(self, conn: Connection) -> int:
-        exists = conn.exec_driver_sql(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sqlite_sequence'"
-        ).first()
-        return super().head(conn) if exists else 0
+        # Naming the capture table makes the statement fail when it is gone (a 503, not a 0).
+        return (
+            f"SELECT (SELECT seq FROM sqlite_sequence WHERE name = {literal(self.TABLE)})"
+            f" FROM (SELECT count(*) FROM {self.TABLE} WHERE 0)"
+        )
 
     def records_sql(self) -> str:
         return (
