@@ -31,7 +31,9 @@ class Recorder(httpx.BaseTransport):
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         target = self.urls[self.turn % len(self.urls)]
         self.turn += 1
-        request.url = request.url.copy_with(scheme=target.scheme, host=target.host, port=target.port)
+        request.url = request.url.copy_with(
+            scheme=target.scheme, host=target.host, port=target.port
+        )
         response = self.inner.handle_request(request)
         self.statuses[(request.url.path, response.status_code)] += 1
         self.served[target.port] += 1

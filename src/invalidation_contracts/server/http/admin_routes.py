@@ -44,7 +44,7 @@ def admin_router(service: Any, **options: Any) -> APIRouter:
             404,
             409,
         ),
-        openapi_extra=request_body(ReloadRequest),
+        openapi_extra=request_body(ReloadRequest, inline=True),
     )
     async def reload_table(request: Request) -> Response:
         body = await read_model(request, ReloadRequest, service.max_body_bytes)
@@ -64,7 +64,7 @@ def admin_router(service: Any, **options: Any) -> APIRouter:
             404,
             409,
         ),
-        openapi_extra=request_body(PatchTableRequest),
+        openapi_extra=request_body(PatchTableRequest, inline=True),
     )
     async def patch_table(request: Request) -> Response:
         body = await read_model(request, PatchTableRequest, service.max_body_bytes)
@@ -84,7 +84,7 @@ def admin_router(service: Any, **options: Any) -> APIRouter:
             *BODY_ERRORS,
             *AUTH_ERRORS,
         ),
-        openapi_extra=request_body(RulesRequest),
+        openapi_extra=request_body(RulesRequest, inline=True),
     )
     async def set_rules(request: Request) -> Response:
         body = await read_model(request, RulesRequest, service.max_body_bytes)

@@ -50,10 +50,36 @@ def ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": COMPONENTS.format(model=model.__name__)}
 
 
-def request_body(model: type[BaseModel]) -> dict[str, Any]:
-    return {
-        "requestBody": {"required": True, "content": {"application/json": {"schema": ref(model)}}}
-    }
+def request_body(model: type[BaseModel], *, inline: bool = False) -> dict[str, Any]:
+    """The ``requestBody`` of a route that reads its body itself (strict I-JSON parsing).
+
+    ``inline``: the model's schema written out in full, so the route documents correctly in any
+    app (FastAPI registers components only for models it parses itself).
+    """
+    schema = inline_schema(model) if inline else ref(model)
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema with every definition written in place."""
+    schema = model.model_json_schema(ref_template="#/$defs/{model}")
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any, seen: frozenset[str]) -> Any:
+        if isinstance(node, dict):
+            target = node.get("$ref")
+            if isinstance(target, str) and target.startswith("#/$defs/"):
+                name = target.rsplit("/", 1)[1]
+                if name in seen:
+                    raise ValueError(f"{model.__name__}: recursive schema {name} cannot be inlined")
+                return resolve(defs[name], seen | {name})
+            return {key: resolve(value, seen) for key, value in node.items()}
+        if isinstance(node, list):
+            return [resolve(item, seen) for item in node]
+        return node
+
+    resolved: dict[str, Any] = resolve(schema, frozenset())
+    return resolved
 
 
 def responses(

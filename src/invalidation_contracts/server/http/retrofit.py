@@ -21,7 +21,7 @@ from starlette.responses import Response
 
 from ...protocol.problems import ProtocolError
 from ..domain import Route
-from ..http_errors import is_json_media_type, parse_json, read_body
+from ..http_errors import is_json_media_type, parse_json
 from ..state import RegistryState
 from .errors import Handler, ProblemRoute, answer, problem_of, wire
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
@@ -33,11 +33,8 @@ STATE_ATTRIBUTE = "contract_state"
 class ContractRoute(ProblemRoute):
     """A route of an existing app that carries the contract (see the module docstring)."""
 
-    def __init__(self, path: str, endpoint: Any, **kwargs: Any) -> None:
-        super().__init__(path, endpoint, **kwargs)
-        self.contract_route = self._declared()
-
-    def _declared(self) -> Route | None:
+    def declared(self) -> Route | None:
+        """The domain route this route implements (same method and path), if any."""
         routes: tuple[Route, ...] = tuple(self.service.domain.routes)
         for route in routes:
             if route.path == self.path and route.method.upper() in (self.methods or ()):
@@ -47,7 +44,7 @@ class ContractRoute(ProblemRoute):
     def get_route_handler(self) -> Handler:
         original = super(ProblemRoute, self).get_route_handler()
         service = self.service
-        declared = self.contract_route
+        declared = self.declared()
 
         async def handler(request: Request) -> Response:
             since, epoch = lenient_since(request), lenient_epoch(request)
@@ -76,8 +73,15 @@ async def _check(
 ) -> Response | None:
     if not is_json_media_type(request.headers.get("content-type")):
         return None
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > service.max_body_bytes:
+        return None  # the app's own limits decide
     try:
-        payload = parse_json(await read_body(request, service.max_body_bytes))
+        # request.body() keeps the bytes on the request, so the endpoint reads them again.
+        body = await request.body()
+        if len(body) > service.max_body_bytes:
+            return None
+        payload = parse_json(body)
         model = route.request_model.model_validate(payload)
     except (ProtocolError, ValidationError):
         return None  # the endpoint's own validation answers it, as the app always did
