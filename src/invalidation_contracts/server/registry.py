@@ -187,6 +187,10 @@ class Registry:
     def log(self) -> ChangeLog:
         return self._log
 
+    def position(self, source: str) -> int | None:
+        """How far this worker knows the change capture of ``source`` consumed (None: never)."""
+        return self._positions.get(source)
+
     @contextmanager
     def transaction(self) -> Iterator[RegistryTransaction]:
         """Hold the writers' lock (and the history's) at the head; commit the changes on exit."""

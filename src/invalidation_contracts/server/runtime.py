@@ -60,15 +60,18 @@ def _log_capacity_default() -> int:
     return DEFAULT_LOG_CAPACITY
 
 
-def ingest(registry: Registry, source: Any, *, verify: bool = False) -> bool:
+def ingest(
+    registry: Registry, source: Any, *, verify: bool = False, head: int | None = None
+) -> bool:
     """Consume ``source``'s captured changes; True when the registry moved.
 
     ``verify`` also compares the tables with the database in the same snapshot (done when a worker
-    opens the registry): a difference the capture does not explain starts a new epoch.
+    opens the registry): a difference the capture does not explain starts a new epoch. ``head``:
+    the capture head the caller just read (saves reading it again).
     """
     with registry.transaction() as tx:
         after = tx.position(source.name)
-        if after is not None and not verify and source.head() == after:
+        if after is not None and not verify and head == after:
             return False
         before = tx.state
         consume(tx, source, verify=verify)
@@ -196,7 +199,7 @@ class Follower:
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: list[Listener] | None = None
+        self._listeners: dict[str, Listener] | None = None
 
     def start(self) -> None:
         if self._thread is None:
@@ -225,54 +228,89 @@ class Follower:
             return self.health.reason
         return None if self.available else "the registry has not been checked recently"
 
-    def check(self) -> None:
-        """One round: adopt others' commits, consume new captures. Raises when a database fails."""
-        self.registry.sync()
+    def check(self, *, everything: bool = True, notified: frozenset[str] = frozenset()) -> None:
+        """One round: consume new captures (as the leader, or ``everything``), else catch up.
+
+        Raises when a database fails. ``notified``: sources whose capture just signalled a change
+        (no need to read their head first).
+        """
+        ingested = False
         for source in self.sources:
+            if source.name in notified:
+                ingest(self.registry, source)  # catches up under the write lock
+                self._seen[source.name] = self.registry.position(source.name) or 0
+                ingested = True
+                continue
+            if not (everything or self._leads(source)):
+                continue
             head = source.head()
             if head != self._seen.get(source.name):
-                ingest(self.registry, source)
+                ingest(self.registry, source, head=head)
                 self._seen[source.name] = head
+                ingested = True
+        if not ingested:
+            self.registry.sync()
+
+    def _leads(self, source: Any) -> bool:
+        listener = (self._listeners or {}).get(source.name)
+        return listener is None or bool(getattr(listener, "leader", True))
 
     def _run(self) -> None:
+        everything, notified = True, frozenset[str]()
         while not self._stop.is_set():
             try:
                 if self._listeners is None:
                     self._listeners = self._open_listeners()
-                self.check()
+                self.check(everything=everything, notified=notified)
             except Exception as exc:  # a worker must keep trying, and say why it cannot serve
                 self._failed(exc)
                 self._close_listeners()
                 self._stop.wait(min(1.0, 10 * self.poll_interval_s))
+                everything, notified = True, frozenset()
                 continue
             self._ok()
-            self._wait()
+            everything, notified = self._wait()
 
-    def _wait(self) -> None:
-        listeners = self._listeners or []
-        owners = [o for o in (self.store, *self.sources) if o is not None]
-        polling = len(listeners) < len(owners)
-        if polling:
+    def _wait(self) -> tuple[bool, frozenset[str]]:
+        """Wait for a change: whether the next round looks at everything (a timeout, or polling),
+        and which sources' captures signalled."""
+        listeners = self._listeners or {}
+        if any(listeners.get(name) is None for name, _ in self._owners()):
             self._stop.wait(self.poll_interval_s)
-            for listener in listeners:
+            for listener in listeners.values():
                 listener.drain()
-            return
-        ready, _, _ = select.select([x.fileno() for x in listeners], [], [], self.heartbeat_s)
-        for listener in listeners:
-            if listener.fileno() in ready:
-                listener.drain()
+            return True, frozenset()
+        ready, _, _ = select.select(
+            [x.fileno() for x in listeners.values()], [], [], self.heartbeat_s
+        )
+        fired = frozenset(
+            name
+            for name, listener in listeners.items()
+            if listener.fileno() in ready and listener.drain()
+        )
+        if not ready:
+            for listener in listeners.values():
+                lead = getattr(listener, "try_lead", None)
+                if lead is not None:
+                    lead()
+        return not ready, fired - {""}
 
-    def _open_listeners(self) -> list[Listener]:
-        listeners: list[Listener] = []
-        for owner in (self.store, *self.sources):
-            make = getattr(owner, "listener", None) if owner is not None else None
+    def _open_listeners(self) -> dict[str, Listener]:
+        """One per database that can wake this worker: "" for the store, else the source's name."""
+        listeners: dict[str, Listener] = {}
+        for name, owner in self._owners():
+            make = getattr(owner, "listener", None)
             listener = make() if make is not None else None
             if listener is not None:
-                listeners.append(listener)
+                listeners[name] = listener
         return listeners
 
+    def _owners(self) -> list[tuple[str, Any]]:
+        owners = [("", self.store)] if self.store is not None else []
+        return owners + [(source.name, source) for source in self.sources]
+
     def _close_listeners(self) -> None:
-        for listener in self._listeners or []:
+        for listener in (self._listeners or {}).values():
             try:
                 listener.close()
             except Exception:  # noqa: S110 - a broken connection closes as best it can

@@ -219,7 +219,9 @@ class SQLSource:
         from ..store.postgres import PostgresListener
 
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return PostgresListener(url, [self.dialect.channel])
+        return PostgresListener(
+            url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
+        )
 
     def close(self) -> None:
         if self._owned:

@@ -27,7 +27,7 @@ import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Self
@@ -100,6 +100,10 @@ class Dialect(ABC):
     def placeholders(self, sql: str) -> str:
         """``sql`` (written with ``?``) in the driver's parameter style."""
         return sql
+
+    def batch(self, db: Any) -> AbstractContextManager[Any]:
+        """Statements whose results are not read, sent together where the driver can."""
+        return nullcontext()
 
     def committed(self, db: Any, seq: int) -> None:  # noqa: B027 - optional hook
         """Called inside a write transaction that moved the registry to ``seq``, before COMMIT."""
@@ -543,14 +547,18 @@ class SQLRegistryStore:
         records: Sequence[LogRecord],
         positions: Mapping[str, int],
     ) -> None:
-        if after.epoch != before.epoch:
-            self._write_all(db, after)
-            self._set_meta(db, epoch=after.epoch, seq=after.seq, log_floor=after.seq)
-        elif records:
-            self._save_records(db, after, records)
-        self._write_positions(db, positions)
+        floor = int(self._meta(db).get("log_floor", "0"))
+        with self._dialect.batch(db):
+            if after.epoch != before.epoch:
+                self._write_all(db, after)
+                self._set_meta(db, epoch=after.epoch, seq=after.seq, log_floor=after.seq)
+            elif records:
+                self._save_records(db, after, records, floor)
+            self._write_positions(db, positions)
 
-    def _save_records(self, db: Any, after: RegistryState, records: Sequence[LogRecord]) -> None:
+    def _save_records(
+        self, db: Any, after: RegistryState, records: Sequence[LogRecord], floor: int
+    ) -> None:
         self._run_many(
             db,
             "INSERT INTO {log} (seq, record) VALUES (?, ?)",
@@ -587,8 +595,7 @@ class SQLRegistryStore:
         if any(record.rule_change is not None for record in records):
             self._run(db, "DELETE FROM {rules}")
             self._write_rules(db, after.rules)
-        meta = self._meta(db)
-        floor = max(int(meta.get("log_floor", "0")), after.seq - self._capacity)
+        floor = max(floor, after.seq - self._capacity)
         self._run(db, "DELETE FROM {log} WHERE seq <= ?", (floor,))
         self._set_meta(db, seq=after.seq, log_floor=floor)
 

@@ -124,6 +124,9 @@ class PostgresDialect(Dialect):
     def placeholders(self, text: str) -> str:
         return text.replace("?", "%s")
 
+    def batch(self, db: Any) -> Any:
+        return db.pipeline()
+
     def committed(self, db: Any, seq: int) -> None:
         db.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
 
@@ -144,11 +147,36 @@ class PostgresRegistryStore(SQLRegistryStore):
 
 
 class PostgresListener:
-    """A connection that ``LISTEN``s on channels: a worker's wake-up (select on ``fileno``)."""
+    """A connection that ``LISTEN``s on channels: a worker's wake-up (select on ``fileno``).
 
-    def __init__(self, url: str, channels: list[str]) -> None:
+    With ``lead`` (a name), it listens only while it holds the session advisory lock of that name:
+    one worker at a time consumes a source's capture; the others follow the registry, and one of
+    them takes over (``try_lead``) when the leader's connection goes.
+    """
+
+    def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
         self._conn = psycopg.connect(url, autocommit=True)
-        for name in channels:
+        self._channels = channels
+        self._lead = lead
+        self.leader = lead is None
+        if self.leader:
+            self._listen()
+        else:
+            self.try_lead()
+
+    def try_lead(self) -> bool:
+        """Take the lead if no other worker holds it; True when this listener leads."""
+        if not self.leader and self._lead is not None:
+            row = self._conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._lead,)
+            ).fetchone()
+            if row is not None and row[0]:
+                self.leader = True
+                self._listen()
+        return self.leader
+
+    def _listen(self) -> None:
+        for name in self._channels:
             self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
 
     def fileno(self) -> int:
