@@ -295,11 +295,19 @@ def _connection(database: str) -> tuple[Callable[[str], None], Callable[[], None
     if database.startswith("sqlite:///"):
         db = sqlite3.connect(database[len("sqlite:///") :], isolation_level=None)
         db.execute("PRAGMA journal_mode = WAL")
-        return (lambda sql: db.execute(sql) and None), db.close
+
+        def run_sqlite(statement: str) -> None:
+            db.execute(statement)
+
+        return run_sqlite, db.close
     import psycopg
 
     conn = psycopg.connect(database, autocommit=True)
-    return (lambda sql: conn.execute(sql) and None), conn.close  # type: ignore[arg-type]
+
+    def run_pg(statement: str) -> None:
+        conn.execute(statement.encode())
+
+    return run_pg, conn.close
 
 
 # -- report ------------------------------------------------------------------------------------

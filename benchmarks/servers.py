@@ -1,4 +1,4 @@
-"""Server processes for the studies that drive the shipped command: started, awaited, stopped by pid.
+"""Server processes for the studies that drive the shipped command: started, awaited, stopped.
 
 ``serve_command`` runs ``python -m invalidation_contracts.cli serve ...`` as a user would;
 ``bare_uvicorn`` runs the same app under ``uvicorn.run(host, port)`` (uvicorn binds the socket),
@@ -26,7 +26,9 @@ port, workers = int(sys.argv[1]), int(sys.argv[2])
 if workers == 1:
     uvicorn.run(AppSpec.from_env().build(), host="127.0.0.1", port=port, log_level="info")
 else:
-    uvicorn.run(FACTORY, factory=True, host="127.0.0.1", port=port, workers=workers, log_level="info")
+    uvicorn.run(
+        FACTORY, factory=True, host="127.0.0.1", port=port, workers=workers, log_level="info"
+    )
 """
 
 
@@ -34,7 +36,7 @@ else:
 def process(
     command: Sequence[str], port: int, env: Mapping[str, str] | None = None
 ) -> Iterator[int]:
-    """Run ``command`` (a server on ``port``) until the block ends; yield the port when it answers."""
+    """Run ``command`` (a server on ``port``) until the block ends; yield the port once ready."""
     proc = subprocess.Popen(
         list(command),
         stdout=subprocess.DEVNULL,

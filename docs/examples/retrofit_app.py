@@ -18,6 +18,7 @@ import os
 import sqlite3
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from invalidation_contracts.protocol import Action
-from invalidation_contracts.server import Domain, Route, SQLTable, Violation, policy
+from invalidation_contracts.server import (
+    Domain,
+    Route,
+    SQLTable,
+    TrackedTables,
+    Violation,
+    policy,
+)
 from invalidation_contracts.server.http import ContractService
 
 
@@ -40,7 +48,7 @@ class Order(BaseModel):
 
 
 @policy("funding_policy")
-def funding_policy(request: dict[str, Any], tables: Any) -> Violation | None:
+def funding_policy(request: Mapping[str, Any], tables: TrackedTables) -> Violation | None:
     """Each plan is paid with the funding type its row names (read → a dependency on that row)."""
     plan = tables["plans"].get(request["plan"])
     if plan is None or request.get("funding_type") == plan["funding"]:

@@ -11,8 +11,12 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import __version__
+
+if TYPE_CHECKING:
+    from .server.http.launch import AppSpec
 
 
 class CommandError(Exception):
@@ -287,16 +291,19 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listen(app: object, args: argparse.Namespace, **options: object) -> None:
+def _listen(
+    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+) -> None:
     from .server.http.serve import serve
 
-    serve(app, host=args.host, port=args.port, **options)  # type: ignore[arg-type]
+    serve(app, host=args.host, port=args.port, workers=workers, factory=factory)
 
 
-def _create_tables(spec) -> None:  # type: ignore[no-untyped-def]
+def _create_tables(spec: AppSpec) -> None:
     from .domains import get_domain
     from .server.sql import create_tables
 
+    assert spec.database is not None
     created = create_tables(spec.database, get_domain(spec.domain))
     if created:
         print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)

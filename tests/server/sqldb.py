@@ -31,9 +31,9 @@ class ProviderDB:
             return
         import psycopg
 
-        with psycopg.connect(self.raw) as db, db.transaction():
+        with psycopg.connect(self.raw) as pg, pg.transaction():
             for statement in statements:
-                db.execute(statement)  # type: ignore[arg-type]
+                pg.execute(statement.encode())
 
     def query(self, statement: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
         if self.kind == "sqlite":
@@ -41,8 +41,8 @@ class ProviderDB:
                 return db.execute(statement, tuple(params)).fetchall()
         import psycopg
 
-        with psycopg.connect(self.raw, autocommit=True) as db:
-            cursor = db.execute(statement.replace("?", "%s"), tuple(params))  # type: ignore[arg-type]
+        with psycopg.connect(self.raw, autocommit=True) as pg:
+            cursor = pg.execute(statement.replace("?", "%s").encode(), tuple(params))
             return cursor.fetchall() if cursor.description else []
 
     @property

@@ -138,7 +138,7 @@ def test_a_rolled_back_transaction_leaves_nothing_to_capture(world: World) -> No
     with contextlib.suppress(Exception):
         world.pdb.script(
             "UPDATE plans SET funding = 'wire' WHERE id = 'basic'",
-            "INSERT INTO plans VALUES ('basic', 'duplicate', NULL)",  # fails: the whole tx rolls back
+            "INSERT INTO plans VALUES ('basic', 'duplicate', NULL)",  # fails: all rolls back
         )
     assert world.ingest() is False
     assert registry(world).state.seq == 0

@@ -16,11 +16,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
+from tests.service.conftest import TOKEN, Order
 
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
 from invalidation_contracts.server import Domain
 from invalidation_contracts.server.http import STATE_ATTRIBUTE, ContractService
-from tests.service.conftest import TOKEN, Order
 
 EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "retrofit_app.py"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

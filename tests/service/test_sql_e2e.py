@@ -9,19 +9,20 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+from tests.service.agent import Agent
+from tests.service.processes import serving
+from tests.support.postgres import with_database
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
 from invalidation_contracts.server.app import create_app
 from invalidation_contracts.server.sql import create_tables, sql_domain
-from tests.service.agent import Agent
-from tests.service.processes import serving
-from tests.support.postgres import with_database
 
 TOKEN = "sql-admin-token"
 ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
@@ -114,7 +115,7 @@ def test_a_plain_sql_update_from_another_process_evicts_exactly_the_stale_fix(
 
 @pytest.mark.postgres
 def test_a_worker_that_cannot_reach_postgresql_answers_503_without_stamps(
-    postgres_url: str, serve: object
+    postgres_url: str, serve: Callable[..., Any]
 ) -> None:
     import psycopg
 
@@ -123,9 +124,9 @@ def test_a_worker_that_cannot_reach_postgresql_answers_503_without_stamps(
     name = postgres_url.split("?", 1)[0].rsplit("/", 1)[1]
     admin_url = with_database(postgres_url, "postgres")
     app = create_app(domain, store=postgres_url, database=postgres_url, admin_token=TOKEN)
-    with serve(app) as url, psycopg.connect(admin_url, autocommit=True) as admin:  # type: ignore[operator]
+    with serve(app) as url, psycopg.connect(admin_url, autocommit=True) as admin:
         assert httpx.get(url + "/contract/versions").status_code == 200
-        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')  # type: ignore[arg-type]
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
         admin.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (name,)
         )
@@ -139,16 +140,18 @@ def test_a_worker_that_cannot_reach_postgresql_answers_503_without_stamps(
             order = catalog_draft("plain-starter-monthly")
             assert httpx.post(url + "/v1/subscriptions", json=order).status_code == 503
         finally:
-            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')  # type: ignore[arg-type]
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
         assert poll(url, 200).json()["contract_seq"] == 0
 
 
-def test_a_worker_whose_capture_is_gone_answers_503(tmp_path: Path, serve: object) -> None:
+def test_a_worker_whose_capture_is_gone_answers_503(
+    tmp_path: Path, serve: Callable[..., Any]
+) -> None:
     database = Database("sqlite", f"sqlite:///{tmp_path / 'acme.db'}", str(tmp_path / "acme.db"))
     create_tables(database.url, get_domain("acme_billing"))
     domain = sql_domain(get_domain("acme_billing"))
     app = create_app(domain, store=tmp_path / "registry.sqlite", database=database.url)
-    with serve(app) as url:  # type: ignore[operator]
+    with serve(app) as url:
         assert httpx.get(url + "/contract/versions").status_code == 200
         database.run_elsewhere("DROP TABLE ic_capture")
         body = poll(url, 503).json()

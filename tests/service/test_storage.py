@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from invalidation_contracts.protocol.problems import ProblemType, ProtocolError
-from invalidation_contracts.server import Rule
+from invalidation_contracts.server import Domain, Registry, Rule
 from invalidation_contracts.server.store import SQLiteRegistryStore, StorageError, open_store
 from invalidation_contracts.server.store.sqlite import APPLICATION_ID
 
@@ -37,8 +37,8 @@ class Target:
         import psycopg
 
         statement = re.sub(r"\bic_(\w+)", r"invalidation_contracts.\1", statement)
-        with psycopg.connect(self.where, autocommit=True) as raw:
-            cursor = raw.execute(statement)  # type: ignore[arg-type]
+        with psycopg.connect(self.where, autocommit=True) as pg:
+            cursor = pg.execute(statement.encode())
             return cursor.fetchall() if cursor.description else []
 
 
@@ -60,7 +60,7 @@ def sql(db: Path, statement: str) -> list[tuple[object, ...]]:
         return raw.execute(statement).fetchall()
 
 
-def drift(registry):
+def drift(registry: Registry) -> None:
     """Three changes of every kind: a row change, a patch that adds and deletes, a rule change."""
     registry.reload(
         "plans", {**registry.state.tables["plans"].plain_rows(), "basic": {"funding": "wire"}}
@@ -71,14 +71,14 @@ def drift(registry):
     registry.set_rules([Rule("plans", "funding_types", "pays_with", via="funding")])
 
 
-def test_a_new_store_starts_at_seq_0_with_the_domain_tables(domain, target):
+def test_a_new_store_starts_at_seq_0_with_the_domain_tables(domain: Domain, target: Target) -> None:
     with target.open() as store:
         registry = store.open_registry(domain)
         assert registry.state.seq == 0
         assert registry.state.versions() == {"funding_types": "2.0.0", "plans": "1.0.0"}
 
 
-def test_the_file_is_in_wal_mode_and_marked_as_a_registry(domain, db):
+def test_the_file_is_in_wal_mode_and_marked_as_a_registry(domain: Domain, db: Path) -> None:
     with SQLiteRegistryStore(db) as store:
         store.open_registry(domain)
     assert sql(db, "PRAGMA journal_mode") == [("wal",)]
@@ -86,7 +86,9 @@ def test_the_file_is_in_wal_mode_and_marked_as_a_registry(domain, db):
     assert sql(db, "PRAGMA user_version") == [(2,)]
 
 
-def test_a_reopened_store_continues_with_the_same_versions_seq_epoch_and_log(domain, target):
+def test_a_reopened_store_continues_with_the_same_versions_seq_epoch_and_log(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as store:
         registry = store.open_registry(domain)
         drift(registry)
@@ -107,7 +109,9 @@ def test_a_reopened_store_continues_with_the_same_versions_seq_epoch_and_log(dom
         assert again.reload("plans", {"basic": {"funding": "card"}}).contract_seq == 4
 
 
-def test_a_lost_log_record_starts_a_new_epoch_after_the_old_seq(domain, target):
+def test_a_lost_log_record_starts_a_new_epoch_after_the_old_seq(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as store:
         registry = store.open_registry(domain)
         drift(registry)
@@ -134,7 +138,9 @@ def test_a_lost_log_record_starts_a_new_epoch_after_the_old_seq(domain, target):
         "DELETE FROM ic_log",
     ],
 )
-def test_history_that_disagrees_with_the_tables_starts_a_new_epoch(domain, target, tamper):
+def test_history_that_disagrees_with_the_tables_starts_a_new_epoch(
+    domain: Domain, target: Target, tamper: str
+) -> None:
     with target.open() as store:
         registry = store.open_registry(domain)
         drift(registry)
@@ -153,14 +159,16 @@ def test_history_that_disagrees_with_the_tables_starts_a_new_epoch(domain, targe
         )
 
 
-def test_a_store_of_another_domain_is_refused(domain, target):
+def test_a_store_of_another_domain_is_refused(domain: Domain, target: Target) -> None:
     with target.open() as store:
         store.open_registry(replace(domain, name="other_shop"))
     with target.open() as store, pytest.raises(StorageError, match="domain 'other_shop'"):
         store.open_registry(domain)
 
 
-def test_a_store_whose_tables_the_domain_does_not_declare_is_refused(domain, target):
+def test_a_store_whose_tables_the_domain_does_not_declare_is_refused(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as store:
         store.open_registry(domain)
     grown = replace(domain, tables={**domain.tables, "regions": domain.tables["plans"]})
@@ -168,20 +176,20 @@ def test_a_store_whose_tables_the_domain_does_not_declare_is_refused(domain, tar
         store.open_registry(grown)
 
 
-def test_a_file_that_is_not_a_registry_is_refused_untouched(domain, db):
+def test_a_file_that_is_not_a_registry_is_refused_untouched(domain: Domain, db: Path) -> None:
     sql(db, "CREATE TABLE customers (id INTEGER)")
     with SQLiteRegistryStore(db) as store, pytest.raises(StorageError, match="not a registry"):
         store.open_registry(domain)
     assert sql(db, "SELECT name FROM sqlite_master") == [("customers",)]
 
 
-def test_a_file_that_is_not_sqlite_is_refused(domain, db):
+def test_a_file_that_is_not_sqlite_is_refused(domain: Domain, db: Path) -> None:
     db.write_bytes(b"this is not a database, just text" * 100)
     with pytest.raises(StorageError):
         SQLiteRegistryStore(db).open_registry(domain)
 
 
-def test_corrupt_rows_are_refused(domain, target):
+def test_corrupt_rows_are_refused(domain: Domain, target: Target) -> None:
     with target.open() as store:
         store.open_registry(domain)
     target.sql("UPDATE ic_rows SET data = '{broken' WHERE key = 'basic'")
@@ -189,7 +197,7 @@ def test_corrupt_rows_are_refused(domain, target):
         store.open_registry(domain)
 
 
-def test_a_file_from_a_newer_schema_is_refused(domain, db):
+def test_a_file_from_a_newer_schema_is_refused(domain: Domain, db: Path) -> None:
     with SQLiteRegistryStore(db) as store:
         store.open_registry(domain)
     sql(db, "PRAGMA user_version = 99")
@@ -198,7 +206,7 @@ def test_a_file_from_a_newer_schema_is_refused(domain, db):
 
 
 @pytest.mark.postgres
-def test_a_postgres_schema_of_another_version_is_refused(domain, postgres_url):
+def test_a_postgres_schema_of_another_version_is_refused(domain: Domain, postgres_url: str) -> None:
     target = Target("postgres", postgres_url)
     with target.open() as store:
         store.open_registry(domain)
@@ -229,7 +237,7 @@ SCHEMA_1 = (
 )
 
 
-def test_a_file_of_schema_1_is_migrated_with_its_history(domain, db):
+def test_a_file_of_schema_1_is_migrated_with_its_history(domain: Domain, db: Path) -> None:
     with closing(sqlite3.connect(db)) as raw, raw:
         for statement in SCHEMA_1:
             raw.execute(statement)
@@ -245,7 +253,9 @@ def test_a_file_of_schema_1_is_migrated_with_its_history(domain, db):
         assert store.open_registry(domain).changes(0).last_seq == 2
 
 
-def test_two_workers_on_one_store_share_epoch_seq_and_every_change(domain, target):
+def test_two_workers_on_one_store_share_epoch_seq_and_every_change(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as first, target.open() as second:
         a = first.open_registry(domain)
         b = second.open_registry(domain)
@@ -262,7 +272,9 @@ def test_two_workers_on_one_store_share_epoch_seq_and_every_change(domain, targe
         assert b.sync() is False
 
 
-def test_a_writer_behind_the_store_catches_up_before_its_change(domain, target):
+def test_a_writer_behind_the_store_catches_up_before_its_change(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as first, target.open() as second:
         a = first.open_registry(domain)
         b = second.open_registry(domain)
@@ -274,7 +286,9 @@ def test_a_writer_behind_the_store_catches_up_before_its_change(domain, target):
         assert [t.seq for t in a.changes(0).tables] == [1, 2]
 
 
-def test_a_worker_that_missed_a_new_epoch_restores_the_whole_state(domain, target):
+def test_a_worker_that_missed_a_new_epoch_restores_the_whole_state(
+    domain: Domain, target: Target
+) -> None:
     with target.open() as first:
         a = first.open_registry(domain)
         drift(a)
@@ -287,7 +301,7 @@ def test_a_worker_that_missed_a_new_epoch_restores_the_whole_state(domain, targe
             assert c.sync() and c.state.epoch == b.state.epoch and c.state.seq == b.state.seq
 
 
-def failing_log_trigger(target: Target) -> Callable[[], None]:
+def failing_log_trigger(target: Target) -> Callable[[], object]:
     if target.kind == "sqlite":
         target.sql(
             "CREATE TRIGGER fail BEFORE INSERT ON ic_log"
@@ -304,7 +318,7 @@ def failing_log_trigger(target: Target) -> Callable[[], None]:
     return lambda: target.sql("DROP TRIGGER fail ON ic_log")
 
 
-def test_a_failed_write_leaves_registry_and_store_unchanged(domain, target):
+def test_a_failed_write_leaves_registry_and_store_unchanged(domain: Domain, target: Target) -> None:
     with target.open() as store:
         store.open_registry(domain)
     repair = failing_log_trigger(target)
@@ -325,7 +339,7 @@ def test_a_failed_write_leaves_registry_and_store_unchanged(domain, target):
         assert len(state.rules) == 1
 
 
-def test_a_closed_store_refuses_commits_and_the_registry_stays(domain, db):
+def test_a_closed_store_refuses_commits_and_the_registry_stays(domain: Domain, db: Path) -> None:
     store = SQLiteRegistryStore(db)
     registry = store.open_registry(domain)
     store.close()
@@ -334,24 +348,24 @@ def test_a_closed_store_refuses_commits_and_the_registry_stays(domain, db):
     assert registry.state.seq == 0
 
 
-def writes_for_one_row_patch(domain, db, table_size):
+def writes_for_one_row_patch(domain: Domain, db: Path, table_size: int) -> int:
     big = {f"plan{i}": {"funding": "card"} for i in range(table_size)}
     with SQLiteRegistryStore(db) as store:
         registry = store.open_registry(domain)
         registry.reload("plans", big)
-        connection = store._db
+        connection: sqlite3.Connection = store._db
         before = connection.total_changes
         registry.patch("plans", upsert={"plan0": {"funding": "wire"}})
         return connection.total_changes - before
 
 
-def test_a_patch_writes_only_the_rows_it_changes(domain, tmp_path):
+def test_a_patch_writes_only_the_rows_it_changes(domain: Domain, tmp_path: Path) -> None:
     small = writes_for_one_row_patch(domain, tmp_path / "small.db", 10)
     large = writes_for_one_row_patch(domain, tmp_path / "large.db", 5_000)
     assert small == large <= 6
 
 
-def test_log_trimming_is_persisted(domain, target):
+def test_log_trimming_is_persisted(domain: Domain, target: Target) -> None:
     with target.open() as store:
         registry = store.open_registry(domain, log_capacity=2)
         for i in range(5):

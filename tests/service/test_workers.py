@@ -10,10 +10,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-from invalidation_contracts.domains import get_catalog
 from tests.service.agent import Agent
 from tests.service.processes import serving
+
+from invalidation_contracts.domains import get_catalog
 
 TOKEN = "workers-admin-token"
 ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}

@@ -6,7 +6,7 @@ Every failure becomes one ``AdminClientError``: a single line an operator can ac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import httpx
 from pydantic import ValidationError
@@ -14,6 +14,8 @@ from pydantic import ValidationError
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
 from .auth import ADMIN_TOKEN_ENV
+
+W = TypeVar("W", bound=WireModel)
 
 
 class AdminClientError(Exception):
@@ -64,7 +66,7 @@ class AdminClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _call(self, method: str, path: str, model: type[WireModel], **kwargs: Any) -> Any:
+    def _call(self, method: str, path: str, model: type[W], **kwargs: Any) -> W:
         try:
             response = self._client.request(method, path, **kwargs)
         except httpx.ConnectError:

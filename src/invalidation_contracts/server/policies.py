@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..protocol.models import Action
+from .rules import RuleSet
+from .tables import Snapshot
 from .tracking import ReadTracker, TrackedTables
 
 
@@ -34,7 +36,8 @@ class Violation:
 class Policy(Protocol):
     """A named check; it reads tables only through ``tables`` so its dependencies are captured."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def check(self, request: Mapping[str, Any], tables: TrackedTables) -> Iterable[Violation]: ...
 
@@ -91,7 +94,10 @@ class Finding:
 
 
 def evaluate(
-    policies: Iterable[Policy], request: Mapping[str, Any], snapshots: Mapping, rules
+    policies: Iterable[Policy],
+    request: Mapping[str, Any],
+    snapshots: Mapping[str, Snapshot],
+    rules: RuleSet,
 ) -> list[Finding]:
     """Run every policy on one consistent view; each violation carries its own policy's reads."""
     findings: list[Finding] = []

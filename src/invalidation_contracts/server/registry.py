@@ -211,7 +211,7 @@ class Registry:
     def reload(
         self, table: str, rows: Mapping[str, Any], version: str | None = None
     ) -> ReloadResult:
-        """Replace ``table``'s rows. Identical rows and a new version: a touch; no version: no-op."""
+        """Replace ``table``'s rows. The same rows with a new version: a touch; with none: no-op."""
         with self.transaction() as tx:
             return tx.reload(table, rows, version)
 

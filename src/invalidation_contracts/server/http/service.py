@@ -18,7 +18,9 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from fastapi import APIRouter
 from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
 from ...protocol.models import ContractFields, ReloadResult, RulesResult
@@ -57,7 +59,7 @@ class ContractService:
         self.max_body_bytes = max_body_bytes
         self.trust = trust if trust is not None else TrustOptions()
         self.signer = self.trust.signer()
-        self._route_class: type[Any] | None = None
+        self._route_class: type[APIRoute] | None = None
         self._started = False
 
     @classmethod
@@ -230,26 +232,26 @@ class ContractService:
 
     # -- HTTP pieces -----------------------------------------------------------------------------
 
-    def contract_router(self, **options: Any) -> Any:
+    def contract_router(self, **options: Any) -> APIRouter:
         """``/contract/versions``, ``/changes``, ``/graph``, ``/rules`` (include under a prefix)."""
         from .contract_routes import contract_router
 
         return contract_router(self, **options)
 
-    def admin_router(self, **options: Any) -> Any:
+    def admin_router(self, **options: Any) -> APIRouter:
         """``/admin/reload-table``, ``/patch-table``, ``/rules`` behind the admin token."""
         from .admin_routes import admin_router
 
         return admin_router(self, **options)
 
-    def domain_router(self, **options: Any) -> Any:
+    def domain_router(self, **options: Any) -> APIRouter:
         """The domain's own routes in the standalone form (``create_app``'s)."""
         from .domain_routes import domain_router
 
         return domain_router(self, **options)
 
     @property
-    def route_class(self) -> type[Any]:
+    def route_class(self) -> type[APIRoute]:
         """An ``APIRoute`` class for an existing app's routes: the policy check and the stamps."""
         if self._route_class is None:
             from .retrofit import contract_route_class
@@ -257,10 +259,8 @@ class ContractService:
             self._route_class = contract_route_class(self)
         return self._route_class
 
-    def router(self, **options: Any) -> Any:
+    def router(self, **options: Any) -> APIRouter:
         """An ``APIRouter`` whose routes carry the contract (``route_class`` set)."""
-        from fastapi import APIRouter
-
         return APIRouter(route_class=self.route_class, **options)
 
 

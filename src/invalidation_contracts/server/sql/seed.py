@@ -139,7 +139,7 @@ def read_declarations(path: str | Path) -> dict[str, SQLTable]:
             raise ValueError(f"{path}: [tables.{name}] takes only {sorted(allowed)}")
         try:
             out[name] = SQLTable(
-                spec.get("table", name),
+                str(spec.get("table", name)),
                 key=spec.get("key"),
                 columns=spec.get("columns"),
                 schema=spec.get("schema"),
