@@ -55,10 +55,12 @@ class Size:
     updates: int
     update_rounds: int
     time_limit_s: float = 30.0
+    workers: int = 4
+    sqlite_propagation: bool = True
 
 
 FULL = Size(60, 3000, 3, 600, 2000, 5, 400, 5)
-QUICK = Size(4, 100, 1, 20, 50, 1, 20, 1, 10.0)
+QUICK = Size(3, 100, 1, 20, 50, 1, 20, 1, 10.0, workers=2, sqlite_propagation=False)
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
@@ -71,12 +73,10 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
         with tempfile.TemporaryDirectory(prefix="bench-production-") as tmp:
             root = Path(tmp)
             pg = cluster.database()
-            data["propagation"] = {
-                "postgres": propagation(pg, pg, size),
-                "sqlite": propagation(
-                    f"sqlite:///{root / 'acme.db'}", str(root / "registry.db"), size
-                ),
-            }
+            data["propagation"] = {"postgres": propagation(pg, pg, size)}
+            if size.sqlite_propagation:
+                sqlite = f"sqlite:///{root / 'acme.db'}"
+                data["propagation"]["sqlite"] = propagation(sqlite, str(root / "reg.db"), size)
             data["workers"] = workers(cluster.database(), size)
             data["policy"] = policy(f"sqlite:///{root / 'policy.db'}", size)
             data["capture"] = {
@@ -95,7 +95,7 @@ def propagation(database: str, store: str, size: Size) -> dict[str, Any]:
     create_tables(database, get_domain(DOMAIN))
     args = ("--domain", DOMAIN, "--database", database, "--db", store)
     with ExitStack() as stack:
-        ports = [stack.enter_context(serve_command(*args)) for _ in range(4)]
+        ports = [stack.enter_context(serve_command(*args)) for _ in range(size.workers)]
         writer = _writer(database)
         try:
             samples = asyncio.run(_propagate(ports, writer, size.propagation_trials))
@@ -199,7 +199,7 @@ def _quantile(values: Sequence[float], q: float) -> float:
 def workers(store: str, size: Size) -> dict[str, Any]:
     path = get_catalog(DOMAIN).route.path
     bodies = request_mixes()["failures"]
-    counts = (1, 4)
+    counts = (1, size.workers)
     trials: dict[int, list[loadgen.Trial]] = {n: [] for n in counts}
     with ExitStack() as stack:
         ports = {
@@ -216,7 +216,7 @@ def workers(store: str, size: Size) -> dict[str, Any]:
                     ports[n], path, bodies, size.load_requests, 8, size.time_limit_s
                 )
                 trials[n].append(trial)
-    ratio = median(b.rps / a.rps for a, b in zip(trials[1], trials[4], strict=True))
+    ratio = median(b.rps / a.rps for a, b in zip(trials[1], trials[counts[1]], strict=True))
     return {
         str(n): {
             "rps": median(t.rps for t in ts),
@@ -225,7 +225,7 @@ def workers(store: str, size: Size) -> dict[str, Any]:
             "errors": sum(t.errors for t in ts),
         }
         for n, ts in trials.items()
-    } | {"ratio": ratio}
+    } | {"ratio": ratio, "workers": counts[1]}
 
 
 # -- 3. policy evaluation ----------------------------------------------------------------------
@@ -317,19 +317,20 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     prop = data["propagation"]
     rows = [
         [
-            f"Propagation, 4 workers, {db}",
+            f"Propagation, {size.workers} workers, {db}",
             f"p50 {p['p50_ms']:.1f} ms, p99 {p['p99_ms']:.1f} ms (max {p['max_ms']:.1f})",
             f"{p['trials']} UPDATEs; each worker's own p50 {p['per_worker_p50_ms']:.1f} ms",
         ]
         for db, p in prop.items()
     ]
     w = data["workers"]
+    n = str(w["workers"])
     rows.append(
         [
-            "Failures mix, `serve --workers 4` / `--workers 1`, PostgreSQL registry",
+            f"Failures mix, `serve --workers {n}` / `--workers 1`, PostgreSQL registry",
             f"**{w['ratio']:.2f}×** requests/s",
-            f"{w['1']['rps']:.0f} → {w['4']['rps']:.0f} req/s; p99 {w['1']['p99_ms']:.1f} → "
-            f"{w['4']['p99_ms']:.1f} ms; errors {w['1']['errors']}/{w['4']['errors']}",
+            f"{w['1']['rps']:.0f} → {w[n]['rps']:.0f} req/s; p99 {w['1']['p99_ms']:.1f} → "
+            f"{w[n]['p99_ms']:.1f} ms; errors {w['1']['errors']}/{w[n]['errors']}",
         ]
     )
     p = data["policy"]
@@ -350,12 +351,12 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
         )
     checks = [
         Check(
-            f"Propagation p99 ≤ {PROPAGATION_P99_MS:.0f} ms (4 workers, PostgreSQL)",
+            f"Propagation p99 ≤ {PROPAGATION_P99_MS:.0f} ms ({size.workers} workers, PostgreSQL)",
             f"{prop['postgres']['p99_ms']:.1f} ms",
             prop["postgres"]["p99_ms"] <= PROPAGATION_P99_MS,
         ),
         Check(
-            f"4 workers ≥ {WORKERS_TARGET:.0f}× 1 worker (target set for 4 cores; see the text)",
+            f"{n} workers ≥ {WORKERS_TARGET:.0f}× 1 worker (target set for 4 cores; see the text)",
             f"{w['ratio']:.2f}×",
             w["ratio"] >= WORKERS_TARGET,
         ),
@@ -364,14 +365,16 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
         [
             (
                 f"Acme billing. Propagation: {size.propagation_trials} committed `UPDATE`s of "
-                "`active_csm_codes` by a plain driver connection; four `serve` processes (tables "
+                f"`active_csm_codes` by a plain driver connection; {size.workers} `serve` "
+                "processes (tables "
                 "read from the database, one registry) polled on their own keep-alive connections "
                 "every millisecond; the figure is COMMIT → the first answer carrying the new "
-                "version, for the slowest of the four workers. PostgreSQL wakes the workers with "
+                "version, for the slowest of the workers. PostgreSQL wakes the workers with "
                 "LISTEN/NOTIFY; SQLite workers poll every 20 ms. Workers: the failures mix through "
                 f"`benchmarks/loadgen.py` (8 keep-alive connections, {size.load_requests} requests "
                 f"per trial, {size.load_rounds} rounds alternating) against `serve --workers 1` "
-                "and `--workers 4` on one PostgreSQL registry. **This machine has 2 cores** (see "
+                f"and `--workers {size.workers}` on one PostgreSQL registry. **This machine has 2 "
+                "cores** (see "
                 "`nproc` above), shared with the load generator, so four workers cannot run four "
                 "at a time: the ratio shows what 2 cores give; the 3× target is for 4 cores. "
                 f"Policy evaluation: `Provider.handle` over the failures mix, {size.policy_calls} "

@@ -216,7 +216,9 @@ def _trust_options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     from .server.trust import TrustOptions
 
     try:
-        return TrustOptions.from_files(args.signing_key, args.opaque_key_env)
+        return TrustOptions.from_files(
+            tuple(str(path) for path in args.signing_key), args.opaque_key_env
+        )
     except ValueError as exc:
         raise CommandError(str(exc)) from exc
 

@@ -7,8 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from ..protocol.models import Action
-from .rules import RuleSet
-from .tables import Snapshot
 from .tracking import ReadTracker, TrackedTables
 
 
@@ -94,10 +92,7 @@ class Finding:
 
 
 def evaluate(
-    policies: Iterable[Policy],
-    request: Mapping[str, Any],
-    snapshots: Mapping[str, Snapshot],
-    rules: RuleSet,
+    policies: Iterable[Policy], request: Mapping[str, Any], snapshots: Mapping, rules
 ) -> list[Finding]:
     """Run every policy on one consistent view; each violation carries its own policy's reads."""
     findings: list[Finding] = []

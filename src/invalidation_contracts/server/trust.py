@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -44,24 +42,30 @@ class TrustOptions:
 
     @classmethod
     def from_files(
-        cls, signing_keys: Sequence[str | Path] = (), opaque_key_env: str | None = None
+        cls, signing_keys: tuple[str, ...] = (), opaque_key_env: str | None = None
     ) -> TrustOptions | None:
         """Options from PEM key files (the last one signs; kid = file stem) and an environment
         variable holding the opaque-names secret; None when neither is given.
 
-        Raises ``ValueError`` naming the file or variable that is unusable.
+        What ``serve`` builds in every worker process. Raises ``ValueError`` naming the file or
+        variable that is unusable.
         """
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+        import os
+        from pathlib import Path
 
         keys: dict[str, Ed25519PrivateKey] = {}
-        for path in map(Path, signing_keys):
-            try:
-                key = load_pem_private_key(path.read_bytes(), password=None)
-            except (OSError, ValueError, TypeError) as exc:
-                raise ValueError(f"cannot read signing key {path}: {exc}") from exc
-            if not isinstance(key, Ed25519PrivateKey):
-                raise ValueError(f"{path} is not an Ed25519 private key")
-            keys[path.stem] = key
+        if signing_keys:
+            from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+            for path in map(Path, signing_keys):
+                try:
+                    key = load_pem_private_key(path.read_bytes(), password=None)
+                except (OSError, ValueError, TypeError) as exc:
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    raise ValueError(f"cannot read signing key {path}: {reason}") from None
+                if not isinstance(key, _ed25519_key_type()):
+                    raise ValueError(f"{path} is not an Ed25519 private key")
+                keys[path.stem] = key
         opaque = None
         if opaque_key_env:
             secret = os.environ.get(opaque_key_env, "")
@@ -72,3 +76,9 @@ class TrustOptions:
             return None
         active = Path(signing_keys[-1]).stem if keys else None
         return cls(signing_keys=keys, active_kid=active, opaque_key=opaque)
+
+
+def _ed25519_key_type() -> type[Ed25519PrivateKey]:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey

@@ -5,10 +5,12 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
+from pydantic import WithJsonSchema
 from starlette.responses import Response
 
 from ...protocol.levels import Level
 from ...protocol.models import ChangesFeed, ContractFields, GraphListing, RulesListing
+from ..tables import MAX_SAFE_INTEGER
 from .auth import admin_dependency
 from .errors import problem_route_class, wire
 from .headers import ContractEpoch, ContractSince
@@ -45,11 +47,19 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         ),
     )
     async def changes(
-        since: Annotated[int, Query(ge=0, description="The last seq the client has seen.")],
+        since: Annotated[
+            int, Query(ge=0, le=MAX_SAFE_INTEGER, description="The last seq the client has seen.")
+        ],
         tables: Annotated[
-            str | None, Query(description="Comma-separated table names to report.")
+            str | None,
+            Query(description="Comma-separated table names to report."),
+            WithJsonSchema({"type": "string", "description": "Comma-separated table names."}),
         ] = None,
-        epoch: Annotated[str | None, Query(description="The epoch `since` belongs to.")] = None,
+        epoch: Annotated[
+            str | None,
+            Query(description="The epoch `since` belongs to."),
+            WithJsonSchema({"type": "string", "description": "The epoch `since` belongs to."}),
+        ] = None,
     ) -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/changes")
         state = await service.state_for(since, epoch)
