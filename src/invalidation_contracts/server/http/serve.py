@@ -56,9 +56,7 @@ def serve(
     if workers > 1 and not isinstance(app, str):
         raise ValueError("several workers build their own app: pass an import string")
     listener = listen(host, port)
-    config = uvicorn.Config(
-        app, log_level=log_level, workers=workers, factory=factory, access_log=False
-    )
+    config = uvicorn.Config(app, log_level=log_level, workers=workers, factory=factory)
     with listener:
         if workers == 1:
             uvicorn.Server(config).run(sockets=[listener])
