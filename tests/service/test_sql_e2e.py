@@ -171,3 +171,38 @@ def poll(url: str, status: int) -> httpx.Response:
 
 def catalog_draft(family: str) -> dict[str, object]:
     return get_catalog("acme_billing").family(family).draft()
+
+
+def test_an_admin_reload_over_http_writes_the_providers_database(tmp_path: Path) -> None:
+    from fastapi.testclient import TestClient
+
+    database = Database("sqlite", f"sqlite:///{tmp_path / 'acme.db'}", str(tmp_path / "acme.db"))
+    create_tables(database.url, get_domain("acme_billing"))
+    app = create_app(
+        sql_domain(get_domain("acme_billing")),
+        store=tmp_path / "registry.sqlite",
+        database=database.url,
+        admin_token=TOKEN,
+    )
+    rotation = get_catalog("acme_billing").read_snapshot("active_csm_codes.rotation-1")
+    with TestClient(app) as http:
+        answer = http.post(
+            "/admin/reload-table",
+            json={"table": rotation.table, "rows": rotation.rows},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["diff"]["changed"] == ["plan_partner_growth"]
+        bad = http.post(
+            "/admin/patch-table",
+            json={"table": "active_csm_codes", "upsert": {"x": {"colour": "red"}}},
+            headers={"Authorization": f"Bearer {TOKEN}"},
+        )
+        assert bad.status_code == 422 and "colour" in bad.json()["detail"]
+    import sqlite3
+
+    with sqlite3.connect(database.raw) as db:
+        [(code,)] = db.execute(
+            "SELECT code FROM active_csm_codes WHERE key = 'plan_partner_growth'"
+        ).fetchall()
+    assert code == rotation.rows["plan_partner_growth"]["code"]
