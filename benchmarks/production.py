@@ -59,7 +59,7 @@ class Size:
     sqlite_propagation: bool = True
 
 
-FULL = Size(60, 3000, 3, 600, 2000, 5, 400, 5)
+FULL = Size(200, 3000, 3, 600, 2000, 5, 400, 5)
 QUICK = Size(3, 100, 1, 20, 50, 1, 20, 1, 10.0, workers=2, sqlite_propagation=False)
 
 
