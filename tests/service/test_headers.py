@@ -14,7 +14,7 @@ from invalidation_contracts.protocol.problems import PROBLEM_BASE
 def test_an_unusable_contract_since_on_an_error_still_gets_a_problem_document(
     client: TestClient, since: bytes
 ) -> None:
-    response = client.get("/nowhere", headers={"Contract-Since": since})
+    response = client.get("/nowhere", headers={b"Contract-Since": since})
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
     assert response.json()["type"] == PROBLEM_BASE + "not-found"
