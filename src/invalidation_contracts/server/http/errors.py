@@ -27,7 +27,7 @@ from ..http_errors import (
     request_validation_errors,
     status_problem_type,
 )
-from ..runtime import SourceError
+from ..ingest import SourceError
 from ..store import StorageError
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
 

@@ -16,7 +16,7 @@ from typing import Any
 from ..._extras import require_extra
 from ...protocol.problems import ProblemType, ProtocolError
 from ..domain import SQLTable
-from ..runtime import SourceError
+from ..ingest import SourceError
 from ..tables import Snapshot
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .declare import BoundTable, bind

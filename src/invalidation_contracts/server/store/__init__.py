@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .base import DEFAULT_LOG_CAPACITY, SQLLoader, SQLRegistryStore, StorageError
+from .base import DEFAULT_LOG_CAPACITY, SQLRegistryStore
+from .dialect import SQLLoader, StorageError
 from .sqlite import SQLiteRegistryStore
 
 RegistryStore = SQLRegistryStore

@@ -12,7 +12,8 @@ import re
 from typing import Any
 
 from ..._extras import require_extra
-from .base import Dialect, SQLRegistryStore, StorageError
+from .base import SQLRegistryStore
+from .dialect import Dialect, StorageError
 
 require_extra("postgres", "psycopg")
 

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
-from .base import Dialect, SQLRegistryStore, StorageError
+from .base import SQLRegistryStore
+from .dialect import Dialect, StorageError
 
 APPLICATION_ID = 0x49435231  # "ICR1"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
