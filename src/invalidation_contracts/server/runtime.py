@@ -21,7 +21,7 @@ from .domain import Domain
 from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_POLL_INTERVAL_S, Follower
 from .ingest import SourceError, consume, ingest, trim
 from .registry import Registry
-from .tables import Snapshot, diff
+from .tables import Snapshot
 from .transitions import TableChange
 from .versions import check_forward
 
@@ -93,12 +93,7 @@ class Runtime:
         with self.registry.transaction() as tx:
             consume(tx, source)  # judge the change against the database as it is now
             current = tx.state.snapshot(table)
-            if change.replace:
-                candidate = Snapshot.build(table, current.version, change.upsert)
-                delta = diff(current, candidate)
-            else:
-                candidate = current.with_changes(current.version, change.upsert, change.delete)
-                delta = diff(current, candidate, [*change.upsert, *change.delete])
+            candidate, delta = change.candidate(current)
             if change.version is not None:
                 check_forward(change.version, current.version, table)
             if not delta and change.version is None:

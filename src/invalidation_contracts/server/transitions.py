@@ -64,6 +64,18 @@ class TableChange:
             )
         return cls(upsert, frozenset(keys), version=version)
 
+    def candidate(self, old: Snapshot) -> tuple[Snapshot, TableDiff]:
+        """The table after this change (still at ``old``'s version) and its diff against ``old``.
+
+        Raises ``ProtocolError`` for rows that are not JSON objects or a key to delete that is
+        not there; checks nothing about the version.
+        """
+        if self.replace:
+            new = Snapshot.build(old.name, old.version, self.upsert)
+            return new, diff(old, new)
+        new = old.with_changes(old.version, self.upsert, self.delete)
+        return new, diff(old, new, [*self.upsert, *self.delete])
+
 
 @dataclass(frozen=True, slots=True)
 class Applied:
@@ -85,12 +97,7 @@ def apply_changes(state: RegistryState, changes: Mapping[str, TableChange]) -> A
     for name in sorted(changes):
         change = changes[name]
         old = state.snapshot(name)
-        if change.replace:
-            candidate = Snapshot.build(name, old.version, change.upsert)
-            delta = diff(old, candidate)
-        else:
-            candidate = old.with_changes(old.version, change.upsert, change.delete)
-            delta = diff(old, candidate, [*change.upsert, *change.delete])
+        candidate, delta = change.candidate(old)
         if change.version is not None:
             check_forward(change.version, old.version, name)
         if not delta and change.version is None:
