@@ -16,7 +16,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import client_cost, harness_throughput, provider_load, reload_cost, wire_cost
+from . import (
+    client_cost,
+    harness_throughput,
+    production,
+    provider_load,
+    reload_cost,
+    serve_latency,
+    wire_cost,
+)
 from .common import StudyResult, machine, markdown_table
 
 HERE = Path(__file__).resolve().parent
@@ -26,6 +34,8 @@ STUDIES: dict[str, Callable[..., StudyResult]] = {
     reload_cost.NAME: reload_cost.run,
     client_cost.NAME: client_cost.run,
     harness_throughput.NAME: harness_throughput.run,
+    serve_latency.NAME: serve_latency.run,
+    production.NAME: production.run,
 }
 
 

@@ -21,16 +21,15 @@ from . import __version__
 from ._extras import MissingExtra
 
 if TYPE_CHECKING:
+    from .bench.grid import Grid
+    from .planners.registry import ConfiguredPlanners
+    from .server.http.launch import AppSpec
     from .server.trust import TrustOptions
 
     Subparsers = argparse._SubParsersAction["_Parser"]
 
 DEBUG_ENV = "INVALIDATION_CONTRACTS_DEBUG"
 """Set to 1 to see the traceback of an unexpected error instead of its one-line summary."""
-
-if TYPE_CHECKING:
-    from .bench.grid import Grid
-    from .planners.registry import ConfiguredPlanners
 
 
 class CommandError(Exception):
@@ -298,9 +297,41 @@ def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help="registry store: a SQLite file or a postgresql:// URL, shared by every worker "
+        "(default: memory)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="the provider's database (sqlite:///FILE or postgresql://...): the domain's tables "
+        "are read from its SQL tables, and every committed write to them is captured",
+    )
+    p.add_argument(
+        "--declare",
+        type=Path,
+        default=None,
+        metavar="TOML",
+        help="with --database: [tables.NAME] table/key/columns/schema declarations "
+        "(default: each table from the SQL table of the same name)",
+    )
+    p.add_argument(
+        "--create-tables",
+        action="store_true",
+        help="with --database: create the SQL tables that are missing from the domain's data",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker processes sharing one registry (default 1; more need --db)",
+    )
     _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
@@ -360,30 +391,12 @@ def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
     from .server.trust import TrustOptions
 
-    keys = {}
-    for path in args.signing_key:
-        ed25519 = _ed25519()
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-        try:
-            key = load_pem_private_key(path.read_bytes(), password=None)
-        except (OSError, ValueError, TypeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise CommandError(f"cannot read signing key {path}: {reason}") from None
-        if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise CommandError(f"{path} is not an Ed25519 private key")
-        keys[path.stem] = key
-    opaque = None
-    if args.opaque_key_env:
-        secret = os.environ.get(args.opaque_key_env, "")
-        if len(secret.encode()) < 16:
-            raise CommandError(f"${args.opaque_key_env} must hold a secret of at least 16 bytes")
-        opaque = secret.encode()
-    if not keys and opaque is None:
-        return None
-    return TrustOptions(
-        signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque
-    )
+    try:
+        return TrustOptions.from_files(
+            tuple(str(path) for path in args.signing_key), args.opaque_key_env
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _ed25519() -> Any:
@@ -412,45 +425,81 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .domains import get_domain
-    from .server.app import create_app, serve
-    from .server.auth import ADMIN_TOKEN_ENV
-    from .server.storage import StorageError
+    import os
 
-    try:
-        domain = get_domain(args.domain)
-    except MissingExtra:
-        raise
-    except ImportError as exc:
-        raise CommandError(f"cannot load domains: {exc}") from exc
-    except KeyError as exc:
-        message = exc.args[0] if exc.args else f"unknown domain {args.domain!r}"
-        raise UsageError(message) from exc
-    token = _admin_token(args) or ""
-    if not token:
+    from .server.auth import ADMIN_TOKEN_ENV
+    from .server.http.launch import FACTORY, SPEC_ENV, AppSpec
+    from .server.store import StorageError
+
+    if args.workers > 1 and args.db is None:
+        raise UsageError("--workers needs --db: workers share one registry store")
+    if (args.declare or args.create_tables) and args.database is None:
+        raise UsageError("--declare and --create-tables need --database")
+    token = _admin_token(args)
+    if token:
+        # Each worker reads the token from its environment, never from its argv.
+        os.environ[ADMIN_TOKEN_ENV] = token
+    else:
+        os.environ.pop(ADMIN_TOKEN_ENV, None)
         print(
             f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
             "admin routes answer 401",
             file=sys.stderr,
         )
-    trust = _trust_options(args)
+    spec = AppSpec(
+        domain=args.domain,
+        level=args.level,
+        store=str(args.db) if args.db is not None else None,
+        database=args.database,
+        declarations=str(args.declare) if args.declare is not None else None,
+        admin_token_env=ADMIN_TOKEN_ENV,
+        protect_graph=args.protect_graph,
+        signing_keys=tuple(str(path) for path in args.signing_key),
+        opaque_key_env=args.opaque_key_env,
+    )
+    _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
-        app = create_app(
-            domain,
-            level=args.level,
-            store=args.db,
-            admin_token=token,
-            protect_graph=args.protect_graph,
-            trust=trust,
-        )
-        serve(app, host=args.host, port=args.port)
-    except StorageError as exc:
+        if args.create_tables:
+            _create_tables(spec)
+        app = spec.build()
+    except MissingExtra:
+        raise
+    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except ImportError as exc:
+        raise CommandError(f"cannot load the domain: {exc}") from exc
+    except (StorageError, ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from exc
+    try:
+        if args.workers == 1:
+            _listen(app, args)
+        else:
+            app.state.service.close()  # each worker opens its own; this one only checked it
+            os.environ[SPEC_ENV] = spec.to_env()
+            _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
         where = f"{args.host}:{args.port}"
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise CommandError(f"cannot listen on {where}: {reason}") from None
     return 0
+
+
+def _listen(
+    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+) -> None:
+    from .server.http.serve import serve
+
+    serve(app, host=args.host, port=args.port, workers=workers, factory=factory)
+
+
+def _create_tables(spec: AppSpec) -> None:
+    from .domains import get_domain
+    from .server.sql import create_tables
+
+    assert spec.database is not None
+    created = create_tables(spec.database, get_domain(spec.domain))
+    if created:
+        print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
 
 
 def _admin_client(args: argparse.Namespace) -> Any:

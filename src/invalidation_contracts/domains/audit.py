@@ -138,7 +138,7 @@ def _states(catalog: DomainCatalog) -> Iterator[RegistryState]:
 
 
 def _table_strings(catalog: DomainCatalog) -> set[str]:
-    rows = [spec.rows for spec in catalog.domain.tables.values()]
+    rows = [spec.rows for spec in catalog.domain.memory_tables.values()]
     rows += [catalog.read_snapshot(name).rows for name in catalog.snapshots]
     found: set[str] = set()
     for table in rows:

@@ -99,12 +99,14 @@ class Provider:
         since: int | None = None,
         epoch: str | None = None,
         instance: str | None = None,
+        state: RegistryState | None = None,
     ) -> Outcome:
         """Answer one request; every stamp and suggestion comes from the same snapshot.
 
-        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``.
+        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``;
+        ``state`` the snapshot to answer from (default: the registry's current one).
         """
-        state = self.registry.state
+        state = state if state is not None else self.registry.state
         try:
             model = route.request_model.model_validate(payload)
         except ValidationError as exc:
@@ -116,22 +118,38 @@ class Provider:
                 instance=instance,
             )
             return Outcome(body.status, body, (), state)
+        refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
+        if refusal is not None:
+            return refusal
+        result = route.on_success(model, state) if route.on_success is not None else None
+        success = feedback.success(state, self.level, result, since=since, epoch=epoch)
+        return Outcome(200, self._present(success), (), state)
+
+    def check(
+        self,
+        route: Route[Any],
+        model: BaseModel,
+        state: RegistryState,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome | None:
+        """The 422 answer when a validated request violates a policy on ``state``, else None."""
         request = model.model_dump(mode="json")
         found = tuple(_evaluate(route, request, state))
-        if found:
-            body = feedback.failure(
-                found,
-                state,
-                self.level,
-                since=since,
-                epoch=epoch,
-                patchable=route.patchable_fields,
-                instance=instance,
-            )
-            return Outcome(body.status, self._present(body), found, state)
-        result = route.on_success(model, state) if route.on_success is not None else None
-        passed = feedback.success(state, self.level, result, since=since, epoch=epoch)
-        return Outcome(200, self._present(passed), (), state)
+        if not found:
+            return None
+        body = feedback.failure(
+            found,
+            state,
+            self.level,
+            since=since,
+            epoch=epoch,
+            patchable=route.patchable_fields,
+            instance=instance,
+        )
+        return Outcome(body.status, self._present(body), found, state)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body
