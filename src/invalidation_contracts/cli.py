@@ -10,10 +10,11 @@ token comes from ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` or ``--admin-token-file
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -272,7 +273,7 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0
 
 
-def _domain_probes(spec: str):
+def _domain_probes(spec: str) -> tuple[Any, ...]:
     """``preflight --domain``: probes built from the domain's task families."""
     from .bench.probes import NoProbes, domain_probes
     from .domains import DomainError, get_catalog
@@ -641,6 +642,19 @@ def _add_bench(sub: Subparsers) -> None:
     p.add_argument(
         "--server-url", default=None, help="run against a server at this URL instead of in-process"
     )
+    p.add_argument(
+        "--transport",
+        choices=("http", "mcp", "mcp-stdio", "mcp-http"),
+        default="http",
+        help="how the agent reaches the provider: http (default), or a real MCP client and "
+        "server (serve-mcp in a child process) over stdio (mcp, mcp-stdio) or streamable HTTP",
+    )
+    p.add_argument(
+        "--mcp-notifications",
+        action="store_true",
+        help="over MCP: the agent follows resources/updated, so a drift evicts stale fixes "
+        "before the next episode (changes the stale injections)",
+    )
     _add_admin_token(p, "that server's admin token")
     _add_planner_options(p)
     _add_harness_output(p)
@@ -669,13 +683,13 @@ def _command_line() -> str:
 def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
-    from .bench.grid import run_grid
+    from .bench.grid import MixedTransports, run_grid
     from .planners.local.server import POOL
 
     _check_writable(args.out)
     factory = _planner_factory(args, list(grid.planners))
     local = any(_is_local(spec) for spec in grid.planners)
-    with POOL.hold():
+    with POOL.hold(), _harness_errors(MixedTransports):
         outcome = asyncio.run(
             run_grid(
                 grid,
@@ -708,6 +722,15 @@ def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
 
 
 MAX_FAILURES_SHOWN = 3
+
+
+@contextlib.contextmanager
+def _harness_errors(kind: type[Exception]) -> Iterator[None]:
+    """A grid the harness refuses to start is a one-line error, exit 1."""
+    try:
+        yield
+    except kind as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _check_writable(out: Path) -> None:
@@ -768,7 +791,7 @@ def _ladder(args: argparse.Namespace) -> int:
     return _execute_grid(grid, args)
 
 
-def _verify_domains(grid) -> None:
+def _verify_domains(grid: Any) -> None:
     """Load every scenario's domain and check the manifest against it before anything runs."""
     from .bench.scenario import verify_domain
 
@@ -796,12 +819,20 @@ def _run(args: argparse.Namespace) -> int:
         _verify_domains(grid)
     except (ScenarioError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
-    options = {}
+    options: dict[str, Any] = {}
     if args.server_url:
         token = _admin_token(args)
         if not token:
             raise UsageError(f"--server-url needs ${ADMIN_TOKEN_ENV} or --admin-token-file")
         options = {"server_url": args.server_url, "admin_token": token}
+    if args.transport != "http":
+        if args.server_url:
+            raise UsageError("--server-url runs over http; --transport mcp starts its own server")
+        options["transport"] = args.transport
+    if args.mcp_notifications:
+        if args.transport == "http":
+            raise UsageError("--mcp-notifications needs --transport mcp, mcp-stdio or mcp-http")
+        options["notifications"] = True
     return _execute_grid(grid, args, **options)
 
 
@@ -908,11 +939,100 @@ def _memory_evict(args: argparse.Namespace) -> int:
 
 
 #: One registrar per command group, in help order.
+def _add_mcp(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "serve-mcp", help="serve a domain as an MCP tool server (stdio or streamable HTTP)"
+    )
+    p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
+    p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help="registry store shared with other workers (SQLite file or postgresql:// URL; needs "
+        "the server extra; default: memory)",
+    )
+    p.add_argument(
+        "--transport",
+        choices=("stdio", "http"),
+        default="stdio",
+        help="stdio (default), or streamable HTTP at http://HOST:PORT/mcp",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="with http: address (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=_port, default=8000, help="with http: port (default 8000; 0: any free one)"
+    )
+    p.add_argument("--name", default=None, help="the server's name (default: the domain's)")
+    p.add_argument(
+        "--tool-name",
+        action="append",
+        default=[],
+        metavar="OPERATION=NAME",
+        help="rename a route's tool, e.g. 'POST /v1/subscriptions=create_subscription'",
+    )
+    p.add_argument(
+        "--signing-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="Ed25519 private key (PEM) to sign freshness statements with (as for serve)",
+    )
+    p.add_argument(
+        "--opaque-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
+    )
+    p.set_defaults(handler=_serve_mcp)
+
+
+def _serve_mcp(args: argparse.Namespace) -> int:
+    from .domains import get_domain
+    from .mcp.serve import open_source, parse_tool_names, serve_mcp
+
+    try:
+        tool_names = parse_tool_names(args.tool_name)
+        domain = get_domain(args.domain)
+    except KeyError as exc:
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    trust = _trust_options(args)
+    try:
+        source, close = open_source(
+            domain, level=args.level, store=str(args.db) if args.db else None, trust=trust
+        )
+    except MissingExtra:
+        raise
+    except (ValueError, RuntimeError, OSError) as exc:
+        raise CommandError(str(exc)) from exc
+    try:
+        serve_mcp(
+            source,
+            transport=args.transport,
+            host=args.host,
+            port=args.port,
+            name=args.name,
+            tool_names=tool_names,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    except (OSError, OverflowError) as exc:
+        where = f"{args.host}:{args.port}"
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CommandError(f"cannot listen on {where}: {reason}") from None
+    finally:
+        close()
+    return 0
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
     _add_planners,
     _add_service,
+    _add_mcp,
     _add_memory,
 ]
 

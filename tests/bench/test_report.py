@@ -439,6 +439,7 @@ def test_the_ladder_table_has_one_row_per_planner_and_arm(full):
         "Restamps",
         "Completed",
         "Saving (%)",
+        "Contract tok. hidden",
     ]
     assert len([line for line in text.splitlines() if line.startswith("| payments-drifted")]) == 8
     assert "| A0 | 2 | – | 0 | 0 |" in text  # compliance undefined at A0

@@ -1,43 +1,39 @@
 """One episode of a run, driven through the shipped transport, and what it writes to the artifact.
 
 The planner plans a request from the task and the memory block (and the feedback of earlier
-attempts); the request goes to the server through ``AsyncContractTransport``, which feeds the
-response to the memory and fetches what the memory asks for, exactly as in an agent; up to
-``max_attempts`` times. Every memory event reaches this loop through the request's listener, and
-the oracle labels each eviction and injection. An unusable planner reply is a failed attempt,
-recorded with its raw text; it never ends the episode early.
+attempts); the request goes to the server through the run's ``Channel`` (``AsyncContractTransport``
+over HTTP, or an MCP session), which feeds the response to the memory and fetches what the memory
+asks for, exactly as in an agent; up to ``max_attempts`` times. Every memory event reaches this
+loop through the request's listener, and the oracle labels each eviction and injection. An
+unusable planner reply is a failed attempt, recorded with its raw text; it never ends the episode
+early. The planner is shown each response as a model sees it (``client.modelview``: no contract
+metadata); the memory and the oracle get the raw body, and each attempt records the input tokens
+the contract would have cost had it been shown (``contract_tokens``, an estimate).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from pydantic import ValidationError
 
 from ..client.entries import EvictionReason, MemoryEntry
 from ..client.events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored
 from ..client.memory import FixMemory
+from ..client.modelview import model_view
 from ..client.prompting import consumption
-from ..client.transport import (
-    EPISODE_EXTENSION,
-    INJECTED_EXTENSION,
-    LISTENER_EXTENSION,
-    OPERATION_EXTENSION,
-    WIRE_COST_EXTENSION,
-    AsyncContractTransport,
-    is_json,
-)
 from ..domains.catalog import DomainCatalog, TaskFamily
 from ..planners import Attempt, Plan, Planner, PlanningContext
 from ..planners.errors import PlannerCallError, PlannerError, PlannerResponseError
+from ..planners.rendering import contract_tokens
 from ..protocol.levels import Level
 from ..protocol.models import Suggestion
-from ..protocol.wirecost import WireCost, paper_wire_cost, wire_cost
+from ..protocol.wirecost import paper_wire_cost
 from .artifacts import ArtifactWriter
+from .channels import Channel
 from .errors import PlannerUnavailable
 from .faithfulness import unfaithful_fields
 from .oracle import Oracle
@@ -57,10 +53,9 @@ _EVENT_NAMES: dict[type[MemoryEvent], str] = {
 
 @dataclass(frozen=True, slots=True)
 class Agent:
-    """What an episode talks to the server with: a client over the contract transport."""
+    """What an episode talks to the server with: a channel, and the memory it feeds."""
 
-    client: httpx.AsyncClient
-    transport: AsyncContractTransport
+    channel: Channel
     origin: str
     memory: FixMemory
 
@@ -70,6 +65,9 @@ class _Tally:
     """An episode in progress: what was tried, what it cost, and the fixes it saw."""
 
     attempts: list[Attempt] = field(default_factory=list)
+    """What the planner is shown of each earlier attempt (responses in their model view)."""
+    received: list[Attempt] = field(default_factory=list)
+    """The same attempts with the responses as received."""
     number: int = 0
     accepted: dict[str, Any] | None = None
     fixes: list[Suggestion] = field(default_factory=list)
@@ -111,8 +109,8 @@ class EpisodeLoop:
         self.writer = writer
         self.oracle = oracle
         self.route = catalog.route
-        self.operation = f"{self.route.method.upper()} {self.route.path}"
-        """The operation fixes are filed and looked up under (the transport's default name)."""
+        self.operation = agent.channel.operation
+        """The operation fixes are filed and looked up under (a route, or a tool name)."""
         self.request_schema = catalog.route.request_model.model_json_schema()
         self._call_failures = 0
         """Planner calls failed in a row (``PlannerCallError``); ``max_attempts`` stop the run."""
@@ -147,21 +145,26 @@ class EpisodeLoop:
             request = plan.request
             if self.client_applies and not tally.attempts:
                 request = self._apply_client_side(entries, request, episode)
-            status, body = await self._send(request, episode, injected, tally.number, plan)
+            hidden = contract_tokens(dataclasses.replace(context, attempts=tuple(tally.received)))
+            status, body = await self._send(request, episode, injected, tally.number, plan, hidden)
             tally.fixes.extend(_suggestions(body))
             if status == 200:
                 tally.accepted = request
             else:
-                tally.attempts.append(Attempt(request=request, status=status, response=body))
+                tally.attempts.append(Attempt(request, status, model_view(body)))
+                tally.received.append(Attempt(request, status, body))
         self._finish(episode, family, injected, stale_injected, tally)
         return tally.accepted is not None, tally.served
 
     async def _begin(self, episode: int) -> None:
-        """Fetch what the memory wants before the episode (resync detection), as an agent does."""
-        events: list[MemoryEvent] = []
+        """Fetch what the memory wants before the episode (resync detection), as an agent does.
+
+        What the memory did since the last request on its own (a notification's refresh over
+        MCP) is logged here too: it happened before this episode's first lookup."""
+        events: list[MemoryEvent] = self.agent.channel.take_events()
         needs = self.agent.memory.begin_episode(self.agent.origin, episode)
         if needs:
-            await self.agent.transport.fulfil(needs, episode=episode, listener=events.append)
+            await self.agent.channel.fulfil(needs, episode=episode, listener=events.append)
         self._log(events, episode, 0)
 
     def _inject(self, draft: dict[str, Any], episode: int) -> tuple[list[MemoryEntry], list[str]]:
@@ -226,24 +229,23 @@ class EpisodeLoop:
             )
 
     async def _send(
-        self, request: dict[str, Any], episode: int, injected: list[str], number: int, plan: Plan
+        self,
+        request: dict[str, Any],
+        episode: int,
+        injected: list[str],
+        number: int,
+        plan: Plan,
+        hidden: int,
     ) -> tuple[int, dict[str, Any]]:
-        """Send through the contract transport; record the attempt, then the memory's events."""
+        """Send through the run's channel; record the attempt, then the memory's events.
+
+        ``hidden``: the input tokens the planner was spared by seeing responses without their
+        contract metadata (an estimate)."""
         events: list[MemoryEvent] = []
-        response = await self.agent.client.post(
-            self.route.path,
-            json=request,
-            extensions={
-                EPISODE_EXTENSION: episode,
-                INJECTED_EXTENSION: injected,
-                OPERATION_EXTENSION: self.operation,
-                LISTENER_EXTENSION: events.append,
-            },
+        reply = await self.agent.channel.send(
+            request, episode=episode, injected=injected, listener=events.append
         )
-        body = _json_object(response)
-        cost = response.extensions.get(WIRE_COST_EXTENSION)
-        if not isinstance(cost, WireCost):
-            cost = wire_cost(body)
+        body, cost = reply.body, reply.cost
         self.oracle.heard(request, _suggestions(body))
         paper = paper_wire_cost(body)
         feedback = body.get("recovery_feedback")
@@ -252,9 +254,9 @@ class EpisodeLoop:
             "attempt",
             episode=episode,
             attempt=number,
-            status=response.status_code,
+            status=reply.status,
             request=request,
-            response_bytes=len(response.content),
+            response_bytes=reply.size,
             contract_bytes=cost.contract,
             envelope_bytes=cost.envelope,
             suggestion_bytes=cost.suggestions,
@@ -266,10 +268,12 @@ class EpisodeLoop:
             tokens_in=plan.usage.input_tokens,
             tokens_out=plan.usage.output_tokens,
             tokens_estimated=plan.usage.estimated,
+            contract_tokens=hidden,
+            contract_tokens_estimated=True,
             planner_retries=planner_retries(plan),
         )
         self._log(events, episode, number)
-        return response.status_code, body
+        return reply.status, body
 
     def _apply_client_side(
         self, entries: Sequence[MemoryEntry], request: dict[str, Any], episode: int
@@ -356,17 +360,6 @@ def planner_retries(source: object) -> int:
     """The retries a planner reports for one call (``retries`` on its plan or its error)."""
     value = getattr(source, "retries", 0)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-
-def _json_object(response: httpx.Response) -> dict[str, Any]:
-    """The response body when it is a JSON object; otherwise an empty object."""
-    if not is_json(response):
-        return {}
-    try:
-        body = json.loads(response.content)
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 def _suggestions(body: dict[str, Any]) -> list[Suggestion]:

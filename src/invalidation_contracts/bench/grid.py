@@ -9,6 +9,7 @@ require_extra("cli", "rich")
 
 import asyncio
 import itertools
+import json
 import os
 import tomllib
 from collections import deque
@@ -20,10 +21,10 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .arms import LADDER, RULES_ARMS, Arm
-from .artifacts import is_complete
-from .errors import PlannerUnavailable, ServerUnavailable
+from .artifacts import is_complete, paths
+from .errors import HarnessError, PlannerUnavailable, ServerUnavailable
 from .pool import RunJob, run_in_processes
-from .runner import PlannerFactory, RunSpec, run_one
+from .runner import PlannerFactory, RunSpec, run_one, transport_label
 from .scenario import Scenario, ScenarioError, load_scenario, scenarios_dir
 
 SIMULATED_PROFILES = (
@@ -161,6 +162,8 @@ async def run_grid(
     progress: bool = True,
     command: str | None = None,
     resume: bool = True,
+    transport: str = "http",
+    notifications: bool = False,
 ) -> GridOutcome:
     """Run every spec not already complete under ``root``, ``concurrency`` at a time.
 
@@ -169,10 +172,14 @@ async def run_grid(
     them all in this process. Against ``server_url`` runs go one at a time (one shared server: runs
     must not interleave their drift). A failure that would repeat ends the grid early: a server
     that stopped answering stops every later run, a planner that cannot be built or reached
-    stops the later runs of that planner (``GridOutcome.not_started``).
+    stops the later runs of that planner (``GridOutcome.not_started``). ``transport`` and
+    ``notifications``: how runs reach the provider (``runner.TRANSPORTS``); a results directory
+    holds runs of one transport, so a resumed grid refuses runs made over another.
     """
     specs = grid.specs()
     todo = [s for s in specs if not (resume and is_complete(root, s.key))]
+    if resume:
+        _check_transport(root, [s for s in specs if s not in todo], transport, notifications)
     outcome = GridOutcome(skipped=len(specs) - len(todo))
     schedule = _Schedule(todo, outcome)
     options: dict[str, Any] = {"server_url": server_url, "admin_token": admin_token}
@@ -182,6 +189,10 @@ async def run_grid(
         options["planner_options"] = dict(planner_options)
     if command is not None:
         options["command"] = command
+    if transport != "http":
+        options["transport"] = transport
+    if notifications:
+        options["notifications"] = True
     if server_url is not None:
         concurrency, processes = 1, 1
     concurrency = max(1, concurrency)
@@ -217,6 +228,28 @@ async def run_grid(
         else:
             await _in_this_process(root, options, schedule.next, concurrency, started, finished)
     return outcome
+
+
+class MixedTransports(HarnessError):
+    """A results directory holds completed runs that reached the provider another way."""
+
+
+def _check_transport(
+    root: Path, done: Sequence[RunSpec], transport: str, notifications: bool
+) -> None:
+    """Refuse to resume into runs that reached the provider another way (``MixedTransports``)."""
+    wanted = transport_label(transport, notifications)
+    for spec in done:
+        try:
+            meta = json.loads(paths(root, spec.key)[1].read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        made = meta.get("extra", {}).get("transport", wanted)
+        if made != wanted:
+            raise MixedTransports(
+                f"{root} holds runs made with {made}, not {wanted}; "
+                "use another --out (or --fresh to run them again)"
+            )
 
 
 async def _in_this_process(

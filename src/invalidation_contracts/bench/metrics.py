@@ -143,6 +143,16 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         ),
     ),
     (
+        "Contract tokens kept from the model",
+        (
+            "input tokens the planner was spared because it is shown responses without their "
+            "contract metadata (`client.modelview`): per attempt, the estimated tokens of its "
+            "prompt with the earlier responses as received minus those of the prompt it was "
+            "shown, summed over attempts. Always an estimate (four characters a token), for real "
+            "planners too; the memory still reads the whole response."
+        ),
+    ),
+    (
         "Token saving",
         (
             "1 − tokens(arm) / tokens(A0) for the same scenario, planner and seed (an A0 run with "
@@ -463,6 +473,10 @@ class RunMetrics:
     conditional: bool = False
     """Whether the client sent ``Contract-Since`` (the conditional contract, ext)."""
     command: str | None = None
+    contract_tokens: int = 0
+    """Estimated input tokens the model was not shown: the contract metadata of responses."""
+    transport: str | None = None
+    """How the run reached the provider (``AsyncContractTransport``, or an MCP session)."""
 
     @property
     def tokens(self) -> int:
@@ -787,6 +801,8 @@ def run_metrics(run: Run) -> RunMetrics:
         wire=WireTotals.of(attempts),
         conditional=bool(meta.extra.get("conditional")),
         command=meta.extra.get("command"),
+        contract_tokens=sum(int(a.get("contract_tokens") or 0) for a in attempts),
+        transport=meta.extra.get("transport"),
     )
 
 
@@ -852,6 +868,7 @@ CELL_FIELDS = (
     "tokens_in",
     "tokens_out",
     "tokens",
+    "contract_tokens",
 )
 
 

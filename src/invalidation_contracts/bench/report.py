@@ -639,6 +639,48 @@ def _ratio(numerator: float, denominator: float) -> float | None:
     return numerator / denominator if denominator else None
 
 
+def model_view_table(cells: Sequence[CellMetrics]) -> str:
+    """What the model is not shown: the contract's input tokens kept out of the prompts."""
+    headers = ["Scenario", "Planner", "Arm", "Input tokens", "Contract tokens hidden", "Share (%)"]
+    ordered = sorted(
+        cells, key=lambda c: (c.scenario, c.planner, c.detection, c.apply_mode, arm_rank(c.arm))
+    )
+    rows = []
+    for c in ordered:
+        shown, hidden = c["tokens_in"].mean, c["contract_tokens"].mean
+        share = (
+            DASH
+            if shown is None or hidden is None or not shown + hidden
+            else f"{100 * hidden / (shown + hidden):.1f}"
+        )
+        estimated = " est." if c.tokens_estimated else ""
+        rows.append(
+            [
+                c.scenario,
+                c.label,
+                c.arm_code,
+                f"{_count(shown)}{estimated}",
+                f"{_count(hidden)} est.",
+                share,
+            ]
+        )
+    caption = (
+        "Planners are shown each earlier response without its contract metadata (the envelope "
+        "stamps, dependency vectors, scopes, patches, cache hints); the memory reads it whole. "
+        "Contract tokens hidden = estimated input tokens those members would have added to the "
+        "prompts (four characters a token); share = hidden / (input tokens + hidden). Mean over "
+        "seeds."
+    )
+    return "\n\n".join(
+        [
+            "### What the model is shown",
+            caption,
+            markdown_table(headers, rows),
+            _simulated_line(cells),
+        ]
+    )
+
+
 def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> str | None:
     """§3.7: what the contract costs on the wire, pooled over every response.
 
@@ -738,6 +780,7 @@ def ladder_table(cells: Sequence[CellMetrics]) -> str:
         "Restamps",
         "Completed",
         "Saving (%)",
+        "Contract tok. hidden",
     ]
     ordered = sorted(
         cells, key=lambda c: (c.scenario, c.planner, c.detection, c.apply_mode, arm_rank(c.arm))
@@ -758,6 +801,7 @@ def ladder_table(cells: Sequence[CellMetrics]) -> str:
             _stat(c, "restamps", _count),
             _completed([c]),
             _stat(c, "token_saving"),
+            f"{_count(c['contract_tokens'].mean)} est.",
         ]
         for c in ordered
     ]
@@ -810,6 +854,8 @@ def _header(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics], unfinis
         ),
         "- Arms: " + ", ".join(f"{code} (`{arm}`)" for arm, code in arms),
         f"- Seeds: {', '.join(str(s) for s in sorted({m.seed for m in metrics}))}",
+        "- Transport: "
+        + ", ".join(sorted({m.transport or "AsyncContractTransport" for m in metrics})),
         (
             f"- Runs: {len(metrics)} ({sum(m.episodes_recorded for m in metrics):,} episodes, "
             f"{sum(m.completed_episodes for m in metrics):,} completed), {len(cells)} cells"
@@ -901,6 +947,7 @@ def render_report(
         wire_table(metrics, cells)
         or _skip("§3.7 — What the contract costs on the wire", "no response recorded.")
     )
+    parts.append(model_view_table(cells))
     parts.append(_figures_section(cells, figures_dir, out_dir))
     parts += ["## Every cell", ladder_table(cells)]
     return "\n\n".join(parts) + "\n"

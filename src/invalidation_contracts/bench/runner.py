@@ -1,10 +1,13 @@
 """One run of a scenario: a planner and a client arm against a fresh provider, episode by episode.
 
 The agent side is what users run: a ``FixMemory`` behind ``AsyncContractTransport`` (over the
-in-process ASGI app, or the network for ``server_url``); ``episode.EpisodeLoop`` drives the
-episodes through it. Between episodes the drift driver applies the pre-registered events, on a
-client of its own (the memory never sees admin answers). The oracle (a shadow registry that
-receives the same drift) labels every eviction and injection; strategies never see it.
+in-process ASGI app, or the network for ``server_url``), or with ``transport="mcp-stdio"`` /
+``"mcp-http"`` behind an MCP ``ContractSession`` talking to ``serve-mcp`` in a child process
+(``mcp_channel``); ``episode.EpisodeLoop`` drives the episodes through it. Between episodes the
+drift driver applies the pre-registered events, on a client of its own (the memory never sees
+admin answers), and the channel settles (a server in another process catches up). The oracle (a
+shadow registry that receives the same drift) labels every eviction and injection; strategies
+never see it.
 
 A run always ends with its metadata written: ``completed`` true, or false with the ``error`` that
 stopped it (the records of the finished episodes stay beside it, and a rerun starts it again).
@@ -39,6 +42,7 @@ from ..protocol.levels import Level
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
+from .channels import HttpChannel
 from .driver import DriftDriver
 from .episode import CONSUMPTION_LEVEL, Agent, EpisodeLoop
 from .errors import HarnessError, PlannerUnavailable, ServerUnavailable
@@ -47,6 +51,7 @@ from .scenario import Scenario, ScenarioMismatch, check_scenario
 
 __all__ = [
     "CONSUMPTION_LEVEL",
+    "TRANSPORTS",
     "HarnessError",
     "PlannerUnavailable",
     "RunSpec",
@@ -79,6 +84,10 @@ class RunSpec:
         )
 
 
+#: How a run reaches the provider: httpx over HTTP (the default), or MCP over stdio or
+#: streamable HTTP (``mcp`` is ``mcp-stdio``).
+TRANSPORTS = ("http", "mcp", "mcp-stdio", "mcp-http")
+
 PlannerFactory = Callable[[str], Planner]
 """Builds the planner a spec names: ``create_planner``, with any options bound."""
 AppFactory = Callable[..., Any]
@@ -110,6 +119,8 @@ async def run_one(
     conditional: bool = False,
     trust: TrustPolicy | None = None,
     command: str | None = None,
+    transport: str = "http",
+    notifications: bool = False,
 ) -> RunMetadata:
     """Run ``spec`` and write its artifact under ``root``; return the run metadata.
 
@@ -118,6 +129,8 @@ async def run_one(
     domain request, so the server answers with the conditional contract. ``app_factory`` replaces
     ``create_app`` for the in-process server (e.g. a hostile server in a trust test); ``trust`` is
     the client's trust policy (eviction-rate bound, freshness ceiling, parameter guard).
+    ``transport``: one of ``TRANSPORTS``; over MCP, ``notifications`` makes the agent follow
+    ``resources/updated`` (eager detection without polling), which changes the stale injections.
 
     Raises ``ServerUnavailable`` when the server stops answering, ``PlannerUnavailable`` when the
     planner cannot be built or reached, ``UnlabelledEviction`` when the oracle cannot label an
@@ -128,21 +141,29 @@ async def run_one(
     catalog = get_catalog(scenario.domain)
     check_scenario(scenario, catalog)
     level = Level(scenario.level)
+    transport = wire_of(transport)
     if server_url is not None and admin_token is None:
         raise ValueError("a run against a server URL needs that server's admin token")
+    if server_url is not None and transport != "http":
+        raise ValueError("a run against a server URL goes over HTTP")
+    if notifications and transport == "http":
+        raise ValueError("notifications are an MCP transport's (resources/updated)")
     token = admin_token or secrets.token_urlsafe(16)
     shadow = Provider(catalog.domain, level=level)
     writer = ArtifactWriter(root, spec.key)
     meta = _metadata(spec, level, conditional, command, planner_options or {})
+    meta.extra["transport"] = transport_label(transport, notifications)
     memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
-    memory.set_patchable(_origin(scenario, server_url), catalog.route.patchable_fields)
     planner: Planner | None = None
     try:
         planner = _build_planner(planner_factory_for(planner_options or {}, planner_factory), spec)
         meta.planner_simulated = bool(getattr(planner, "simulated", False))
-        async with _connect(
-            scenario, catalog, memory, server_url, app_factory, token, level, conditional
-        ) as (agent, admin):
+        connection = (
+            _connect(scenario, catalog, memory, server_url, app_factory, token, level, conditional)
+            if transport == "http"
+            else _connect_mcp(catalog, memory, token, level, conditional, transport, notifications)
+        )
+        async with connection as (agent, admin):
             meta.preflight = await _probe(planner, spec)
             meta.planner_served = meta.preflight.get("served_model")
             driver = DriftDriver(admin, catalog, shadow.registry, token)
@@ -157,6 +178,7 @@ async def run_one(
                 meta.completed_episodes += int(completed)
                 meta.planner_served = meta.planner_served or served
                 for event in scenario.drift_after(episode):
+                    live = [e.id for e in memory.entries(agent.origin)]
                     result = await driver.apply(event)
                     writer.write(
                         "drift",
@@ -165,8 +187,9 @@ async def run_one(
                         target=event.target,
                         result=result,
                     )
-                    for entry in oracle.newly_stale(e.id for e in memory.entries(agent.origin)):
+                    for entry in oracle.newly_stale(live):
                         writer.write("stale", episode=episode, entry=entry)
+                    await agent.channel.drifted(result)
         meta.completed = True
     except httpx.TransportError as exc:
         where = _origin(scenario, server_url)
@@ -184,6 +207,22 @@ async def run_one(
             meta.finished_at = _now()
             writer.finish(meta)
     return meta
+
+
+def wire_of(transport: str) -> str:
+    """The canonical name of a transport (``mcp`` is ``mcp-stdio``); ``ValueError`` if unknown."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {', '.join(TRANSPORTS)}, not {transport!r}")
+    return "mcp-stdio" if transport == "mcp" else transport
+
+
+def transport_label(transport: str, notifications: bool = False) -> str:
+    """What a run's metadata records as its transport (``AsyncContractTransport`` over HTTP)."""
+    transport = wire_of(transport)
+    if transport == "http":
+        return "AsyncContractTransport"
+    wire = "stdio" if transport == "mcp-stdio" else "streamable HTTP"
+    return f"ContractSession (MCP over {wire}{', resources/updated' if notifications else ''})"
 
 
 def _origin(scenario: Scenario, server_url: str | None) -> str:
@@ -224,8 +263,36 @@ async def _connect(
     )
     client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
     admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
+    memory.set_patchable(origin, catalog.route.patchable_fields)
+    channel = HttpChannel(client, transport, catalog.route.method, catalog.route.path)
     async with client, admin:
-        yield Agent(client, transport, origin, memory), admin
+        yield Agent(channel, origin, memory), admin
+
+
+@contextlib.asynccontextmanager
+async def _connect_mcp(
+    catalog: DomainCatalog,
+    memory: FixMemory,
+    token: str,
+    level: Level,
+    conditional: bool,
+    transport: str,
+    notifications: bool,
+) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
+    """The agent over an MCP session to ``serve-mcp`` in a child process, and the operator's
+    client to the same registry."""
+    from .mcp_channel import mcp_agent
+
+    async with mcp_agent(
+        catalog,
+        memory,
+        level=level,
+        token=token,
+        conditional=conditional,
+        wire="stdio" if transport == "mcp-stdio" else "http",
+        notifications=notifications,
+    ) as (channel, origin, admin):
+        yield Agent(channel, origin, memory), admin
 
 
 def _build_planner(factory: PlannerFactory, spec: RunSpec) -> Planner:
@@ -270,7 +337,6 @@ def _metadata(
             "domain": scenario.domain,
             "consumption_level": int(CONSUMPTION_LEVEL),
             "conditional": conditional,
-            "transport": "AsyncContractTransport",
             **({"planner_options": _masked(options)} if options else {}),
             **({"command": command} if command else {}),
         },

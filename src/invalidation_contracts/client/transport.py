@@ -263,7 +263,7 @@ class ContractTransport(httpx.BaseTransport):
         return self._rounds(tuple(needs), _template(episode, listener, headers))
 
     def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
-        loop = _need_loop(needs)
+        loop = need_loop(needs)
         try:
             need = next(loop)
             while True:
@@ -339,7 +339,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         return await self._rounds(tuple(needs), _template(episode, listener, headers))
 
     async def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
-        loop = _need_loop(needs)
+        loop = need_loop(needs)
         try:
             need = next(loop)
             while True:
@@ -545,11 +545,12 @@ def _unique(needs: Iterable[Need]) -> list[Need]:
     return list(dict.fromkeys(needs))
 
 
-def _need_loop(
+def need_loop(
     needs: tuple[Need, ...],
 ) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
-    """The need loop both transports drive, sans-IO: yields each need to fetch and is sent what
-    its answer asked for next (None: it could not be fetched); returns the needs outstanding."""
+    """The need loop every adapter drives (both transports, the MCP session), sans-IO: yields
+    each need to fetch and is sent what its answer asked for next (None: it could not be
+    fetched); returns the needs outstanding."""
     outstanding: list[Need] = []
     for _ in range(MAX_NEED_ROUNDS):
         follow: list[Need] = []

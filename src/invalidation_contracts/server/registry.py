@@ -9,9 +9,10 @@ raises, the registry stays as it was. ``sync`` adopts what other workers committ
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
@@ -26,6 +27,11 @@ from .state import RegistryState
 from .tables import Snapshot
 from .transitions import TableChange, apply_changes, apply_rules, restart
 from .versions import INITIAL_VERSION
+
+logger = logging.getLogger(__name__)
+
+StateListener = Callable[[RegistryState, RegistryState], None]
+"""Told ``(before, after)`` each time the state a registry serves moves (``Registry.subscribe``)."""
 
 
 def new_epoch() -> str:
@@ -169,6 +175,7 @@ class Registry:
         self._log = log
         self._history: History | None = None
         self._positions: dict[str, int] = {}
+        self._listeners: dict[object, StateListener] = {}
 
     def attach(self, history: History | None) -> None:
         """Write every later change through ``history`` (a store shared with other workers)."""
@@ -187,6 +194,23 @@ class Registry:
     def log(self) -> ChangeLog:
         return self._log
 
+    def subscribe(self, listener: StateListener) -> Callable[[], None]:
+        """Call ``listener(before, after)`` after every move of the served state: a write here,
+        or changes another worker committed and this one adopted (``sync``). Returns the
+        unsubscribe callable (idempotent).
+
+        It runs in the writer's thread, under the registry's lock, after the change is visible:
+        it must return quickly and must not write to the registry. An exception it raises is
+        logged and never fails the write.
+        """
+        token = object()
+        self._listeners[token] = listener
+
+        def unsubscribe() -> None:
+            self._listeners.pop(token, None)
+
+        return unsubscribe
+
     def position(self, source: str) -> int | None:
         """How far this worker knows the change capture of ``source`` consumed (None: never)."""
         return self._positions.get(source)
@@ -195,6 +219,7 @@ class Registry:
     def transaction(self) -> Iterator[RegistryTransaction]:
         """Hold the writers' lock (and the history's) at the head; commit the changes on exit."""
         with self._lock:
+            before = self._state
             history = self._history
             if history is None:
                 tx = RegistryTransaction(self._state, None, self._positions)
@@ -207,6 +232,7 @@ class Registry:
                     if tx.changed:
                         store.save(tx.base, tx.state, tx.records, tx.positions)
             self._publish(tx)
+            self._announce(before)
 
     def reload(
         self, table: str, rows: Mapping[str, Any], version: str | None = None
@@ -244,6 +270,7 @@ class Registry:
         with self._lock:
             before = self._state
             self._adopt(history.catch_up(before))
+            self._announce(before)
             return self._state is not before
 
     def changes(
@@ -266,6 +293,16 @@ class Registry:
             for record in caught.records:
                 self._log.append(record)
             self._state = state
+
+    def _announce(self, before: RegistryState) -> None:
+        after = self._state
+        if after is before:
+            return
+        for listener in list(self._listeners.values()):
+            try:
+                listener(before, after)
+            except Exception:  # a listener must never fail a committed write
+                logger.exception("registry state listener raised; the change stands")
 
     def _publish(self, tx: RegistryTransaction) -> None:
         if tx.state.epoch != tx.base.epoch:

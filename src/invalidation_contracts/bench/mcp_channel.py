@@ -1,0 +1,204 @@
+"""The harness over MCP: a real MCP client and server, in two processes, on one registry.
+
+The server is ``invalidation-contracts serve-mcp`` in a child process, over stdio or streamable
+HTTP on 127.0.0.1, serving the scenario's domain from a registry store (SQLite) in a temporary
+directory. The drift driver writes through an admin app in this process on the same store (a
+second worker of the same history); after each event the channel reads
+``contract://versions?since=<the event's seq>``, which makes the server catch up before the next
+episode, so no run depends on the server's polling. The agent is a ``ContractSession`` feeding the
+run's memory: the same memory, the same needs loop, the same events as over HTTP.
+
+With ``notifications`` the session also follows ``resources/updated`` (eager detection without
+polling), and the channel waits after each drift event until the memory has read the new versions:
+the stale fix is evicted before the next episode looks it up. That changes the validity figures
+(stale injections), so it is off unless asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+from .._extras import require_extra
+
+require_extra("mcp", "mcp")
+
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+from ..client.events import MemoryEvent, Need  # noqa: E402
+from ..client.memory import FixMemory  # noqa: E402
+from ..domains.catalog import DomainCatalog  # noqa: E402
+from ..mcp import names  # noqa: E402
+from ..mcp.session import ContractSession, connect  # noqa: E402
+from ..protocol.levels import Level  # noqa: E402
+from ..protocol.wirecost import wire_cost  # noqa: E402
+from .channels import Listener, Reply  # noqa: E402
+from .errors import ServerUnavailable  # noqa: E402
+
+#: Seconds a child server may take to start (imports, opening the store) and to settle a drift.
+START_TIMEOUT_S = 60.0
+SETTLE_TIMEOUT_S = 30.0
+_URL_LINE = re.compile(r"serving MCP at (http://\S+)")
+
+
+class McpChannel:
+    """A domain tool over a ``ContractSession``."""
+
+    def __init__(
+        self,
+        contract: ContractSession,
+        tool: str,
+        *,
+        notifications: bool,
+        background: list[MemoryEvent] | None = None,
+    ) -> None:
+        self.contract = contract
+        self.tool = tool
+        self.notifications = notifications
+        self._background = background if background is not None else []
+
+    @property
+    def operation(self) -> str:
+        return self.tool
+
+    async def send(
+        self, request: dict[str, Any], *, episode: int, injected: list[str], listener: Listener
+    ) -> Reply:
+        reply = await self.contract.call_tool(
+            self.tool, request, episode=episode, injected=injected, listener=listener
+        )
+        cost = reply.cost if reply.cost is not None else wire_cost(reply.body)
+        size = cost.total if reply.body else 0
+        return Reply(reply.status, reply.body, size, cost)
+
+    async def fulfil(
+        self, needs: Iterable[Need], *, episode: int, listener: Listener
+    ) -> tuple[Need, ...]:
+        return await self.contract.fulfil(needs, episode=episode, listener=listener)
+
+    async def drifted(self, result: Mapping[str, Any]) -> None:
+        """Make the server catch up with the event's seq; with notifications, wait until the
+        memory has read it too."""
+        seq, epoch = result.get("contract_seq"), result.get("contract_epoch")
+        if not isinstance(seq, int):
+            return
+        position = names.Position(seq, epoch if isinstance(epoch, str) else None)
+        await self.contract.session.read_resource(names.VERSIONS + position.query())
+        if self.notifications:
+            await self.contract.caught_up(seq, timeout_s=SETTLE_TIMEOUT_S)
+
+    def take_events(self) -> list[MemoryEvent]:
+        """What the notifications' refreshes did since the last call."""
+        events, self._background[:] = list(self._background), []
+        return events
+
+
+@contextlib.asynccontextmanager
+async def mcp_agent(
+    catalog: DomainCatalog,
+    memory: FixMemory,
+    *,
+    level: Level,
+    token: str,
+    conditional: bool,
+    wire: str,
+    notifications: bool,
+) -> AsyncIterator[tuple[McpChannel, str, httpx.AsyncClient]]:
+    """The channel, the origin its memory entries are keyed by, and the operator's client."""
+    from ..server.app import create_app
+
+    domain = catalog.domain
+    with tempfile.TemporaryDirectory(prefix="ic-mcp-") as scratch:
+        store = str(Path(scratch) / "registry.sqlite")
+        app = create_app(domain, level=level, store=store, admin_token=token)
+        service = app.state.service
+        try:
+            admin = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url="http://admin.invalid", timeout=30
+            )
+            command = [
+                sys.executable,
+                "-m",
+                "invalidation_contracts.cli",
+                "serve-mcp",
+                "--domain",
+                domain.name,
+                "--level",
+                str(int(level)),
+                "--db",
+                store,
+            ]
+            async with admin, _server(command, wire, scratch) as target:
+                background: list[MemoryEvent] = []
+                async with connect(
+                    target,
+                    memory,
+                    conditional=conditional,
+                    watch=notifications,
+                    watch_listener=background.append,
+                    read_timeout_seconds=30,
+                ) as contract:
+                    tool = _tool_of(contract, catalog)
+                    channel = McpChannel(
+                        contract, tool, notifications=notifications, background=background
+                    )
+                    yield channel, contract.origin, admin
+        finally:
+            service.close()
+
+
+def _tool_of(contract: ContractSession, catalog: DomainCatalog) -> str:
+    operation = f"{catalog.route.method.upper()} {catalog.route.path}"
+    for tool in contract.tools.values():
+        if (tool.meta or {}).get(names.OPERATION) == operation:
+            return tool.name
+    raise ServerUnavailable(f"the MCP server offers no tool for {operation}")
+
+
+@contextlib.asynccontextmanager
+async def _server(command: list[str], wire: str, scratch: str) -> AsyncIterator[Any]:
+    """What ``connect`` is given: the stdio command, or the URL of a child serving HTTP."""
+    if wire == "stdio":
+        with (Path(scratch) / "server.log").open("w") as log:
+            params = StdioServerParameters(command=command[0], args=command[1:])
+            yield stdio_client(params, errlog=log)
+        return
+    command = [*command, "--transport", "http", "--host", "127.0.0.1", "--port", "0"]
+    log_path = Path(scratch) / "server.log"
+    with log_path.open("w") as log:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        url = await _announced_url(child, log_path)
+        yield url
+    finally:
+        child.terminate()
+        try:
+            await anyio.to_thread.run_sync(child.wait, 10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+async def _announced_url(child: subprocess.Popen[bytes], log: Path) -> str:
+    """The URL the child prints once it listens (its stderr goes to ``log``)."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        text = log.read_text(errors="replace")
+        found = _URL_LINE.search(text)
+        if found:
+            return found.group(1)
+        if child.poll() is not None:
+            tail = " ".join(text.split()[-40:])
+            raise ServerUnavailable(f"the MCP server exited ({child.returncode}): {tail}")
+        await anyio.sleep(0.05)
+    raise ServerUnavailable(f"the MCP server did not start within {START_TIMEOUT_S:.0f} s")

@@ -1,0 +1,29 @@
+"""The contract over the Model Context Protocol (the ``mcp`` extra).
+
+Server side: ``contract_server`` turns a provider into an MCP tool server (one tool per route, the
+contract routes as resources, ``resources/updated`` when a table or the rules move). Client side:
+``ContractSession`` wraps the SDK's ``ClientSession`` so every tool result feeds a ``FixMemory``
+(origin: the server's identity; operation: the tool name) and the memory's needs are read from
+the contract resources; ``connect`` opens one. ``names`` holds the URIs and ``_meta`` keys both
+ends agree on.
+"""
+
+from .._extras import require_extra
+
+require_extra("mcp", "mcp")
+
+from . import names  # noqa: E402
+from .server import contract_server, run_stdio  # noqa: E402
+from .session import ContractSession, ToolReply, connect  # noqa: E402
+from .source import ContractSource, ProviderSource  # noqa: E402
+
+__all__ = [
+    "ContractSession",
+    "ContractSource",
+    "ProviderSource",
+    "ToolReply",
+    "connect",
+    "contract_server",
+    "names",
+    "run_stdio",
+]

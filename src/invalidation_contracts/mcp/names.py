@@ -1,0 +1,179 @@
+"""The names both ends of the contract over MCP agree on: resource URIs, ``_meta`` keys, tool names.
+
+Pure values and parsing, no SDK: the server publishes these, the client reads them.
+
+- ``contract://versions`` — the response-level fields (``GET /contract/versions``); subscribable:
+  a ``resources/updated`` notification for it means a table or the rules moved.
+- ``contract://changes?since=N[&epoch=E][&tables=a,b]`` — the changes feed (a template).
+- ``contract://rules``, ``contract://graph`` — the rule declarations and the L5 graph.
+
+A request's contract position travels in its ``_meta`` (``SINCE``, ``EPOCH``: the HTTP binding's
+``Contract-Since`` / ``Contract-Epoch`` headers); a result's ``_meta`` echoes ``SINCE`` when its
+``table_versions`` is a delta, and carries ``SIGNATURE`` when signing was asked for (``SIGN``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qs, quote, urlsplit
+
+from ..client.events import FetchChanges, Need
+from ..protocol.problems import ProblemType, ProtocolError
+from ..server.tables import MAX_SAFE_INTEGER
+
+SCHEME = "contract"
+VERSIONS = "contract://versions"
+CHANGES = "contract://changes"
+RULES = "contract://rules"
+GRAPH = "contract://graph"
+#: The RFC 6570 templates a client fills in to read a position-dependent resource.
+VERSIONS_TEMPLATE = "contract://versions{?since,epoch}"
+CHANGES_TEMPLATE = "contract://changes{?since,epoch,tables}"
+
+PREFIX = "invalidation-contracts/"
+#: Request ``_meta``: the ``contract_seq`` the client's known versions are accurate at.
+SINCE = PREFIX + "since"
+#: Request ``_meta``: the epoch ``SINCE`` belongs to.
+EPOCH = PREFIX + "epoch"
+#: Request ``_meta``: ``1`` asks for a signed freshness statement.
+SIGN = PREFIX + "sign"
+#: Result ``_meta``: the detached JWS over the result's structured content.
+SIGNATURE = PREFIX + "signature"
+#: Tool ``_meta``: the request fields the client may patch from a cached fix.
+PATCHABLE = PREFIX + "patchable"
+#: Tool ``_meta``: the operation (``METHOD /route``) the tool performs over HTTP.
+OPERATION = PREFIX + "operation"
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+JSON_MEDIA_TYPE = "application/json"
+MAX_EPOCH_LENGTH = 128
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A client's contract position: the seq its versions are accurate at, and their epoch."""
+
+    since: int | None = None
+    epoch: str | None = None
+
+    def to_meta(self) -> dict[str, Any]:
+        """The request ``_meta`` entries (none without a seq)."""
+        if self.since is None:
+            return {}
+        return {SINCE: self.since, **({EPOCH: self.epoch} if self.epoch else {})}
+
+    def query(self) -> str:
+        """``?since=N&epoch=E`` for a resource URI (empty without a seq)."""
+        if self.since is None:
+            return ""
+        epoch = f"&epoch={quote(self.epoch, safe='')}" if self.epoch else ""
+        return f"?since={self.since}{epoch}"
+
+
+def position_of(meta: Mapping[str, Any] | None) -> Position:
+    """The position a request's ``_meta`` names; ``ProtocolError`` (invalid-request) when it is
+    malformed, as a malformed ``Contract-Since`` header is on HTTP."""
+    if not meta:
+        return Position()
+    since, epoch = meta.get(SINCE), meta.get(EPOCH)
+    if since is None:
+        return Position()
+    return Position(_seq(since, SINCE), _epoch(epoch, EPOCH))
+
+
+def wants_signature(meta: Mapping[str, Any] | None) -> bool:
+    """Whether a request's ``_meta`` asks for a signed freshness statement (``SIGN`` is 1)."""
+    return meta is not None and str(meta.get(SIGN, "0")).strip() == "1"
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequest:
+    """A parsed ``contract://`` URI: which resource, and its query."""
+
+    name: str
+    """``versions``, ``changes``, ``rules`` or ``graph``."""
+    position: Position
+    tables: tuple[str, ...] | None = None
+
+
+def parse_resource(uri: str) -> ResourceRequest | None:
+    """The contract resource ``uri`` names (None: not one); ``ProtocolError`` for a bad query."""
+    parts = urlsplit(uri)
+    if parts.scheme != SCHEME or parts.fragment or parts.path not in ("", "/"):
+        return None
+    if parts.netloc not in ("versions", "changes", "rules", "graph"):
+        return None
+    query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
+    if any(len(values) != 1 for values in query.values()):
+        raise ProtocolError(ProblemType.INVALID_REQUEST, f"{uri}: each parameter at most once")
+    allowed = {"versions": {"since", "epoch"}, "changes": {"since", "epoch", "tables"}}
+    unknown = set(query) - allowed.get(parts.netloc, set())
+    if unknown:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST, f"{uri}: unknown parameter(s) {sorted(unknown)}"
+        )
+    one = {name: values[0] for name, values in query.items()}
+    since = _seq(one["since"], "since") if "since" in one else None
+    if parts.netloc == "changes" and since is None:
+        raise ProtocolError(ProblemType.INVALID_REQUEST, f"{uri}: the changes feed needs since")
+    epoch = _epoch(one.get("epoch"), "epoch")
+    tables = None
+    if "tables" in one:
+        tables = tuple(name.strip() for name in one["tables"].split(",") if name.strip())
+    return ResourceRequest(parts.netloc, Position(since, epoch), tables or None)
+
+
+def need_uri(need: Need) -> str:
+    """The resource a memory's need is read from: the changes feed since its position, or the
+    rules listing."""
+    if isinstance(need, FetchChanges):
+        return CHANGES + Position(need.since, need.epoch).query()
+    return RULES
+
+
+def tool_name(method: str, path: str) -> str:
+    """The default tool name of a route: ``post_v1_subscriptions`` for ``POST /v1/subscriptions``.
+
+    Path parameters become ``by_NAME``; anything outside ``[A-Za-z0-9_.-]`` becomes ``_``.
+    """
+    words = [method.lower()]
+    for segment in path.strip("/").split("/"):
+        if segment.startswith("{") and segment.endswith("}"):
+            segment = "by_" + segment[1:-1]
+        if segment:
+            words.append(segment)
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", "_".join(words))
+    return name[:128]
+
+
+def check_tool_name(name: str) -> str:
+    """``name`` if MCP accepts it as a tool name (``[A-Za-z0-9_.-]{1,128}``); else ValueError."""
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
+        raise ValueError(f"{name!r} is not a valid MCP tool name ([A-Za-z0-9_.-], 1-128 chars)")
+    return name
+
+
+def _seq(value: Any, what: str) -> int:
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 16:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"{what} must be a contract seq (an integer 0..{MAX_SAFE_INTEGER}), not {value!r:.40}",
+        )
+    return value
+
+
+def _epoch(value: Any, what: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= MAX_EPOCH_LENGTH:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"{what} must be a string of 1..{MAX_EPOCH_LENGTH} characters",
+        )
+    return value

@@ -1,0 +1,121 @@
+"""Reading MCP results for the memory: a tool result as a response, a resource read as an answer.
+
+Pure functions over the SDK's result models. A tool result is a response whose status is 200, or
+for ``isError`` the problem document's ``status``; its body is the structured content, as
+received, for the memory (the model is shown ``client.modelview``). An ``isError`` result whose
+structured content is not a problem document, or structured content that is not a JSON object,
+is not a contract answer: the memory is not given it, and the call reports an ``Ignored`` event.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import mcp_types as types
+
+from ..protocol.wirecost import WireCost, compact, wire_cost
+from . import names
+
+#: The status a failure answer without a readable problem status is read as (bad gateway).
+UNREADABLE_STATUS = 502
+
+
+@dataclass(frozen=True, slots=True)
+class ToolAnswer:
+    """One tool result as the memory reads it."""
+
+    status: int
+    body: dict[str, Any]
+    delta_since: int | None = None
+    signature: str | None = None
+    size: int | None = None
+    cost: WireCost | None = None
+    ignored: str | None = None
+    """Why the memory is not given this result (None: it is)."""
+
+
+def read_tool_result(result: types.CallToolResult) -> ToolAnswer:
+    """What the memory reads of a tool result."""
+    meta = result.meta or {}
+    structured = result.structured_content
+    if structured is None:
+        plain = UNREADABLE_STATUS if result.is_error else 200
+        return ToolAnswer(plain, {}, size=_text_size(result))
+    if not isinstance(structured, dict):
+        return ToolAnswer(
+            UNREADABLE_STATUS if result.is_error else 200,
+            {},
+            ignored=f"structured content is a JSON {type(structured).__name__}, not an object",
+        )
+    status: int | None = problem_status(structured) if result.is_error else 200
+    if status is None:
+        return ToolAnswer(
+            UNREADABLE_STATUS,
+            {},
+            ignored="an error result whose structured content is not a problem document "
+            "(no status 400-599)",
+        )
+    return ToolAnswer(
+        status,
+        structured,
+        delta_since=_seq(meta.get(names.SINCE)),
+        signature=_text(meta.get(names.SIGNATURE)),
+        size=len(compact(structured)),
+        cost=wire_cost(structured),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceAnswer:
+    """A contract resource as ``FixMemory.answer`` takes it."""
+
+    status: int
+    body: Any
+    signature: str | None
+    body_bytes: int
+    delta_since: int | None = None
+    """The ``since`` the server echoed: ``table_versions`` lists only tables moved after it."""
+
+
+def read_resource_result(result: types.ReadResourceResult) -> ResourceAnswer:
+    """The first content of a resource read: JSON (200) or a problem document (its status)."""
+    content = result.contents[0] if result.contents else None
+    if not isinstance(content, types.TextResourceContents):
+        return ResourceAnswer(UNREADABLE_STATUS, None, None, 0)
+    text = content.text
+    size = len(text.encode())
+    try:
+        body: Any = json.loads(text)
+    except ValueError:
+        body = None
+    meta = content.meta or {}
+    signature = _text(meta.get(names.SIGNATURE))
+    if content.mime_type == names.PROBLEM_MEDIA_TYPE:
+        status = problem_status(body) if isinstance(body, dict) else None
+        return ResourceAnswer(status or UNREADABLE_STATUS, body, signature, size)
+    return ResourceAnswer(200, body, signature, size, _seq(meta.get(names.SINCE)))
+
+
+def problem_status(body: Mapping[str, Any]) -> int | None:
+    """The ``status`` of a problem document (400-599), or None when ``body`` is not one."""
+    status = body.get("status")
+    if isinstance(status, int) and not isinstance(status, bool) and 400 <= status <= 599:
+        return status
+    return None
+
+
+def _text_size(result: types.CallToolResult) -> int:
+    return sum(
+        len(block.text.encode()) for block in result.content if isinstance(block, types.TextContent)
+    )
+
+
+def _seq(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

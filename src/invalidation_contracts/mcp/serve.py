@@ -1,0 +1,84 @@
+"""Running a domain's MCP server: over stdio, or streamable HTTP on a socket it binds.
+
+What ``invalidation-contracts serve-mcp`` runs. Without a store the domain is served from an
+in-memory registry by a bare ``Provider``; with a store (``--db``: SQLite or PostgreSQL, shared
+with other workers, HTTP ones included) or signing keys, by a ``ContractService`` (the ``server``
+extra), which follows the shared history and pushes its moves to subscribed clients.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from collections.abc import Callable, Mapping
+
+import anyio
+
+from ..server.domain import Domain
+from ..server.provider import Provider
+from ..server.trust import TrustOptions
+from .server import contract_server, run_stdio
+from .source import ContractSource, ProviderSource
+
+Announce = Callable[[str], None]
+
+
+def open_source(
+    domain: Domain, *, level: int, store: str | None = None, trust: TrustOptions | None = None
+) -> tuple[ContractSource, Callable[[], None]]:
+    """The source to serve ``domain`` from, and how to close it."""
+    if store is None and (trust is None or not trust.signing_keys):
+        opaque = trust.opaque() if trust is not None else None
+        return ProviderSource(Provider(domain, level=level, opaque=opaque)), lambda: None
+    from ..server.http.service import ContractService
+
+    service = ContractService.open(domain, level=level, store=store, trust=trust)
+    service.start()
+    return service, service.close
+
+
+def serve_mcp(
+    source: ContractSource,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str | None = None,
+    tool_names: Mapping[str, str] | None = None,
+    announce: Announce | None = None,
+) -> None:
+    """Serve ``source`` until the client (stdio) or a signal (HTTP) ends it.
+
+    ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
+    listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
+    """
+    server = contract_server(source, name=name, tool_names=tool_names)
+    if transport == "stdio":
+        anyio.run(run_stdio, server)
+        return
+    if transport != "http":
+        raise ValueError(f"transport must be stdio or http, not {transport!r}")
+    import uvicorn
+
+    with socket.create_server((host, port)) as listener:
+        bound = listener.getsockname()[1]
+        app = server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        shown = f"[{host}]" if ":" in host else host
+        (announce or _stderr)(f"serving MCP at http://{shown}:{bound}/mcp")
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+def _stderr(line: str) -> None:
+    print(f"invalidation-contracts: {line}", file=sys.stderr, flush=True)
+
+
+def parse_tool_names(pairs: list[str]) -> dict[str, str]:
+    """``["POST /v1/subscriptions=create_subscription"]`` as ``{operation: tool name}``."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        operation, sep, tool = pair.rpartition("=")
+        if not sep or not operation.strip() or not tool.strip():
+            raise ValueError(f"--tool-name takes OPERATION=NAME, not {pair!r}")
+        out[operation.strip()] = tool.strip()
+    return out

@@ -1,0 +1,203 @@
+"""An MCP tool server from a provider: its routes as tools, its contract routes as resources.
+
+Built on the SDK's low-level ``Server`` over the sans-IO ``Provider`` (or a worker's
+``ContractService``, which adds catching up with other workers and signing)::
+
+    server = contract_server(Provider(acme_billing.domain()))
+    await run_stdio(server)                          # or: server.streamable_http_app()
+
+Every tool result carries the contract (``tools``); the contract routes are resources
+(``resources``); a subscribed client is told ``resources/updated`` when a table or the rules
+move (``notify``). SEP-2549 caching hints: the listings of tools, resources and templates do not
+change while the server runs (``list_ttl_ms``); a resource read is stale the moment a table
+moves, so it is never fresh (``ttlMs: 0``). Tool calls carry no hint (SEP-2549 does not cover
+them): their freshness is the contract's.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.caching import CacheHint
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, SubscriptionBus
+from mcp.shared.exceptions import MCPError
+
+from .. import __version__
+from ..protocol.models import Problem, SuccessResponse
+from ..protocol.problems import ProblemType, ProtocolError
+from ..server.provider import Provider
+from . import names
+from .notify import ChangeNotifier
+from .resources import ContractResources
+from .source import ContractSource, as_source
+from .tools import ToolRoute, ToolTable, tool_result
+
+#: How long clients may keep the tool, resource and template listings (they do not change).
+DEFAULT_LIST_TTL_MS = 300_000
+
+ServerContext = ServerRequestContext[Any, Any]
+
+
+class ContractHandlers:
+    """The request handlers of one contract server (the SDK's ``on_*`` callables)."""
+
+    def __init__(
+        self,
+        source: ContractSource,
+        tools: ToolTable,
+        resources: ContractResources,
+        notifier: ChangeNotifier,
+    ) -> None:
+        self.source = source
+        self.tools = tools
+        self.resources = resources
+        self.notifier = notifier
+
+    async def list_tools(
+        self, ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=list(self.tools.tools))
+
+    async def call_tool(
+        self, ctx: ServerContext, params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        entry = self.tools.get(params.name)
+        if entry is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
+        arguments: Any = params.arguments if params.arguments is not None else {}
+        answer = functools.partial(self._answer, entry, arguments, ctx.meta)
+        body, since = await anyio.to_thread.run_sync(answer)
+        signature = None
+        if names.wants_signature(ctx.meta) and self.source.signer is not None:
+            signature = self.source.signer.sign(body.to_wire(), since)
+        return tool_result(body, since=since, signature=signature)
+
+    def _answer(
+        self, entry: ToolRoute, arguments: Any, meta: Mapping[str, Any] | None
+    ) -> tuple[Problem | SuccessResponse, int | None]:
+        """The route's answer (in a worker thread: a success handler may do I/O)."""
+        position = names.Position()
+        try:
+            position = names.position_of(meta)
+            outcome = self.source.handle(
+                entry.route, arguments, since=position.since, epoch=position.epoch
+            )
+            return outcome.body, position.since
+        except ProtocolError as exc:
+            return self._problem(exc, position)
+
+    def _problem(self, exc: ProtocolError, position: names.Position) -> tuple[Problem, int | None]:
+        """A protocol error as its problem document, with the current contract when the worker
+        can vouch for it (as the HTTP binding answers errors)."""
+        body = exc.to_problem()
+        if exc.kind is ProblemType.REGISTRY_UNAVAILABLE or not self.source.available:
+            return body, None
+        provider = self.source.provider
+        fields = provider.contract(provider.registry.state, position.since, position.epoch)
+        return body.model_copy(update=fields.model_dump(exclude_none=True)), position.since
+
+    async def list_resources(
+        self, ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        return types.ListResourcesResult(resources=self.resources.resources())
+
+    async def list_templates(
+        self, ctx: ServerContext, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=self.resources.templates())
+
+    async def read_resource(
+        self, ctx: ServerContext, params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        uri = str(params.uri)
+        answer = await anyio.to_thread.run_sync(self.resources.read, uri)
+        if answer is None:
+            raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}")
+        meta: dict[str, Any] = {}
+        if answer.since is not None:
+            meta[names.SINCE] = answer.since
+        if names.wants_signature(ctx.meta) and self.source.signer is not None:
+            meta[names.SIGNATURE] = self.source.signer.sign(answer.body.to_wire(), answer.since)
+        content = types.TextResourceContents(
+            uri=uri,
+            mime_type=answer.media_type,
+            text=answer.body.to_json().decode(),
+            _meta=meta or None,
+        )
+        return types.ReadResourceResult(contents=[content])
+
+    async def subscribe(
+        self, ctx: ServerContext, params: types.SubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.notifier.subscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+    async def unsubscribe(
+        self, ctx: ServerContext, params: types.UnsubscribeRequestParams
+    ) -> types.EmptyResult:
+        self.notifier.unsubscribe(ctx.session, str(params.uri))
+        return types.EmptyResult()
+
+
+def contract_server(
+    source: Provider | ContractSource,
+    *,
+    name: str | None = None,
+    version: str = __version__,
+    tool_names: Mapping[str, str] | None = None,
+    instructions: str | None = None,
+    bus: SubscriptionBus | None = None,
+    list_ttl_ms: int = DEFAULT_LIST_TTL_MS,
+) -> Server[Any]:
+    """The MCP server of ``source``'s domain (the SDK's low-level ``Server``).
+
+    ``name``: the server's identity (default: the domain's name), which clients key their fix
+    memory by. ``tool_names``: rename tools, ``{"POST /v1/subscriptions": "create_subscription"}``
+    (default: ``post_v1_subscriptions``). ``bus``: the ``subscriptions/listen`` fan-out (default:
+    in process; pass a shared one to fan out across replicas). Raises ``ValueError`` for a tool
+    name MCP does not accept, or two routes with one name.
+    """
+    contract = as_source(source)
+    provider = contract.provider
+    domain = provider.domain
+    bus = bus if bus is not None else InMemorySubscriptionBus()
+    notifier = ChangeNotifier(provider.registry, bus, graph=provider.level.graph)
+    handlers = ContractHandlers(
+        contract, ToolTable(domain, tool_names), ContractResources(contract), notifier
+    )
+    listing = CacheHint(ttl_ms=list_ttl_ms, scope="public")
+    return Server(
+        name or domain.name,
+        version=version,
+        description=domain.description or None,
+        instructions=instructions,
+        cache_hints={
+            "tools/list": listing,
+            "resources/list": listing,
+            "resources/templates/list": listing,
+            "resources/read": CacheHint(ttl_ms=0, scope="public"),
+        },
+        lifespan=lambda _server: notifier.running(),
+        on_list_tools=handlers.list_tools,
+        on_call_tool=handlers.call_tool,
+        on_list_resources=handlers.list_resources,
+        on_list_resource_templates=handlers.list_templates,
+        on_read_resource=handlers.read_resource,
+        on_subscribe_resource=handlers.subscribe,
+        on_unsubscribe_resource=handlers.unsubscribe,
+        on_subscriptions_listen=ListenHandler(bus),
+    )
+
+
+async def run_stdio(server: Server[Any]) -> None:
+    """Serve one client over this process's stdin and stdout until it closes them."""
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())

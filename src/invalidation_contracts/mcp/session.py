@@ -1,0 +1,419 @@
+"""The client side: an MCP session whose tool results feed a fix memory.
+
+``ContractSession`` wraps the SDK's ``ClientSession``. Every tool result is observed by the
+memory under the server's identity (the origin) and the tool's name (the operation); the needs
+the memory returns (a changes feed, a rules listing) are read from the contract resources; a
+``resources/updated`` notification for the versions makes it read them at once, so what a table
+move made stale is evicted before the agent's next call. An agent loop gets the relevant fixes
+for a call's arguments, the L2/L3 rendering, client-side patching of the arguments, and a model
+view of each result without the contract's metadata::
+
+    async with connect(StdioServerParameters(command="acme-mcp"), memory) as tools:
+        fixes = await tools.relevant("create_subscription", draft)
+        shown = tools.prompt(base_system, fixes, Level.AMENDED_INPUT, draft)  # for the model
+        reply = await tools.call_tool("create_subscription", planned, injected=fixes)
+        reply.for_model  # the result as the model is shown it
+
+Errors the SDK raises (an unknown tool, a closed connection) reach the caller as they are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Self, cast
+
+import anyio
+import mcp_types as types
+from mcp.client.client import Client
+from mcp.client.session import ClientSession
+from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+
+from ..client.entries import MemoryEntry
+from ..client.events import Ignored, MemoryEvent, Need, Observation
+from ..client.memory import FixMemory, Lookup, PatchOutcome
+from ..client.modelview import model_text
+from ..client.prompting import Consumption, consumption
+from ..client.transport import need_loop
+from ..protocol.levels import Level
+from ..protocol.wirecost import WireCost
+from . import names
+from .results import read_resource_result, read_tool_result
+from .watch import Watcher, follow
+
+logger = logging.getLogger("invalidation_contracts.client")
+
+Listener = Callable[[MemoryEvent], None]
+#: MCP error codes that mean the request never got an answer (the need stays outstanding).
+_UNANSWERED = frozenset({types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolReply:
+    """A tool call's result, what the memory read of it, and what it did."""
+
+    result: types.CallToolResult
+    status: int
+    """200, or the problem document's status for an ``isError`` result."""
+    body: dict[str, Any]
+    """The structured content as received (what the memory was given)."""
+    events: tuple[MemoryEvent, ...] = ()
+    """Every memory event the call caused, its needs' included."""
+    cost: WireCost | None = None
+    outstanding: tuple[Need, ...] = field(default=())
+
+    @property
+    def is_error(self) -> bool:
+        return bool(self.result.is_error)
+
+    @property
+    def for_model(self) -> str:
+        """The result as the model is shown it: the structured content without the contract's
+        metadata (``client.modelview``), else the result's text."""
+        if self.body:
+            return model_text(self.body)
+        return "\n".join(
+            block.text for block in self.result.content if isinstance(block, types.TextContent)
+        )
+
+
+class ContractSession:
+    """An entered ``ClientSession`` whose tool results feed ``memory``.
+
+    ``origin``: the memory's key for this server (default ``mcp://`` + the name the server gave
+    in its ``serverInfo``). ``conditional``: send the memory's position, so results carry only
+    the tables moved since. ``watch``: follow ``resources/updated`` for the versions (eager
+    detection without polling; only for strategies that invalidate). ``listener``: given every
+    memory event, the ones notifications cause included; ``watch_listener``: given only those
+    (the events of no call, e.g. an eviction between two episodes).
+    """
+
+    def __init__(
+        self,
+        session: ClientSession,
+        memory: FixMemory,
+        *,
+        origin: str | None = None,
+        conditional: bool = True,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+    ) -> None:
+        self.session = session
+        self.memory = memory
+        self.conditional = conditional
+        self.watch = watch and memory.strategy.invalidates
+        self.listener = listener
+        self.watch_listener = watch_listener
+        self._origin = origin
+        self._watcher = Watcher(self._refresh)
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self.tools: dict[str, types.Tool] = {}
+
+    @property
+    def origin(self) -> str:
+        if self._origin is None:
+            info = self.session.server_info
+            if info is None or not info.name:
+                raise ValueError("the server gave no name: pass origin= to ContractSession")
+            self._origin = f"mcp://{info.name}"
+        return self._origin
+
+    async def __aenter__(self) -> Self:
+        _ = self.origin
+        await self.list_tools()
+        if self.watch and self._subscribable():
+            self._tasks = anyio.create_task_group()
+            await self._tasks.__aenter__()
+            self._tasks.start_soon(self._watcher.run)
+            self._tasks.start_soon(follow, self.session, self._watcher)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        tasks, self._tasks = self._tasks, None
+        if tasks is not None:
+            tasks.cancel_scope.cancel()
+            await tasks.__aexit__(None, None, None)
+
+    # ------------------------------------------------------------------ what an agent loop uses
+
+    async def list_tools(self) -> list[types.Tool]:
+        """The server's tools; the request fields they publish as patchable are given to the
+        memory (client apply mode)."""
+        listing = await self.session.list_tools()
+        self.tools = {tool.name: tool for tool in listing.tools}
+        patchable = sorted(
+            {
+                str(name)
+                for tool in listing.tools
+                for name in ((tool.meta or {}).get(names.PATCHABLE) or ())
+            }
+        )
+        if patchable:
+            await anyio.to_thread.run_sync(self.memory.set_patchable, self.origin, patchable)
+        return list(listing.tools)
+
+    async def lookup(
+        self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
+    ) -> Lookup:
+        """The fixes of ``tool`` whose scope matches ``arguments`` (with the lookup's events)."""
+        return await self.memory.alookup(self.origin, arguments, episode=episode, operation=tool)
+
+    async def relevant(
+        self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
+    ) -> list[MemoryEntry]:
+        """The fixes to inject into a call of ``tool`` with ``arguments``."""
+        return list((await self.lookup(tool, arguments, episode=episode)).entries)
+
+    @staticmethod
+    def prompt(
+        base_system: str,
+        entries: Sequence[MemoryEntry],
+        level: Level | int | str,
+        draft: Mapping[str, Any] | None = None,
+    ) -> Consumption:
+        """The system prompt and memory block for ``entries`` at consumption level L2 or L3."""
+        return consumption(base_system, entries, level, draft)
+
+    async def apply_patches(
+        self,
+        tool: str,
+        arguments: Mapping[str, Any],
+        entries: Sequence[MemoryEntry],
+        *,
+        episode: int | None = None,
+    ) -> PatchOutcome:
+        """Client apply mode: the fixes' cached patches applied to a copy of the arguments."""
+        return await self.memory.aapply_patches(
+            self.origin, arguments, entries, episode=episode, operation=tool
+        )
+
+    async def begin_episode(
+        self, episode: int, *, listener: Listener | None = None
+    ) -> tuple[Need, ...]:
+        """Start an episode: fetch what the memory wants first (resync detection); returns the
+        needs still outstanding."""
+        needs = await self.memory.abegin_episode(self.origin, episode)
+        return await self.fulfil(needs, episode=episode, listener=listener)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        episode: int | None = None,
+        injected: Iterable[MemoryEntry | str] = (),
+        listener: Listener | None = None,
+        meta: Mapping[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+    ) -> ToolReply:
+        """Call a tool and feed its result to the memory (operation: the tool's name).
+
+        ``injected``: the fixes (or their ids) put into the arguments, so fixes learned from
+        this result record them as ``derived_from``. ``listener`` gets this call's events.
+        """
+        request = dict(arguments or {})
+        call_meta: dict[str, Any] = {**(await self._position()).to_meta(), **(meta or {})}
+        if self.memory.trust.requests_signatures:
+            call_meta[names.SIGN] = "1"
+        result = await self.session.call_tool(
+            name, request, read_timeout_seconds, meta=_meta(call_meta)
+        )
+        answer = read_tool_result(result)
+        ids = tuple(e.id if isinstance(e, MemoryEntry) else str(e) for e in injected)
+        if answer.ignored is not None:
+            event = Ignored(origin=self.origin, episode=episode, detail=f"{name}: {answer.ignored}")
+            logger.warning("ignored a result of %s from %s: %s", name, self.origin, answer.ignored)
+            obs = Observation(events=(event,))
+        else:
+            obs = await self.memory.aobserve(
+                self.origin,
+                request,
+                answer.status,
+                answer.body,
+                episode=episode,
+                injected=ids,
+                delta_since=answer.delta_since,
+                response_bytes=answer.size,
+                contract_bytes=answer.cost.contract if answer.cost is not None else None,
+                signature=answer.signature,
+                operation=name,
+            )
+        events = list(obs.events)
+        self._emit(obs.events, listener)
+        record = _both(events, listener)
+        outstanding = await self.fulfil(obs.needs, episode=episode, listener=record)
+        return ToolReply(
+            result, answer.status, answer.body, tuple(events), answer.cost, outstanding
+        )
+
+    async def fulfil(
+        self,
+        needs: Iterable[Need],
+        *,
+        episode: int | None = None,
+        listener: Listener | None = None,
+    ) -> tuple[Need, ...]:
+        """Read each need from the contract resources and feed the answer to the memory, for up
+        to ``MAX_NEED_ROUNDS`` rounds; returns the needs still outstanding."""
+        loop = need_loop(tuple(needs))
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(await self._fulfil(need, episode, listener))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
+
+    async def caught_up(self, seq: int, *, timeout_s: float = 10.0) -> None:
+        """Wait until a notification-driven refresh has read the contract at ``seq`` or later
+        (``TimeoutError`` after ``timeout_s``): for tests and harnesses that must know the
+        memory has heard of a change before they go on."""
+        await self._watcher.caught_up(seq, timeout_s=timeout_s)
+
+    async def on_message(self, message: Any) -> None:
+        """The session's message handler (``ClientSession(message_handler=...)``): a
+        ``resources/updated`` for the versions, on a connection before 2026-07-28, wakes the
+        watcher (``connect`` wires this)."""
+        if (
+            self._tasks is not None
+            and isinstance(message, types.ResourceUpdatedNotification)
+            and str(message.params.uri) == names.VERSIONS
+            and self.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
+        ):
+            self._watcher.poke()
+
+    # ------------------------------------------------------------------ internals
+
+    async def _fulfil(
+        self, need: Need, episode: int | None, listener: Listener | None
+    ) -> tuple[Need, ...] | None:
+        try:
+            uri = names.need_uri(need)
+            result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
+        except MCPError as exc:
+            if exc.code in _UNANSWERED:
+                obs = await self.memory.afetch_failed(need, f"MCPError: {exc}", episode=episode)
+                self._emit(obs.events, listener)
+                return None
+            obs = await self.memory.aanswer(need, 502, None, episode=episode)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            obs = await self.memory.afetch_failed(need, detail, episode=episode)
+            self._emit(obs.events, listener)
+            return None
+        else:
+            answer = read_resource_result(result)
+            obs = await self.memory.aanswer(
+                need,
+                answer.status,
+                answer.body,
+                episode=episode,
+                signature=answer.signature,
+                body_bytes=answer.body_bytes,
+            )
+        self._emit(obs.events, listener)
+        return obs.needs
+
+    async def _refresh(self) -> int | None:
+        """Read the versions into the memory (a notification said they moved)."""
+        position = await self._position()
+        uri = names.VERSIONS + position.query()
+        result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
+        answer = read_resource_result(result)
+        if answer.status != 200 or not isinstance(answer.body, dict):
+            logger.warning("%s answered %s for its versions", self.origin, answer.status)
+            return None
+        obs = await self.memory.aobserve(
+            self.origin,
+            None,
+            200,
+            answer.body,
+            delta_since=answer.delta_since,
+            response_bytes=answer.body_bytes,
+            signature=answer.signature,
+        )
+        self._emit(obs.events, self.watch_listener)
+        await self.fulfil(obs.needs, listener=self.watch_listener)
+        seq = answer.body.get("contract_seq")
+        return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
+
+    async def _position(self) -> names.Position:
+        if not self.conditional:
+            return names.Position()
+        headers = await self.memory.aconditional_headers(self.origin)
+        if "Contract-Since" not in headers:
+            return names.Position()
+        return names.Position(int(headers["Contract-Since"]), headers.get("Contract-Epoch"))
+
+    def _sign_meta(self) -> dict[str, Any]:
+        return {names.SIGN: "1"} if self.memory.trust.requests_signatures else {}
+
+    def _subscribable(self) -> bool:
+        capabilities = self.session.server_capabilities
+        resources = capabilities.resources if capabilities is not None else None
+        return bool(resources is not None and resources.subscribe)
+
+    def _emit(self, events: Iterable[MemoryEvent], listener: Listener | None) -> None:
+        for target in (self.listener, listener):
+            if target is not None:
+                for event in events:
+                    target(event)
+
+
+def _meta(entries: Mapping[str, Any]) -> types.RequestParamsMeta | None:
+    """Request ``_meta`` for the SDK (an open mapping), or None when there is nothing to send."""
+    return cast(types.RequestParamsMeta, dict(entries)) if entries else None
+
+
+def _both(events: list[MemoryEvent], listener: Listener | None) -> Listener:
+    """A listener that records into ``events``, then hands the event on to ``listener``."""
+
+    def both(event: MemoryEvent) -> None:
+        events.append(event)
+        if listener is not None:
+            listener(event)
+
+    return both
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    server: Any,
+    memory: FixMemory,
+    *,
+    origin: str | None = None,
+    conditional: bool = True,
+    watch: bool = True,
+    listener: Listener | None = None,
+    watch_listener: Listener | None = None,
+    **client_options: Any,
+) -> AsyncIterator[ContractSession]:
+    """Connect to ``server`` with the SDK's ``Client`` (a URL: streamable HTTP; a
+    ``StdioServerParameters``: a subprocess over stdio; a ``Server``: in process) and wrap its
+    session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...)."""
+    wired: list[ContractSession] = []
+    user_handler = client_options.pop("message_handler", None)
+
+    async def handler(message: Any) -> None:
+        if wired:
+            await wired[0].on_message(message)
+        if user_handler is not None:
+            await user_handler(message)
+
+    async with Client(server, message_handler=handler, **client_options) as client:
+        contract = ContractSession(
+            client.session,
+            memory,
+            origin=origin,
+            conditional=conditional,
+            watch=watch,
+            listener=listener,
+            watch_listener=watch_listener,
+        )
+        wired.append(contract)
+        async with contract:
+            yield contract

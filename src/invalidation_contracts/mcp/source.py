@@ -1,0 +1,86 @@
+"""What the MCP server answers from: a provider, or a worker's ``ContractService``.
+
+``ContractSource`` is the slice of ``server.http.ContractService`` the tool server needs (state to
+answer from, the domain route handler, the signer), so a service shared with an HTTP app serves
+MCP clients too, catching up with other workers as it does for HTTP. ``ProviderSource`` gives the
+same slice for a bare ``Provider`` (one process, no FastAPI).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from ..server.domain import Route
+from ..server.provider import Outcome, Provider
+from ..server.state import RegistryState
+
+
+class Signer(Protocol):
+    def sign(self, body: Any, since: int | None) -> str: ...
+
+
+class ContractSource(Protocol):
+    """A provider with the state it answers from (``ContractService`` is one)."""
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def signer(self) -> Signer | None: ...
+
+    @property
+    def available(self) -> bool: ...
+
+    def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
+        """The state to answer a client at ``since``/``epoch`` from; may read a store."""
+        ...
+
+    def handle(
+        self,
+        route: Route[Any],
+        payload: Any,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome:
+        """Answer one domain request (may do I/O: a route's success handler)."""
+        ...
+
+
+class ProviderSource:
+    """A bare ``Provider`` as a ``ContractSource``: its registry's current state, no signer."""
+
+    def __init__(self, provider: Provider) -> None:
+        self._provider = provider
+
+    @property
+    def provider(self) -> Provider:
+        return self._provider
+
+    @property
+    def signer(self) -> Signer | None:
+        return None
+
+    @property
+    def available(self) -> bool:
+        return True
+
+    def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
+        return self._provider.registry.state
+
+    def handle(
+        self,
+        route: Route[Any],
+        payload: Any,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome:
+        return self._provider.handle(route, payload, since=since, epoch=epoch, instance=instance)
+
+
+def as_source(source: Provider | ContractSource) -> ContractSource:
+    """``source`` as a ``ContractSource`` (a ``Provider`` is wrapped)."""
+    return ProviderSource(source) if isinstance(source, Provider) else source
