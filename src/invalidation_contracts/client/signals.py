@@ -26,7 +26,14 @@ from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import Transactions
 from .trust import TrustPolicy
-from .wire import feed_items, instance_of, read_contract, read_suggestions, refuse
+from .wire import (
+    carries_contract,
+    feed_items,
+    instance_of,
+    read_contract,
+    read_suggestions,
+    refuse,
+)
 
 M = TypeVar("M", ChangesFeed, RulesListing)
 
@@ -111,7 +118,12 @@ class Signals:
         if not self.strategy.stores:
             return
         contract = read_contract(tx, body)
-        suggestions = read_suggestions(tx, body, self.limits) if r.status == 422 else []
+        # Malformed contract fields (``Ignored``) discredit the whole response: none of its
+        # suggestions is learned, as for a contract the trust policy doubts (no partial store).
+        readable = contract is not None or not carries_contract(body)
+        suggestions = (
+            read_suggestions(tx, body, self.limits) if r.status == 422 and readable else []
+        )
         if contract is not None or suggestions:
             doubt = self.trust.doubt(body, r.signature, since=r.delta_since, now=tx.now)
             if doubt is not None:

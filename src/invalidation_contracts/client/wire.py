@@ -26,6 +26,11 @@ def contract_of(body: Mapping[str, Any]) -> ContractFields | None:
     return ContractFields.model_validate(fields) if fields else None
 
 
+def carries_contract(body: Mapping[str, Any]) -> bool:
+    """Whether a body has any response-level contract field (well-formed or not)."""
+    return any(body.get(name) is not None for name in ENVELOPE_FIELDS)
+
+
 def read_contract(tx: Ledger, body: Mapping[str, Any]) -> ContractFields | None:
     """``contract_of``, with malformed fields reported as ``Ignored`` (and nothing read)."""
     try:

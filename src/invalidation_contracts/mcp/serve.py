@@ -8,9 +8,11 @@ extra), which follows the shared history and pushes its moves to subscribed clie
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Any
 
 import anyio
 
@@ -21,6 +23,8 @@ from .server import contract_server, run_stdio
 from .source import ContractSource, ProviderSource
 
 Announce = Callable[[str], None]
+#: Seconds ``running_http`` waits for the server to listen.
+START_TIMEOUT_S = 30.0
 
 
 def open_source(
@@ -61,12 +65,48 @@ def serve_mcp(
     import uvicorn
 
     with socket.create_server((host, port)) as listener:
-        bound = listener.getsockname()[1]
         app = server.streamable_http_app(host=host)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
-        shown = f"[{host}]" if ":" in host else host
-        (announce or _stderr)(f"serving MCP at http://{shown}:{bound}/mcp")
+        (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
         uvicorn.Server(config).run(sockets=[listener])
+
+
+@contextlib.asynccontextmanager
+async def running_http(
+    server: Any, *, host: str = "127.0.0.1", port: int = 0
+) -> AsyncIterator[str]:
+    """Serve ``server`` (a ``contract_server``) over streamable HTTP in this event loop, on
+    ``host:port`` (0: a free port); yields its URL, and stops it on exit."""
+    import uvicorn
+
+    with socket.create_server((host, port)) as listener:
+        app = server.streamable_http_app(host=host)
+        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        runner = uvicorn.Server(config)
+        stopped = anyio.Event()
+
+        async def serve() -> None:
+            try:
+                await runner.serve([listener])
+            finally:
+                stopped.set()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(serve)
+            with anyio.fail_after(START_TIMEOUT_S):
+                while not runner.started:
+                    if stopped.is_set():
+                        raise RuntimeError("the MCP server stopped before it listened")
+                    await anyio.sleep(0.01)
+            try:
+                yield _url(host, listener)
+            finally:
+                runner.should_exit = True
+
+
+def _url(host: str, listener: socket.socket) -> str:
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{listener.getsockname()[1]}/mcp"
 
 
 def _stderr(line: str) -> None:

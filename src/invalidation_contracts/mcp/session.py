@@ -338,7 +338,7 @@ class ContractSession:
         )
         self._emit(obs.events, self.watch_listener)
         await self.fulfil(obs.needs, listener=self.watch_listener)
-        seq = answer.body.get("contract_seq")
+        seq = answer.body.get("contract_seq", position.since)  # absent: still at ``since``
         return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
     async def _position(self) -> names.Position:

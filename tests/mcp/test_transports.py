@@ -1,0 +1,67 @@
+"""The contract over MCP's real transports: a child process over stdio, streamable HTTP on
+127.0.0.1, and the ``serve-mcp`` command."""
+
+from __future__ import annotations
+
+import sys
+
+import anyio
+import pytest
+from mcp import StdioServerParameters
+from tests.mcp.conftest import OPERATION, TOOL, rotate, run
+
+from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client.entries import EvictionReason
+from invalidation_contracts.client.events import Evicted, MemoryEvent, Stored
+from invalidation_contracts.mcp import connect
+from invalidation_contracts.mcp.serve import running_http
+
+pytestmark = [pytest.mark.mcp, pytest.mark.timeout(120)]
+
+
+def test_over_stdio_a_serve_mcp_child_teaches_a_fix(acme):
+    memory = FixMemory("row")
+    command = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            *("-m", "invalidation_contracts.cli", "serve-mcp", "--domain", "acme_billing"),
+            *("--tool-name", f"{OPERATION}={TOOL}"),
+        ],
+    )
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[str, list[MemoryEvent], int]:
+        async with connect(command, memory) as tools:
+            reply = await tools.call_tool(TOOL, growth)
+            fixes = await tools.relevant(TOOL, growth)
+            patched = {**growth, **fixes[0].suggestion.parameters}
+            second = await tools.call_tool(TOOL, patched, injected=fixes)
+            return tools.origin, list(reply.events), second.status
+
+    origin, events, status = run(body)
+
+    assert origin == "mcp://acme_billing"
+    assert [type(e) for e in events] == [Stored]
+    assert status == 200
+
+
+def test_over_streamable_http_a_rotation_is_pushed_and_evicts_before_the_next_call(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[str]:
+        async with (
+            running_http(server) as url,
+            connect(url, memory, watch_listener=heard.append) as tools,
+        ):
+            assert url.startswith("http://127.0.0.1:")
+            await tools.call_tool(TOOL, growth)
+            result = await anyio.to_thread.run_sync(rotate, acme, provider)
+            await tools.caught_up(result.contract_seq)
+            return [e.id for e in await tools.relevant(TOOL, growth)]
+
+    assert run(body) == []
+    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
