@@ -248,7 +248,9 @@ def _domain_endpoint(service: Service, route: Route[Any]) -> Callable[..., Any]:
             epoch=epoch,
             instance=request.url.path,
         )
-        return _wire(outcome.body, status=outcome.status, since=since)
+        headers = {CONTRACT_SINCE: str(since)} if since is not None else None
+        media = PROBLEM_MEDIA_TYPE if outcome.status >= 400 else "application/json"
+        return Response(outcome.content, outcome.status, headers, media_type=media)
 
     return endpoint
 

@@ -125,20 +125,40 @@ def failure(
     patchable: Collection[str] | None = None,
     instance: str | None = None,
 ) -> Problem:
-    """The 422 policy-violation problem document for ``findings`` (prose only at L0)."""
+    """The 422 policy-violation problem document for ``findings`` (prose only at L0).
+
+    Renders everything afresh; ``Provider`` serves the same document from its ``RenderCache``.
+    """
+    if not level.structured:
+        return failure_document(findings, level, instance=instance)
+    return failure_document(
+        findings,
+        level,
+        contract=contract_fields(state, level, since, epoch),
+        suggestions=[
+            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
+        ],
+        instance=instance,
+    )
+
+
+def failure_document(
+    findings: Sequence[Finding],
+    level: Level,
+    *,
+    contract: ContractFields | None = None,
+    suggestions: Sequence[Suggestion] | None = None,
+    instance: str | None = None,
+) -> Problem:
+    """The policy-violation document from its rendered parts (ignored at L0, which sends prose)."""
     detail = "; ".join(f.violation.message for f in findings)
     if not level.structured:
         return problem(ProblemType.POLICY_VIOLATION, detail, instance=instance)
-    feedback = RecoveryFeedback(
-        suggestions=[
-            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
-        ]
-    )
     return problem(
         ProblemType.POLICY_VIOLATION,
         detail,
-        contract=contract_fields(state, level, since, epoch),
-        recovery_feedback=feedback,
+        contract=contract,
+        recovery_feedback=RecoveryFeedback(suggestions=list(suggestions or ())),
         instance=instance,
     )
 
@@ -151,7 +171,15 @@ def success(
     since: int | None = None,
     epoch: str | None = None,
 ) -> SuccessResponse:
-    fields = contract_fields(state, level, since, epoch).model_dump(exclude_none=True)
+    """The 200 body: the route's result and the response-level contract fields."""
+    return success_document(contract_fields(state, level, since, epoch), result)
+
+
+def success_document(
+    contract: ContractFields, result: Mapping[str, Any] | None = None
+) -> SuccessResponse:
+    """The 200 body from already rendered contract fields."""
+    fields = contract.model_dump(exclude_none=True)
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)
 
 
