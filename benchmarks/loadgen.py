@@ -1,9 +1,11 @@
 """A bounded, closed-loop HTTP/1.1 load generator for loopback servers, run in its own process.
 
 It is deliberately small: keep-alive connections, one request in flight per connection, ``POST``
-with a JSON body, a ``Content-Length`` response. An httpx client costs the load generator about
-three times the server's own time per request on this machine, which would make the client the
-bottleneck on two cores and hide the server's cost; this one costs a few microseconds.
+with a JSON body (or a bodiless ``GET``), a ``Content-Length`` response; with one connection, the
+keep-alive latency probe (sequential requests on one socket). An httpx client costs the load
+generator about three times the server's own time per request on this machine, which would make
+the client the bottleneck on two cores and hide the server's cost; this one costs a few
+microseconds.
 """
 
 from __future__ import annotations
@@ -43,9 +45,16 @@ def run_trial(
     requests: int,
     concurrency: int,
     time_limit_s: float,
+    method: str = "POST",
 ) -> Trial:
-    """Send ``requests`` POSTs (cycling ``bodies``) to ``127.0.0.1:port``; stop at ``time_limit_s``."""
-    return asyncio.run(_trial(port, path, bodies, requests, concurrency, time_limit_s))
+    """Send ``requests`` POSTs (cycling ``bodies``) to ``127.0.0.1:port``; stop at ``time_limit_s``.
+
+    ``method="GET"`` sends bodiless GETs instead (``bodies`` is then ignored).
+    """
+    prepared = (
+        [_request(path, body) for body in bodies] if method == "POST" else [_get_request(path)]
+    )
+    return asyncio.run(_trial(port, prepared, requests, concurrency, time_limit_s))
 
 
 def wait_ready(port: int, timeout_s: float = 30.0) -> None:
@@ -73,14 +82,12 @@ async def _wait_ready(port: int, timeout_s: float) -> None:
 
 async def _trial(
     port: int,
-    path: str,
-    bodies: Sequence[bytes],
+    prepared: Sequence[bytes],
     requests: int,
     concurrency: int,
     time_limit_s: float,
 ) -> Trial:
     trial = Trial()
-    prepared = [_request(path, body) for body in bodies]
     tickets = iter(range(requests))
     deadline = time.perf_counter() + time_limit_s
 
@@ -119,6 +126,10 @@ def _request(path: str, body: bytes) -> bytes:
         f"content-length: {len(body)}\r\n\r\n"
     )
     return head.encode("ascii") + body
+
+
+def _get_request(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nhost: {LOOPBACK}\r\n\r\n".encode("ascii")
 
 
 async def _read_response(reader: asyncio.StreamReader) -> int:

@@ -1,4 +1,5 @@
-"""Each benchmark runs end to end at its quick size and reports what it measured (no timing asserts)."""
+"""Each benchmark runs end to end at its quick size and reports what it measured (no timing
+asserts)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,16 @@ from pathlib import Path
 
 import pytest
 from benchmarks import __main__ as cli
-from benchmarks import client_cost, harness_throughput, provider_load, reload_cost, wire_cost
+from benchmarks import (
+    client_cost,
+    harness_throughput,
+    keepalive,
+    provider_load,
+    reload_cost,
+    wire_cost,
+)
 
-STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
+STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput, keepalive]
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda m: m.NAME)
