@@ -61,6 +61,16 @@ class Server:
             tail = self.log.read().decode("utf-8", "replace")[-2000:]
             raise RuntimeError(f"{self.name} did not answer on port {self.port}:\n{tail}") from None
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time (user + system, every thread) the server process has used; None where
+        ``/proc`` does not tell (not Linux). A worker process of ``--workers`` is not counted."""
+        try:
+            stat = Path(f"/proc/{self.process.pid}/stat").read_text(encoding="ascii")
+        except OSError:
+            return None
+        fields = stat.rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def stop(self, timeout_s: float = 10.0) -> None:
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)

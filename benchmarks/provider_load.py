@@ -2,15 +2,16 @@
 
 Real servers (Acme billing at L0, L1 and L6) run in their own processes on free loopback ports,
 started the two ways users start them (``launch``): the shipped ``invalidation-contracts serve``
-command, and ``create_app`` under bare uvicorn, so a regression in either shows. A bounded
-closed-loop load generator (``loadgen``) runs in another process. Trials rotate the levels,
-reversing the order every other round so drift on a shared machine cancels, and each reported
-ratio is the median over rounds of two servers measured back to back. L1 sits between the two
-levels so the cost splits into structured feedback (L0 → L1: typed suggestions instead of prose,
-what makes a fix cacheable at all) and the invalidation contract proper (L1 → L6: dependency
-vectors, rules fingerprint). Two request mixes: every task family as planned without memory (7 of
-8 answered 422 with suggestions) and the same requests with their fixes merged (every one
-answered 200 — the path a working memory produces).
+command, and ``create_app`` under bare uvicorn, so a regression in either shows. A closed-loop load
+generator (``loadgen``) runs in another process and, each round, loads the three levels of one
+launcher side by side over the same time window, so every ratio between levels compares servers
+under the same machine conditions (on a shared two-core machine, back-to-back trials differed by up
+to ±50% per round); each reported ratio is the median over rounds. L1 sits between the two levels so
+the cost splits into structured feedback (L0 → L1: typed suggestions instead of prose, what makes a
+fix cacheable at all) and the invalidation contract proper (L1 → L6: dependency vectors, rules
+fingerprint). Two request mixes: every task family as planned without memory (7 of 8 answered 422
+with suggestions) and the same requests with their fixes merged (every one answered 200 — the path a
+working memory produces).
 """
 
 from __future__ import annotations
@@ -43,15 +44,16 @@ TARGET = 0.10
 
 @dataclass(frozen=True, slots=True)
 class Size:
-    requests: int
+    duration_s: float
+    """One round: how long the three levels are loaded side by side."""
     rounds: int
-    warmup: int
+    warmup_s: float
     concurrency: int = 8
-    time_limit_s: float = 30.0
+    """Keep-alive connections per server."""
 
 
-FULL = Size(requests=4000, rounds=5, warmup=1000)
-QUICK = Size(requests=100, rounds=1, warmup=20, time_limit_s=10.0)
+FULL = Size(duration_s=3.0, rounds=15, warmup_s=3.0)
+QUICK = Size(duration_s=0.5, rounds=1, warmup_s=0.3)
 
 Trials = dict[str, dict[str, dict[int, list[loadgen.Trial]]]]
 """mix → launcher → level → one trial per round."""
@@ -99,26 +101,34 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
             server.wait_ready()
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
 
-            def trial(server: launch.Server, bodies: list[bytes], requests: int) -> loadgen.Trial:
-                return pool.submit(
-                    loadgen.run_trial,
-                    server.port,
+            def side_by_side(
+                launcher: str, bodies: list[bytes], seconds: float
+            ) -> list[loadgen.Trial]:
+                group = [servers[launcher, level] for level in LEVELS]
+                before = [server.cpu_seconds() for server in group]
+                window: list[loadgen.Trial] = pool.submit(
+                    loadgen.run_side_by_side,
+                    [server.port for server in group],
                     path,
                     bodies,
-                    requests,
                     size.concurrency,
-                    size.time_limit_s,
+                    seconds,
                 ).result()
+                for trial, server, start in zip(window, group, before, strict=True):
+                    end = server.cpu_seconds()
+                    if start is not None and end is not None:
+                        trial.server_cpu_s = end - start
+                return window
 
             for mix, bodies in mixes.items():
-                for server in servers.values():
-                    trial(server, bodies, size.warmup)
+                for launcher in launch.LAUNCHERS:
+                    side_by_side(launcher, bodies, size.warmup_s)
                 for r in range(size.rounds):
-                    order = [(name, level) for name in launch.LAUNCHERS for level in LEVELS]
-                    for name, level in order if r % 2 == 0 else order[::-1]:
-                        trials[mix][name][level].append(
-                            trial(servers[name, level], bodies, size.requests)
-                        )
+                    order = launch.LAUNCHERS if r % 2 == 0 else launch.LAUNCHERS[::-1]
+                    for launcher in order:
+                        window = side_by_side(launcher, bodies, size.duration_s)
+                        for level, result in zip(LEVELS, window, strict=True):
+                            trials[mix][launcher][level].append(result)
     finally:
         for server in servers.values():
             server.stop()
@@ -126,20 +136,29 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 
 def _ratios(high: Sequence[loadgen.Trial], low: Sequence[loadgen.Trial]) -> dict[str, Any]:
-    """Medians over rounds of ``high`` / ``low``, each round's pair measured back to back."""
+    """Medians over rounds of ``high`` / ``low``, each round's pair measured together."""
     pairs = list(zip(low, high, strict=True))
     per_round = [h.rps / lo.rps for lo, h in pairs]
+    cpu = [
+        h.cpu_per_request_s / lo.cpu_per_request_s
+        for lo, h in pairs
+        if h.cpu_per_request_s is not None and lo.cpu_per_request_s
+    ]
     return {
         "rps": median(per_round),
         "p50": median(h.quantile(0.5) / lo.quantile(0.5) for lo, h in pairs),
         "p99": median(h.quantile(0.99) / lo.quantile(0.99) for lo, h in pairs),
+        "cpu": median(cpu) if cpu else None,
         "per_round_rps": per_round,
         "per_round_p99": [h.quantile(0.99) / lo.quantile(0.99) for lo, h in pairs],
+        "per_round_cpu": cpu,
     }
 
 
 def _stats(ts: Sequence[loadgen.Trial]) -> dict[str, Any]:
+    cpu = [t.cpu_per_request_s for t in ts if t.cpu_per_request_s is not None]
     return {
+        "cpu_us": 1e6 * median(cpu) if cpu else None,
         "rps": median(t.rps for t in ts),
         "p50_ms": 1000 * median(t.quantile(0.5) for t in ts),
         "p99_ms": 1000 * median(t.quantile(0.99) for t in ts),
@@ -170,6 +189,7 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                         f"{s['rps_range'][0]:.0f}–{s['rps_range'][1]:.0f}",
                         f"{s['p50_ms']:.2f}",
                         f"{s['p99_ms']:.2f}",
+                        "–" if s["cpu_us"] is None else f"{s['cpu_us']:.0f}",
                         _statuses(s["statuses"]) + (" (timed out)" if s["timed_out"] else ""),
                         str(s["errors"]),
                     ]
@@ -185,6 +205,7 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                         _spread(r["per_round_rps"]),
                         f"{bold}{r['p50']:.3f}{bold}",
                         f"{bold}{r['p99']:.3f}{bold}",
+                        _cpu_ratio(r),
                         "",
                         "",
                     ]
@@ -204,6 +225,7 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                         _spread(r["per_round_rps"]),
                         f"{r['p50']:.3f}",
                         f"{r['p99']:.3f}",
+                        _cpu_ratio(r),
                         "",
                         "",
                     ]
@@ -216,19 +238,25 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                 "process per level and launcher (one worker, in-memory registry): `serve` is the "
                 "shipped `invalidation-contracts serve` command with its defaults (uvicorn's "
                 "`info` log level and access log, output discarded); `uvicorn` is `create_app` "
-                "under bare "
-                "`uvicorn.run` with `log_level=warning` and no access log. A closed-loop load "
-                f"generator (`benchmarks/loadgen.py`) in another process keeps {size.concurrency} "
-                f"keep-alive connections busy on 127.0.0.1. Each trial: {size.requests} requests "
-                f"(bounded, and stopped after {size.time_limit_s:.0f} s), after {size.warmup} "
-                f"warm-up requests per server and mix; {size.rounds} rounds, the order of the six "
-                "servers reversed every other round. Absolute figures are medians over rounds (the "
-                "range is over rounds); each ratio is the median of its per-round ratios, the two "
-                "servers measured back to back (*Range* beside a ratio: its per-round minimum and "
-                "maximum). Latency is per request at the client, queueing included. "
-                f"Targets: on the failures mix L6/L0 ≥ {FAILURE_RPS} in requests/s and ≤ "
-                f"{FAILURE_P99} at p99 (and p50 within 10%); on the successes mix all three "
-                "within 10%."
+                "under bare `uvicorn.run` with `log_level=warning` and no access log. A "
+                "closed-loop load generator (`benchmarks/loadgen.py`) in another process keeps "
+                f"{size.concurrency} keep-alive connections per server busy on 127.0.0.1. Each "
+                f"round loads the three levels of one launcher side by side for "
+                f"{size.duration_s:g} s (the same window, so the levels share the machine's "
+                f"conditions), after {size.warmup_s:g} s of warm-up per launcher and mix; "
+                f"{size.rounds} rounds, the launcher order reversed every other round. "
+                "Requests/s and latencies are per server within its window (three servers share "
+                "two cores, so absolute figures are for scale only); absolute figures are medians "
+                "over rounds (*Range*: over rounds); each level ratio is the median of its "
+                "per-round ratios (*Range*: their minimum and maximum). *Server CPU*: the server "
+                "process's user + system time over its window (from `/proc`) per answered "
+                "request; beside a ratio, the median of per-round ratios (range in brackets) — "
+                "what a request costs the server, nearly free of the other load on the machine. "
+                "`serve`/`uvicorn` compares adjacent windows, not one window, so it is noisier "
+                "(and `serve` also writes an access log). Latency is per request at "
+                f"the client, queueing included. Targets: on the failures mix L6/L0 ≥ "
+                f"{FAILURE_RPS} in requests/s and ≤ {FAILURE_P99} at p99 (and p50 within 10%); on "
+                "the successes mix all three within 10%."
             ),
             markdown_table(
                 [
@@ -239,6 +267,7 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                     "Range",
                     "p50 (ms)",
                     "p99 (ms)",
+                    "Server CPU (µs/request)",
                     "Statuses",
                     "Errors",
                 ],
@@ -271,6 +300,12 @@ def _checks(mix: str, launcher: str, target: Mapping[str, Any]) -> list[Check]:
             target["p99"] <= p99_ceiling,
         ),
     ]
+
+
+def _cpu_ratio(ratio: Mapping[str, Any]) -> str:
+    if ratio["cpu"] is None:
+        return "–"
+    return f"{ratio['cpu']:.3f} ({_spread(ratio['per_round_cpu'])})"
 
 
 def _spread(values: Sequence[float]) -> str:
