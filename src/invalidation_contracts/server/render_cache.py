@@ -215,14 +215,18 @@ def finding_key(finding: Finding) -> Hashable | None:
         and (v.max_age_s is None or type(v.max_age_s) is int)
     ):
         return None
-    parts = (v.parameters, v.scope, v.precondition)
-    if not all(isinstance(m, Mapping) and _plain_object(m) for m in parts):
+    parameters, scope, precondition = v.parameters, v.scope, v.precondition
+    if not (_plain_object(parameters) and _plain_object(scope) and _plain_object(precondition)):
         return None
-    values: list[object] = [v.type, v.message, v.action.value, v.table, v.no_store, v.max_age_s]
-    values += [dict(m) for m in parts]
     try:
+        values = (v.type, v.message, _ACTION_VALUES[v.action], v.table, v.no_store, v.max_age_s)
+        objects = (
+            parameters if type(parameters) is dict else dict(parameters),
+            scope if type(scope) is dict else dict(scope),
+            precondition if type(precondition) is dict else dict(precondition),
+        )
         key = (
-            to_json(values, inf_nan_mode="constants"),
+            to_json(values + objects, inf_nan_mode="constants"),
             tuple(finding.reads.items()),
             finding.tables_in_read_order,
             finding.rules,
@@ -234,20 +238,30 @@ def finding_key(finding: Finding) -> Hashable | None:
     return key
 
 
-def _plain_object(mapping: Mapping[Any, Any], depth: int = 0) -> bool:
-    return all(type(k) is str and _plain(v, depth + 1) for k, v in mapping.items())
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_ACTION_VALUES = {action: action.value for action in Action}
 
 
-def _plain(value: object, depth: int) -> bool:
-    kind = type(value)
-    if kind is str or kind is int or kind is float or kind is bool or value is None:
-        return True
+def _plain_object(mapping: object, depth: int = 0) -> bool:
+    """Whether ``mapping`` is a mapping of str to plain JSON values (dict, list, str, int,
+    float, bool, None: exactly those types), nested at most ``MAX_KEY_DEPTH`` deep."""
+    if type(mapping) is not dict and not isinstance(mapping, Mapping):
+        return False
+    for name, value in mapping.items():
+        if type(name) is not str:
+            return False
+        if type(value) not in _SCALARS and not _plain_container(value, depth + 1):
+            return False
+    return True
+
+
+def _plain_container(value: object, depth: int) -> bool:
     if depth > MAX_KEY_DEPTH:
         return False
-    if kind is dict:
-        return _plain_object(value, depth)  # type: ignore[arg-type]
-    if kind is list:
-        return all(_plain(item, depth + 1) for item in value)  # type: ignore[attr-defined]
+    if type(value) is dict:
+        return _plain_object(value, depth)
+    if type(value) is list:
+        return all(type(v) in _SCALARS or _plain_container(v, depth + 1) for v in value)
     return False
 
 
