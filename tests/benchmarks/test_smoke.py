@@ -44,3 +44,15 @@ def test_the_command_refuses_an_unknown_study(capsys) -> None:
         cli.parse(["--only", "wire,nonsense"])
     assert exc.value.code == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_a_partial_run_keeps_the_other_studies_sections_with_their_commands(tmp_path: Path) -> None:
+    assert cli.main(["--quick", "--only", "reload", "--out", str(tmp_path)]) == 0
+    assert cli.main(["--quick", "--only", "client", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
+    assert "## 1. Reload cost" in text and "## 2. Client cost" in text
+    assert f"_Measured by `python -m benchmarks --quick --only reload --out {tmp_path}`" in text
+    assert f"_Measured by `python -m benchmarks --quick --only client --out {tmp_path}`" in text
+    data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert set(data["studies"]) == {"reload", "client"}
+    assert data["studies"]["reload"]["run"]["command"].endswith(f"--only reload --out {tmp_path}")
