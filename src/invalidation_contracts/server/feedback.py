@@ -10,12 +10,10 @@ from ..protocol.models import (
     Action,
     CacheHint,
     ContractFields,
-    PatchOperation,
     Problem,
     RecoveryFeedback,
     SuccessResponse,
     Suggestion,
-    TableDependency,
     field_pointer,
 )
 from ..protocol.problems import ProblemType, problem
@@ -23,17 +21,15 @@ from .policies import Finding
 from .state import RegistryState
 
 
-def patch_for(finding: Finding) -> list[PatchOperation]:
-    """The violation's fix as RFC 6902 operations: ``test`` preconditions, then add or replace."""
+def patch_for(finding: Finding) -> list[dict[str, Any]]:
+    """The violation's fix as RFC 6902 operations (JSON objects, validated as part of the
+    suggestion that carries them): ``test`` preconditions, then add or replace."""
     v = finding.violation
     ops = [
-        PatchOperation(op="test", path=field_pointer(f), value=val)
-        for f, val in v.precondition.items()
+        {"op": "test", "path": field_pointer(f), "value": val} for f, val in v.precondition.items()
     ]
     verb = "add" if v.action is Action.ADD_FIELD else "replace"
-    ops += [
-        PatchOperation(op=verb, path=field_pointer(f), value=val) for f, val in v.parameters.items()
-    ]
+    ops += [{"op": verb, "path": field_pointer(f), "value": val} for f, val in v.parameters.items()]
     return ops
 
 
@@ -104,7 +100,7 @@ def suggestion(
         fields["patch"] = patch_for(finding)
     if level.dependency_vectors and finding.reads:
         fields["tables"] = [
-            TableDependency(table=table, version=state.tables[table].version, keys=_keys(keys))
+            {"table": table, "version": state.tables[table].version, "keys": _keys(keys)}
             for table in finding.tables_in_read_order
             for keys in (finding.reads[table],)
         ]
@@ -112,7 +108,8 @@ def suggestion(
         fields["absent_rules"] = list(finding.absent_rules) or None
         if conditional:
             fields["table"] = None
-    return Suggestion(**fields)
+    # One validation of the whole suggestion, its patch and dependency vector included.
+    return Suggestion.model_validate(fields)
 
 
 def failure(
