@@ -56,3 +56,10 @@ def test_a_partial_run_keeps_the_other_studies_sections_with_their_commands(tmp_
     data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert set(data["studies"]) == {"reload", "client"}
     assert data["studies"]["reload"]["run"]["command"].endswith(f"--only reload --out {tmp_path}")
+
+
+def test_the_distinct_mix_outgrows_the_render_cache() -> None:
+    from invalidation_contracts.server.render_cache import DEFAULT_CAPACITY
+
+    bodies = provider_load.request_mixes()["distinct"]
+    assert len(set(bodies)) == len(bodies) == provider_load.DISTINCT >= 4 * DEFAULT_CAPACITY
