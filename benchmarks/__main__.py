@@ -22,7 +22,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from . import client_cost, harness_throughput, keepalive, provider_load, reload_cost, wire_cost
+from . import (
+    client_cost,
+    harness_throughput,
+    production,
+    provider_load,
+    reload_cost,
+    serve_latency,
+    wire_cost,
+)
 from .common import Check, StudyResult, machine, markdown_table
 
 HERE = Path(__file__).resolve().parent
@@ -32,7 +40,8 @@ MODULES: tuple[ModuleType, ...] = (
     reload_cost,
     client_cost,
     harness_throughput,
-    keepalive,
+    serve_latency,
+    production,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -33,8 +33,9 @@ from invalidation_contracts.protocol.levels import Level
 from invalidation_contracts.server import feedback
 from invalidation_contracts.server.provider import Provider, _evaluate
 
-from . import launch, loadgen
+from . import loadgen
 from .provider_load import DOMAIN, request_mixes
+from .servers import free_port, process
 
 LEVELS = (0, 1, 6)
 #: Where a sampled server stack is counted: the first layer whose pattern matches it, trying the
@@ -128,31 +129,39 @@ def profile(level: int, calls: int = 5000, top: int = 12) -> str:
 
 def sample(level: int, seconds: float) -> dict[str, float]:
     """Share of py-spy samples in each layer, one bare-uvicorn server under load."""
-    server = launch.start("uvicorn", level, domain=DOMAIN)
     bodies = request_mixes()["failures"]
     path = get_catalog(DOMAIN).route.path
+    port = free_port()
+    command = [sys.executable, "-c", _SERVER, DOMAIN, str(level), str(port)]
     ctx = multiprocessing.get_context("spawn")
-    with tempfile.TemporaryDirectory() as tmp:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        process(command, port) as server,
+        ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool,
+    ):
         raw = Path(tmp) / "stacks.txt"
-        try:
-            server.wait_ready()
-            with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-                pool.submit(loadgen.run_side_by_side, [server.port], path, bodies, 8, 2.0).result()
-                spy = subprocess.Popen(
-                    ["py-spy", "record", "--pid", str(server.process.pid)]
-                    + ["--duration", str(int(seconds)), "--rate", "200", "--format", "raw"]
-                    + ["--output", str(raw), "--nonblocking", "--threads"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                load = pool.submit(
-                    loadgen.run_side_by_side, [server.port], path, bodies, 8, seconds + 1
-                )
-                spy.wait()
-                load.result()
-        finally:
-            server.stop()
+        pool.submit(loadgen.run_side_by_side, [port], path, bodies, 8, 2.0).result()
+        spy = subprocess.Popen(
+            ["py-spy", "record", "--pid", str(server.pid)]
+            + ["--duration", str(int(seconds)), "--rate", "200", "--format", "raw"]
+            + ["--output", str(raw), "--nonblocking", "--threads"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        load = pool.submit(loadgen.run_side_by_side, [port], path, bodies, 8, seconds + 1)
+        spy.wait()
+        load.result()
         return layers(raw.read_text(encoding="utf-8").splitlines())
+
+
+#: ``create_app`` under bare uvicorn, quiet; written against the API older trees share.
+_SERVER = """
+import sys, uvicorn
+from invalidation_contracts.domains import get_domain
+from invalidation_contracts.server.app import create_app
+app = create_app(get_domain(sys.argv[1]), level=int(sys.argv[2]), admin_token="benchmark-only")
+uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
+"""
 
 
 def layers(lines: Sequence[str]) -> dict[str, float]:

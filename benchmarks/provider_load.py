@@ -1,7 +1,7 @@
 """Study 2 — provider overhead: the domain route at L0 against L6 under concurrent loopback load.
 
 Real servers (Acme billing at L0, L1 and L6) run in their own processes on free loopback ports,
-started the two ways users start them (``launch``): the shipped ``invalidation-contracts serve``
+started the two ways users start them (``servers``): the shipped ``invalidation-contracts serve``
 command, and ``create_app`` under bare uvicorn, so a regression in either shows. A closed-loop load
 generator (``loadgen``) runs in another process and, each round, loads the three levels of one
 launcher side by side over the same time window, so every ratio between levels compares servers
@@ -21,15 +21,18 @@ import json
 import multiprocessing
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.server.http.launch import AppSpec
 from invalidation_contracts.server.provider import Provider
 
-from . import launch, loadgen
+from . import loadgen
 from .common import Check, StudyResult, figure, markdown_table, median, pct
+from .servers import Server, bare_uvicorn, serve_command
 
 NAME = "provider"
 TITLE = "Provider overhead: L6 against L0 under load"
@@ -44,6 +47,8 @@ TARGET = 0.10
 #: Mixes with targets; ``distinct`` (every document new: the render cache never hits) is shown
 #: for what a cold cache costs, against no target.
 TARGET_MIXES = ("failures", "successes")
+#: How a server is started: the shipped ``serve`` command, or ``create_app`` under bare uvicorn.
+LAUNCHERS = ("uvicorn", "serve")
 #: Distinct requests in that mix: four times the render cache's capacity (``RenderCache``'s 1,024
 #: documents), so none is still cached when the cycle comes back to it. A constant, not an import,
 #: so this study also measures trees from before the cache.
@@ -96,55 +101,53 @@ def _encode(items: Sequence[Mapping[str, Any]]) -> list[bytes]:
     return [json.dumps(item, separators=(",", ":")).encode() for item in items]
 
 
+def start(launcher: str, level: int) -> AbstractContextManager[Server]:
+    """Acme billing at ``level``, started by ``launcher``: ``serve`` or bare ``uvicorn``."""
+    if launcher == "serve":
+        return serve_command("--domain", DOMAIN, "--level", str(level))
+    return bare_uvicorn(AppSpec(DOMAIN, level).to_env())
+
+
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     size = QUICK if quick else FULL
     figures_dir = (out_dir or Path(__file__).parent) / "figures"
     path = get_catalog(DOMAIN).route.path
     mixes = request_mixes()
     ctx = multiprocessing.get_context("spawn")
-    servers: dict[tuple[str, int], launch.Server] = {}
-    trials: Trials = {
-        m: {name: {lv: [] for lv in LEVELS} for name in launch.LAUNCHERS} for m in mixes
-    }
-    try:
-        for launcher in launch.LAUNCHERS:
-            for level in LEVELS:
-                servers[launcher, level] = launch.start(launcher, level, domain=DOMAIN)
-        for server in servers.values():
-            server.wait_ready()
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+    trials: Trials = {m: {name: {lv: [] for lv in LEVELS} for name in LAUNCHERS} for m in mixes}
+    with ExitStack() as stack:
+        servers = {
+            (launcher, level): stack.enter_context(start(launcher, level))
+            for launcher in LAUNCHERS
+            for level in LEVELS
+        }
+        pool = stack.enter_context(ProcessPoolExecutor(max_workers=1, mp_context=ctx))
 
-            def side_by_side(
-                launcher: str, bodies: list[bytes], seconds: float
-            ) -> list[loadgen.Trial]:
-                group = [servers[launcher, level] for level in LEVELS]
-                before = [server.cpu_seconds() for server in group]
-                window: list[loadgen.Trial] = pool.submit(
-                    loadgen.run_side_by_side,
-                    [server.port for server in group],
-                    path,
-                    bodies,
-                    size.concurrency,
-                    seconds,
-                ).result()
-                for trial, server, start in zip(window, group, before, strict=True):
-                    end = server.cpu_seconds()
-                    if start is not None and end is not None:
-                        trial.server_cpu_s = end - start
-                return window
+        def side_by_side(launcher: str, bodies: list[bytes], seconds: float) -> list[loadgen.Trial]:
+            group = [servers[launcher, level] for level in LEVELS]
+            before = [server.cpu_seconds() for server in group]
+            window: list[loadgen.Trial] = pool.submit(
+                loadgen.run_side_by_side,
+                [server.port for server in group],
+                path,
+                bodies,
+                size.concurrency,
+                seconds,
+            ).result()
+            for trial, server, start_s in zip(window, group, before, strict=True):
+                end_s = server.cpu_seconds()
+                if start_s is not None and end_s is not None:
+                    trial.server_cpu_s = end_s - start_s
+            return window
 
-            for mix, bodies in mixes.items():
-                for launcher in launch.LAUNCHERS:
-                    side_by_side(launcher, bodies, size.warmup_s)
-                for r in range(size.rounds):
-                    order = launch.LAUNCHERS if r % 2 == 0 else launch.LAUNCHERS[::-1]
-                    for launcher in order:
-                        window = side_by_side(launcher, bodies, size.duration_s)
-                        for level, result in zip(LEVELS, window, strict=True):
-                            trials[mix][launcher][level].append(result)
-    finally:
-        for server in servers.values():
-            server.stop()
+        for mix, bodies in mixes.items():
+            for launcher in LAUNCHERS:
+                side_by_side(launcher, bodies, size.warmup_s)
+            for r in range(size.rounds):
+                for launcher in LAUNCHERS if r % 2 == 0 else LAUNCHERS[::-1]:
+                    window = side_by_side(launcher, bodies, size.duration_s)
+                    for level, result in zip(LEVELS, window, strict=True):
+                        trials[mix][launcher][level].append(result)
     return _report(trials, size, figures_dir)
 
 
@@ -250,9 +253,9 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
             (
                 f"Acme billing `POST {get_catalog(DOMAIN).route.path}` at L0, L1 and L6, one "
                 "process per level and launcher (one worker, in-memory registry): `serve` is the "
-                "shipped `invalidation-contracts serve` command with its defaults (uvicorn's "
-                "`info` log level and access log, output discarded); `uvicorn` is `create_app` "
-                "under bare `uvicorn.run` with `log_level=warning` and no access log. A "
+                "shipped `invalidation-contracts serve` command, `uvicorn` the same app under bare "
+                "`uvicorn.run` (uvicorn binds the socket); both log as uvicorn does by default "
+                "(`info`, access log on; output discarded). A "
                 "closed-loop load generator (`benchmarks/loadgen.py`) in another process keeps "
                 f"{size.concurrency} keep-alive connections per server busy on 127.0.0.1. Each "
                 f"round loads the three levels of one launcher side by side for "
@@ -266,8 +269,8 @@ def _report(trials: Trials, size: Size, figures_dir: Path) -> StudyResult:
                 "process's user + system time over its window (from `/proc`) per answered "
                 "request; beside a ratio, the median of per-round ratios (range in brackets) — "
                 "what a request costs the server, nearly free of the other load on the machine. "
-                "`serve`/`uvicorn` compares adjacent windows, not one window, so it is noisier "
-                "(and `serve` also writes an access log). Latency is per request at "
+                "`serve`/`uvicorn` compares adjacent windows, not one window, so it is noisier. "
+                "Latency is per request at "
                 f"the client, queueing included. Mixes: *failures*, each task family's draft "
                 "(7 of 8 answered 422); *successes*, the same with the fixes merged; *distinct*, "
                 f"{DISTINCT} drafts with amounts no two share (each a 422 with its own fix, so "
@@ -344,7 +347,7 @@ def _statuses(statuses: Mapping[int, int]) -> str:
 
 def _draw(fig: Any, data: Mapping[str, Any]) -> None:
     ax = fig.add_subplot(1, 1, 1)
-    groups = [(mix, name) for mix in data for name in launch.LAUNCHERS if name in data[mix]]
+    groups = [(mix, name) for mix in data for name in LAUNCHERS if name in data[mix]]
     names = [f"L{h}/L{lo}" for h, lo in PAIRS]
     width = 0.8 / (3 * len(names))
     for j, name in enumerate(names):

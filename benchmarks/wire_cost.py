@@ -34,7 +34,11 @@ from invalidation_contracts.bench.artifacts import Run, read_runs
 from invalidation_contracts.bench.grid import SIMULATED_PROFILES
 from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
+from invalidation_contracts.client.fold import ContractFold
+from invalidation_contracts.client.state import OriginState
+from invalidation_contracts.client.wire import contract_of
 from invalidation_contracts.protocol.levels import Level
+from invalidation_contracts.protocol.models import ChangesFeed, ContractFields
 from invalidation_contracts.protocol.wirecost import (
     ENVELOPE_FIELDS,
     SUGGESTION_FIELDS,
@@ -400,43 +404,42 @@ def validity(run: Run) -> dict[str, Any]:
 
 
 class ClientView:
-    """A client folding what it was sent: can it rebuild the full contract of every response?"""
+    """A client folding what it was sent with the memory's own fold (``client.fold``): can it
+    rebuild the full contract of every response?"""
 
     def __init__(self, level: Level) -> None:
         self.level = level
-        self.versions: dict[str, str] = {}
-        self.rules: str | None = None
-        self.epoch: str | None = None
+        self.state = OriginState()
+        self.fold = ContractFold(self.state)
         self.failures: list[str] = []
 
     def see(self, ex: Exchange) -> None:
         body = ex.sent
         if ex.path == CHANGES_PATH:
-            for tr in sorted(body.get("tables", []), key=lambda t: t["seq"]):
-                self.versions[tr["table"]] = tr["new_version"]
-            for rc in sorted(body.get("rules", []), key=lambda r: r["seq"]):
-                self.rules = rc["new_rules_version"]
+            self.fold.merge_feed(ChangesFeed.model_validate(body))
             return
-        if ex.since is None:
-            self.versions = dict(body.get("table_versions") or {})
-        else:
-            self.versions.update(body.get("table_versions") or {})
-        self.rules = body.get("rules_version", self.rules)
-        self.epoch = body.get("contract_epoch", self.epoch)
-        seq = body.get("contract_seq", ex.since)
+        contract = contract_of(body) or ContractFields()
+        if self.fold.epoch_moved(contract.contract_epoch) is not None:
+            self.state.reset_contract()
+        reading = self.fold.read(contract, ex.since)
+        if reading is not None:
+            if contract.rules_version is not None:
+                self.fold.rules(contract.rules_version)
+            self.fold.advance(reading, settled=True)
         truth = ex.truth
         assert truth is not None
-        if self.versions != truth.table_versions:
-            self.failures.append(f"table_versions {self.versions} != {truth.table_versions}")
-        if self.level.rules_fingerprint and self.rules != truth.rules_version:
-            self.failures.append(f"rules_version {self.rules} != {truth.rules_version}")
-        if seq != truth.contract_seq or self.epoch != truth.contract_epoch:
+        st = self.state
+        if st.known != truth.table_versions:
+            self.failures.append(f"table_versions {st.known} != {truth.table_versions}")
+        if self.level.rules_fingerprint and st.rules_version != truth.rules_version:
+            self.failures.append(f"rules_version {st.rules_version} != {truth.rules_version}")
+        if st.known_seq != truth.contract_seq or st.epoch != truth.contract_epoch:
             self.failures.append(
-                f"position {self.epoch}/{seq} != {truth.contract_epoch}/{truth.contract_seq}"
+                f"position {st.epoch}/{st.known_seq} != {truth.contract_epoch}/{truth.contract_seq}"
             )
         for suggestion in (body.get("recovery_feedback") or {}).get("suggestions", []):
             for item in suggestion.get("tables") or []:
-                version = item.get("version", self.versions.get(item["table"]))
+                version = item.get("version", st.known.get(item["table"]))
                 if version != truth.table_versions.get(item["table"]):
                     self.failures.append(f"dependency {item['table']} {version}")
 

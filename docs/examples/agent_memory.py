@@ -29,7 +29,10 @@ async def main() -> None:
             learned = [e.type for e in memory.entries("http://acme.test")]
             print("first try:", first.status_code, "-> learned", learned)
 
-            (fix,) = memory.relevant("http://acme.test", task)  # episode 2: reuse it
+            # episode 2: reuse it (fixes are filed under the operation: METHOD + route)
+            (fix,) = await memory.arelevant(
+                "http://acme.test", task, operation="POST /v1/subscriptions"
+            )
             second = await http.post(
                 "/v1/subscriptions", json={**task, **fix.suggestion.parameters}
             )

@@ -21,6 +21,9 @@ from . import __version__
 from ._extras import MissingExtra
 
 if TYPE_CHECKING:
+    from .bench.grid import Grid
+    from .planners.registry import ConfiguredPlanners
+    from .server.http.launch import AppSpec
     from .server.trust import TrustOptions
 
     Subparsers = argparse._SubParsersAction["_Parser"]
@@ -42,6 +45,11 @@ class UsageError(CommandError):
 
 
 Handler = Callable[[argparse.Namespace], int]
+
+DOMAIN_HELP = (
+    "a shipped domain (acme_billing, acme_rules, recipes), an installed entry point of the group "
+    "invalidation_contracts.domains, or an import path package.module:attribute"
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -86,7 +94,8 @@ def _add_planners(sub: Subparsers) -> None:
         "--planner",
         required=True,
         metavar="SPEC",
-        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL or openai-compatible:MODEL@URL",
+        help="simulated:PROFILE, anthropic:MODEL, openai:MODEL, openai-compatible:MODEL@URL "
+        "or local:MODEL (local:qwen2.5-coder-0.5b, or a .gguf path)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed passed to the planner (default 0)")
     p.add_argument(
@@ -94,10 +103,76 @@ def _add_planners(sub: Subparsers) -> None:
     )
     p.add_argument("--no-l2", action="store_true", help="leave the L2 sentence out of the prompt")
     p.add_argument(
+        "--domain",
+        default=None,
+        metavar="DOMAIN",
+        help="probe with this domain's task families and fixes instead of the built-in probes: "
+        + DOMAIN_HELP,
+    )
+    p.add_argument(
         "--max-retries", type=int, default=None, help="SDK retries on 429/5xx (vendor planners)"
     )
+    p.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        default=4,
+        help="probes in flight at once; a local: model gets this many slots (default 4)",
+    )
+    _add_planner_options(p)
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(handler=_preflight)
+
+
+def _add_planner_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--planner-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="planner setting, e.g. timeout=600, max_retries=2, temperature=0, max_tokens=512, "
+        "parallel=2 (repeatable; each planner takes the keys its kind accepts)",
+    )
+
+
+def _planner_factory(args: argparse.Namespace, specs: Sequence[str]) -> ConfiguredPlanners:
+    """``create_planner`` with the command's ``--planner-option`` values, once they are checked
+    against every planner and any ``local:`` model is fetched and verified (one clear line if
+    it cannot be)."""
+    from .planners import PlannerConfigError, PlannerError, check_planner, parse_planner_spec
+    from .planners.options import accepted_options, parse_option_pairs
+    from .planners.registry import ConfiguredPlanners
+
+    try:
+        given = parse_option_pairs(args.planner_option)
+        if getattr(args, "max_retries", None) is not None:
+            given.setdefault("max_retries", str(args.max_retries))
+        kinds = {parse_planner_spec(spec).kind for spec in specs}
+        if "local" in kinds:
+            given.setdefault("parallel", str(args.concurrency))
+        unused = sorted(k for k in given if not any(k in accepted_options(kd) for kd in kinds))
+        if unused:
+            raise UsageError(
+                f"planner option(s) {', '.join(unused)} apply to none of the planners "
+                f"({', '.join(sorted(kinds))})"
+            )
+        factory = ConfiguredPlanners(given)
+        for spec in specs:
+            parsed = check_planner(spec, factory.options_for(spec))
+            if parsed.kind == "local":
+                from .planners.local.planner import model_file
+
+                model_file(parsed.model)
+    except PlannerConfigError as exc:
+        raise UsageError(str(exc)) from exc
+    except (PlannerError, ImportError) as exc:
+        raise CommandError(str(exc)) from exc
+    return factory
+
+
+def _is_local(spec: str) -> bool:
+    from .planners import parse_planner_spec
+
+    return parse_planner_spec(spec).kind == "local"
 
 
 def _positive_int(text: str) -> int:
@@ -163,19 +238,29 @@ def _preflight(args: argparse.Namespace) -> int:
     import asyncio
 
     from .planners.errors import PlannerConfigError, PlannerError
-    from .planners.preflight import preflight_spec, preflight_table
+    from .planners.local.server import POOL
+    from .planners.preflight import preflight, preflight_table
 
-    try:
-        options = {} if args.max_retries is None else {"max_retries": args.max_retries}
-        report = asyncio.run(
-            preflight_spec(
-                args.planner,
-                planner_options=options,
+    factory = _planner_factory(args, [args.planner])
+    probes = {} if args.domain is None else {"probes": _domain_probes(args.domain)}
+
+    async def probe() -> Any:
+        planner = factory(args.planner)
+        try:
+            return await preflight(
+                planner,
                 seed=args.seed,
                 rounds=args.rounds,
                 l2=not args.no_l2,
+                concurrency=args.concurrency,
+                **probes,
             )
-        )
+        finally:
+            await planner.aclose()
+
+    try:
+        with POOL.hold():
+            report = asyncio.run(probe())
     except PlannerConfigError as exc:
         raise UsageError(str(exc)) from exc
     except PlannerError as exc:
@@ -185,6 +270,17 @@ def _preflight(args: argparse.Namespace) -> int:
     else:
         _console().print(preflight_table(report))
     return 0
+
+
+def _domain_probes(spec: str):
+    """``preflight --domain``: probes built from the domain's task families."""
+    from .bench.probes import NoProbes, domain_probes
+    from .domains import DomainError, get_catalog
+
+    try:
+        return domain_probes(get_catalog(spec))
+    except (DomainError, NoProbes) as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _console() -> Any:
@@ -199,11 +295,43 @@ def _console() -> Any:
 
 def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
-    p.add_argument("--domain", required=True, help="the domain to serve, e.g. acme_billing")
+    p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument("--db", type=Path, default=None, help="SQLite registry file (default: memory)")
+    p.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help="registry store: a SQLite file or a postgresql:// URL, shared by every worker "
+        "(default: memory)",
+    )
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="the provider's database (sqlite:///FILE or postgresql://...): the domain's tables "
+        "are read from its SQL tables, and every committed write to them is captured",
+    )
+    p.add_argument(
+        "--declare",
+        type=Path,
+        default=None,
+        metavar="TOML",
+        help="with --database: [tables.NAME] table/key/columns/schema declarations "
+        "(default: each table from the SQL table of the same name)",
+    )
+    p.add_argument(
+        "--create-tables",
+        action="store_true",
+        help="with --database: create the SQL tables that are missing from the domain's data",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=1,
+        help="worker processes sharing one registry (default 1; more need --db)",
+    )
     _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
@@ -263,30 +391,12 @@ def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
     from .server.trust import TrustOptions
 
-    keys = {}
-    for path in args.signing_key:
-        ed25519 = _ed25519()
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
-
-        try:
-            key = load_pem_private_key(path.read_bytes(), password=None)
-        except (OSError, ValueError, TypeError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise CommandError(f"cannot read signing key {path}: {reason}") from None
-        if not isinstance(key, ed25519.Ed25519PrivateKey):
-            raise CommandError(f"{path} is not an Ed25519 private key")
-        keys[path.stem] = key
-    opaque = None
-    if args.opaque_key_env:
-        secret = os.environ.get(args.opaque_key_env, "")
-        if len(secret.encode()) < 16:
-            raise CommandError(f"${args.opaque_key_env} must hold a secret of at least 16 bytes")
-        opaque = secret.encode()
-    if not keys and opaque is None:
-        return None
-    return TrustOptions(
-        signing_keys=keys, active_kid=args.signing_key[-1].stem if keys else None, opaque_key=opaque
-    )
+    try:
+        return TrustOptions.from_files(
+            tuple(str(path) for path in args.signing_key), args.opaque_key_env
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
 
 
 def _ed25519() -> Any:
@@ -315,46 +425,81 @@ def _keygen(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from .server.app import create_app, serve
+    import os
+
     from .server.auth import ADMIN_TOKEN_ENV
-    from .server.storage import StorageError
+    from .server.http.launch import FACTORY, SPEC_ENV, AppSpec
+    from .server.store import StorageError
 
-    try:
-        from .domains import get_domain
-
-        domain = get_domain(args.domain)
-    except MissingExtra:
-        raise
-    except ImportError as exc:
-        raise CommandError(f"cannot load domains: {exc}") from exc
-    except KeyError as exc:
-        message = exc.args[0] if exc.args else f"unknown domain {args.domain!r}"
-        raise UsageError(message) from exc
-    token = _admin_token(args) or ""
-    if not token:
+    if args.workers > 1 and args.db is None:
+        raise UsageError("--workers needs --db: workers share one registry store")
+    if (args.declare or args.create_tables) and args.database is None:
+        raise UsageError("--declare and --create-tables need --database")
+    token = _admin_token(args)
+    if token:
+        # Each worker reads the token from its environment, never from its argv.
+        os.environ[ADMIN_TOKEN_ENV] = token
+    else:
+        os.environ.pop(ADMIN_TOKEN_ENV, None)
         print(
             f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
             "admin routes answer 401",
             file=sys.stderr,
         )
-    trust = _trust_options(args)
+    spec = AppSpec(
+        domain=args.domain,
+        level=args.level,
+        store=str(args.db) if args.db is not None else None,
+        database=args.database,
+        declarations=str(args.declare) if args.declare is not None else None,
+        admin_token_env=ADMIN_TOKEN_ENV,
+        protect_graph=args.protect_graph,
+        signing_keys=tuple(str(path) for path in args.signing_key),
+        opaque_key_env=args.opaque_key_env,
+    )
+    _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
-        app = create_app(
-            domain,
-            level=args.level,
-            store=args.db,
-            admin_token=token,
-            protect_graph=args.protect_graph,
-            trust=trust,
-        )
-        serve(app, host=args.host, port=args.port)
-    except StorageError as exc:
+        if args.create_tables:
+            _create_tables(spec)
+        app = spec.build()
+    except MissingExtra:
+        raise
+    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except ImportError as exc:
+        raise CommandError(f"cannot load the domain: {exc}") from exc
+    except (StorageError, ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from exc
+    try:
+        if args.workers == 1:
+            _listen(app, args)
+        else:
+            app.state.service.close()  # each worker opens its own; this one only checked it
+            os.environ[SPEC_ENV] = spec.to_env()
+            _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
         where = f"{args.host}:{args.port}"
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise CommandError(f"cannot listen on {where}: {reason}") from None
     return 0
+
+
+def _listen(
+    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+) -> None:
+    from .server.http.serve import serve
+
+    serve(app, host=args.host, port=args.port, workers=workers, factory=factory)
+
+
+def _create_tables(spec: AppSpec) -> None:
+    from .domains import get_domain
+    from .server.sql import create_tables
+
+    assert spec.database is not None
+    created = create_tables(spec.database, get_domain(spec.domain))
+    if created:
+        print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
 
 
 def _admin_client(args: argparse.Namespace) -> Any:
@@ -456,6 +601,15 @@ def _add_bench(sub: Subparsers) -> None:
     p.add_argument(
         "--seeds", type=_seeds, default=[0, 1, 2], help="comma-separated seeds (default: 0,1,2)"
     )
+    p.add_argument(
+        "--planner",
+        action="append",
+        default=None,
+        metavar="SPEC",
+        help="a planner instead of the simulated profiles, e.g. local:qwen2.5-coder-0.5b "
+        "(repeatable); real models run the arms " + ", ".join(_REAL_MODEL_ARMS),
+    )
+    _add_planner_options(p)
     _add_harness_output(p)
     p.set_defaults(handler=_ladder)
 
@@ -488,6 +642,7 @@ def _add_bench(sub: Subparsers) -> None:
         "--server-url", default=None, help="run against a server at this URL instead of in-process"
     )
     _add_admin_token(p, "that server's admin token")
+    _add_planner_options(p)
     _add_harness_output(p)
     p.set_defaults(handler=_run)
 
@@ -511,28 +666,43 @@ def _command_line() -> str:
     return "invalidation-contracts " + " ".join(sys.argv[1:])
 
 
-def _execute_grid(grid: Any, args: argparse.Namespace, **options: Any) -> int:
+def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
     from .bench.grid import run_grid
+    from .planners.local.server import POOL
 
     _check_writable(args.out)
-    outcome = asyncio.run(
-        run_grid(
-            grid,
-            args.out,
-            concurrency=args.concurrency,
-            progress=not (args.no_progress or args.json),
-            command=_command_line(),
-            resume=not args.fresh,
-            **options,
+    factory = _planner_factory(args, list(grid.planners))
+    local = any(_is_local(spec) for spec in grid.planners)
+    with POOL.hold():
+        outcome = asyncio.run(
+            run_grid(
+                grid,
+                args.out,
+                concurrency=args.concurrency,
+                # A local model's server is held by this process: its runs stay in it.
+                processes=1 if local else None,
+                progress=not (args.no_progress or args.json),
+                command=_command_line(),
+                resume=not args.fresh,
+                planner_options=factory.options,
+                **options,
+            )
         )
-    )
     for spec, exc in outcome.failed[:MAX_FAILURES_SHOWN]:
         print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
     hidden = len(outcome.failed) - MAX_FAILURES_SHOWN
     if hidden > 0:
         print(f"invalidation-contracts: ... and {hidden} more runs failed", file=sys.stderr)
+    if outcome.not_started:
+        print(
+            f"invalidation-contracts: {len(outcome.not_started)} run(s) not started after that; "
+            "completed runs are kept: rerun the command to resume",
+            file=sys.stderr,
+        )
+    if outcome.failed and not outcome.ran and not outcome.skipped:
+        return 1
     _publish(args.out, args.json)
     return 1 if outcome.failed else 0
 
@@ -573,15 +743,37 @@ def _publish(root: Path, as_json: bool) -> None:
         print(f"figure: {figure}")
 
 
+#: The ladder a real model runs (hours per seed on a CPU): baseline, naive, row, and row with
+#: the fixes applied by the client (which repairs an input-conservative model).
+_REAL_MODEL_ARMS = ("none", "naive", "row", "row/eager/client")
+
+
 def _ladder(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .bench.arms import Arm
     from .bench.grid import ladder_grid
     from .bench.scenario import ScenarioError
+    from .planners import PlannerError, parse_planner_spec
 
     try:
         grid = ladder_grid(args.scenario, args.seeds)
-    except ScenarioError as exc:
+        _verify_domains(grid)
+        if args.planner:
+            real = any(parse_planner_spec(p).kind != "simulated" for p in args.planner)
+            arms = [Arm.parse(a) for a in _REAL_MODEL_ARMS] if real else grid.arms
+            grid = dataclasses.replace(grid, planners=args.planner, arms=arms)
+    except (ScenarioError, PlannerError) as exc:
         raise UsageError(str(exc)) from exc
     return _execute_grid(grid, args)
+
+
+def _verify_domains(grid) -> None:
+    """Load every scenario's domain and check the manifest against it before anything runs."""
+    from .bench.scenario import verify_domain
+
+    for scenario in grid.scenarios:
+        verify_domain(scenario)
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -601,6 +793,7 @@ def _run(args: argparse.Namespace) -> int:
             seeds=args.seeds or base.seeds,
             rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
+        _verify_domains(grid)
     except (ScenarioError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     options = {}
@@ -618,22 +811,24 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
-    from .bench.scenario import ScenarioError, load_scenario, shipped_scenarios
+    from .bench.scenario import ScenarioError, resolve_scenario, shipped_scenarios
 
     if args.manifest is None:
         for name in shipped_scenarios():
-            scenario = load_scenario(name)
-            print(
-                f"{name:28} {scenario.episodes:3} episodes  {len(scenario.drift)} drift events  {scenario.description}"
-            )
+            try:
+                scenario = resolve_scenario(name)
+            except ScenarioError as exc:
+                raise CommandError(str(exc)) from exc
+            events = len(scenario.drift)
+            print(f"{name:28} {scenario.episodes:3} episodes  {events} drift events  ", end="")
+            print(scenario.description)
         return 0
     try:
-        scenario = load_scenario(args.manifest)
+        scenario = resolve_scenario(args.manifest)
     except ScenarioError as exc:
         raise UsageError(str(exc)) from exc
-    print(
-        f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, level L{scenario.level}"
-    )
+    print(f"{scenario.name}: {scenario.episodes} episodes, domain {scenario.domain}, ", end="")
+    print(f"level L{scenario.level}")
     for event in scenario.drift:
         print(f"  after episode {event.after_episode}: {event.target} ({event.kind})")
     print(f"  stale slots: {scenario.stale_slots or 'none'}")

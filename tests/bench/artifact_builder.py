@@ -1,4 +1,4 @@
-"""Synthetic run artifacts for the metrics and report tests, written with the real ``ArtifactWriter``.
+"""Synthetic run artifacts for the metrics and report tests, written by the real ``ArtifactWriter``.
 
 Load it from a test module with ``load_builder()`` (tests run with ``--import-mode=importlib``, so a
 sibling module is not importable by name).
@@ -45,7 +45,8 @@ class Ep:
         return 1 if self.first_try else 2
 
 
-#: A 12-episode payments-like stream: a breaking rotation after 5 (stale slot 6), a benign bump after 8.
+#: A 12-episode payments-like stream: a breaking rotation after 5 (stale slot 6), a benign bump
+#: after 8.
 STREAM = (
     "governed",
     "funding",
@@ -93,8 +94,20 @@ def write_run(
     max_attempts: int = 5,
     wire: tuple[int, int, int, int] = (800, 120, 100, 20),
     command: str | None = None,
+    rules_versions: Sequence[tuple[int, str]] = (),
+    paper_bytes: tuple[int, int] | None = None,
+    departures: Sequence[dict[str, Any]] | None = None,
+    conditional: bool = False,
+    unfaithful: Sequence[int] = (),
+    planner_errors: Sequence[int] = (),
 ) -> RunKey:
-    """Write one finished run; ``wire`` is (response, contract, envelope, suggestion) bytes of a 422."""
+    """Write one finished run; ``wire``: (response, contract, envelope, suggestion) bytes of a 422.
+
+    ``rules_versions``: (first episode, fingerprint) steps the responses carry from then on;
+    ``paper_bytes``: (paper's L1 field bytes, of them ``table_versions``) of every response;
+    ``unfaithful``: episodes accepted on a request unfaithful to the task; ``planner_errors``:
+    episodes whose first attempt was an unusable planner reply.
+    """
     key = RunKey(scenario, planner, arm, seed, detection, apply_mode)
     writer = ArtifactWriter(root, key)
     for event in drift or ():
@@ -107,9 +120,31 @@ def write_run(
             result={},
         )
     for number, ep in enumerate(eps, start=1):
+        fingerprint = next(
+            (v for first, v in sorted(rules_versions, reverse=True) if number >= first), None
+        )
         for attempt in range(1, ep.n_attempts + 1):
             success = ep.completed and attempt == ep.n_attempts
             response, contract, envelope, suggestion = wire
+            paper: dict[str, Any] = {}
+            if paper_bytes is not None:
+                paper = {
+                    "paper_contract_bytes": paper_bytes[0],
+                    "paper_envelope_bytes": paper_bytes[1],
+                }
+            if attempt == 1 and number in planner_errors and not success:
+                writer.write(
+                    "attempt",
+                    episode=number,
+                    attempt=attempt,
+                    status=None,
+                    request=None,
+                    planner_error={"kind": "invalid_json", "detail": "not JSON", "raw": "oops"},
+                    tokens_in=ep.tokens,
+                    tokens_out=ep.tokens // 10,
+                    tokens_estimated=simulated,
+                )
+                continue
             writer.write(
                 "attempt",
                 episode=number,
@@ -121,9 +156,11 @@ def write_run(
                 envelope_bytes=envelope,
                 suggestion_bytes=0 if success else suggestion,
                 suggestion_types=[] if success else ["ADD_REQUIRED_PROMO_CODE"],
+                rules_version=fingerprint,
                 tokens_in=ep.tokens,
                 tokens_out=ep.tokens // 10,
                 tokens_estimated=simulated,
+                **paper,
             )
         writer.write(
             "episode",
@@ -134,6 +171,8 @@ def write_run(
             attempts=ep.n_attempts if ep.completed else max_attempts,
             first_try=ep.first_try and ep.completed,
             completed=ep.completed,
+            faithful=number not in unfaithful,
+            unfaithful_fields=["amount_cents"] if number in unfaithful else [],
             stale_slot=number in (stale_slots or ()),
             injected=0,
             stale_injected=0,
@@ -160,6 +199,9 @@ def write_run(
         extra["stale_slots"] = list(stale_slots)
     if command is not None:
         extra["command"] = command
+    if departures is not None:
+        extra["departures"] = [dict(d) for d in departures]
+    extra["conditional"] = conditional
     writer.finish(
         RunMetadata(
             key=key,

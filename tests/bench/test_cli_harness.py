@@ -1,5 +1,6 @@
-"""The harness commands as a user runs them: ladder, run (in-process and against a URL), report, scenarios."""
+"""The harness commands as a user runs them: ladder, run (in-process, at a URL), report."""
 
+import asyncio
 import json
 import socket
 import threading
@@ -103,20 +104,57 @@ def _free_port():
         return s.getsockname()[1]
 
 
+class _Serving:
+    """The Acme API under uvicorn on 127.0.0.1 in a thread; ``stop()`` shuts it down."""
+
+    token = "t0ken"
+
+    def __init__(self, app=None):
+        app = app or create_app(get_domain("acme_billing"), level=6, admin_token=self.token)
+        self.port = _free_port()
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        self.server.should_exit = True
+        if threading.current_thread() is not self.thread:
+            self.thread.join(5)
+
+
 @pytest.fixture
 def live_server():
-    token = "t0ken"
-    app = create_app(get_domain("acme_billing"), level=6, admin_token=token)
-    port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{port}", token
-    server.should_exit = True
-    thread.join(5)
+    serving = _Serving()
+    yield serving.url, serving.token
+    serving.stop()
+
+
+def _dying_after(domain_requests):
+    """An Acme server that shuts itself down once it has answered ``domain_requests`` requests."""
+    app = create_app(get_domain("acme_billing"), level=6, admin_token=_Serving.token)
+    seen = []
+
+    async def counting(scope, receive, send):
+        if scope["type"] == "http" and scope["path"].startswith("/v1/"):
+            seen.append(scope["path"])
+            if len(seen) == domain_requests:
+                # Hold this answer until uvicorn has begun its shutdown (it polls should_exit
+                # every 0.1 s), so the keep-alive connection closes after it and nothing more
+                # is answered: the client's next request finds no server.
+                serving.server.should_exit = True
+                await asyncio.sleep(0.5)
+        await app(scope, receive, send)
+
+    serving = _Serving(counting)
+    return serving
 
 
 def test_a_grid_runs_against_a_real_server_on_loopback(live_server, tmp_path, capsys, monkeypatch):
@@ -165,3 +203,53 @@ def test_a_usage_error_is_one_line_with_exit_status_2(capsys):
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and err.count("\n") == 1
     assert "seeds must be comma-separated integers" in err
+
+
+def _run_against(url, out, seeds="0,1,2"):
+    token_file = out.parent / f"{out.name}.token"
+    token_file.write_text(_Serving.token)
+    return main(
+        [
+            "run",
+            "--scenario",
+            "payments-control",
+            "--planner",
+            "simulated:exact",
+            "--arm",
+            "row",
+            "--seeds",
+            seeds,
+            "--server-url",
+            url,
+            "--admin-token-file",
+            str(token_file),
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+
+
+def test_a_server_that_dies_mid_run_ends_the_grid_with_one_line_and_a_rerun_resumes(
+    tmp_path, capsys
+):
+    dying = _dying_after(60)  # one run of payments-control sends about 45 domain requests
+
+    code = _run_against(dying.url, tmp_path)
+
+    err = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert len([line for line in err if "stopped answering" in line]) == 1
+    assert any("1 run(s) not started" in line for line in err), err
+    metas = {p.name: json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("*.meta.json")}
+    assert metas["seed-0.meta.json"]["completed"] is True
+    assert metas["seed-1.meta.json"]["completed"] is False
+    assert "stopped answering" in metas["seed-1.meta.json"]["error"]
+
+    fresh = _Serving()
+    try:
+        assert _run_against(fresh.url, tmp_path) == 0
+    finally:
+        fresh.stop()
+    metas = [json.loads(p.read_text()) for p in (tmp_path / "runs").rglob("*.meta.json")]
+    assert sorted(m["key"]["seed"] for m in metas if m["completed"]) == [0, 1, 2]

@@ -43,20 +43,37 @@ def cell(cells, **match):
     return c
 
 
-# --- compliance -----------------------------------------------------------------------------------
+# --- compliance ----------------------------------------------------------------------------------
 
 
-def test_compliance_excludes_the_first_governed_episode_and_the_stale_slots(tmp_path):
-    # governed episodes are 1, 3, 6, 8, 10; 1 is the first, 6 the stale slot: both miss.
+def test_compliance_excludes_only_the_stale_slots_as_the_paper_does(tmp_path):
+    # governed episodes are 1, 3, 6, 8, 10; 6 is the stale slot. The first one (1) is eligible.
     B.write_run(tmp_path, B.episodes(misses=(1, 6)))
     m = only(tmp_path)
-    assert (m.compliance, m.compliance_eligible, m.compliance_first_try) == (1.0, 3, 3)
+    assert (m.compliance, m.compliance_eligible, m.compliance_first_try) == (0.75, 4, 3)
+
+
+def test_a_pre_registered_departure_is_excluded_and_recorded_as_one(tmp_path):
+    key = B.write_run(tmp_path, B.episodes(misses=(1, 6)))
+    meta_path = tmp_path / "runs" / f"{key.slug}.meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["extra"]["departures"] = [{"episodes": [1], "reason": "cold first episode"}]
+    meta_path.write_text(json.dumps(meta))
+    m = only(tmp_path)
+    assert (m.compliance, m.compliance_eligible) == (1.0, 3)
+    assert (m.departure_slots, m.departure_reasons) == ((1,), ("cold first episode",))
+
+
+def test_governed_first_try_is_defined_at_a0_where_compliance_is_not(tmp_path):
+    B.write_run(tmp_path, B.episodes(misses=(1, 3, 6, 8, 10)), arm="none")
+    m = only(tmp_path)
+    assert (m.compliance, m.eligible_first_try) == (None, 0.0)
 
 
 def test_compliance_counts_a_miss_on_an_eligible_episode(tmp_path):
     B.write_run(tmp_path, B.episodes(misses=(8,)))
     m = only(tmp_path)
-    assert m.compliance == pytest.approx(2 / 3)
+    assert m.compliance == pytest.approx(3 / 4)
 
 
 def test_compliance_is_undefined_at_a0(tmp_path):
@@ -65,7 +82,7 @@ def test_compliance_is_undefined_at_a0(tmp_path):
 
 
 def test_compliance_is_undefined_when_no_governed_episode_is_eligible(tmp_path):
-    B.write_run(tmp_path, B.episodes(stream=("governed", "funding")), drift=(), stale_slots=())
+    B.write_run(tmp_path, B.episodes(stream=("governed", "funding")), drift=(), stale_slots=(1,))
     assert only(tmp_path).compliance is None
 
 
@@ -79,7 +96,7 @@ def test_stale_slots_fall_back_to_the_episode_flags_without_metadata(tmp_path):
     assert (m.stale_slots, m.compliance) == ((6,), 1.0)
 
 
-# --- first-try, retries, completion ------------------------------------------------------------------
+# --- first-try, retries, completion --------------------------------------------------------------
 
 
 def test_first_try_is_reported_per_class(tmp_path):
@@ -144,7 +161,7 @@ def test_the_targeted_class_is_the_class_of_the_stale_slots(tmp_path):
     assert (m.targeted_class, m.targeted_first_try) == ("governed", 0.6)
 
 
-# --- evictions -------------------------------------------------------------------------------------
+# --- evictions -----------------------------------------------------------------------------------
 
 
 TABLE_CLEAR = [
@@ -195,12 +212,14 @@ def test_events_are_split_per_drift_event(tmp_path):
     ]
     B.write_run(tmp_path, B.episodes(), memory=memory, stale=[(5, "promo")])
     rotation, bump = only(tmp_path).drift
-    assert (rotation.evictions, rotation.restamps, rotation.first_reaction) == (1, 1, 6)
-    assert (bump.kind, bump.evictions, bump.restamps, bump.first_reaction) == ("benign", 0, 1, None)
+    assert (rotation.evictions, rotation.restamps, rotation.alert) == (1, 1, None)
+    assert (bump.kind, bump.evictions, bump.restamps, bump.alert) == ("benign", 0, 1, None)
 
 
-def test_the_first_reaction_is_the_first_alert_or_eviction_after_the_event(tmp_path):
-    rules = [{"after_episode": 5, "kind": "breaking", "rules": "rule-removal"}]
+RULE_REMOVAL = [{"after_episode": 5, "kind": "breaking", "rules": "rule-removal"}]
+
+
+def test_an_alert_is_the_first_alert_record_after_a_rule_event(tmp_path):
     memory = [
         {"episode": 4, "event": "alert", "entry": None},
         {"episode": 7, "event": "evict", "entry": "r", "stale": True},
@@ -212,11 +231,55 @@ def test_the_first_reaction_is_the_first_alert_or_eviction_after_the_event(tmp_p
         scenario="rules-drifted",
         arm="rules-stamp",
         memory=memory,
-        drift=rules,
+        drift=RULE_REMOVAL,
     )
     m = only(tmp_path)
     [window] = m.drift
-    assert (m.rules_stream, window.first_reaction, m.alerts) == (True, 6, 2)
+    assert (m.rules_stream, window.alert, m.alerts) == (True, 6, 2)
+
+
+def test_an_eviction_is_not_an_alert(tmp_path):
+    memory = [{"episode": 6, "event": "evict", "entry": "r", "stale": True}]
+    B.write_run(
+        tmp_path,
+        B.episodes(),
+        scenario="rules-drifted",
+        arm="row",
+        memory=memory,
+        drift=RULE_REMOVAL,
+        rules_versions=[(1, "aaa"), (6, "bbb")],
+    )
+    [window] = only(tmp_path).drift
+    assert window.alert is None
+
+
+def test_a_lazy_arm_alerts_on_the_first_rejection_carrying_the_new_rules_fingerprint(tmp_path):
+    # Episode 6 passes first try (its response is not read lazily); 7 is the first rejection.
+    B.write_run(
+        tmp_path,
+        B.episodes(misses=(7,)),
+        scenario="rules-drifted",
+        arm="row+consumers",
+        detection="lazy",
+        drift=RULE_REMOVAL,
+        rules_versions=[(1, "aaa"), (6, "bbb")],
+    )
+    [window] = only(tmp_path).drift
+    assert window.alert == 7
+
+
+def test_a_lazy_rejection_under_the_old_fingerprint_is_no_alert(tmp_path):
+    B.write_run(
+        tmp_path,
+        B.episodes(misses=(7,)),
+        scenario="rules-drifted",
+        arm="row+consumers",
+        detection="lazy",
+        drift=RULE_REMOVAL,
+        rules_versions=[(1, "aaa")],
+    )
+    [window] = only(tmp_path).drift
+    assert window.alert is None
 
 
 def test_drift_events_fall_back_to_the_drift_records(tmp_path):
@@ -244,7 +307,7 @@ def test_stale_injections_are_counted_inside_and_outside_the_slots(tmp_path):
     assert (m.injections, m.stale_injections, m.stale_injections_outside_slots) == (3, 2, 1)
 
 
-# --- tokens and wire ------------------------------------------------------------------------------
+# --- tokens and wire -----------------------------------------------------------------------------
 
 
 def test_tokens_are_summed_over_attempts_and_marked_estimated(tmp_path):
@@ -279,7 +342,7 @@ def test_wire_cost_splits_envelope_and_suggestion_bytes(tmp_path):
     assert w.max_contract_bytes == 150
 
 
-# --- aggregation -----------------------------------------------------------------------------------
+# --- aggregation ---------------------------------------------------------------------------------
 
 
 def test_saving_is_measured_against_the_same_planners_a0_on_the_same_seed(tmp_path):
@@ -315,12 +378,12 @@ def test_tokens_are_compared_with_the_lazy_reference_arm(tmp_path):
 
 
 def test_a_cell_is_the_mean_and_sample_std_over_seeds(tmp_path):
-    B.write_run(tmp_path, B.episodes(misses=(3,)), seed=1)  # compliance 2/3
+    B.write_run(tmp_path, B.episodes(misses=(3,)), seed=1)  # compliance 3/4
     B.write_run(tmp_path, B.episodes(), seed=2)  # compliance 1
     [c] = aggregate(read_runs(tmp_path))
     assert c.seeds == (1, 2)
-    assert c["compliance"].mean == pytest.approx(5 / 6)
-    assert c["compliance"].std == pytest.approx(((1 / 6) ** 2 * 2 / 1) ** 0.5)
+    assert c["compliance"].mean == pytest.approx(7 / 8)
+    assert c["compliance"].std == pytest.approx(((1 / 8) ** 2 * 2 / 1) ** 0.5)
     assert c["compliance"].n == 2
 
 
@@ -375,3 +438,72 @@ def test_the_summary_is_json_with_every_run_and_cell(tmp_path):
 )
 def test_rotation_streams_are_recognised_by_name(name, parsed):
     assert rotation_count(name) == parsed
+
+
+# --- unlabelled evictions, honest scoring, the paper's wire fields -------------------------------
+
+
+def test_an_unlabelled_eviction_is_counted_apart_and_left_out_of_precision(tmp_path):
+    memory = [
+        {"episode": 6, "event": "evict", "entry": "promo", "stale": True},
+        {"episode": 9, "event": "evict", "entry": "promo2", "stale": None},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory)
+    m = only(tmp_path)
+    assert (m.evictions, m.evictions_correct, m.evictions_unlabelled, m.precision) == (2, 1, 1, 1.0)
+
+
+def test_an_accepted_unfaithful_episode_is_neither_completed_nor_first_try(tmp_path):
+    B.write_run(tmp_path, B.episodes(), unfaithful=(3, 4))  # a governed and a control episode
+    m = only(tmp_path)
+    assert (m.completed_episodes, m.completed_unfaithful) == (10, 2)
+    assert m.first_try == 10 and m.compliance == pytest.approx(3 / 4)
+    assert m.first_try_by_class["control"] == 0.5
+
+
+def test_records_without_a_faithful_flag_are_faithful(tmp_path):
+    key = B.write_run(tmp_path, B.episodes())
+    records = tmp_path / "runs" / f"{key.slug}.jsonl"
+    lines = [json.loads(line) for line in records.read_text().splitlines()]
+    for line in lines:
+        line.pop("faithful", None)
+    records.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    m = only(tmp_path)
+    assert (m.completed_episodes, m.completed_unfaithful, m.compliance) == (12, 0, 1.0)
+
+
+def test_planner_failures_are_counted_and_carry_no_response_bytes(tmp_path):
+    B.write_run(tmp_path, B.episodes(misses=(2,)), planner_errors=(2,))
+    m = only(tmp_path)
+    assert m.planner_errors == 1
+    assert m.wire.responses == 12  # the unusable reply reached no server
+
+
+def test_the_paper_l1_fields_are_measured_apart_from_the_full_contract(tmp_path):
+    B.write_run(tmp_path, B.episodes(misses=(1,)), wire=(800, 300, 250, 50), paper_bytes=(200, 180))
+    w = only(tmp_path).wire
+    assert w.paper_measured == w.responses == 13
+    assert w.mean_paper_contract_bytes == 200 and w.mean_paper_envelope_bytes == 180
+    assert w.max_paper_contract_bytes == 200
+    assert w.paper_overhead == pytest.approx(13 * 200 / (12 * 400 + 800))
+
+
+def test_funding_is_split_before_and_after_the_last_drift_event(tmp_path):
+    # funding episodes 2 and 7 precede the bump after 8; 9 and 11 follow it.
+    B.write_run(tmp_path, B.episodes(misses=(2, 9)))
+    m = only(tmp_path)
+    assert (m.pre_drift_funding, m.pre_drift_funding_episodes) == (0.5, 2)
+    assert (m.post_drift_funding, m.post_drift_funding_episodes) == (0.5, 2)
+
+
+def test_a_class_is_reached_by_drift_when_a_fix_injected_in_it_is_evicted_or_restamped(tmp_path):
+    memory = [
+        {"episode": 3, "event": "inject", "entry": "promo"},  # governed
+        {"episode": 4, "event": "inject", "entry": "ctl"},  # control, never touched
+        {"episode": 7, "event": "inject", "entry": "fund"},  # funding
+        {"episode": 6, "event": "evict", "entry": "promo", "stale": True},
+        {"episode": 9, "event": "restamp", "entry": "fund"},
+        {"episode": 2, "event": "restamp", "entry": "ctl"},  # before any drift
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory)
+    assert only(tmp_path).drift_reached_classes == ("governed", "funding")

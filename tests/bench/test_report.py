@@ -55,6 +55,8 @@ def _ladder(
                     for e in ("promo", "funding")
                 ],
                 "row": [
+                    {"episode": 3, "event": "inject", "entry": "promo"},
+                    {"episode": 7, "event": "inject", "entry": "funding"},
                     {"episode": 6, "event": "evict", "entry": "promo", "stale": True},
                     {"episode": 9, "event": "restamp", "entry": "funding"},
                 ],
@@ -75,7 +77,7 @@ def _ladder(
 
 @pytest.fixture(scope="module")
 def full(tmp_path_factory) -> Path:
-    """Artifacts for every table and figure: the ladder, rotations, a second domain and a rules stream."""
+    """Artifacts for every table and figure: ladder, rotations, a second domain, a rules stream."""
     root = tmp_path_factory.mktemp("full")
     _ladder(root, "simulated:compliant", True)
     _ladder(root, "claude-haiku-4-5", False)
@@ -93,23 +95,23 @@ def full(tmp_path_factory) -> Path:
         ("rules-stamp", "eager"),
         ("rules-oracle", "eager"),
     ):
+        lazy = detection == "lazy"
         memory = [
-            {
-                "episode": 6 if detection == "eager" else 7,
-                "event": "alert" if detection == "eager" else "evict",
-                "entry": "r",
-            },
+            {"episode": 7, "event": "evict", "entry": "r", "stale": True},
             {"episode": 9, "event": "evict", "entry": "r2", "stale": True},
         ]
+        if not lazy:
+            memory += [{"episode": e, "event": "alert", "entry": None} for e in (6, 9)]
         B.write_run(
             root,
-            B.episodes(),
+            B.episodes(misses=(7, 10) if lazy else ()),
             scenario="rules-drifted",
             arm=arm,
             detection=detection,
             memory=memory,
             drift=RULES,
             stale_slots=(),
+            rules_versions=[(1, "aaa"), (6, "bbb"), (9, "ccc")],
         )
     return root
 
@@ -133,7 +135,7 @@ def _row(section: str, first_cell: str) -> list[str]:
     raise AssertionError(f"no row {first_cell!r} in {section}")
 
 
-# --- the document -----------------------------------------------------------------------------------
+# --- the document --------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -182,7 +184,8 @@ def test_the_header_names_versions_scenarios_planners_seeds_and_the_command(repo
 
 def test_every_table_names_the_simulated_planners(report):
     tables = [s for s in report.split("\n### ")[1:]]
-    assert tables and all("Simulated planners:" in t for t in tables)
+    missing = [t.splitlines()[0] for t in tables if "Simulated planners:" not in t]
+    assert tables and missing == []
 
 
 def test_simulated_rows_are_marked_and_footnoted(report):
@@ -213,18 +216,43 @@ def test_the_definitions_state_each_pre_registered_measure(report):
     assert "sample standard deviation" in definitions
 
 
-# --- the tables' contents ---------------------------------------------------------------------------
+# --- the tables' contents ------------------------------------------------------------------------
 
 
 def test_table3_shows_compliance_precision_and_funding_by_arm(report):
     table3 = _section(report, "### Table 3 — The A-ladder on `payments-drifted`")
     header = _row(table3, "Planner")
     row = dict(zip(header, _row(table3, "simulated:compliant †"), strict=True))
-    assert (row["Compl. A1"], row["Compl. A2D"], row["Δ A2D−A1"]) == ("66.7", "100.0", "+33.3")
+    assert (row["Compl. A1"], row["Compl. A2D"], row["Δ A2D−A1"]) == ("75.0", "100.0", "+25.0")
     assert (row["Prec. A2"], row["Prec. A2D"]) == ("0.50", "1.00")
     assert (row["Funding A0"], row["Funding A2"], row["Funding A2D"]) == ("100.0", "0.0", "100.0")
     assert row["Completed"] == "12/12"
+    assert (row["Completed unfaithful"], row["Planner errors"]) == ("0", "0")
     assert "Compl. A0" not in header
+    assert "the stale slots [6] (the paper's rule, §4.1)" in table3
+    assert "Departure" not in table3
+
+
+def test_table3_labels_a_pre_registered_exclusion_as_a_departure(tmp_path):
+    departures = [{"episodes": [1], "reason": "the first governed episode finds memory empty"}]
+    for arm in ("naive", "row"):
+        B.write_run(tmp_path, B.episodes(misses=(1, 6)), arm=arm, departures=departures)
+    table3 = _section(build_report(tmp_path), "### Table 3")
+    assert "**Departure from the paper:** it also excludes episodes [1]" in table3
+    assert "(the first governed episode finds memory empty)" in table3
+    assert _row(table3, "simulated:compliant †")[1:3] == ["100.0", "100.0"]
+
+
+def test_unfaithful_completions_and_planner_errors_are_shown_beside_compliance(tmp_path):
+    B.write_run(tmp_path, B.episodes(), arm="naive", unfaithful=(3,))
+    B.write_run(tmp_path, B.episodes(misses=(2,)), arm="row", planner_errors=(2,))
+    text = build_report(tmp_path)
+    table3 = _section(text, "### Table 3")
+    row = dict(zip(_row(table3, "Planner"), _row(table3, "simulated:compliant †"), strict=True))
+    assert (row["Completed unfaithful"], row["Planner errors"]) == ("A1 1", "A2D 1")
+    assert row["Compl. A1"] == "75.0"  # the unfaithful governed episode 3 is no success
+    cells = text[text.index("## Every cell") :]
+    assert "| Unfaithful | Planner err. |" in cells
 
 
 def test_undefined_values_are_shown_as_a_dash(report):
@@ -278,9 +306,10 @@ def test_table5_prices_each_detection_policy_against_lazy(report):
         )
         for line in lines
     )
-    assert (lazy["Reaction"], stamp["Reaction"]) == ("7/9", "6/9")
-    assert (lazy["Δ tok. vs lazy (%)"], stamp["Δ tok. vs lazy (%)"]) == ("–", "+0.0")
-    assert stamp["Evict"] == "0 + 1"
+    assert (lazy["Alert"], stamp["Alert"]) == ("7/10", "6/9")
+    # 12 attempts against the lazy run's 14 (two misses), at equal tokens per attempt
+    assert (lazy["Δ tok. vs lazy (%)"], stamp["Δ tok. vs lazy (%)"]) == ("–", "-14.3")
+    assert stamp["Evict"] == "1 + 1"
 
 
 def test_table6_reports_saving_against_a0_and_labels_estimates(report):
@@ -298,18 +327,75 @@ def test_table6_is_skipped_without_an_a0_run(tmp_path):
     assert "### Table 6 — Token and retry cost\n\n_Skipped: no A0" in build_report(tmp_path)
 
 
-def test_table7_has_a_column_per_hint_shape_and_stream(report):
-    table7 = _section(report, "### Table 7 — First-try by hint shape")
+def test_table4_has_the_papers_columns_funding_after_the_last_drift(report):
+    table4 = _section(report, "### Table 4 — First-try by class on `payments-drifted`")
+    header = _row(table4, "Planner")
+    assert header[1:3] == ["governed (add-a-field) A1", "governed (add-a-field) A2D"]
+    assert "funding after ep 8 (cond.-rewrite) A2D" in header
+    row = dict(zip(header, _row(table4, "simulated:compliant †"), strict=True))
+    assert row["funding after ep 8 (cond.-rewrite) A2D"] == "100.0"  # 9 and 11; 2 and 7 precede
+    assert row["governed (add-a-field) A1"] == "60.0"  # every governed episode, 6 and 8 missed
+    assert "counts only its episodes after episode 8" in table4
+
+
+def test_table4_omits_a_no_constraint_class_that_always_reads_100(tmp_path):
+    stream = ("governed", "funding", "no_constraint", "governed", "no_constraint", "governed")
+    for arm in ("naive", "row"):
+        B.write_run(tmp_path, B.episodes(stream=stream), arm=arm, drift=(), stale_slots=())
+    table4 = _section(build_report(tmp_path), "### Table 4")
+    assert not any(h.startswith("no_constraint") for h in _row(table4, "Planner"))
+    assert "The no-constraint class reads 100.0 in all 2 cells, so it is omitted." in table4
+
+
+def _reached():
+    """A row run whose governed and funding fixes a drift reached, and whose control none did."""
+    return [
+        {"episode": 3, "event": "inject", "entry": "promo"},
+        {"episode": 4, "event": "inject", "entry": "ctl"},
+        {"episode": 7, "event": "inject", "entry": "fund"},
+        {"episode": 6, "event": "evict", "entry": "promo", "stale": True},
+        {"episode": 9, "event": "restamp", "entry": "fund"},
+    ]
+
+
+def test_table7_has_the_papers_columns_reached_classes_and_funding_pre_post(tmp_path):
+    B.write_run(tmp_path, B.episodes(misses=(2, 6, 9)), arm="row", memory=_reached())
+    table7 = _section(build_report(tmp_path), "### Table 7 — First-try by hint shape")
     header = _row(table7, "Planner")
-    assert "add_field · payments-drifted" in header and "add_field · recipes-drifted" in header
-    assert not any("rotations" in h for h in header)
+    assert header[1:] == [
+        "add-a-field: governed",
+        "cond.-rewrite: funding pre",
+        "cond.-rewrite: funding post",
+    ]
+    assert _row(table7, "simulated:compliant †")[1:] == ["80.0", "50.0", "50.0"]
 
 
-def test_the_wire_table_pools_responses_by_level(report):
-    wire = _section(report, "### §3.7 — What the contract costs on the wire")
-    row = dict(zip(_row(wire, "Level"), _row(wire, "L6"), strict=True))
-    assert row["Max contract (B)"] == "120"
-    assert row["Overhead w/ sugg. (%)"] == "15.0"
+def test_the_wire_table_labels_the_papers_row_the_full_and_the_conditional_contract(tmp_path):
+    for level, conditional in ((1, False), (6, False), (6, True)):
+        B.write_run(
+            tmp_path,
+            B.episodes(),
+            scenario=f"s{level}{'c' if conditional else ''}",
+            level=level,
+            conditional=conditional,
+            wire=(800, 120, 100, 20),
+            paper_bytes=(90, 80),
+        )
+    wire = _section(build_report(tmp_path), "### §3.7 — What the contract costs on the wire")
+    first = [line.split("|")[1].strip() for line in wire.splitlines() if line.startswith("| L")]
+    assert first == [
+        "L1 · the paper's L1 fields only (table_versions, cache_hint, table)",
+        "L1 · full contract: every contract member",
+        "L6 · full contract: every contract member",
+        "L6 · conditional contract (Contract-Since, ext): every contract member",
+    ]
+    paper = dict(zip(_row(wire, "What is counted"), _row(wire, first[0]), strict=True))
+    assert (paper["Mean contract (B)"], paper["Envelope mean (B)"], paper["Max contract (B)"]) == (
+        "90",
+        "80",
+        "90",
+    )
+    assert "Paper §3.7 (quoted" in wire and "| 15.1 |" in wire
 
 
 def test_tables_without_runs_are_skipped_with_a_note(tmp_path):
@@ -344,6 +430,8 @@ def test_the_ladder_table_has_one_row_per_planner_and_arm(full):
     header = [h.strip() for h in text.splitlines()[0].strip("|").split("|")]
     assert header[4:] == [
         "Compl. (%)",
+        "Unfaithful",
+        "Planner err.",
         "Retries",
         "Prec.",
         "Recall",
@@ -353,10 +441,10 @@ def test_the_ladder_table_has_one_row_per_planner_and_arm(full):
         "Saving (%)",
     ]
     assert len([line for line in text.splitlines() if line.startswith("| payments-drifted")]) == 8
-    assert "| A0 | 2 | – |" in text  # compliance undefined at A0
+    assert "| A0 | 2 | – | 0 | 0 |" in text  # compliance undefined at A0
 
 
-# --- figures --------------------------------------------------------------------------------------
+# --- figures -------------------------------------------------------------------------------------
 
 
 def test_figures_are_written_as_valid_pngs(full):
@@ -398,3 +486,65 @@ def test_figures_without_data_are_skipped(tmp_path):
         )
     assert write_figures(tmp_path) == []
     assert not (tmp_path / "figures").exists()
+
+
+def _drawn(full, filename):
+    """The named figure drawn onto a fresh matplotlib Figure (no file), and its spec."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from invalidation_contracts.bench.figures import plan_figures
+
+    [spec] = [s for s in plan_figures(aggregate(read_runs(full))) if s.filename == filename]
+    fig = Figure()
+    FigureCanvasAgg(fig)
+    spec.draw(fig)
+    return spec, fig.axes[0]
+
+
+def test_figure3_draws_a0_as_the_zero_floor(full):
+    spec, ax = _drawn(full, "fig3-compliance-payments-drifted.png")
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "A0"
+    assert "A0, which keeps no memory, shows the zero floor" in spec.caption
+
+
+def test_figure4_names_each_streams_own_last_drift_event(full):
+    drifted, _ = _drawn(full, "fig4-post-drift-funding-payments-drifted.png")
+    assert "after episode 8 (the benign event on table funding_policy)" in drifted.caption
+    assert "benign bump" not in drifted.caption
+
+
+def test_figure5_keeps_coinciding_series_visible_and_says_they_coincide(tmp_path):
+    for planner in ("simulated:exact", "simulated:paraphrase"):
+        for n in (1, 2):
+            _ladder(
+                tmp_path, planner, True, scenario=f"payments-rotations-{n}", arms=("naive", "row")
+            )
+    spec, ax = _drawn(tmp_path, "fig5-rotations-payments.png")
+    lines = [line for line in ax.get_lines() if len(line.get_xdata())]
+    assert len({tuple(line.get_xdata()) for line in lines}) == 4  # one x offset per drawn line
+    assert len({line.get_marker() for line in lines}) == 2  # one marker per planner
+    assert "simulated:exact † A2D and simulated:paraphrase † A2D coincide" in spec.caption
+    assert "simulated:exact † A1 and simulated:paraphrase † A1 coincide" in spec.caption
+
+
+def test_figure5_says_when_a1_and_a2d_coincide(tmp_path):
+    for n in (1, 2):
+        for arm in ("naive", "row"):
+            B.write_run(
+                tmp_path, B.episodes(misses=(6,)), scenario=f"payments-rotations-{n}", arm=arm
+            )
+    spec, _ = _drawn(tmp_path, "fig5-rotations-payments.png")
+    assert "simulated:compliant † A1 and simulated:compliant † A2D coincide" in spec.caption
+
+
+def test_figure6_says_which_series_coincide_on_which_stream(full):
+    spec, _ = _drawn(full, "fig6-targeted-class.png")
+    both = "claude-haiku-4-5 on `payments-drifted` and simulated:compliant † on `payments-drifted`"
+    assert f"{both} coincide" in spec.caption
+
+
+def test_table7_leaves_out_a_stream_without_a_breaking_event(tmp_path):
+    touch = ({"after_episode": 8, "kind": "touch", "table": "funding_policy", "rules": None},)
+    B.write_run(tmp_path, B.episodes(), arm="row", memory=_reached(), drift=touch, stale_slots=())
+    assert "### Table 7 — First-try by hint shape\n\n_Skipped:" in build_report(tmp_path)

@@ -11,13 +11,12 @@ from benchmarks import __main__ as cli
 from benchmarks import (
     client_cost,
     harness_throughput,
-    keepalive,
     provider_load,
     reload_cost,
     wire_cost,
 )
 
-STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput, keepalive]
+STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda m: m.NAME)

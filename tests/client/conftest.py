@@ -190,10 +190,12 @@ class FakeOrigin:
                     for t, k in reads.items()
                 ]
                 out["rules"] = [list(r) for r in sorted(rules)]
-        if scope is not None:
+        if scope:
             out["scope"] = scope
+        else:
+            out["origin_wide"] = True  # an unscoped fix is kept only when marked origin-wide
         out.update(extra)
-        return out
+        return {name: value for name, value in out.items() if value is not None}
 
     def changes(self, since: int, epoch: str | None = None) -> dict[str, Any]:
         if since < self.floor or since > self.seq or epoch not in (None, self.epoch):
@@ -254,7 +256,7 @@ class Driver:
     def _observe(self, request, status, body, injected, since) -> list[Any]:
         obs = self.memory.observe(
             self.origin,
-            request or {},
+            request,
             status,
             body,
             episode=self.episode,

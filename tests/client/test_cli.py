@@ -51,6 +51,18 @@ def test_memory_stats_renders_a_table(capsys, db):
     assert rows["row-changed"] == ["│", "1"] and rows["stores"] == ["│", "3"]
 
 
+def test_memory_stats_counts_refusals_by_bound(capsys, tmp_path, server):
+    path = tmp_path / "refusing.db"
+    unmarked = server.fix("GLOBAL", {"x": 1}, reads={"codes": None}, origin_wide=None)
+    with FixMemory("row", store=path) as memory:
+        memory.observe(server.url, None, 422, server.failure(unmarked))
+
+    status, out, _ = run(capsys, "memory", "stats", "--db", str(path))
+
+    rows = {cells[0]: cells[1:] for line in out.splitlines() if (cells := line.strip("│ ").split())}
+    assert status == 0 and rows["refused"] == ["│", "1"] and rows["unscoped"] == ["│", "1"]
+
+
 def test_memory_list_shows_the_live_entries(capsys, db):
     status, out, _ = run(capsys, "memory", "list", "--db", str(db), "--json")
 

@@ -126,7 +126,7 @@ def test_a_new_contract_epoch_on_a_response_revalidates_everything(
 
 def test_a_changes_feed_of_another_epoch_revalidates_everything(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     feed = server.changes(0) | {"contract_epoch": "epoch-9"}
 
     obs = memory.apply_changes(server.url, feed)
@@ -136,7 +136,7 @@ def test_a_changes_feed_of_another_epoch_revalidates_everything(server, standard
 
 def test_naive_memory_survives_a_resync(server, standard_fixes):
     memory = FixMemory("naive")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     memory.resync_required(server.url)
 
@@ -152,7 +152,7 @@ def test_an_older_response_than_the_memory_position_changes_nothing(
     drive = driver_class(memory, server)
     drive.fail(*standard_fixes(server))
 
-    obs = memory.observe(server.url, {}, 200, stale_body)
+    obs = memory.observe(server.url, None, 200, stale_body)
 
     assert obs.events == () and len(memory.entries(server.url)) == 3
 
@@ -222,19 +222,19 @@ def test_a_response_from_another_origin_never_evicts_this_origins_entries(
     server, fake_origin, standard_fixes
 ):
     memory = FixMemory("table")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     other = fake_origin(server.tables, url="https://other.test")
     for table in other.tables:
         other.touch(table)
 
-    obs = memory.observe(other.url, {}, 200, other.success())
+    obs = memory.observe(other.url, None, 200, other.success())
 
     assert obs.events == () and len(memory.entries(server.url)) == 3
 
 
 def test_a_resync_of_another_origin_leaves_this_origins_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     memory.resync_required("https://other.test")
 
@@ -245,7 +245,7 @@ def test_an_origins_stamps_never_restamp_another_origins_entries(
     server, fake_origin, standard_fixes, driver_class
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     other = fake_origin(server.tables, url="https://other.test")
     driver_class(memory, other).ok()
     other.touch("codes")
@@ -257,7 +257,7 @@ def test_an_origins_stamps_never_restamp_another_origins_entries(
 
 def test_lookups_serve_only_the_asking_origins_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     assert memory.relevant("https://other.test", {"plan": "plan_a"}) == []
 

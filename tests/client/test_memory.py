@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from invalidation_contracts.client import (
     Evicted,
@@ -16,6 +18,8 @@ from invalidation_contracts.client import (
     SQLiteStore,
     Stored,
 )
+from invalidation_contracts.client.stats import contract_bytes
+from invalidation_contracts.protocol.wirecost import wire_cost
 
 
 def test_only_cacheable_suggestions_are_stored(server):
@@ -26,7 +30,7 @@ def test_only_cacheable_suggestions_are_stored(server):
         server.fix("ADD_PROMO", {"promo_code": "SUMMER"}, reads={"codes": ["plan_a"]}),
     )
 
-    obs = memory.observe(server.url, {}, 422, body)
+    obs = memory.observe(server.url, None, 422, body)
 
     assert [(e.suggestion_type, e.reason) for e in obs.of(NotStored)] == [
         ("ROUND", "cache_hint is recompute"),
@@ -41,7 +45,7 @@ def test_suggestions_of_a_successful_response_are_not_stored(server):
         "recovery_feedback": {"suggestions": [server.fix("X", {"a": 1}, reads={"codes": None})]}
     }
 
-    memory.observe(server.url, {}, 200, body)
+    memory.observe(server.url, None, 200, body)
 
     assert memory.entries(server.url) == []
 
@@ -50,7 +54,7 @@ def test_an_entry_is_keyed_by_origin_type_and_canonical_scope(server):
     memory = FixMemory("row")
     memory.observe(
         server.url,
-        {},
+        None,
         422,
         server.failure(
             server.fix(
@@ -73,7 +77,7 @@ def test_an_entry_is_keyed_by_origin_type_and_canonical_scope(server):
 
 def test_an_entry_is_relevant_when_every_scope_field_equals_the_drafts(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     assert [e.id for e in memory.relevant(server.url, {"plan": "plan_b", "token": "tok_x"})] == [
         "e2",
@@ -96,10 +100,10 @@ def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
-    memory.observe(server.url, {}, 422, server.failure(fix))
+    memory.observe(server.url, None, 422, server.failure(fix))
     fix["parameters"] = {"promo_code": "WINTER"}
 
-    obs = memory.observe(server.url, {}, 422, server.failure(fix))
+    obs = memory.observe(server.url, None, 422, server.failure(fix))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", EvictionReason.SUPERSEDED)]
     assert [(e.entry_id, e.replaced) for e in obs.of(Stored)] == [("e2", "e1")]
@@ -108,29 +112,30 @@ def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
     ]
 
 
-def test_naive_memory_keeps_the_first_fix_for_a_key(server):
+def test_naive_memory_replaces_a_fix_with_the_newer_one_for_its_key(server):
+    # A1 "stores what it learns" (paper §3.5): no invalidation channel, but it keeps learning.
     memory = FixMemory("naive")
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
-    memory.observe(server.url, {}, 422, server.failure(fix))
+    memory.observe(server.url, None, 422, server.failure(fix))
     fix["parameters"] = {"promo_code": "WINTER"}
 
-    obs = memory.observe(server.url, {}, 422, server.failure(fix))
+    obs = memory.observe(server.url, None, 422, server.failure(fix))
 
-    assert obs.of(Evicted) == [] and obs.of(Stored) == []
+    assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", EvictionReason.SUPERSEDED)]
     assert [e.suggestion.parameters for e in memory.entries(server.url)] == [
-        {"promo_code": "SUMMER"}
+        {"promo_code": "WINTER"}
     ]
 
 
 def test_a_fix_learned_with_entries_injected_records_them_as_derived_from(server, standard_fixes):
     memory = FixMemory("row+consumers")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     memory.observe(
         server.url,
-        {},
+        None,
         422,
         server.failure(server.fix("B", {"b": 1}, reads={"promos": ["SUMMER"]})),
         injected=["e1", "e3", "e1"],
@@ -141,11 +146,11 @@ def test_a_fix_learned_with_entries_injected_records_them_as_derived_from(server
 
 def test_derived_from_keeps_only_ids_of_the_same_origin(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     memory.observe(
         "https://other.test",
-        {},
+        None,
         422,
         server.failure(server.fix("B", {"b": 1}, reads={"codes": None})),
         injected=["e1"],
@@ -159,7 +164,7 @@ def test_an_entry_records_the_contract_it_was_stored_under(server):
     server.touch("tokens")
     memory.observe(
         server.url,
-        {},
+        None,
         422,
         server.failure(
             server.fix(
@@ -194,7 +199,7 @@ def test_an_entry_past_its_max_age_is_evicted_instead_of_served(server):
     memory = FixMemory("row", clock=lambda: now[0])
     memory.observe(
         server.url,
-        {},
+        None,
         422,
         server.failure(
             server.fix("ADD_PROMO", {"p": 1}, reads={"codes": ["plan_a"]}, max_age_s=60)
@@ -212,7 +217,7 @@ def test_an_entry_past_its_max_age_is_evicted_instead_of_served(server):
 
 def test_a_lookup_reports_each_served_entry(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)), episode=1)
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)), episode=1)
 
     lookup = memory.lookup(server.url, {"plan": "plan_a"}, episode=2)
 
@@ -221,10 +226,10 @@ def test_a_lookup_reports_each_served_entry(server, standard_fixes):
 
 def test_malformed_contract_fields_are_ignored_and_change_nothing(server, standard_fixes):
     memory = FixMemory("table")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     body = server.success() | {"table_versions": {"codes": 7}, "contract_seq": -1}
 
-    obs = memory.observe(server.url, {}, 200, body)
+    obs = memory.observe(server.url, None, 200, body)
 
     assert [type(e) for e in obs.events] == [Ignored]
     assert len(memory.entries(server.url)) == 3
@@ -236,7 +241,7 @@ def test_a_malformed_suggestion_is_reported_and_the_others_stored(server):
         {"type": "BROKEN", "parameters": "nope"}, server.fix("OK", {"a": 1}, reads={"codes": None})
     )
 
-    obs = memory.observe(server.url, {}, 422, body)
+    obs = memory.observe(server.url, None, 422, body)
 
     assert [e.suggestion_type for e in obs.of(NotStored)] == ["BROKEN"]
     assert [e.type for e in memory.entries(server.url)] == ["OK"]
@@ -272,7 +277,7 @@ def test_tombstones_keep_the_entry_and_the_reason_in_eviction_order(
 )
 def test_an_operator_evicts_by_id_table_or_all(selector, evicted, server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     obs = memory.evict(server.url, **selector)
 
@@ -303,7 +308,7 @@ def test_contract_bytes_count_the_response_and_suggestion_contract_members(serve
     memory = FixMemory("none")
     body = {"success": True, "contract_seq": 12, "rules_version": "abc"}
 
-    memory.observe(server.url, {}, 200, body, response_bytes=80)
+    memory.observe(server.url, None, 200, body, response_bytes=80)
 
     stats = memory.stats(server.url)
     assert stats.contract_bytes == len('"contract_seq":12,') + len('"rules_version":"abc",')
@@ -340,7 +345,7 @@ def test_a_sqlite_memory_reopened_holds_the_same_entries_state_and_counters(
 ):
     path = tmp_path / "memory.db"
     with FixMemory("row", store=path) as memory:
-        memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)), episode=3)
+        memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)), episode=3)
         memory.relevant(server.url, {"plan": "plan_a"})
         before = (memory.entries(server.url), memory.state(server.url), memory.stats(server.url))
 
@@ -383,9 +388,36 @@ def test_answer_routes_a_410_to_resync_and_a_bad_body_to_the_fallback(server, st
     from invalidation_contracts.client import FetchChanges
 
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     need = FetchChanges(server.url, 0, "epoch-1")
 
     gone = memory.answer(need, 410, {"type": "urn:invalidation-contracts:problem:resync-required"})
     assert {e.reason for e in gone.of(Evicted)} == {EvictionReason.RESYNC}
     assert memory.answer(need, 200, {"not": "a feed"}).needs == ()
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+members = st.sampled_from(
+    ["table_versions", "rules_version", "contract_seq", "contract_epoch", "success", "result", "é"]
+)
+suggestion_members = st.sampled_from(
+    ["type", "parameters", "cache_hint", "table", "tables", "rules", "scope", "max_age_s", "patch"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    body=st.dictionaries(members, json_values, max_size=5),
+    suggestions=st.lists(st.dictionaries(suggestion_members, json_values, max_size=5), max_size=3),
+)
+def test_contract_bytes_agree_with_the_wire_cost_definition(body, suggestions):
+    if suggestions:
+        body["recovery_feedback"] = {"suggestions": suggestions}
+
+    assert contract_bytes(body) == wire_cost(body).contract

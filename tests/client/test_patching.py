@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from invalidation_contracts.client import (
+    Evicted,
     EvictionReason,
     FixMemory,
     PatchRefused,
@@ -100,7 +101,7 @@ def test_a_malformed_patch_is_refused():
 def _memory_with(server, *fixes):
     memory = FixMemory("row")
     memory.set_patchable(server.url, PATCHABLE)
-    memory.observe(server.url, {}, 422, server.failure(*fixes))
+    memory.observe(server.url, None, 422, server.failure(*fixes))
     return memory
 
 
@@ -193,3 +194,92 @@ def test_the_planned_request_is_never_mutated(server):
     memory.apply_patches(server.url, planned, memory.relevant(server.url, {}))
 
     assert planned == {"metadata": {"a": 1}}
+
+
+# -- client apply mode: only within scope (issue #15 item 4)
+
+
+def _scoped_promo(server):
+    return server.fix(
+        "ADD_PROMO",
+        {"promo_code": "AGENCYPRO15"},
+        scope={"plan": "plan_agency_pro"},
+        reads={"codes": ["plan_agency_pro"]},
+        patch=[{"op": "add", "path": "/promo_code", "value": "AGENCYPRO15"}],
+    )
+
+
+def test_a_patch_applies_only_to_a_planned_request_its_scope_matches(server):
+    memory = _memory_with(server, _scoped_promo(server))
+    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})  # chosen on the draft
+
+    planned = {"plan": "plan_starter_monthly", "customer": "cus_northwind"}
+    outcome = memory.apply_patches(server.url, planned, entries)
+    in_scope = memory.apply_patches(server.url, {"plan": "plan_agency_pro"}, entries)
+
+    assert outcome.request == planned and outcome.applied == ()
+    assert outcome.skipped[0][0] == "e1" and "precondition failed" in outcome.skipped[0][1]
+    assert in_scope.request == {"plan": "plan_agency_pro", "promo_code": "AGENCYPRO15"}
+
+
+def test_a_rejected_request_carrying_a_mis_scoped_fix_does_not_contradict_it(server):
+    memory = _memory_with(server, _scoped_promo(server))
+    remove = server.fix(
+        "REMOVE_INELIGIBLE_PROMO_CODE",
+        {"promo_code": None},
+        scope={"plan": "plan_starter_monthly", "promo_code": "AGENCYPRO15"},
+        reads={"codes": ["plan_starter_monthly"]},
+    )
+    sent = {"plan": "plan_starter_monthly", "promo_code": "AGENCYPRO15"}
+
+    obs = memory.observe(server.url, sent, 422, server.failure(remove), injected=["e1"])
+
+    assert EvictionReason.CONTRADICTED not in {e.reason for e in obs.of(Evicted)}
+    assert "e1" in {e.id for e in memory.entries(server.url)}
+
+
+def test_a_rejected_request_carrying_a_fix_in_scope_still_contradicts_it(server):
+    memory = _memory_with(server, _scoped_promo(server))
+    remove = server.fix(
+        "REMOVE_INELIGIBLE_PROMO_CODE",
+        {"promo_code": None},
+        scope={"plan": "plan_agency_pro", "promo_code": "AGENCYPRO15"},
+        reads={"codes": ["plan_agency_pro"]},
+    )
+    sent = {"plan": "plan_agency_pro", "promo_code": "AGENCYPRO15"}
+
+    obs = memory.observe(server.url, sent, 422, server.failure(remove), injected=["e1"])
+
+    assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [
+        ("e1", EvictionReason.CONTRADICTED)
+    ]
+
+
+def test_an_entry_of_another_operation_is_not_applied(server):
+    memory = _memory_with(server, _scoped_promo(server))
+    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})
+
+    outcome = memory.apply_patches(
+        server.url, {"plan": "plan_agency_pro"}, entries, operation="POST /v1/refunds"
+    )
+
+    assert outcome.applied == ()
+    assert outcome.skipped[0][1] == "learned on operation '', not 'POST /v1/refunds'"
+
+
+def test_an_entry_evicted_since_it_was_looked_up_is_not_applied(server):
+    memory = _memory_with(server, _scoped_promo(server))
+    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})
+    memory.evict(server.url, entry_ids=["e1"])
+
+    outcome = memory.apply_patches(server.url, {"plan": "plan_agency_pro"}, entries)
+
+    assert outcome.applied == () and outcome.skipped == (("e1", "no longer live"),)
+
+
+@pytest.mark.parametrize("verb", ["copy", "move"])
+def test_a_patch_that_copies_or_moves_is_refused_even_between_patchable_paths(verb):
+    patch = [{"op": verb, "from": "/promo_code", "path": "/metadata/note"}]
+
+    with pytest.raises(PatchRefused, match="only add, replace, remove and test"):
+        apply_patch({"promo_code": "A", "metadata": {}}, patch, ["/promo_code", "/metadata"])

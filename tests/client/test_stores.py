@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -12,12 +13,21 @@ import textwrap
 import pytest
 
 from invalidation_contracts.client import FixMemory, InMemoryStore, SQLiteStore, StoreError
-from invalidation_contracts.client.stores import GetOp, PutOp
+from invalidation_contracts.client.stores import CheckOp, GetOp, PutOp, StoreConflict
 
 
-@pytest.fixture(params=["in-memory", "sqlite"])
+@pytest.fixture(
+    params=["in-memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
 def store(request, tmp_path):
-    made = InMemoryStore() if request.param == "in-memory" else SQLiteStore(tmp_path / "store.db")
+    if request.param == "in-memory":
+        made = InMemoryStore()
+    elif request.param == "sqlite":
+        made = SQLiteStore(tmp_path / "store.db")
+    else:
+        from invalidation_contracts.client.stores import PostgresStore
+
+        made = PostgresStore(request.getfixturevalue("postgres_url"))
     yield made
     made.close()
 
@@ -116,6 +126,45 @@ def test_a_batch_reads_its_own_earlier_writes(store):
     assert results[0] is None and results[1].value == {"v": 1}
 
 
+def test_a_batch_whose_check_holds_is_written(store):
+    store.put(("a",), "gen", {"n": 1})
+
+    store.batch([CheckOp(("a",), "gen", {"n": 1}), PutOp(("a",), "gen", {"n": 2})])
+
+    assert store.get(("a",), "gen").value == {"n": 2}
+
+
+def test_a_batch_whose_check_fails_writes_nothing_and_raises_a_conflict(store):
+    store.put(("a",), "gen", {"n": 2})
+
+    with pytest.raises(StoreConflict):
+        store.batch(
+            [
+                PutOp(("a",), "other", {"v": 1}),
+                CheckOp(("a",), "gen", {"n": 1}),
+                PutOp(("a",), "gen", {"n": 3}),
+            ]
+        )
+
+    assert store.get(("a",), "gen").value == {"n": 2} and store.get(("a",), "other") is None
+
+
+def test_a_check_for_none_holds_only_while_the_key_is_absent(store):
+    store.batch([CheckOp(("a",), "k", None), PutOp(("a",), "k", {"v": 1})])
+
+    with pytest.raises(StoreConflict):
+        store.batch([CheckOp(("a",), "k", None), PutOp(("a",), "k", {"v": 2})])
+    assert store.get(("a",), "k").value == {"v": 1}
+
+
+def test_a_check_sees_the_batchs_own_earlier_put(store):
+    store.batch([PutOp(("a",), "k", {"v": 1}), CheckOp(("a",), "k", {"v": 1})])
+
+    with pytest.raises(StoreConflict):
+        store.batch([PutOp(("a",), "k", {"v": 2}), CheckOp(("a",), "k", {"v": 1})])
+    assert store.get(("a",), "k").value == {"v": 1}
+
+
 @pytest.mark.parametrize("namespace", [(), ("",), ("has.dot",), ("sep\x1f",)])
 def test_an_ill_formed_namespace_is_refused(store, namespace):
     with pytest.raises(ValueError):
@@ -135,12 +184,88 @@ def test_sqlite_runs_in_wal_mode_with_full_synchronous(tmp_path):
         assert store.journal_mode == "wal" and store.synchronous == 2
 
 
+def test_the_in_memory_version_moves_with_each_write_and_not_with_reads():
+    store = InMemoryStore()
+    before = store.version()
+    store.get(("a",), "k")
+    assert store.version() == before
+    store.put(("a",), "k", {})
+    assert store.version() != before
+
+
+def test_the_sqlite_version_moves_when_another_connection_commits(tmp_path):
+    path = tmp_path / "m.db"
+    with SQLiteStore(path) as mine, SQLiteStore(path) as theirs:
+        before = mine.version()
+        mine.get(("a",), "k")
+        theirs.get(("a",), "k")
+        assert mine.version() == before
+        theirs.put(("a",), "k", {"v": 1})
+        assert mine.version() != before
+
+
+def test_the_sqlite_version_moves_with_its_own_writes(tmp_path):
+    with SQLiteStore(tmp_path / "m.db") as store:
+        before = store.version()
+        store.put(("a",), "k", {})
+        assert store.version() != before
+
+
 def test_sqlite_records_its_schema_version(tmp_path):
     SQLiteStore(tmp_path / "m.db").close()
 
     db = sqlite3.connect(tmp_path / "m.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
     db.close()
+
+
+def _version_1_file(path, entry):
+    """A fix-memory file as version 1 of this library wrote it (entries keyed without operation)."""
+    db = sqlite3.connect(path)
+    db.execute(
+        "CREATE TABLE items (namespace TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, "
+        "created_at REAL NOT NULL, updated_at REAL NOT NULL, PRIMARY KEY (namespace, key)) "
+        "WITHOUT ROWID"
+    )
+    ns = "\x1f".join(("invalidation-contracts", "https://api%2Etest", "entries"))
+    db.execute("INSERT INTO items VALUES (?, 'e1', ?, 0, 0)", (ns, json.dumps(entry)))
+    db.execute("PRAGMA application_id = 1229147441")
+    db.execute("PRAGMA user_version = 1")
+    db.commit()
+    db.close()
+
+
+def test_a_version_1_memory_is_migrated_and_its_entries_serve_the_unnamed_operation(tmp_path):
+    entry = {
+        "id": "e1",
+        "serial": 1,
+        "origin": "https://api.test",
+        "type": "ADD_PROMO",
+        "scope": {"plan": "plan_a"},
+        "suggestion": {
+            "type": "ADD_PROMO",
+            "parameters": {"promo_code": "SUMMER"},
+            "action": "add_field",
+            "cache_hint": "cacheable",
+            "scope": {"plan": "plan_a"},
+        },
+        "dependencies": [],
+        "rules": [],
+        "validated_at": 0.0,
+        "provenance": {"episode": 1, "response_id": None, "stored_at": 0.0},
+    }
+    path = tmp_path / "v1.db"
+    _version_1_file(path, entry)
+
+    with FixMemory("row", store=path) as memory:
+        (migrated,) = memory.entries("https://api.test")
+        served = memory.relevant("https://api.test", {"plan": "plan_a"})
+        named = memory.relevant("https://api.test", {"plan": "plan_a"}, operation="POST /v1/x")
+
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    db.close()
+    assert migrated.operation == "" and [e.id for e in served] == ["e1"] and named == []
 
 
 def test_sqlite_refuses_a_missing_file_when_not_creating(tmp_path):
@@ -195,7 +320,7 @@ _WRITER = textwrap.dedent(
     for n in range(100_000):
         fix = {
             "type": f"FIX_{n}", "parameters": {"n": n},
-            "action": "add_field", "cache_hint": "cacheable",
+            "action": "add_field", "cache_hint": "cacheable", "scope": {"n": n},
             "tables": [{"table": "codes", "version": "1.0.0", "keys": [str(n)]}],
         }
         body = {
@@ -204,7 +329,7 @@ _WRITER = textwrap.dedent(
             "recovery_feedback": {"suggestions": [fix]},
             "table_versions": {"codes": "1.0.0"}, "contract_seq": 0, "contract_epoch": "e",
         }
-        obs = memory.observe(origin, {}, 422, body)
+        obs = memory.observe(origin, None, 422, body)
         print(obs.events[0].entry_id, flush=True)
     """
 )

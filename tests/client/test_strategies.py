@@ -367,10 +367,10 @@ def test_an_l1_suggestion_depends_on_its_table_at_the_stamped_version(server, dr
 
 def test_entries_awaiting_the_row_diff_are_withheld_from_lookups(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     server.touch("codes")
 
-    obs = memory.observe(server.url, {}, 200, server.success())
+    obs = memory.observe(server.url, None, 200, server.success())
 
     assert obs.needs and memory.relevant(server.url, {"plan": "plan_a"}) == []
     memory.apply_changes(server.url, server.changes(obs.needs[0].since))
@@ -379,23 +379,23 @@ def test_entries_awaiting_the_row_diff_are_withheld_from_lookups(server, standar
 
 def test_without_a_changes_feed_row_strategies_fall_back_to_table_eviction(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     server.touch("codes")
-    need = memory.observe(server.url, {}, 200, server.success()).needs[0]
+    need = memory.observe(server.url, None, 200, server.success()).needs[0]
 
     obs = memory.need_failed(need)
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": TABLE, "e2": TABLE}
-    assert memory.observe(server.url, {}, 200, server.success()).needs == ()
+    assert memory.observe(server.url, None, 200, server.success()).needs == ()
 
 
 def test_without_a_rule_listing_the_oracle_clears_rule_dependent_entries(
     server, rules, standard_fixes
 ):
     memory = FixMemory("rules-oracle")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     server.set_rules({rules["credit"]})
-    need = memory.observe(server.url, {}, 200, server.success()).needs[0]
+    need = memory.observe(server.url, None, 200, server.success()).needs[0]
 
     obs = memory.need_failed(need)
 
@@ -404,11 +404,11 @@ def test_without_a_rule_listing_the_oracle_clears_rule_dependent_entries(
 
 def test_a_table_no_longer_served_evicts_its_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     body = server.success()
     del body["table_versions"]["tokens"]
 
-    obs = memory.observe(server.url, {}, 200, body)
+    obs = memory.observe(server.url, None, 200, body)
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e3", TABLE)]
 
@@ -417,13 +417,13 @@ def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(
     server, standard_fixes
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     server.update("codes", "plan_a", {"code": "WINTER"})
     fresh = server.fix(
         "ADD_PROMO", {"promo_code": "WINTER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
-    held = memory.observe(server.url, {}, 422, server.failure(fresh), injected=["e1"])
+    held = memory.observe(server.url, None, 422, server.failure(fresh), injected=["e1"])
     settled = memory.apply_changes(server.url, server.changes(held.needs[0].since))
 
     assert not any(isinstance(e, Evicted) for e in held.events)
@@ -436,7 +436,7 @@ def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(
 def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fixes):
     memory = FixMemory("row")
 
-    obs = memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    obs = memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
 
     assert [e.entry_id for e in obs.events if e.kind == "stored"] == ["e1", "e2", "e3"]
 
@@ -444,13 +444,17 @@ def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fix
 @pytest.mark.parametrize("strategy", ["row", "row+consumers", "table", "rules-stamp+vectors"])
 def test_an_injected_fix_the_server_contradicts_is_evicted(strategy, server, standard_fixes):
     memory = FixMemory(strategy)
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     drop = server.fix(
         "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
     obs = memory.observe(
-        server.url, {"promo_code": "SUMMER"}, 422, server.failure(drop), injected=["e1"]
+        server.url,
+        {"plan": "plan_a", "promo_code": "SUMMER"},
+        422,
+        server.failure(drop),
+        injected=["e1"],
     )
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": EvictionReason.CONTRADICTED}
@@ -460,22 +464,22 @@ def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(
     server, standard_fixes
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     other = server.fix("ROUND", {"amount_cents": 100}, cache_hint="recompute")
 
-    obs = memory.observe(server.url, {}, 422, server.failure(other), injected=["e1"])
+    obs = memory.observe(server.url, None, 422, server.failure(other), injected=["e1"])
 
     assert obs.of(Evicted) == []
 
 
 def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
     memory = FixMemory("naive")
-    memory.observe(server.url, {}, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     drop = server.fix(
         "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
-    obs = memory.observe(server.url, {}, 422, server.failure(drop), injected=["e1"])
+    obs = memory.observe(server.url, None, 422, server.failure(drop), injected=["e1"])
 
     assert obs.of(Evicted) == [] and "e1" in [e.id for e in memory.entries(server.url)]
 

@@ -12,7 +12,14 @@ import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
-from invalidation_contracts.client import Evicted, EvictionReason, FixMemory, Stored
+from invalidation_contracts.client import (
+    Evicted,
+    EvictionReason,
+    FetchFailed,
+    FixMemory,
+    InMemoryStore,
+    Stored,
+)
 from invalidation_contracts.client.transport import (
     CONTRACT_SINCE,
     EPISODE_EXTENSION,
@@ -104,7 +111,7 @@ def test_a_wrapped_sync_client_learns_and_evicts_over_loopback(loopback, server)
     events = []
     with contract_client(memory, base_url=url, listener=events.append) as client:
         client.post("/v1/orders", json={"plan": "plan_a"})
-        (fix,) = memory.relevant(url, {"plan": "plan_a"})
+        (fix,) = memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders")
         ok = client.post(
             "/v1/orders",
             json={"plan": "plan_a", **fix.suggestion.parameters},
@@ -229,6 +236,60 @@ class _FlakyContract(httpx.BaseTransport):
         return self.inner.handle_request(request)
 
 
+def test_a_failed_change_fetch_is_an_event_and_a_log_record_naming_the_withheld_entries(
+    loopback, server, caplog
+):
+    url, _ = loopback
+    memory = FixMemory("row")
+    events = []
+    client = httpx.Client(
+        transport=ContractTransport(
+            memory, _FlakyContract(httpx.HTTPTransport()), listener=events.append
+        ),
+        base_url=url,
+    )
+    with client, caplog.at_level("WARNING", logger="invalidation_contracts.client"):
+        client.post("/v1/orders", json={"plan": "plan_a"})
+        server.touch("codes")
+        client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
+
+    (failed,) = [e for e in events if isinstance(e, FetchFailed)]
+    assert failed.path == "/contract/changes" and failed.withheld == ("e1",)
+    assert failed.detail.startswith("ConnectError")
+    (record,) = caplog.records
+    assert (
+        "/contract/changes" in record.getMessage() and "1 entries withheld" in record.getMessage()
+    )
+    assert memory.stats(url).fetch_failures == 1
+
+
+def test_the_async_transport_reports_a_failed_change_fetch(server):
+    memory = FixMemory("row")
+    events = []
+
+    class Flaky(httpx.AsyncBaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx.ASGITransport(contract_app(server))
+
+        async def handle_async_request(self, request):
+            if request.url.path.startswith("/contract/"):
+                raise httpx.ReadTimeout("timed out", request=request)
+            return await self.inner.handle_async_request(request)
+
+    transport = AsyncContractTransport(memory, Flaky(), listener=events.append)
+
+    async def run():
+        async with httpx.AsyncClient(transport=transport, base_url="http://shop.test") as client:
+            await client.post("/v1/orders", json={"plan": "plan_a"})
+            server.touch("codes")
+            await client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
+
+    asyncio.run(run())
+
+    (failed,) = [e for e in events if isinstance(e, FetchFailed)]
+    assert failed.detail == "ReadTimeout: timed out" and failed.withheld == ("e1",)
+
+
 def test_a_network_error_on_a_contract_fetch_never_fails_the_agents_request(loopback, server):
     url, _ = loopback
     memory = FixMemory("row")
@@ -240,7 +301,8 @@ def test_a_network_error_on_a_contract_fetch_never_fails_the_agents_request(loop
         response = client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
 
     assert response.status_code == 200
-    assert len(memory.entries(url)) == 1 and memory.relevant(url, {"plan": "plan_a"}) == []
+    assert len(memory.entries(url)) == 1
+    assert memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders") == []
     assert memory.begin_episode(url, 2)[0].origin == url
 
 
@@ -277,3 +339,34 @@ def test_the_response_body_is_still_readable_by_the_agent(loopback):
 )
 def test_the_default_origin_is_scheme_host_and_port(url, origin):
     assert default_origin(httpx.URL(url)) == origin
+
+
+class _OffTheLoop(InMemoryStore):
+    """A store that refuses to run a batch on a thread that runs an event loop."""
+
+    def batch(self, ops):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return super().batch(ops)
+        raise AssertionError("a blocking store batch ran on the event loop")
+
+
+def test_the_async_transport_never_runs_store_io_on_the_event_loop(server):
+    memory = FixMemory("row", store=_OffTheLoop())
+    transport = AsyncContractTransport(memory, httpx.ASGITransport(contract_app(server)))
+
+    async def run():
+        async with httpx.AsyncClient(transport=transport, base_url="http://shop.test") as client:
+            await client.post("/v1/orders", json={"plan": "plan_a"})
+            server.touch("codes")
+            await client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
+            found = await memory.arelevant(
+                "http://shop.test", {"plan": "plan_a"}, operation="POST /v1/orders"
+            )
+            await memory.aclose()
+            return found
+
+    found = asyncio.run(run())
+
+    assert [e.restamps for e in found] == [1]

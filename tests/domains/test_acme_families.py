@@ -8,21 +8,27 @@ from invalidation_contracts.server import Provider
 FIXED_FAMILIES = [
     "governed-partner-growth",
     "funding-enterprise-annual",
+    "control-unrecognized-team",
     "control-partner-starter",
     "control-agency-pro",
     "rounding-team-monthly",
     "promo-ineligible-starter",
-    "promo-unrecognized-team",
 ]
+#: Funding families on partner plans: the draft lacks the CSM code as well, so it draws two hints.
+TWO_HINT_FAMILIES = {
+    "funding-partner-growth": "SUMMERSALE25",
+    "funding-partner-starter": "PARTNERSTART10",
+    "funding-agency-pro": "AGENCYPRO15",
+}
 
 CLASSES = {
     "governed",
     "funding",
     "negative_control",
+    "row_control",
     "no_constraint",
     "recompute",
     "ineligible_promo",
-    "unrecognized_promo",
 }
 
 
@@ -53,7 +59,7 @@ def test_the_draft_with_the_fix_applied_passes_first_try(acme, family_id):
         ("control-agency-pro", {"promo_code": "WINTERLAUNCH26"}),
         ("rounding-team-monthly", {"amount_cents": 4900 + 1}),
         ("promo-ineligible-starter", {"promo_code": "AGENCYPRO15"}),
-        ("promo-unrecognized-team", {"promo_code": "FLYER21"}),
+        ("control-unrecognized-team", {"promo_code": "FLYER21"}),
     ],
 )
 def test_a_wrong_value_does_not_pass(acme, family_id, wrong):
@@ -81,3 +87,41 @@ def test_resending_the_same_subscription_does_not_charge_twice(acme):
     first = provider.handle(acme.route, draft).body.result
     again = provider.handle(acme.route, draft).body.result
     assert first == again and len(acme.domain.extras["payments"].charges()) == 1
+
+
+@pytest.mark.parametrize("family_id, code", sorted(TWO_HINT_FAMILIES.items()))
+def test_a_partner_funding_draft_draws_the_funding_fix_and_its_plans_code_at_once(
+    acme, family_id, code
+):
+    status, suggestions, _ = ask(acme, acme.family(family_id).draft())
+    by_type = {s.type: s for s in suggestions}
+    assert status == 422 and set(by_type) == {
+        "USE_REQUIRED_FUNDING_TYPE",
+        "ADD_REQUIRED_PROMO_CODE",
+    }
+    assert by_type["ADD_REQUIRED_PROMO_CODE"].parameters == {"promo_code": code}
+    fixed = acme.family(family_id).draft()
+    for suggestion in suggestions:
+        fixed = applied(fixed, suggestion)
+    assert ask(acme, fixed)[0] == 200
+
+
+def test_one_funding_fix_serves_every_plan_paid_with_the_same_debit_token(acme):
+    # scoped by the token: the enterprise fix is the one the partner plans need too
+    [fix] = ask(acme, acme.family("funding-enterprise-annual").draft())[1]
+    assert dict(fix.scope) == {"payment_method_token": "acme_pm_visa_debit"}
+    _, suggestions, _ = ask(acme, acme.family("funding-partner-starter").draft())
+    [same] = [s for s in suggestions if s.type == fix.type]
+    assert (same.parameters, same.scope) == (fix.parameters, fix.scope)
+
+
+def test_the_mastercard_debit_token_has_a_fix_only_after_the_benign_bump(acme):
+    from domain_helpers import load
+
+    draft = acme.family("funding-enterprise-mastercard").draft()
+    status, suggestions, _ = ask(acme, draft)
+    assert status == 422 and suggestions[0].cache_hint.value == "no-store"
+    registry = acme.domain.registry()
+    load(registry, acme, "token_funding_map.benign-bump")
+    _, [fix], _ = ask(acme, draft, registry)
+    assert fix.parameters == {"payment_method_token": "acme_pm_mc_credit"}

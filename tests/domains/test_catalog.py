@@ -71,7 +71,7 @@ def test_family_draft_is_a_copy_the_caller_may_change(acme):
 
 
 def test_families_of_selects_one_class(acme):
-    assert [f.id for f in acme.families_of("negative_control")] == [
+    assert [f.id for f in acme.families_of("row_control")] == [
         "control-partner-starter",
         "control-agency-pro",
     ]
@@ -139,11 +139,13 @@ TASKS_HEAD = 'system_prompt = "Plan requests."\n'
         ("", "no \\[\\[family\\]\\]"),
         ('[[family]]\nid = "x"\nclass = "c"\ntext = "t"\n', "'fields' must be"),
         (
-            '[[family]]\nid = "x"\nclass = "c"\ntext = "t"\naction = "shout"\nexpected_fix_type = "X"\nfields = {a = 1}\n',
+            '[[family]]\nid = "x"\nclass = "c"\ntext = "t"\naction = "shout"\n'
+            'expected_fix_type = "X"\nfields = {a = 1}\n',
             "not one of",
         ),
         (
-            '[[family]]\nid = "x"\nclass = "c"\ntext = "t"\naction = "add_field"\nfields = {a = 1}\n',
+            '[[family]]\nid = "x"\nclass = "c"\ntext = "t"\naction = "add_field"\n'
+            "fields = {a = 1}\n",
             "both",
         ),
         ('[[family]]\nid = "x"\nclass = "c"\ntext = "t"\nfields = {a = 1}\n' * 2, "defined twice"),

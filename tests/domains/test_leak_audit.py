@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+from pydantic import Field, create_model
 
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.domains.audit import audit, fix_values
@@ -66,3 +67,36 @@ def test_a_spelled_out_fix_value_in_the_system_prompt_is_reported(recipes):
 def test_a_number_inside_a_longer_number_is_not_a_leak(acme):
     family = acme.family("plain-starter-monthly")
     assert audit(with_changes(acme, family.id, text=family.text + " Reference 150000.")) == []
+
+
+def with_schema_description(catalog, field, text):
+    """The catalog with ``field``'s description in the request schema replaced by ``text``."""
+    base = catalog.route.request_model
+    info = base.model_fields[field]
+    leaky = create_model(
+        f"Leaky{base.__name__}",
+        __base__=base,
+        **{field: (info.annotation, Field(info.default, description=text))},
+    )
+    return dataclasses.replace(
+        catalog, route=dataclasses.replace(catalog.route, request_model=leaky)
+    )
+
+
+@pytest.mark.parametrize("name", ["acme_billing", "acme_rules", "recipes"])
+def test_the_request_schema_names_no_task_or_fix_value(name):
+    catalog = get_catalog(name)
+    assert [leak for leak in audit(catalog) if leak.where == "the request schema"] == []
+
+
+def test_an_example_id_a_task_uses_in_the_schema_is_reported(acme):
+    # The description the acme schema carried before: small models copied this plan id.
+    leaky = with_schema_description(acme, "plan", "The plan id, e.g. plan_starter_monthly.")
+    assert [str(leak) for leak in audit(leaky)] == [
+        "task value 'plan_starter_monthly' appears in the request schema"
+    ]
+
+
+def test_a_fix_value_in_the_schema_is_reported(acme):
+    leaky = with_schema_description(acme, "promo_code", "A promotional code such as SUMMERSALE25.")
+    assert [(leak.kind, leak.value) for leak in audit(leaky)] == [("fix value", "SUMMERSALE25")]

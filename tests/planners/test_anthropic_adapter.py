@@ -54,9 +54,7 @@ def plan(standin, monkeypatch, **options):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
     planner = create_planner(
         "anthropic:claude-haiku-4-5",
-        base_url=standin.url,
-        timeout=5,
-        **{"max_retries": 2, **options},
+        {"base_url": standin.url, "timeout": 5, "max_retries": 2, **options},
     )
 
     async def go():
@@ -164,3 +162,24 @@ def test_unreachable_server_raises_planner_call_error(monkeypatch):
 
     with pytest.raises(PlannerCallError, match="cannot reach"):
         plan(Nowhere, monkeypatch, max_retries=0)
+
+
+def test_temperature_zero_is_sent_unless_set(standin, monkeypatch):
+    standin.reply(200, tool_use({"plan": "enterprise_annual"}))
+    plan(standin, monkeypatch)
+    standin.reply(200, tool_use({"plan": "enterprise_annual"}))
+    plan(standin, monkeypatch, temperature="0.4")
+    assert [seen.body["temperature"] for seen in standin.requests] == [0.0, 0.4]
+
+
+def test_a_tool_input_the_request_schema_rejects_is_a_response_error(standin, monkeypatch):
+    standin.reply(200, tool_use({"promo_code": "ENT-7"}))
+    with pytest.raises(PlannerResponseError, match="does not match the request schema") as caught:
+        plan(standin, monkeypatch)
+    assert "plan" in str(caught.value) and "ENT-7" in caught.value.raw
+
+
+def test_resends_are_counted_on_the_plan(standin, monkeypatch):
+    standin.reply(429, RATE_LIMIT_ERROR, {"retry-after-ms": "5"})
+    standin.reply(200, tool_use({"plan": "enterprise_annual"}))
+    assert plan(standin, monkeypatch).retries == 1

@@ -66,3 +66,33 @@ def test_unreachable_server_is_a_one_line_error_with_exit_status_1(capsys):
     spec = f"openai-compatible:m@http://127.0.0.1:{port}/v1"
     assert main(["preflight", "--planner", spec, "--max-retries", "0"]) == 1
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_planner_options_reach_the_planner(capsys):
+    args = ["preflight", "--planner", "simulated:exact", "--json", "--concurrency", "1"]
+    assert main([*args, "--planner-option", "memory_add_field_rate=0"]) == 0
+    rates = {a["action"]: a["rate"] for a in json.loads(capsys.readouterr().out)["actions"]}
+    assert rates["add_field"] == 0.0
+
+
+def test_an_option_no_planner_takes_is_a_usage_error(capsys):
+    args = ["preflight", "--planner", "simulated:exact", "--planner-option", "timeout=5"]
+    assert main(args) == 2
+    assert "timeout apply to none of the planners (simulated)" in capsys.readouterr().err
+
+
+def test_a_malformed_option_is_a_usage_error(capsys):
+    assert main(["preflight", "--planner", "simulated:exact", "--planner-option", "timeout"]) == 2
+    assert "not KEY=VALUE" in capsys.readouterr().err
+
+
+def test_an_unknown_local_model_is_one_line_naming_the_known_ones(capsys):
+    assert main(["preflight", "--planner", "local:llama-70b"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "qwen2.5-coder-0.5b" in err
+
+
+def test_a_missing_model_file_is_one_line(capsys, tmp_path):
+    assert main(["preflight", "--planner", f"local:{tmp_path / 'absent.gguf'}"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err

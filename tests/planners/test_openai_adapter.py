@@ -71,16 +71,14 @@ def openai_planner(standin, monkeypatch, **options):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     return create_planner(
         "openai:gpt-5-mini",
-        base_url=f"{standin.url}/v1",
-        timeout=5,
-        **{"max_retries": 2, **options},
+        {"base_url": f"{standin.url}/v1", "timeout": 5, "max_retries": 2, **options},
     )
 
 
 def compatible_planner(standin, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     return create_planner(
-        f"openai-compatible:llama3.1:8b@{standin.url}/v1", timeout=5, max_retries=1
+        f"openai-compatible:llama3.1:8b@{standin.url}/v1", {"timeout": 5, "max_retries": 1}
     )
 
 
@@ -217,7 +215,126 @@ def test_unreachable_server_raises_planner_call_error(monkeypatch):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     planner = create_planner(
-        f"openai-compatible:m@http://127.0.0.1:{port}/v1", max_retries=0, timeout=2
+        f"openai-compatible:m@http://127.0.0.1:{port}/v1", {"max_retries": 0, "timeout": 2}
     )
     with pytest.raises(PlannerCallError, match="cannot reach"):
         run_plans(planner)
+
+
+TEMPERATURE_REJECTED = {
+    "error": {
+        "message": "Unsupported value: 'temperature' does not support 0 with this model.",
+        "type": "invalid_request_error",
+        "param": "temperature",
+        "code": "unsupported_value",
+    }
+}
+VALID = '{"recipe": "pancakes", "flour": "rice_flour"}'
+
+
+def seeded(seed: int) -> PlanningContext:
+    return PlanningContext(
+        system_prompt=CONTEXT.system_prompt,
+        task=CONTEXT.task,
+        task_fields=CONTEXT.task_fields,
+        request_schema=SCHEMA,
+        seed=seed,
+    )
+
+
+def test_the_runs_seed_and_temperature_zero_are_sent(standin, monkeypatch):
+    standin.reply(200, completion(VALID))
+    planner = openai_planner(standin, monkeypatch)
+
+    async def go():
+        try:
+            return await planner.plan(seeded(7))
+        finally:
+            await planner.aclose()
+
+    asyncio.run(go())
+    body = standin.requests[0].body
+    assert (body["seed"], body["temperature"]) == (7, 0.0)
+
+
+def test_a_compatible_server_gets_a_max_tokens_bound(standin, monkeypatch):
+    standin.reply(200, completion(VALID))
+    run_plans(compatible_planner(standin, monkeypatch))
+    assert standin.requests[0].body["max_tokens"] == 1024
+
+
+def test_options_set_temperature_and_max_tokens(standin, monkeypatch):
+    standin.reply(200, completion(VALID))
+    run_plans(openai_planner(standin, monkeypatch, temperature="0.7", max_tokens="300"))
+    body = standin.requests[0].body
+    assert (body["temperature"], body["max_completion_tokens"]) == (0.7, 300)
+
+
+def test_a_default_temperature_the_model_rejects_is_dropped_and_counted(standin, monkeypatch):
+    standin.reply(400, TEMPERATURE_REJECTED)
+    standin.reply(200, completion(VALID))
+    standin.reply(200, completion(VALID))
+    first, second = run_plans(openai_planner(standin, monkeypatch), count=2)
+    assert ["temperature" in seen.body for seen in standin.requests] == [True, False, False]
+    assert "dropped:temperature" in first.notes
+    assert (first.retries, second.retries) == (1, 0)
+
+
+def test_an_explicit_temperature_the_model_rejects_is_an_error(standin, monkeypatch):
+    standin.reply(400, TEMPERATURE_REJECTED)
+    with pytest.raises(PlannerCallError, match="400"):
+        run_plans(openai_planner(standin, monkeypatch, temperature=0.2))
+
+
+def test_every_resend_is_counted_on_the_plan(standin, monkeypatch):
+    standin.reply(429, RATE_LIMIT_ERROR, {"retry-after-ms": "5"})
+    standin.reply(503, {"error": {"message": "busy"}}, {"retry-after-ms": "5"})
+    standin.reply(200, completion(VALID))
+    [result] = run_plans(openai_planner(standin, monkeypatch))
+    assert result.retries == 2
+
+
+def test_resends_before_a_failure_are_counted_on_the_error(standin, monkeypatch):
+    for _ in range(3):
+        standin.reply(429, RATE_LIMIT_ERROR, {"retry-after-ms": "5"})
+    with pytest.raises(PlannerCallError) as caught:
+        run_plans(openai_planner(standin, monkeypatch, max_retries=2))
+    assert caught.value.retries == 2
+
+
+def test_an_unusable_reply_carries_the_raw_text(standin, monkeypatch):
+    standin.reply(200, completion("Sure! Here is the body you asked for."))
+    with pytest.raises(PlannerResponseError) as caught:
+        run_plans(openai_planner(standin, monkeypatch))
+    assert caught.value.raw == "Sure! Here is the body you asked for."
+
+
+def test_a_truncated_reply_carries_what_was_written(standin, monkeypatch):
+    standin.reply(200, completion('{"recipe": "pan', finish_reason="length"))
+    with pytest.raises(PlannerResponseError, match="max_tokens") as caught:
+        run_plans(openai_planner(standin, monkeypatch))
+    assert caught.value.raw == '{"recipe": "pan'
+
+
+def test_a_reply_the_request_schema_rejects_is_a_response_error(standin, monkeypatch):
+    standin.reply(200, completion('{"recipe": "pancakes", "flour": 3}'))
+    with pytest.raises(PlannerResponseError, match="does not match the request schema") as caught:
+        run_plans(openai_planner(standin, monkeypatch))
+    assert "flour" in str(caught.value)
+    assert caught.value.raw == '{"recipe": "pancakes", "flour": 3}'
+
+
+def test_json_object_fallback_refuses_an_echo_of_the_schema(standin, monkeypatch):
+    echo = {"type": "object", "properties": {"recipe": "pancakes", "flour": "rice_flour"}}
+    standin.reply(400, SCHEMA_REJECTED)
+    standin.reply(200, completion(json.dumps(echo)))
+    with pytest.raises(PlannerResponseError, match="echoes the JSON Schema"):
+        run_plans(compatible_planner(standin, monkeypatch))
+
+
+def test_tokens_of_a_compatible_server_are_reported_not_billed(standin, monkeypatch):
+    standin.reply(200, completion(VALID))
+    [compatible] = run_plans(compatible_planner(standin, monkeypatch))
+    standin.reply(200, completion(VALID))
+    [vendor] = run_plans(openai_planner(standin, monkeypatch))
+    assert (compatible.usage.label, vendor.usage.label) == ("reported by server", "billed")

@@ -13,6 +13,7 @@ from invalidation_contracts.planners import (
 )
 from invalidation_contracts.planners.anthropic import AnthropicPlanner
 from invalidation_contracts.planners.openai import OpenAIPlanner
+from invalidation_contracts.planners.registry import token_source
 
 
 @pytest.mark.parametrize(
@@ -82,7 +83,7 @@ def test_spec_parameters_override_the_preset():
 
 
 def test_options_override_the_preset_and_the_spec():
-    planner = create_planner("simulated:exact?paraphrase_rate=0.3", paraphrase_rate=0.9)
+    planner = create_planner("simulated:exact?paraphrase_rate=0.3", {"paraphrase_rate": 0.9})
     assert planner.profile.paraphrase_rate == 0.9
 
 
@@ -104,7 +105,7 @@ def test_bad_simulated_parameters_are_config_errors(spec, message):
 def test_unknown_option_for_a_vendor_planner_is_a_config_error(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     with pytest.raises(PlannerConfigError, match="unknown option"):
-        create_planner("openai:gpt-5-mini", top_k=3)
+        create_planner("openai:gpt-5-mini", {"top_k": 3})
 
 
 def test_vendor_planners_are_built_from_their_specs(monkeypatch):
@@ -135,6 +136,20 @@ def test_missing_key_names_the_environment_variable(monkeypatch, spec, variable)
 def test_explicit_api_key_needs_no_environment(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     assert (
-        create_planner("anthropic:claude-haiku-4-5", api_key="sk-given").requested_model
+        create_planner("anthropic:claude-haiku-4-5", {"api_key": "sk-given"}).requested_model
         == "claude-haiku-4-5"
     )
+
+
+@pytest.mark.parametrize(
+    ("spec", "source"),
+    [
+        ("simulated:exact", "estimated"),
+        ("anthropic:claude-haiku-4-5", "billed"),
+        ("openai:gpt-5-mini", "billed"),
+        ("openai-compatible:qwen@http://127.0.0.1:8089/v1", "reported by server"),
+        ("local:qwen2.5-coder-0.5b", "reported by server"),
+    ],
+)
+def test_token_counts_are_labelled_by_who_counted_them(spec, source):
+    assert token_source(spec) == source

@@ -35,6 +35,7 @@ from invalidation_contracts.server.trust import TrustOptions
 TOKEN = "s3cret-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 BASE = "http://shop.test"
+ORDERS = "POST /v1/orders"  # the operation the transport files the fixes under
 ALLOWS_INVOICE = ("plans", "funding_types", "allows_invoice")
 FUNDED_BY = ("plans", "funding_types", "funded_by")
 STALE_DRAFT = {"plan": "basic", "funding_type": "invoice"}
@@ -90,7 +91,7 @@ async def learn_then_declare(strategy: str, trust: TrustOptions | None = None) -
         assert learned.status_code == 422
         [fix] = learned.json()["recovery_feedback"]["suggestions"]
         assert len(fix["absent_rules"]) == 1
-        assert [e.type for e in memory.relevant(BASE, STALE_DRAFT)] == ["USE_PLAN_FUNDING"]
+        assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == ["USE_PLAN_FUNDING"]
 
         rules = [
             {"from_table": a, "to_table": b, "relation": r}
@@ -110,7 +111,7 @@ async def learn_then_declare(strategy: str, trust: TrustOptions | None = None) -
 def test_declaring_a_rule_a_fix_found_absent_evicts_the_fix(strategy):
     memory = asyncio.run(learn_then_declare(strategy))
 
-    assert memory.relevant(BASE, STALE_DRAFT) == []
+    assert memory.relevant(BASE, STALE_DRAFT, operation=ORDERS) == []
     [tombstone] = [t for t in memory.tombstones(BASE) if t.entry.scope == {"plan": "basic"}]
     assert tombstone.reason is EvictionReason.RULES
 
@@ -119,7 +120,7 @@ def test_declaring_a_rule_a_fix_found_absent_evicts_the_fix(strategy):
 def test_strategies_that_do_not_read_rules_keep_the_fix(strategy):
     memory = asyncio.run(learn_then_declare(strategy))
 
-    assert [e.type for e in memory.relevant(BASE, STALE_DRAFT)] == ["USE_PLAN_FUNDING"]
+    assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == ["USE_PLAN_FUNDING"]
 
 
 def test_absent_rules_ride_with_the_dependency_vector_from_level_four():
@@ -158,4 +159,4 @@ def test_a_rules_client_behind_opaque_names_evicts_the_fix_by_its_tagged_lookup(
         learn_then_declare("rules-oracle", trust=TrustOptions(opaque_key=b"0123456789abcdef"))
     )
 
-    assert memory.relevant(BASE, STALE_DRAFT) == []
+    assert memory.relevant(BASE, STALE_DRAFT, operation=ORDERS) == []

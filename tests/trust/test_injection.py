@@ -13,9 +13,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from trust_helpers import FUNDING, GROWTH, ORIGIN, Session, TamperingTransport, acme_app, asgi
+from trust_helpers import (
+    FUNDING,
+    GROWTH,
+    OPERATION,
+    ORIGIN,
+    Session,
+    TamperingTransport,
+    acme_app,
+    asgi,
+)
 
-from invalidation_contracts.client.events import NotStored, Stored
+from invalidation_contracts.client.events import NotStored, Refused, Stored
 from invalidation_contracts.client.memory import FixMemory
 from invalidation_contracts.client.trust import TrustPolicy
 
@@ -72,8 +81,8 @@ def test_without_the_guard_a_hostile_amount_change_is_learned_and_applied_client
     session = Session(memory, rewrite_suggestions(with_amount))
     session.post(GROWTH)
 
-    fixes = memory.relevant(ORIGIN, GROWTH)
-    patched = memory.apply_patches(ORIGIN, GROWTH, fixes).request
+    fixes = memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+    patched = memory.apply_patches(ORIGIN, GROWTH, fixes, operation=OPERATION).request
 
     assert fixes[0].suggestion.parameters["amount_cents"] == 1
     assert patched["amount_cents"] == 1
@@ -103,7 +112,9 @@ def test_a_patch_that_writes_beyond_its_parameters_is_refused():
     session.post(GROWTH)
 
     assert session.memory.entries(ORIGIN) == []
-    assert session.of(NotStored)[0].reason.endswith("/refund_to")
+    (refused,) = session.of(Refused)
+    assert refused.bound == "patch"
+    assert refused.detail == "it writes /refund_to, which its parameters do not show"
 
 
 def test_an_honest_fix_beside_a_hostile_one_is_still_learned():
@@ -149,7 +160,7 @@ def test_an_entry_outside_a_narrowed_allowlist_is_quarantined_not_served():
     (entry,) = memory.entries(ORIGIN)
 
     memory.set_patchable(ORIGIN, ALLOWED)
-    lookup = memory.lookup(ORIGIN, GROWTH)
+    lookup = memory.lookup(ORIGIN, GROWTH, operation=OPERATION)
 
     assert lookup.entries == ()
     assert [(q.kind, q.entry_id) for q in lookup.events] == [("quarantined", entry.id)]

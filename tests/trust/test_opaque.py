@@ -18,6 +18,7 @@ from trust_helpers import (
     CATALOG,
     FUNDING,
     GROWTH,
+    OPERATION,
     ORIGIN,
     PLAIN,
     ROUTE,
@@ -129,9 +130,10 @@ def test_a_row_level_client_evicts_exactly_the_stale_entry_through_the_tagged_fe
     assert {r.key.scope_fields["plan"] for r in session.of(Restamped)} == {"plan_partner_starter"}
     assert len(session.memory.entries(ORIGIN)) == 2
     session.post(GROWTH)
-    assert [e.suggestion.parameters for e in session.memory.relevant(ORIGIN, GROWTH)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    assert [
+        e.suggestion.parameters
+        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+    ] == [{"promo_code": "WINTERLAUNCH26"}]
 
 
 def test_a_rules_client_disposes_of_fixes_by_tagged_rule_triples():

@@ -12,7 +12,17 @@ from __future__ import annotations
 import json
 
 import httpx
-from trust_helpers import GROWTH, ORIGIN, PLAIN, ROUTE, Session, acme_app, asgi, problem_json
+from trust_helpers import (
+    GROWTH,
+    OPERATION,
+    ORIGIN,
+    PLAIN,
+    ROUTE,
+    Session,
+    acme_app,
+    asgi,
+    problem_json,
+)
 
 from invalidation_contracts.client.memory import FixMemory
 from invalidation_contracts.client.transport import default_origin
@@ -97,9 +107,10 @@ def test_a_hostile_origin_cannot_evict_restamp_or_supersede_another_origins_entr
     assert session.memory.entries(ORIGIN) == [entry]
     assert session.memory.tombstones(ORIGIN) == []
     assert session.memory.state(ORIGIN) == before
-    assert [e.suggestion.parameters for e in session.memory.relevant(ORIGIN, GROWTH)] == [
-        {"promo_code": "SUMMERSALE25"}
-    ]
+    assert [
+        e.suggestion.parameters
+        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+    ] == [{"promo_code": "SUMMERSALE25"}]
 
 
 def test_what_the_hostile_origin_says_stays_in_its_own_memory():

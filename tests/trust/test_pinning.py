@@ -14,6 +14,7 @@ import pytest
 from trust_helpers import (
     CATALOG,
     GROWTH,
+    OPERATION,
     ORIGIN,
     PLAIN,
     TOKEN,
@@ -66,7 +67,10 @@ def never_bumps():
 
 
 def promo_code(session: Session) -> list[str]:
-    return [e.suggestion.parameters["promo_code"] for e in session.memory.relevant(ORIGIN, GROWTH)]
+    return [
+        e.suggestion.parameters["promo_code"]
+        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+    ]
 
 
 def learn_then_rotate_silently(memory: FixMemory) -> tuple[Session, Any]:

@@ -19,6 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from trust_helpers import (
     GROWTH,
+    OPERATION,
     ORIGIN,
     PLAIN,
     ROUTE,
@@ -451,7 +452,8 @@ def test_an_unsigned_changes_feed_is_not_applied(keys):
 
     (entry,) = session.memory.entries(ORIGIN)
     assert entry.restamps == 0
-    assert session.memory.relevant(ORIGIN, GROWTH) == []  # withheld until a verified feed arrives
+    # withheld until a verified feed arrives
+    assert session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION) == []
     assert session.of(Ignored)[-1].detail == "unverified contract: the response is unsigned"
 
 

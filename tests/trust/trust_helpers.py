@@ -22,6 +22,8 @@ from invalidation_contracts.server.app import create_app
 
 ORIGIN = "http://acme.test"
 ROUTE = "/v1/subscriptions"
+OPERATION = f"POST {ROUTE}"
+"""The operation the transport files the route's fixes under (``METHOD path``)."""
 TOKEN = "trust-admin-token"
 CATALOG = get_catalog("acme_billing")
 GROWTH = dict(CATALOG.task_families["governed-partner-growth"].fields)
@@ -35,7 +37,7 @@ PLAIN = dict(CATALOG.task_families["plain-starter-monthly"].fields)
 
 
 def touch_version(version: str) -> str:
-    """A version one step past ``version`` that sorts before any real bump (``1.0.0`` → ``1.0.0.1``)."""
+    """A version one step past ``version``, before any real bump (``1.0.0`` → ``1.0.0.1``)."""
     parts = version.split(".")
     if len(parts) >= 4:
         parts[-1] = str(int(parts[-1]) + 1)

@@ -3,16 +3,24 @@
 The JSONL is the single source of truth for metrics and reports: a report is rebuilt from
 artifacts alone. Each line is one record with a ``record`` discriminator:
 
-``attempt``  one request: ``episode, attempt, status, request, response_bytes, contract_bytes,
-             envelope_bytes, suggestion_bytes, suggestion_types, tokens_in, tokens_out, tokens_estimated``
-``memory``   one memory event: ``episode, attempt, event`` (store | evict | restamp | inject | supersede
-             | quarantine | alert | resync), ``entry, key, reason, stale`` (the oracle's label: for
-             evict, whether the entry was stale when evicted; for inject, whether the injected fix was
-             stale for that episode's request; otherwise null)
+``attempt``  one attempt: ``episode, attempt, status, request, response_bytes, contract_bytes,
+             envelope_bytes, suggestion_bytes, patch_bytes, suggestion_types, tokens_in,
+             tokens_out, tokens_estimated, planner_retries``. An attempt whose planner reply was
+             unusable sent nothing: ``status`` and ``request`` are null and ``planner_error`` is
+             ``{kind: response | call, detail, raw}`` (``raw``: the reply's text, if there was one)
+``memory``   one memory event: ``episode, attempt, event`` (store | evict | restamp | inject
+             | supersede | quarantine | alert), ``entry, key, reason, stale`` (the oracle's label:
+             for evict, whether the entry was stale when evicted, never null; for inject, whether
+             the injected fix was stale for that episode's request; otherwise null). Attempt 0 is
+             the fetches before the episode's first attempt (resync detection)
 ``stale``    the oracle found a live entry stale right after a drift event: ``episode, entry``
 ``drift``    an operator action: ``after_episode, kind, target, result``
-``episode``  one finished episode: ``episode, family, klass, action, attempts, first_try, completed,
-             stale_slot, injected, stale_injected, tokens_in, tokens_out``
+``episode``  one finished episode: ``episode, family, klass, action, attempts, first_try,
+             completed, faithful, unfaithful_fields, stale_slot, injected, stale_injected,
+             planner_errors, planner_retries, tokens_in, tokens_out, tokens_estimated``.
+             ``faithful`` (null when not completed): the accepted request carries the task's fields,
+             changed only as a fix the episode saw says (``bench.faithfulness``);
+             ``unfaithful_fields`` the fields where it does not
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ class RunMetadata:
     finished_at: str = ""
     preflight: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    """Why the run stopped before its last episode (``completed`` is then false)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -93,7 +103,8 @@ def is_complete(root: Path, key: RunKey) -> bool:
 
 
 class ArtifactWriter:
-    """Writes one run's records; the metadata is written last, atomically, marking completion."""
+    """Writes one run's records; the metadata is written last, atomically (``completed`` says
+    whether the run finished)."""
 
     def __init__(self, root: Path, key: RunKey) -> None:
         self.records_path, self.meta_path = paths(root, key)
@@ -112,6 +123,7 @@ class ArtifactWriter:
         os.replace(tmp, self.meta_path)
 
     def abort(self) -> None:
+        """Close the records without metadata (the run reads as unfinished)."""
         self._file.close()
 
 

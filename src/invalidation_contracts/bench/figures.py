@@ -17,17 +17,29 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .artifacts import read_runs
-from .metrics import SIMULATED_MARK, CellMetrics, aggregate, arm_rank, rotation_count, series_label
+from .metrics import (
+    SIMULATED_MARK,
+    CellMetrics,
+    aggregate,
+    arm_rank,
+    is_variant,
+    rotation_count,
+    series_label,
+)
 
 #: matplotlib's tab10, so colors do not depend on the user's rc settings.
 COLORS = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
     "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
 )  # fmt: skip
-LINESTYLES = ("-", "--", ":", "-.")
+LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
+#: One marker per planner series, so series with equal values stay distinguishable.
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
+#: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another.
+OFFSET = 0.045
 DASH = "–"
 
 
@@ -122,6 +134,36 @@ def _bars(
     return draw
 
 
+def _shift(i: int, n: int) -> float:
+    """The x offset of the ``i``-th of ``n`` lines: centred on the tick, ``OFFSET`` apart."""
+    return (i - (n - 1) / 2) * OFFSET
+
+
+def coincidences(
+    cells: Sequence[CellMetrics],
+    line_of: Callable[[CellMetrics], str | None],
+    x: Callable[[CellMetrics], Any],
+    metric: str,
+) -> list[str]:
+    """Which drawn lines coincide: groups of lines (each named by ``line_of``; None: not drawn)
+    whose values are equal at every point. Said in the caption, because offsets and markers keep
+    them apart only by a hair."""
+    points: dict[str, dict[Any, float]] = defaultdict(dict)
+    for c in cells:
+        name, mean = line_of(c), c[metric].mean
+        if name is not None and mean is not None:
+            points[name][x(c)] = round(mean, 9)
+    groups: list[list[str]] = []
+    for name in points:
+        for group in groups:
+            if points[group[0]] == points[name]:
+                group.append(name)
+                break
+        else:
+            groups.append([name])
+    return [" and ".join(group) + " coincide" for group in groups if len(group) > 1]
+
+
 def _finish(
     fig: Any, ax: Any, ylabel: str, title: str, legend_title: str | None = None, handles: Any = None
 ) -> None:
@@ -158,18 +200,26 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
         codes = {c.arm: c.arm_code for c in cells}
         series = _series(cells)
         for i, s in enumerate(series):
-            for arm, style in (("row", "-"), ("naive", "--")):
+            for k, (arm, style) in enumerate((("row", "-"), ("naive", "--"))):
+                shift = _shift(2 * i + k, 2 * len(series))
                 values = [_percent(index.get((s, sc, arm)), "compliance")[0] for sc in order]
                 ax.plot(
-                    *_defined([points[sc] for sc in order], values),
+                    *_defined([points[sc] + shift for sc in order], values),
                     style,
-                    marker="o",
+                    marker=MARKERS[i % len(MARKERS)],
+                    markerfacecolor=COLORS[i % len(COLORS)] if arm == "row" else "white",
                     color=COLORS[i % len(COLORS)],
                 )
         ax.set_xticks(sorted(set(points.values())))
         ax.set_xlabel("table rotations in the stream")
         handles = [
-            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            Line2D(
+                [],
+                [],
+                color=COLORS[i % len(COLORS)],
+                marker=MARKERS[i % len(MARKERS)],
+                label=_label(s, cells),
+            )
             for i, s in enumerate(series)
         ]
         handles += [
@@ -184,7 +234,8 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
 def _targeted(
     cells: Sequence[CellMetrics], scenarios: Sequence[str], title: str
 ) -> Callable[[Any], None]:
-    """First-try on each stream's drift-targeted class by arm: one color per planner, one style per stream."""
+    """First-try on each stream's drift-targeted class by arm: a color per planner, a style per
+    stream."""
 
     def draw(fig: Any) -> None:
         from matplotlib.lines import Line2D
@@ -194,20 +245,28 @@ def _targeted(
         arms = sorted({c.arm for c in cells}, key=arm_rank)
         codes = {c.arm: c.arm_code for c in cells}
         series = _series(cells)
+        lines = len(series) * len(scenarios)
         for i, s in enumerate(series):
             for j, scenario in enumerate(scenarios):
                 values = [
                     _percent(index.get((s, scenario, a)), "targeted_first_try")[0] for a in arms
                 ]
+                shift = _shift(i * len(scenarios) + j, lines)
                 ax.plot(
-                    *_defined(range(len(arms)), values),
+                    *_defined([x + shift for x in range(len(arms))], values),
                     LINESTYLES[j % len(LINESTYLES)],
-                    marker="o",
+                    marker=MARKERS[i % len(MARKERS)],
                     color=COLORS[i % len(COLORS)],
                 )
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
         handles = [
-            Line2D([], [], color=COLORS[i % len(COLORS)], label=_label(s, cells))
+            Line2D(
+                [],
+                [],
+                color=COLORS[i % len(COLORS)],
+                marker=MARKERS[i % len(MARKERS)],
+                label=_label(s, cells),
+            )
             for i, s in enumerate(series)
         ]
         targeted = {c.scenario: c.targeted_class for c in cells}
@@ -226,6 +285,24 @@ def _targeted(
     return draw
 
 
+def _coincide_note(notes: Sequence[str]) -> str:
+    if not notes:
+        return " No two series coincide."
+    return (
+        " Where series coincide they are drawn side by side (offset and marked): "
+        + "; ".join(notes)
+        + "."
+    )
+
+
+def _last_event(cells: Sequence[CellMetrics]) -> str:
+    windows = next((c.drift for c in cells if c.drift), ())
+    if not windows:
+        return "no drift event"
+    last = windows[-1]
+    return f"episode {last.after_episode} (the {last.kind} event on {last.target})"
+
+
 def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     """The figures the cells support, in paper order; a figure without data is left out."""
     by_scenario: dict[str, list[CellMetrics]] = defaultdict(list)
@@ -237,16 +314,20 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     specs: list[FigureSpec] = []
 
     for scenario, cs in table_streams.items():
-        arms = sorted({c.arm for c in cs if c["compliance"].n}, key=arm_rank)
-        if arms:
-            title = f"Figure 3 — Compliance by arm on {scenario}{_suffix(cs)}"
+        arms = sorted({c.arm for c in cs if c["eligible_first_try"].n}, key=arm_rank)
+        if any(a != "none" for a in arms):
+            title = f"Figure 3 — Governed first-try by arm on {scenario}{_suffix(cs)}"
             specs.append(
                 FigureSpec(
                     f"fig3-compliance-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on the governed class over injection-eligible episodes; bars are means "
+                    "First-try rate on the governed class over its injection-eligible episodes "
+                    "(the stale slots left out), by arm; for a memory arm this is its compliance, "
+                    "and A0, which keeps no memory, shows the zero floor of §6.2. Bars are means "
                     "over seeds, whiskers the sample std.",
-                    _bars(cs, scenario, arms, "compliance", "Compliance (%)", title),
+                    _bars(
+                        cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title
+                    ),
                 )
             )
     for scenario, cs in table_streams.items():
@@ -257,7 +338,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 FigureSpec(
                     f"fig4-post-drift-funding-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on funding episodes after the last drift event (the benign bump), by arm.",
+                    f"First-try rate on the funding episodes after {_last_event(cs)}, by arm.",
                     _bars(
                         cs,
                         scenario,
@@ -275,11 +356,16 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     for stream, cs in sorted(streams.items()):
         if cs:
             title = f"Figure 5 — Compliance vs rotations ({stream}){_suffix(cs)}"
+            notes = coincidences(
+                cs, lambda c: f"{c.label} {c.arm_code}", lambda c: c.scenario, "compliance"
+            )
             specs.append(
                 FigureSpec(
                     f"fig5-rotations-{_slug(stream)}.png",
                     title,
-                    "Compliance against the number of table rotations in one stream: A2D solid, A1 dashed.",
+                    "Compliance against the number of table rotations in one stream: A2D solid "
+                    "(filled markers), A1 dashed (hollow), one colour and marker per planner."
+                    + _coincide_note(notes),
                     _rotations(cs, stream, title),
                 )
             )
@@ -287,17 +373,24 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
         s
         for s, cs in table_streams.items()
         if rotation_count(s) is None
+        and not is_variant(s, table_streams)
         and any(c.targeted_class and c["targeted_first_try"].n for c in cs)
     ]
     if targeted:
         cs = [c for c in cells if c.scenario in targeted]
         title = f"Figure 6 — First-try on the drift-targeted class{_suffix(cs)}"
+        notes = coincidences(
+            cs, lambda c: f"{c.label} on `{c.scenario}`", lambda c: c.arm, "targeted_first_try"
+        )
         specs.append(
             FigureSpec(
                 "fig6-targeted-class.png",
                 title,
-                "First-try rate on the class each stream's drift targets (the class of its stale slots), "
-                "by arm; one line style per stream: " + ", ".join(f"`{s}`" for s in targeted) + ".",
+                "First-try rate on the class each stream's drift targets (the class of its stale "
+                "slots), by arm; one line style per stream: "
+                + ", ".join(f"`{s}`" for s in targeted)
+                + "; one colour and marker per planner."
+                + _coincide_note(notes),
                 _targeted(cs, targeted, title),
             )
         )
@@ -305,7 +398,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
 
 
 def write_figures(root: Path) -> list[Path]:
-    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return the paths."""
+    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

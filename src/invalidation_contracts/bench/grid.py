@@ -1,4 +1,4 @@
-"""The grid: planners × arms × seeds × scenarios, run concurrently with a bound and resumably."""
+"""The grid: planners × arms × seeds × scenarios, run over the cores, with a bound, resumably."""
 
 # ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
@@ -9,15 +9,20 @@ require_extra("cli", "rich")
 
 import asyncio
 import itertools
+import os
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .arms import LADDER, RULES_ARMS, Arm
 from .artifacts import is_complete
+from .errors import PlannerUnavailable, ServerUnavailable
+from .pool import RunJob, run_in_processes
 from .runner import PlannerFactory, RunSpec, run_one
 from .scenario import Scenario, ScenarioError, load_scenario, scenarios_dir
 
@@ -59,7 +64,8 @@ def ladder_grid(scenario: str = "payments-drifted", seeds: Iterable[int] = (0, 1
 
 
 def load_grid(path: Path | str) -> Grid:
-    """A grid file: ``scenarios``, ``planners``, ``arms`` (``STRATEGY[/DETECTION[/APPLY]]``), ``seeds``.
+    """A grid file: ``scenarios``, ``planners``, ``arms`` (``STRATEGY[/DETECTION[/APPLY]]``),
+    ``seeds``.
 
     A bare name (``paper``) is a grid shipped under ``scenarios/grids/``.
     """
@@ -93,9 +99,53 @@ def load_grid(path: Path | str) -> Grid:
 
 @dataclass
 class GridOutcome:
+    """What a grid did: runs finished, skipped as already complete, failed, and never started."""
+
     ran: int = 0
     skipped: int = 0
     failed: list[tuple[RunSpec, BaseException]] = field(default_factory=list)
+    not_started: list[RunSpec] = field(default_factory=list)
+    """Runs left out after a failure that would repeat for them (the server or their planner)."""
+
+
+class _Schedule:
+    """The runs still to start, in order, less those a failure has ruled out."""
+
+    def __init__(self, todo: Sequence[RunSpec], outcome: GridOutcome) -> None:
+        self._todo = deque(todo)
+        self._outcome = outcome
+        self._server_gone = False
+        self._planners_gone: set[str] = set()
+
+    def next(self) -> RunSpec | None:
+        while self._todo:
+            spec = self._todo.popleft()
+            if self._server_gone or spec.planner in self._planners_gone:
+                self._outcome.not_started.append(spec)
+                continue
+            return spec
+        return None
+
+    def settle(self, spec: RunSpec, error: BaseException | None) -> None:
+        if error is None:
+            self._outcome.ran += 1
+            return
+        self._outcome.failed.append((spec, error))
+        if isinstance(error, ServerUnavailable):
+            self._server_gone = True
+        elif isinstance(error, PlannerUnavailable):
+            self._planners_gone.add(spec.planner)
+
+
+#: Runs a worker process must have to pay for starting it (a spawn and the package's imports).
+RUNS_PER_WORKER = 8
+
+
+def default_processes(concurrency: int, runs: int) -> int:
+    """Worker processes for ``runs`` in-process runs: one per usable core, up to ``concurrency``,
+    and one per ``RUNS_PER_WORKER`` runs (a small grid runs in this process)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, min(concurrency, cores or 1, runs // RUNS_PER_WORKER))
 
 
 async def run_grid(
@@ -103,23 +153,39 @@ async def run_grid(
     root: Path,
     *,
     concurrency: int = 4,
+    processes: int | None = None,
     server_url: str | None = None,
     admin_token: str | None = None,
     planner_factory: PlannerFactory | None = None,
+    planner_options: Mapping[str, Any] | None = None,
     progress: bool = True,
     command: str | None = None,
     resume: bool = True,
 ) -> GridOutcome:
-    """Run every spec not already complete under ``root``; at most ``concurrency`` at once."""
+    """Run every spec not already complete under ``root``, ``concurrency`` at a time.
+
+    In-process runs spread over ``processes`` worker processes (default: one per usable core, up
+    to ``concurrency``), each running its share of the ``concurrency`` slots; ``processes=1`` runs
+    them all in this process. Against ``server_url`` runs go one at a time (one shared server: runs
+    must not interleave their drift). A failure that would repeat ends the grid early: a server
+    that stopped answering stops every later run, a planner that cannot be built or reached
+    stops the later runs of that planner (``GridOutcome.not_started``).
+    """
     specs = grid.specs()
     todo = [s for s in specs if not (resume and is_complete(root, s.key))]
     outcome = GridOutcome(skipped=len(specs) - len(todo))
-    if server_url is not None:
-        concurrency = 1  # one shared server: runs must not interleave their drift
-    semaphore = asyncio.Semaphore(max(1, concurrency))
-    options: dict = {"server_url": server_url, "admin_token": admin_token}
+    schedule = _Schedule(todo, outcome)
+    options: dict[str, Any] = {"server_url": server_url, "admin_token": admin_token}
     if planner_factory is not None:
         options["planner_factory"] = planner_factory
+    if planner_options:
+        options["planner_options"] = dict(planner_options)
+    if command is not None:
+        options["command"] = command
+    if server_url is not None:
+        concurrency, processes = 1, 1
+    concurrency = max(1, concurrency)
+    workers = min(processes or default_processes(concurrency, len(todo)), len(todo))
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -130,17 +196,45 @@ async def run_grid(
     ) as bar:
         task = bar.add_task("runs", total=len(todo))
 
-        async def one(spec: RunSpec) -> None:
-            async with semaphore:
-                bar.update(
-                    task, description=f"{spec.scenario.name} {spec.planner} {spec.arm} s{spec.seed}"
-                )
-                try:
-                    await run_one(spec, root, command=command, **options)
-                    outcome.ran += 1
-                except Exception as exc:  # noqa: BLE001 - a failed run is reported, the grid goes on
-                    outcome.failed.append((spec, exc))
-                bar.advance(task)
+        def started(spec: RunSpec) -> None:
+            bar.update(
+                task, description=f"{spec.scenario.name} {spec.planner} {spec.arm} s{spec.seed}"
+            )
 
-        await asyncio.gather(*(one(s) for s in todo))
+        def finished(spec: RunSpec, error: BaseException | None) -> None:
+            schedule.settle(spec, error)
+            bar.advance(task)
+
+        if workers > 1:
+            await run_in_processes(
+                RunJob(root, options),
+                schedule.next,
+                processes=workers,
+                slots=-(-concurrency // workers),
+                started=started,
+                finished=finished,
+            )
+        else:
+            await _in_this_process(root, options, schedule.next, concurrency, started, finished)
     return outcome
+
+
+async def _in_this_process(
+    root: Path,
+    options: Mapping[str, Any],
+    next_spec: Callable[[], RunSpec | None],
+    slots: int,
+    started: Callable[[RunSpec], None],
+    finished: Callable[[RunSpec, BaseException | None], None],
+) -> None:
+    async def slot() -> None:
+        while (spec := next_spec()) is not None:
+            started(spec)
+            try:
+                await run_one(spec, root, **options)
+            except Exception as exc:  # noqa: BLE001 - a failed run is reported, the grid goes on
+                finished(spec, exc)
+            else:
+                finished(spec, None)
+
+    await asyncio.gather(*(slot() for _ in range(slots)))

@@ -1,6 +1,7 @@
 """Markdown reports in the shape of the paper's Tables 3–7 and its §3.7 wire-cost study.
 
-Built from the artifacts alone (``metrics``), so a report is rebuilt without rerunning and two builds
+Built from the artifacts alone (``metrics``), so a report is rebuilt without rerunning and two
+builds
 of the same artifacts are byte-identical. A table whose runs are absent is replaced by a one-line
 note; every table names the planners that are simulated.
 """
@@ -23,10 +24,10 @@ from .metrics import (
     RunMetrics,
     Stat,
     WireTotals,
-    action_rank,
     aggregate,
     arm_rank,
     class_rank,
+    is_variant,
     rotation_count,
     score,
     series_label,
@@ -81,9 +82,11 @@ def _stat(cell: CellMetrics | None, name: str, fmt: Callable[[float | None], str
 
 
 def _delta(high: CellMetrics | None, low: CellMetrics | None, name: str) -> str:
-    if high is None or low is None or high[name].mean is None or low[name].mean is None:
+    top = None if high is None else high[name].mean
+    bottom = None if low is None else low[name].mean
+    if top is None or bottom is None:
         return DASH
-    return _signed_pct(high[name].mean - low[name].mean)
+    return _signed_pct(top - bottom)
 
 
 # --- table scaffolding -------------------------------------------------------------------------
@@ -106,18 +109,22 @@ def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str
 def _simulated_line(cells: Iterable[CellMetrics]) -> str:
     simulated = sorted({c.planner for c in cells if c.simulated})
     if not simulated:
-        return "Simulated planners: none (every planner here is a real model; tokens are billed usage)."
+        from ..planners.registry import token_source
+
+        tokens = " or ".join(sorted({token_source(c.planner) for c in cells}))
+        return f"Simulated planners: none (every planner is a real model; tokens are {tokens})."
     return f"Simulated planners: {', '.join(f'`{p}`' for p in simulated)}. {SIMULATED_NOTE}"
 
 
 def _seeds_line(cells: Sequence[CellMetrics], stats: Sequence[Stat] = ()) -> str:
-    """How many seeds each cell averages, and the largest seed std of the rates ``stats`` (points)."""
+    """How many seeds each cell averages, and the largest seed std of the rates ``stats``."""
     counts = sorted({len(c.seeds) for c in cells})
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
     line = f"Mean over seeds (n = {n} per cell)"
     spreads = [s.std for s in stats if s.std is not None]
     if spreads:
-        line += f"; the largest seed standard deviation (sample) here is {100 * max(spreads):.1f} points"
+        largest = 100 * max(spreads)
+        line += f"; the largest seed standard deviation (sample) here is {largest:.1f} points"
     return line + "."
 
 
@@ -180,6 +187,34 @@ def _drift_caption(cells: Sequence[CellMetrics]) -> str:
 # --- the tables --------------------------------------------------------------------------------
 
 
+def _by_arm_counts(arms: dict[str, CellMetrics], order: Sequence[str], name: str) -> str:
+    """``0``, or the arms where a count is non-zero: ``A1 2 · A2D 1`` (mean over seeds)."""
+    parts = [
+        f"{arms[a].arm_code} {_count(arms[a][name].mean)}"
+        for a in order
+        if a in arms and (arms[a][name].mean or 0) > 0
+    ]
+    return " · ".join(parts) or "0"
+
+
+def compliance_caption(cells: Sequence[CellMetrics], slots: Sequence[int]) -> str:
+    """How compliance excluded episodes here: the stale slots, and any departure, labelled."""
+    text = (
+        f"Compliance (%) is the first-try rate on the governed class over its episodes except the "
+        f"stale slots {list(slots)} (the paper's rule, §4.1); undefined at A0."
+    )
+    departures = next((c for c in cells if c.departure_slots), None)
+    if departures is not None:
+        reasons = "; ".join(r for r in departures.departure_reasons if r)
+        text += (
+            f" **Departure from the paper:** it also excludes episodes "
+            f"{list(departures.departure_slots)}, pre-registered in the manifest"
+            + (f" ({reasons})" if reasons else "")
+            + "."
+        )
+    return text
+
+
 def table3(scenario: str, cells: Sequence[CellMetrics], slots: Sequence[int]) -> str:
     """The A-ladder: compliance by arm, Δ A2D−A1, eviction precision and post-drift funding."""
     grid = _Grid(cells)
@@ -191,7 +226,7 @@ def table3(scenario: str, cells: Sequence[CellMetrics], slots: Sequence[int]) ->
     headers += [f"Prec. {grid.code(a)}" for a in evicting_arms]
     if funding:
         headers += [f"Funding {grid.code(a)}" for a in grid.arms]
-    headers += ["Completed"]
+    headers += ["Completed", "Completed unfaithful", "Planner errors"]
     rows = []
     for label, arms in grid.series():
         row = [label] + [_stat(arms.get(a), "compliance") for a in memory_arms]
@@ -199,17 +234,24 @@ def table3(scenario: str, cells: Sequence[CellMetrics], slots: Sequence[int]) ->
         row += [_stat(arms.get(a), "precision", _fixed) for a in evicting_arms]
         if funding:
             row += [_stat(arms.get(a), "post_drift_funding") for a in grid.arms]
-        rows.append(row + [_completed(arms.values())])
+        row += [
+            _completed(arms.values()),
+            _by_arm_counts(arms, grid.arms, "completed_unfaithful"),
+            _by_arm_counts(arms, grid.arms, "planner_errors"),
+        ]
+        rows.append(row)
     last = max((w.after_episode for c in cells for w in c.drift), default=None)
-    caption = (
-        f"Compliance (%) is the first-try rate on the governed class, excluding its first episode and "
-        f"the stale slots {list(slots)}; undefined at A0. Precision = correct / evictions. "
-    )
+    caption = compliance_caption(cells, slots) + " Precision = correct / labelled evictions. "
     if funding:
         caption += (
             f"Funding = post-drift funding first-try (%), funding episodes after episode {last}. "
         )
-    caption += "Completed = completed / scheduled episodes, over arms and seeds."
+    caption += (
+        "Completed = episodes that ended on a faithful accepted request / scheduled, over arms and "
+        "seeds; Completed unfaithful = accepted requests that changed the task beyond what a fix "
+        "said (never counted as completed or first-try); Planner errors = unusable planner replies "
+        "(each a failed attempt); both per arm, mean over seeds."
+    )
     stats = [c["compliance"] for c in cells]
     return _section(
         f"Table 3 — The A-ladder on `{scenario}`",
@@ -226,7 +268,7 @@ def events_table(scenario: str, cells: Sequence[CellMetrics]) -> str:
     headers = [
         "Planner",
         "Arm",
-        "Evict (correct/wrong)",
+        "Evict (correct/wrong/unlabelled)",
         "Evict per drift",
         "Restamp per drift",
         "Prec.",
@@ -244,46 +286,97 @@ def events_table(scenario: str, cells: Sequence[CellMetrics]) -> str:
                 [
                     label,
                     f"{c.arm_code} ({arm})",
-                    f"{_count(c['evictions_correct'].mean)}/{_count(c['evictions_wrong'].mean)}",
+                    f"{_count(c['evictions_correct'].mean)}/{_count(c['evictions_wrong'].mean)}"
+                    f"/{_count(c['evictions_unlabelled'].mean)}",
                     _per_drift(c, "evictions"),
                     _per_drift(c, "restamps"),
                     _stat(c, "precision", _fixed),
                     _stat(c, "recall", _fixed),
-                    f"{_count(c['stale_injections'].mean)} ({_count(c['stale_injections_outside_slots'].mean)})",
+                    f"{_count(c['stale_injections'].mean)} "
+                    f"({_count(c['stale_injections_outside_slots'].mean)})",
                     _completed([c]),
                 ]
             )
     caption = (
-        f"Events on `{scenario}`; {_drift_caption(cells)}. Per-drift counts cover the episodes up to the "
-        "next event. A run that exhausts its retries reaches fewer drift events, so read each count "
-        "beside Completed."
+        f"Events on `{scenario}`; {_drift_caption(cells)}. Per-drift counts cover the episodes up "
+        "to the next event. An unlabelled eviction (no oracle label) is counted apart and left "
+        "out of precision. A run that exhausts its retries reaches fewer drift events, so read "
+        "each count beside Completed."
     )
     return _section(
         f"Events and completion on `{scenario}`", caption, markdown_table(headers, rows), cells
     )
 
 
+#: The paper's names of the hint shapes (Tables 4 and 7).
+SHAPE_NAMES = {
+    "add_field": "add-a-field",
+    "rewrite_value": "rewrite-a-value",
+    "conditional_rewrite": "cond.-rewrite",
+}
+NO_CONSTRAINT = "no_constraint"
+FUNDING = "funding"
+
+
+def _shape(cells: Sequence[CellMetrics], klass: str) -> str:
+    action = next((c.class_actions[klass] for c in cells if klass in c.class_actions), None)
+    return SHAPE_NAMES.get(action or "", action or "no hint")
+
+
+def _class_rate(cell: CellMetrics | None, klass: str, post_drift: bool) -> str:
+    if cell is None:
+        return DASH
+    if post_drift:
+        return _pct(cell["post_drift_funding"].mean)
+    stat = cell.first_try_by_class.get(klass)
+    return DASH if stat is None else _pct(stat.mean)
+
+
 def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
-    """First-try rate per constraint class at A1 and A2D."""
+    """First-try per constraint class at A1 and A2D, in the paper's columns (its Table 4).
+
+    The compliance class over all its episodes; the funding class over the episodes after the last
+    drift event (the paper's conditional-rewrite column: the three after the benign bump); the
+    other classes over all their episodes. A no-constraint class that reads 100.0 everywhere is
+    left out with a note, as the paper does.
+    """
     grid = _Grid([c for c in cells if c.arm in ("naive", "row")])
     if not grid.cells:
         return None
-    classes = sorted({k for c in grid.cells for k in c.first_try_by_class}, key=class_rank)
     arms = [a for a in ("naive", "row") if a in grid.arms]
-    headers = ["Planner"] + [f"{k} {grid.code(a)}" for k in classes for a in arms]
+    compliance_class = grid.cells[0].compliance_class
+    classes = sorted({k for c in grid.cells for k in c.first_try_by_class}, key=class_rank)
+    ordered = [k for k in classes if k == compliance_class] + [
+        k for k in classes if k != compliance_class
+    ]
+    post = {k: k == FUNDING and any(c["post_drift_funding"].n for c in grid.cells) for k in ordered}
+    notes = []
+    if NO_CONSTRAINT in ordered:
+        rates = [c.first_try_by_class[NO_CONSTRAINT].mean for c in grid.cells]
+        if all(r == 1.0 for r in rates if r is not None):
+            ordered.remove(NO_CONSTRAINT)
+            notes.append(
+                f"The no-constraint class reads 100.0 in all {len(rates)} cells, so it is omitted."
+            )
+    last = max((w.after_episode for c in grid.cells for w in c.drift), default=None)
+    headers = ["Planner"]
+    for k in ordered:
+        name = f"{k} after ep {last}" if post[k] else k
+        headers += [f"{name} ({_shape(grid.cells, k)}) {grid.code(a)}" for a in arms]
     rows = []
     for label, by_arm in grid.series():
-        row = [label]
-        for k in classes:
-            for a in arms:
-                c = by_arm.get(a)
-                row.append(
-                    DASH
-                    if c is None or k not in c.first_try_by_class
-                    else _pct(c.first_try_by_class[k].mean)
-                )
-        rows.append(row)
-    caption = "First-try rate (%) over every episode of each class (episode `klass`)."
+        rows.append(
+            [label] + [_class_rate(by_arm.get(a), k, post[k]) for k in ordered for a in arms]
+        )
+    caption = (
+        "First-try rate (%) by constraint class at A1 and A2D: every episode of each class, except "
+        f"the funding class, which counts only its episodes after episode {last} (the paper's "
+        "conditional-rewrite column: the funding episodes after the benign bump)."
+        if any(post.values())
+        else "First-try rate (%) by constraint class at A1 and A2D, over every episode of a class."
+    )
+    if notes:
+        caption += " " + " ".join(notes)
     stats = [s for c in grid.cells for s in c.first_try_by_class.values()]
     return _section(
         f"Table 4 — First-try by class on `{scenario}`",
@@ -295,7 +388,7 @@ def table4(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
 
 
 def table5(scenario: str, cells: Sequence[CellMetrics]) -> str:
-    """Detection policies on a rules stream: counts, first reaction per rule event, Δ tokens vs lazy."""
+    """Detection policies on a rules stream: counts, the alert per rule event, Δ tokens vs lazy."""
     ordered = sorted(
         cells,
         key=lambda c: (
@@ -314,8 +407,9 @@ def table5(scenario: str, cells: Sequence[CellMetrics]) -> str:
         "Retries",
         "Evict",
         "Restamp",
-        "Reaction",
+        "Alert",
         "Completed",
+        "Completed unfaithful",
         "Δ tok. vs lazy (%)",
     ]
     rows = []
@@ -331,15 +425,19 @@ def table5(scenario: str, cells: Sequence[CellMetrics]) -> str:
                 _count(c["retries"].mean),
                 _per_drift(c, "evictions", rules_only=True),
                 _per_drift(c, "restamps", rules_only=True),
-                "/".join(_count(w.first_reaction.mean) for w in c.drift if w.rules) or DASH,
+                "/".join(_count(w.alert.mean) for w in c.drift if w.rules) or DASH,
                 _completed([c]),
+                _count(c["completed_unfaithful"].mean),
                 DASH if reference else _stat(c, "tokens_vs_lazy", _signed_pct),
             ]
         )
     caption = (
         f"First-try and retries are counts over the stream; {_drift_caption(cells)}. Evict and "
-        "Restamp are per rule event (a + b); Reaction is the episode of the first alert or eviction "
-        f"after each rule event. Δ tokens against lazy `{LAZY_REFERENCE[0]}` of the same planner and seed."
+        "Restamp are per rule event (a + b). Alert is the episode at which the arm learns that the "
+        "rules changed, per rule event: its first alert (an arm reading the rules stamp on every "
+        "response), or for a failure-gated lazy arm the first rejected response carrying the new "
+        "rules fingerprint; an eviction is not an alert. Δ tokens against lazy "
+        f"`{LAZY_REFERENCE[0]}` of the same planner and seed."
     )
     return _section(
         f"Table 5 — Detection policies on `{scenario}`",
@@ -387,42 +485,90 @@ def table6(scenario: str, cells: Sequence[CellMetrics]) -> str | None:
     )
 
 
+NEGATIVE_CONTROL = "negative_control"
+
+
+def _table7_columns(row_cells: Sequence[CellMetrics]) -> list[tuple[str, str, str, str]]:
+    """(scenario, class, part, header) per column: each class with a hint shape that a drift event
+    reached, negative controls and no-constraint classes left out; funding split pre / post."""
+    columns = []
+    for scenario in sorted({c.scenario for c in row_cells}):
+        cells = [c for c in row_cells if c.scenario == scenario]
+        if not any(w.kind == "breaking" for c in cells for w in c.drift):
+            continue  # the paper's columns come from its drifted streams, not touch or control
+        reached = {k for c in cells for k in c.drift_reached_classes}
+        actions = {k: a for c in cells for k, a in c.class_actions.items()}
+        for klass in sorted(reached & set(actions), key=class_rank):
+            if klass in (NEGATIVE_CONTROL, NO_CONSTRAINT):
+                continue
+            shape = SHAPE_NAMES.get(actions[klass], actions[klass])
+            if klass == FUNDING and any(c["post_drift_funding"].n for c in cells):
+                columns += [
+                    (scenario, klass, part, f"{shape}: {klass} {part}") for part in ("pre", "post")
+                ]
+            else:
+                columns.append((scenario, klass, "all", f"{shape}: {klass}"))
+    order = {a: i for i, a in enumerate(SHAPE_NAMES.values())}
+    columns.sort(key=lambda c: (order.get(c[3].split(":")[0], 99), c[0], c[1]))
+    headers = [header for *_, header in columns]
+    return [
+        (scenario, klass, part, f"{header} ({scenario})" if headers.count(header) > 1 else header)
+        for scenario, klass, part, header in columns
+    ]
+
+
+def _table7_value(cell: CellMetrics | None, klass: str, part: str) -> str:
+    if cell is None:
+        return DASH
+    if part == "pre":
+        return _pct(cell["pre_drift_funding"].mean)
+    if part == "post":
+        return _pct(cell["post_drift_funding"].mean)
+    stat = cell.first_try_by_class.get(klass)
+    return DASH if stat is None else _pct(stat.mean)
+
+
 def table7(cells: Sequence[CellMetrics]) -> str | None:
-    """First-try at A2D by hint shape (episode ``action``), per stream."""
+    """First-try at A2D by hint shape, in the paper's columns (its Table 7): each class a drift
+    event reaches, under its hint shape; the funding class split before / after the last drift."""
+    names = {c.scenario for c in cells}
     row_cells = [
         c
         for c in cells
         if c.arm == "row"
-        and c.first_try_by_action
         and not c.rules_stream
         and rotation_count(c.scenario) is None
+        and not is_variant(c.scenario, names)
     ]
-    if not row_cells:
+    columns = _table7_columns(row_cells)
+    if not columns:
         return None
-    columns = sorted(
-        {(a, c.scenario) for c in row_cells for a in c.first_try_by_action},
-        key=lambda p: (action_rank(p[0]), p[1]),
-    )
     by_series: dict[tuple[str, str, str], dict[str, CellMetrics]] = defaultdict(dict)
     labels: dict[tuple[str, str, str], str] = {}
     for c in row_cells:
         by_series[(c.planner, c.detection, c.apply_mode)][c.scenario] = c
         labels[(c.planner, c.detection, c.apply_mode)] = c.label
-    headers = ["Planner"] + [f"{action} · {scenario}" for action, scenario in columns]
+    headers = ["Planner"] + [header for _, _, _, header in columns]
     rows = []
     for series in sorted(by_series):
-        row = [labels[series]]
-        for action, scenario in columns:
-            c = by_series[series].get(scenario)
-            row.append(
-                DASH
-                if c is None or action not in c.first_try_by_action
-                else _pct(c.first_try_by_action[action].mean)
-            )
-        rows.append(row)
+        rows.append(
+            [labels[series]]
+            + [
+                _table7_value(by_series[series].get(scenario), klass, part)
+                for scenario, klass, part, _ in columns
+            ]
+        )
     code = row_cells[0].arm_code
-    caption = f"First-try rate (%) at {code} (`row`) by hint shape (episode `action`), one column per shape and stream (rules streams and the drift-rate variants `*-rotations-N` left out)."
-    stats = [s for c in row_cells for s in c.first_try_by_action.values()]
+    streams = "; ".join(f"{header} on `{scenario}`" for scenario, _, _, header in columns)
+    caption = (
+        f"First-try rate (%) at {code} (`row`) by hint shape, one column per class that a drift "
+        "event reaches (an injected fix of that class was evicted or restamped), as the paper's "
+        "columns are (promo; celiac, incompatible; funding before / after the benign bump). "
+        "Negative controls, no-constraint classes, streams without a breaking event (control, "
+        "touch), rules streams, the drift-rate variants `*-rotations-N` and variants of a stream "
+        f"in the grid (`payments-drifted-l1`) are left out. Columns: {streams}."
+    )
+    stats = [s for c in row_cells for s in c.first_try_by_class.values()]
     return _section(
         "Table 7 — First-try by hint shape",
         caption,
@@ -432,15 +578,89 @@ def table7(cells: Sequence[CellMetrics]) -> str | None:
     )
 
 
+#: The paper's own §3.7 figures (3,387 archived responses), quoted beside the measured rows.
+PAPER_WIRE = (
+    "Paper §3.7 (quoted: its 3,387 archived responses, L1 fields)",
+    "–",
+    "3,387",
+    "–",
+    "817",
+    "123",
+    "15.1",
+    "11.7",
+    "190",
+    "3.2",
+    "–",
+    "–",
+    "–",
+    "251",
+)
+
+
+def _wire_row(label: str, runs: int, w: WireTotals) -> list[str]:
+    return [
+        label,
+        str(runs),
+        f"{w.responses:,}",
+        f"{w.with_suggestions:,}",
+        _bytes(w.mean_response_bytes),
+        _bytes(w.mean_contract_bytes),
+        _pct(w.overhead),
+        _pct(w.envelope_share),
+        _bytes(w.mean_envelope_bytes),
+        _pct(w.suggestion_share),
+        _bytes(w.mean_suggestion_bytes),
+        _bytes(w.mean_contract_bytes_with_suggestions),
+        _pct(w.overhead_with_suggestions),
+        f"{w.max_contract_bytes:,}",
+    ]
+
+
+def _paper_row(label: str, runs: int, w: WireTotals) -> list[str]:
+    return [
+        label,
+        str(runs),
+        f"{w.paper_measured:,}",
+        f"{w.with_suggestions:,}",
+        _bytes(_ratio(w.paper_response_bytes, w.paper_measured)),
+        _bytes(w.mean_paper_contract_bytes),
+        _pct(w.paper_overhead),
+        _pct(w.paper_envelope_share),
+        _bytes(w.mean_paper_envelope_bytes),
+        _pct(w.paper_suggestion_share),
+        _bytes(w.mean_paper_suggestion_bytes),
+        DASH,
+        DASH,
+        f"{w.max_paper_contract_bytes:,}",
+    ]
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return numerator / denominator if denominator else None
+
+
 def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> str | None:
-    """§3.7: what the contract costs on the wire, pooled over every response, by server level."""
-    by_level: dict[int, list[RunMetrics]] = defaultdict(list)
-    for m in metrics:
-        by_level[m.level].append(m)
+    """§3.7: what the contract costs on the wire, pooled over every response.
+
+    Three measurements, each labelled: the paper's row (only its L1 fields ``table_versions``,
+    ``cache_hint`` and ``table``, on the lowest-level responses there are); the project's full
+    contract per server level (every contract member, extensions and dependency vectors included);
+    and the conditional contract (``Contract-Since``) where runs sent it. The paper's own figures
+    are quoted last.
+    """
     if not any(m.wire.responses for m in metrics):
         return None
+    groups: dict[tuple[int, bool], list[RunMetrics]] = defaultdict(list)
+    for m in metrics:
+        groups[(m.level, m.conditional)].append(m)
+    totals = {}
+    for key, group in groups.items():
+        w = WireTotals()
+        for m in group:
+            w = w + m.wire
+        totals[key] = w
     headers = [
-        "Level",
+        "What is counted",
         "Runs",
         "Responses",
         "With sugg.",
@@ -456,33 +676,40 @@ def wire_table(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics]) -> s
         "Max contract (B)",
     ]
     rows = []
-    for level, group in sorted(by_level.items()):
-        w = WireTotals()
-        for m in group:
-            w = w + m.wire
+    plain = sorted(k for k in totals if not k[1] and totals[k].paper_measured)
+    if plain:
+        level = plain[0][0]
+        where = "" if level == 1 else f", measured on L{level} responses (no L1 run)"
         rows.append(
-            [
-                f"L{level}",
-                str(len(group)),
-                f"{w.responses:,}",
-                f"{w.with_suggestions:,}",
-                _bytes(w.mean_response_bytes),
-                _bytes(w.mean_contract_bytes),
-                _pct(w.overhead),
-                _pct(w.envelope_share),
-                _bytes(w.mean_envelope_bytes),
-                _pct(w.suggestion_share),
-                _bytes(w.mean_suggestion_bytes),
-                _bytes(w.mean_contract_bytes_with_suggestions),
-                _pct(w.overhead_with_suggestions),
-                f"{w.max_contract_bytes:,}",
-            ]
+            _paper_row(
+                f"L{level} · the paper's L1 fields only (table_versions, cache_hint, table){where}",
+                len(groups[plain[0]]),
+                totals[plain[0]],
+            )
         )
+    for level, conditional in sorted(totals):
+        what = "conditional contract (Contract-Since, ext)" if conditional else "full contract"
+        rows.append(
+            _wire_row(
+                f"L{level} · {what}: every contract member",
+                len(groups[(level, conditional)]),
+                totals[(level, conditional)],
+            )
+        )
+    rows.append(list(PAPER_WIRE))
     caption = (
-        "Pooled over every response of every run at that server level (all scenarios, planners, arms). "
-        "Overhead = Σ contract bytes / Σ response bytes; the envelope is the response-level stamps, the "
-        "suggestion fields the per-suggestion cache metadata; “w/ sugg.” restricts to responses that "
-        "carry suggestions."
+        "Pooled over every response of every run at that server level (all scenarios, planners, "
+        "arms). Overhead = Σ contract bytes / Σ response bytes; the envelope is the response-level "
+        "stamps, the suggestion fields the per-suggestion cache metadata; “w/ sugg.” restricts to "
+        "responses that carry suggestions. Rows measure different things: the paper's row counts "
+        "only its L1 fields (what its 15.1 % counts); a full-contract row counts every contract "
+        "member the level emits (the extensions `contract_seq`, `contract_epoch`, `scope`, and "
+        "from L4 the dependency vectors with row keys and rules, from L6 `rules_version`); a "
+        "conditional "
+        "row is the same client sending `Contract-Since`, so unchanged stamps are left out. The "
+        "last row quotes the paper (which also gives 2,419 responses carrying contract fields, "
+        "173 B mean among them, `cache_hint` 24 B and `table` 28 B); its responses are not this "
+        "project's."
     )
     return "\n\n".join(
         [
@@ -502,6 +729,8 @@ def ladder_table(cells: Sequence[CellMetrics]) -> str:
         "Arm",
         "Seeds",
         "Compl. (%)",
+        "Unfaithful",
+        "Planner err.",
         "Retries",
         "Prec.",
         "Recall",
@@ -520,6 +749,8 @@ def ladder_table(cells: Sequence[CellMetrics]) -> str:
             c.arm_code,
             str(len(c.seeds)),
             _stat(c, "compliance"),
+            _stat(c, "completed_unfaithful", _count),
+            _stat(c, "planner_errors", _count),
             _stat(c, "retries", _count),
             _stat(c, "precision", _fixed),
             _stat(c, "recall", _fixed),
@@ -565,7 +796,8 @@ def _header(metrics: Sequence[RunMetrics], cells: Sequence[CellMetrics], unfinis
     lines = [
         "# Evaluation report",
         "",
-        "Rebuilt from the run artifacts alone (`runs/**/*.jsonl` and `*.meta.json`); nothing is rerun.",
+        "Rebuilt from the run artifacts alone (`runs/**/*.jsonl` and `*.meta.json`); "
+        "nothing is rerun.",
         "",
         f"- Package version: {', '.join(versions)}",
         "- Scenarios: " + ", ".join(f"`{s}` ({n} episodes)" for s, n in sorted(scenarios.items())),
@@ -661,7 +893,8 @@ def render_report(
         table7(cells)
         or _skip(
             "Table 7 — First-try by hint shape",
-            "no A2D (`row`) run with hint-shaped episodes on a table-drift or control stream.",
+            "no A2D (`row`) run on a table-drift stream in which a drift event reached a class "
+            "with a hint shape.",
         )
     )
     parts.append(
@@ -674,7 +907,7 @@ def render_report(
 
 
 def build_report(root: Path, out: Path | None = None) -> str:
-    """Write the report of every completed run under ``root`` to ``out`` (default ``root/report.md``)."""
+    """Write the report of every completed run under ``root`` to ``out`` (``root/report.md``)."""
     root = Path(root)
     out = Path(out) if out is not None else root / "report.md"
     metrics = score(read_runs(root))

@@ -1,4 +1,9 @@
-"""Scenario manifests (TOML): the pre-registered episode schedule, drift events and stale slots."""
+"""Scenario manifests (TOML): the pre-registered episode schedule, drift events and stale slots.
+
+``load_scenario`` reads and validates a manifest on its own; ``check_scenario`` cross-checks it
+against the domain it names (task families, snapshots, rule sets, and the paper's stale-slot rule),
+and ``resolve_scenario`` does both, so a manifest naming an unknown domain fails when it is read.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +12,12 @@ import tomllib
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+if TYPE_CHECKING:
+    from ..domains.catalog import DomainCatalog
 
 
 class ScenarioError(ValueError):
@@ -17,7 +25,7 @@ class ScenarioError(ValueError):
 
 
 class DriftEvent(BaseModel):
-    """One operator action between episodes: reload a table from a snapshot, or replace the rules."""
+    """One operator action between episodes: reload a table from a snapshot, or replace rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -41,6 +49,19 @@ class DriftEvent(BaseModel):
         return f"table {self.table}" if self.table else f"rules {self.rules}"
 
 
+class Departure(BaseModel):
+    """Episodes excluded from compliance beyond the paper's stale slots, with the reason.
+
+    The paper excludes only the stale-injection slots (§4.1); any other exclusion departs from it,
+    so it must be pre-registered here and every report labels it as a departure.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    episodes: list[int] = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
 class Scenario(BaseModel):
     """A stream: which task family runs at each episode, and what drifts when."""
 
@@ -51,12 +72,21 @@ class Scenario(BaseModel):
     description: str = ""
     max_attempts: int = Field(default=5, ge=1, le=20)
     level: int = Field(default=6, ge=0, le=6)
+    conditional: bool = Field(
+        default=False,
+        description="The client sends Contract-Since on every request (the conditional contract).",
+    )
     schedule: list[str] = Field(
         min_length=1, description="Task family id per episode, episode 1 first."
     )
     drift: list[DriftEvent] = Field(default_factory=list)
     stale_slots: list[int] = Field(
-        default_factory=list, description="Pre-registered episodes excluded from compliance."
+        default_factory=list,
+        description="Pre-registered stale-injection slots, excluded from compliance (paper §4.1).",
+    )
+    departures: list[Departure] = Field(
+        default_factory=list,
+        description="More pre-registered exclusions from compliance; each departs from the paper.",
     )
     compliance_class: str = Field(
         default="governed", description="The task class whose first-try rate is compliance."
@@ -69,11 +99,15 @@ class Scenario(BaseModel):
         for event in self.drift:
             if event.after_episode >= n:
                 raise ValueError(
-                    f"drift after episode {event.after_episode} is not before the last episode ({n})"
+                    f"drift after episode {event.after_episode} is not before the last one ({n})"
                 )
         bad = [s for s in self.stale_slots if not 1 <= s <= n]
         if bad:
             raise ValueError(f"stale slots {bad} are outside episodes 1..{n}")
+        for departure in self.departures:
+            bad = [e for e in departure.episodes if not 1 <= e <= n]
+            if bad:
+                raise ValueError(f"departure episodes {bad} are outside episodes 1..{n}")
         return self
 
     @property
@@ -85,6 +119,99 @@ class Scenario(BaseModel):
 
     def drift_after(self, episode: int) -> list[DriftEvent]:
         return [e for e in self.drift if e.after_episode == episode]
+
+    @property
+    def departure_slots(self) -> list[int]:
+        """Every episode a departure excludes from compliance, sorted."""
+        return sorted({e for d in self.departures for e in d.episodes})
+
+
+class ScenarioMismatch(ScenarioError):
+    """A manifest that names task families, snapshots or rule sets its domain does not ship."""
+
+
+def paper_stale_slots(scenario: Scenario, catalog: DomainCatalog) -> list[int]:
+    """The paper's rule (§4.1): the first compliance-class episode after each breaking event.
+
+    In that slot every memory arm still injects the pre-drift fix, because no arm can know the
+    table moved until a response says so.
+    """
+    slots = []
+    for event in scenario.drift:
+        if event.kind != "breaking":
+            continue
+        for episode in range(event.after_episode + 1, scenario.episodes + 1):
+            family = catalog.task_families.get(scenario.family(episode))
+            if family is not None and family.klass == scenario.compliance_class:
+                slots.append(episode)
+                break
+    return sorted(set(slots))
+
+
+def verify_domain(scenario: Scenario) -> DomainCatalog:
+    """Load the domain ``scenario`` names (shipped name, entry point or import path) and check the
+    manifest against it; a ``ScenarioError`` names what is wrong."""
+    from ..domains import DomainError, get_catalog
+
+    try:
+        catalog = get_catalog(scenario.domain)
+    except DomainError as exc:
+        raise ScenarioError(f"{scenario.name}: {exc}") from exc
+    check_scenario(scenario, catalog)
+    return catalog
+
+
+def resolve_scenario(name_or_path: str | Path) -> Scenario:
+    """``load_scenario``, then ``verify_domain``: a manifest naming an unknown domain, family,
+    snapshot or rule set fails here, before anything runs."""
+    scenario = load_scenario(name_or_path)
+    verify_domain(scenario)
+    return scenario
+
+
+def check_scenario(scenario: Scenario, catalog: DomainCatalog) -> None:
+    """Refuse a manifest whose schedule or drift refers to anything the domain lacks, or whose
+    stale slots are not the paper's (an extra exclusion belongs in a ``[[departures]]`` table)."""
+    classes = {family.klass for family in catalog.task_families.values()}
+    if scenario.compliance_class not in classes:
+        raise ScenarioMismatch(
+            f"{scenario.name}: compliance class {scenario.compliance_class!r} is not a task class "
+            f"of {scenario.domain} ({sorted(classes)})"
+        )
+    missing = sorted({f for f in scenario.schedule if f not in catalog.task_families})
+    if missing:
+        raise ScenarioMismatch(
+            f"{scenario.name}: unknown task families {missing}; {scenario.domain} has "
+            f"{sorted(catalog.task_families)}"
+        )
+    for event in scenario.drift:
+        if event.snapshot is not None and event.snapshot not in catalog.snapshots:
+            raise ScenarioMismatch(
+                f"{scenario.name}: no snapshot {event.snapshot!r} in {scenario.domain}; "
+                f"known: {sorted(catalog.snapshots)}"
+            )
+        if event.table is not None and event.table not in catalog.domain.tables:
+            raise ScenarioMismatch(
+                f"{scenario.name}: {scenario.domain} has no table {event.table!r}"
+            )
+        if event.rules is not None and event.rules not in catalog.rule_sets:
+            raise ScenarioMismatch(
+                f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "
+                f"known: {sorted(catalog.rule_sets)}"
+            )
+    expected = paper_stale_slots(scenario, catalog)
+    extra = sorted(set(scenario.stale_slots) - set(expected))
+    if extra:
+        raise ScenarioMismatch(
+            f"{scenario.name}: stale slots {extra} are not the first {scenario.compliance_class} "
+            f"episode after a breaking event (the paper's slots here: {expected}); declare "
+            "other exclusions as a [[departures]] entry with a reason"
+        )
+    if set(expected) - set(scenario.stale_slots):
+        raise ScenarioMismatch(
+            f"{scenario.name}: stale_slots must list {expected} (the first "
+            f"{scenario.compliance_class} episode after each breaking event)"
+        )
 
 
 def _format_errors(exc: ValidationError) -> str:
@@ -126,7 +253,8 @@ def load_scenario(name_or_path: str | Path) -> Scenario:
         path = scenarios_dir() / f"{name_or_path}.toml"
         if not path.exists():
             raise ScenarioError(
-                f"no scenario named {name_or_path!r}; shipped: {', '.join(shipped_scenarios()) or 'none'}"
+                f"no scenario named {name_or_path!r}; "
+                f"shipped: {', '.join(shipped_scenarios()) or 'none'}"
             )
     try:
         text = path.read_text(encoding="utf-8")

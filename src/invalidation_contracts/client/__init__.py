@@ -1,14 +1,23 @@
 """The agent side: fix memory, invalidation strategies, prompting, patch application, httpx hooks.
 
 The core (``FixMemory`` and the strategies) is sans-IO; ``stores`` holds the persistence adapters
-and ``transport`` the httpx integration. See ``memory`` for the event/need protocol.
+(in memory, SQLite shared by processes, PostgreSQL for fleets) and ``transport`` the httpx
+integration. See ``memory`` for the event/need protocol and ``limits`` for the bounds on what a
+server controls.
+
+``__all__`` is the public surface. The names below it (each strategy class, the prompt helpers,
+``OriginState``/``OriginStats``, ...) stay importable from here for code written against earlier
+versions; their home is their submodule.
 """
 
 from .detection import Detection
-from .entries import Dependency, EvictionReason, MemoryEntry, MemoryKey, Provenance, Tombstone
+from .entries import Dependency as Dependency
+from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
+from .entries import Provenance as Provenance
 from .events import (
     Evicted,
     FetchChanges,
+    FetchFailed,
     FetchRules,
     Ignored,
     MemoryEvent,
@@ -16,32 +25,38 @@ from .events import (
     NotStored,
     Observation,
     Quarantined,
+    Refused,
     Restamped,
     RulesAlert,
     Served,
     Stored,
     VersionMoved,
 )
+from .limits import Limits
 from .memory import FixMemory, Lookup, PatchOutcome
-from .patching import ApplyMode, PatchRefused, PatchResult, apply_patch
-from .prompting import L2_SENTENCE, Consumption, consumption, render_memory_block, system_prompt
-from .state import OriginState
-from .stats import OriginStats, contract_bytes
+from .patching import ApplyMode, PatchRefused
+from .patching import PatchResult as PatchResult
+from .patching import apply_patch as apply_patch
+from .prompting import L2_SENTENCE as L2_SENTENCE
+from .prompting import Consumption as Consumption
+from .prompting import consumption
+from .prompting import render_memory_block as render_memory_block
+from .prompting import system_prompt as system_prompt
+from .state import OriginState as OriginState
+from .stats import OriginStats as OriginStats
+from .stats import contract_bytes as contract_bytes
 from .stores import InMemoryStore, SQLiteStore, Store, StoreError
-from .strategies import (
-    STRATEGY_CLASSES,
-    NaiveMemory,
-    NoMemory,
-    RowInvalidation,
-    RowWithConsumers,
-    RowWithGraph,
-    RulesOracle,
-    RulesStamp,
-    RulesStampWithVectors,
-    Strategy,
-    TableInvalidation,
-    strategy_for,
-)
+from .strategies import STRATEGY_CLASSES as STRATEGY_CLASSES
+from .strategies import NaiveMemory as NaiveMemory
+from .strategies import NoMemory as NoMemory
+from .strategies import RowInvalidation as RowInvalidation
+from .strategies import RowWithConsumers as RowWithConsumers
+from .strategies import RowWithGraph as RowWithGraph
+from .strategies import RulesOracle as RulesOracle
+from .strategies import RulesStamp as RulesStamp
+from .strategies import RulesStampWithVectors as RulesStampWithVectors
+from .strategies import Strategy, strategy_for
+from .strategies import TableInvalidation as TableInvalidation
 from .transport import (
     AsyncContractTransport,
     ContractTransport,
@@ -51,61 +66,43 @@ from .transport import (
 from .trust import TrustPolicy
 
 __all__ = [
-    "L2_SENTENCE",
-    "STRATEGY_CLASSES",
     "ApplyMode",
     "AsyncContractTransport",
-    "Consumption",
     "ContractTransport",
-    "Dependency",
     "Detection",
     "Evicted",
     "EvictionReason",
     "FetchChanges",
+    "FetchFailed",
     "FetchRules",
     "FixMemory",
     "Ignored",
     "InMemoryStore",
+    "Limits",
     "Lookup",
     "MemoryEntry",
     "MemoryEvent",
     "MemoryKey",
-    "NaiveMemory",
     "Need",
-    "NoMemory",
     "NotStored",
     "Observation",
-    "OriginState",
-    "OriginStats",
     "PatchOutcome",
     "PatchRefused",
-    "PatchResult",
-    "Provenance",
     "Quarantined",
+    "Refused",
     "Restamped",
-    "RowInvalidation",
-    "RowWithConsumers",
-    "RowWithGraph",
     "RulesAlert",
-    "RulesOracle",
-    "RulesStamp",
-    "RulesStampWithVectors",
     "SQLiteStore",
     "Served",
     "Store",
     "StoreError",
     "Stored",
     "Strategy",
-    "TableInvalidation",
     "Tombstone",
     "TrustPolicy",
     "VersionMoved",
-    "apply_patch",
     "async_contract_client",
     "consumption",
-    "contract_bytes",
     "contract_client",
-    "render_memory_block",
     "strategy_for",
-    "system_prompt",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 
 
-class Detection(str, Enum):
+class Detection(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """When stamps are compared with the memory."""
 
     LAZY = "lazy"

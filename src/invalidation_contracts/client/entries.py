@@ -1,17 +1,19 @@
-"""Memory entries: key, cached suggestion, dependency vector; and tombstones (DESIGN.md §4).
+"""Memory entries: key, cached suggestion, dependency vector; and tombstones (DESIGN.md §4, §7).
 
-An entry is keyed by ``(origin, type, canonical JSON of scope)``. Its dependency vector names, per
-table, the version it was validated against and the row keys the server's policy read. A dependency
-without keys (an L1 suggestion that names only ``table``, or an L4 ``tables`` item with ``keys``
-absent) is held at *table granularity*: any row change in that table invalidates it, and only a
-touch (a version bump that changed no row) leaves it valid.
+An entry is keyed by ``(origin, operation, type, canonical JSON of scope)``: the operation is the
+method and route template (or the MCP tool name) the fix was learned on, so a fix never crosses
+operations (``""`` is the unnamed operation of callers that name none). Its dependency vector
+names, per table, the version it was validated against and the row keys the server's policy read.
+A dependency without keys (an L1 suggestion that names only ``table``, or an L4 ``tables`` item
+with ``keys`` absent) is held at *table granularity*: any row change in that table invalidates
+it, and only a touch (a version bump that changed no row) leaves it valid.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -19,7 +21,7 @@ from ..protocol.canonical import canonical_json
 from ..protocol.models import RuleTriple, Suggestion
 
 
-class EvictionReason(str, Enum):
+class EvictionReason(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """Why an entry left service. Every tombstone and ``Evicted`` event carries one."""
 
     ROW_CHANGED = "row-changed"
@@ -69,23 +71,43 @@ def canonical_scope(scope: Mapping[str, Any] | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class MemoryKey:
-    """What identifies a fix: the origin that issued it, its type and the scope it is keyed on."""
+    """What identifies a fix: its origin, the operation it was learned on, its type and scope."""
 
     origin: str
     type: str
     scope: str
     """Canonical JSON of the scope dict."""
+    operation: str = ""
+    """Method and route template (``POST /v1/subscriptions``) or tool name; ``""``: unnamed."""
+    _fields: tuple[tuple[str, Any], ...] = field(
+        init=False, repr=False, compare=False, hash=False, default=()
+    )
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_fields", tuple(json.loads(self.scope).items()))
 
     @classmethod
-    def of(cls, origin: str, type: str, scope: Mapping[str, Any] | None) -> MemoryKey:
-        return cls(origin, type, canonical_scope(scope))
+    def of(
+        cls, origin: str, type: str, scope: Mapping[str, Any] | None, operation: str = ""
+    ) -> MemoryKey:
+        return cls(origin, type, canonical_scope(scope), operation)
 
     @property
     def scope_fields(self) -> dict[str, Any]:
-        return json.loads(self.scope)
+        return dict(self._fields)
+
+    @property
+    def scope_items(self) -> tuple[tuple[str, Any], ...]:
+        """The scope's ``(field, value)`` pairs, in canonical order (parsed once)."""
+        return self._fields
 
     def to_dict(self) -> dict[str, Any]:
-        return {"origin": self.origin, "type": self.type, "scope": self.scope_fields}
+        return {
+            "origin": self.origin,
+            "operation": self.operation,
+            "type": self.type,
+            "scope": self.scope_fields,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,10 +203,16 @@ class MemoryEntry:
     derived_from: tuple[str, ...] = ()
     """Ids of the entries injected into the request whose response taught this fix."""
     restamps: int = 0
+    wire: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
+    """The suggestion as stored (``to_wire``), kept so a restamp does not serialize it again."""
 
     @property
     def origin(self) -> str:
         return self.key.origin
+
+    @property
+    def operation(self) -> str:
+        return self.key.operation
 
     @property
     def type(self) -> str:
@@ -206,10 +234,7 @@ class MemoryEntry:
 
     def matches(self, draft: Mapping[str, Any]) -> bool:
         """Relevance: every scope field is present in ``draft`` with an equal (JSON) value."""
-        for name, value in self.scope.items():
-            if name not in draft or not _json_equal(draft[name], value):
-                return False
-        return True
+        return scope_matches(self.key.scope_items, draft)
 
     def restamped(
         self,
@@ -223,11 +248,12 @@ class MemoryEntry:
         deps = self.dependencies
         if versions:
             deps = tuple(
-                replace(dep, version=versions[dep.table]) if dep.table in versions else dep
+                Dependency(dep.table, versions[dep.table], dep.keys)
+                if dep.table in versions
+                else dep
                 for dep in deps
             )
-        return replace(
-            self,
+        return self.revalidated(
             dependencies=deps,
             rules_version=rules_version if rules_version is not None else self.rules_version,
             validated_seq=later(self.validated_seq, validated_seq),
@@ -235,14 +261,50 @@ class MemoryEntry:
             restamps=self.restamps + 1,
         )
 
+    def revalidated(
+        self,
+        *,
+        dependencies: tuple[Dependency, ...] | None = None,
+        rules_version: str | None = None,
+        validated_seq: int | None = None,
+        validated_at: float | None = None,
+        restamps: int | None = None,
+    ) -> MemoryEntry:
+        """A copy with new stamps (a direct constructor call: restamps run by the thousand)."""
+        return MemoryEntry(
+            self.id,
+            self.serial,
+            self.key,
+            self.suggestion,
+            self.dependencies if dependencies is None else dependencies,
+            self.rules,
+            self.rules_version if rules_version is None else rules_version,
+            self.contract_seq,
+            self.contract_epoch,
+            self.validated_seq if validated_seq is None else validated_seq,
+            self.validated_at if validated_at is None else validated_at,
+            self.provenance,
+            self.derived_from,
+            self.restamps if restamps is None else restamps,
+            self.wire,
+        )
+
+    def suggestion_wire(self) -> Mapping[str, Any]:
+        """The suggestion as stored; computed once per entry."""
+        if self.wire is None:
+            object.__setattr__(self, "wire", self.suggestion.to_wire())
+        assert self.wire is not None
+        return self.wire
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "id": self.id,
             "serial": self.serial,
             "origin": self.key.origin,
+            "operation": self.key.operation,
             "type": self.key.type,
             "scope": self.scope,
-            "suggestion": self.suggestion.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "suggestion": self.suggestion_wire(),
             "dependencies": [dep.to_dict() for dep in self.dependencies],
             "rules": [list(rule) for rule in self.rules],
             "rules_version": self.rules_version,
@@ -265,7 +327,12 @@ class MemoryEntry:
         return cls(
             id=str(data["id"]),
             serial=int(data["serial"]),
-            key=MemoryKey.of(str(data["origin"]), str(data["type"]), data.get("scope")),
+            key=MemoryKey.of(
+                str(data["origin"]),
+                str(data["type"]),
+                data.get("scope"),
+                str(data.get("operation") or ""),
+            ),
             suggestion=Suggestion.model_validate(data["suggestion"]),
             dependencies=tuple(Dependency.from_dict(dep) for dep in data["dependencies"]),
             rules=rule_vector(data.get("rules")),
@@ -279,6 +346,7 @@ class MemoryEntry:
             ),
             derived_from=tuple(data.get("derived_from", ())),
             restamps=int(data.get("restamps", 0)),
+            wire=data["suggestion"],
         )
 
 
@@ -316,11 +384,26 @@ class Tombstone:
         )
 
 
+def scope_matches(scope: Iterable[tuple[str, Any]], request: Mapping[str, Any]) -> bool:
+    """Whether every ``(field, value)`` of a scope is in ``request`` with an equal (JSON) value."""
+    for name, value in scope:
+        if name not in request or not _json_equal(request[name], value):
+            return False
+    return True
+
+
+def serial_of(entry_id: str) -> int | None:
+    """The serial in an entry id (``e12`` → 12), or None for an id the memory never issues."""
+    if entry_id[:1] == "e" and entry_id[1:].isdigit() and entry_id[1:].isascii():
+        return int(entry_id[1:])
+    return None
+
+
 def _json_equal(left: Any, right: Any) -> bool:
     try:
         return canonical_json(left) == canonical_json(right)
     except (TypeError, ValueError):
-        return left == right
+        return bool(left == right)
 
 
 def later(current: int | None, new: int | None) -> int | None:

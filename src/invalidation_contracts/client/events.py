@@ -30,6 +30,7 @@ class MemoryEvent:
         for f in fields(self):
             value = getattr(self, f.name)
             if isinstance(value, MemoryKey):
+                out["operation"] = value.operation
                 out["type"] = value.type
                 out["scope"] = value.scope_fields
             else:
@@ -127,9 +128,39 @@ class Ignored(MemoryEvent):
     detail: str
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refused(MemoryEvent):
+    """Input a server controls broke a client-side bound; none of it was stored or acted on.
+
+    ``bound`` names the bound: a ``Limits`` field (``max_suggestions``, ``max_parameter_bytes``,
+    ``max_suggestion_bytes``, ``max_entries_per_origin``, ``max_body_bytes``, ``max_feed_bytes``,
+    ``max_feed_items``), ``scope`` (a fix keyed on values the request that drew it did not
+    have), ``unscoped`` (an empty scope the server did not mark ``origin_wide``) or ``patch`` (a
+    patch that copies, moves, or writes other than what its parameters show).
+    """
+
+    kind: ClassVar[str] = "refused"
+    bound: str
+    detail: str
+    suggestion_type: str | None = None
+    cap: int | None = None
+    actual: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchFailed(MemoryEvent):
+    """A need could not be fetched (a network error). It stays outstanding and is asked again;
+    ``withheld`` lists the entries kept out of service until it is fulfilled."""
+
+    kind: ClassVar[str] = "fetch-failed"
+    path: str
+    detail: str
+    withheld: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class FetchChanges:
-    """Need: ``GET {origin}/contract/changes?since={since}[&epoch={epoch}]``, then ``apply_changes``.
+    """Need: ``GET {origin}/contract/changes?since={since}[&epoch={epoch}]``, then ``answer``.
 
     ``epoch`` is the history ``since`` belongs to; a server of another history answers 410.
     """

@@ -1,19 +1,24 @@
 """The record of one memory call on one origin: strategies evict and restamp through it.
 
-A ``Ledger`` changes the origin's index at once and remembers what it changed, so the memory can
-write it to the store as one atomic batch and return the events it produced.
+A ``Ledger`` works on an ``IndexOverlay`` over the committed index and on a copy of the origin's
+state, and remembers what it changed, so the memory can write it to the store as one atomic batch
+(and only then make it visible) and return the events it produced. ``stats`` holds the counters of
+this call alone.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from .entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
 from .events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
-from .index import OriginIndex
+from .overlay import IndexOverlay
 from .state import OriginState
 from .stats import OriginStats
+
+if TYPE_CHECKING:
+    from .admission import Lesson
 
 
 class Ledger:
@@ -22,19 +27,21 @@ class Ledger:
     def __init__(
         self,
         origin: str,
-        index: OriginIndex,
+        index: IndexOverlay,
         state: OriginState,
-        stats: OriginStats,
         *,
         episode: int | None,
         now: float,
         cascade: bool,
+        operation: str = "",
     ) -> None:
         self.origin = origin
         self.index = index
         self.state = state
-        self.stats = stats
+        self.stats = OriginStats()
         self.episode = episode
+        self.operation = operation
+        """The operation of the request being observed or looked up (``""``: unnamed)."""
         self.now = now
         self.seq: int | None = None
         """The ``contract_seq`` of the response being observed, when there is one."""
@@ -43,6 +50,11 @@ class Ledger:
         self.events: list[MemoryEvent] = []
         self.written: dict[str, MemoryEntry] = {}
         self.removed: dict[str, Tombstone] = {}
+        self.flush = False
+        """Write this call even if it changed nothing (to flush counters)."""
+        self._shared_moves: dict[tuple[tuple[str, str, str], ...], dict[str, tuple[str, str]]] = {}
+        self.lessons: list[Lesson] = []
+        """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
 
     def emit(self, event: MemoryEvent) -> None:
         self.events.append(event)
@@ -116,14 +128,16 @@ class Ledger:
         validated_seq: int | None = None,
     ) -> bool:
         """Stamp a live entry with new versions; emits ``Restamped`` only if a stamp changed."""
-        entry = self.index.entries.get(entry_id)
+        entry = self.index.get(entry_id)
         if entry is None:
             return False
-        moved = {
-            dep.table: (dep.version, versions[dep.table])
-            for dep in entry.dependencies
-            if versions and dep.table in versions and versions[dep.table] != dep.version
-        }
+        moved = self._moves(
+            tuple(
+                (dep.table, dep.version, versions[dep.table])
+                for dep in entry.dependencies
+                if versions and dep.table in versions and versions[dep.table] != dep.version
+            )
+        )
         rules = (
             (entry.rules_version, rules_version)
             if rules_version is not None and rules_version != entry.rules_version
@@ -134,7 +148,7 @@ class Ledger:
             seq = validated_seq
         if not moved and rules is None:
             if seq != entry.validated_seq:
-                self._write(replace(entry, validated_seq=seq))
+                self._write(entry.revalidated(validated_seq=seq))
             return False
         self._write(
             entry.restamped(
@@ -155,6 +169,15 @@ class Ledger:
             )
         )
         return True
+
+    def _moves(self, moves: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[str, str]]:
+        """``{table: (old, new)}``, one shared (read-only) dict per distinct set of moves: a
+        restamp of 10⁵ entries on one table makes one, not 10⁵."""
+        shared = self._shared_moves.get(moves)
+        if shared is None:
+            shared = {table: (old, new) for table, old, new in moves}
+            self._shared_moves[moves] = shared
+        return shared
 
     def version_moved(self, table: str, old: str, new: str | None) -> None:
         self.emit(

@@ -1,7 +1,9 @@
 """What an operator does to a fix memory on disk: read its counters, list it, evict from it.
 
-Backs ``invalidation-contracts memory stats|list|evict``. Run these on a memory no agent is using
-at the moment (an agent holds its own index and does not see edits made behind it until restart).
+Backs ``invalidation-contracts memory stats|list|evict``. They may run while agents use the file:
+an eviction here is one more writer, and every agent sees it before its next lookup. Counters an
+agent has not written yet (they are written with its next real write, or when it closes) are not
+in ``stats``.
 """
 
 # ruff: noqa: E402 (the extra is checked before the third-party imports)
@@ -73,7 +75,7 @@ def entry_rows(
     path: str | PathLike[str], origin: str | None = None, *, tombstones: bool = False
 ) -> list[dict[str, Any]]:
     """One row per live entry (or per tombstone) of the selected origins."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     with opened(path) as memory:
         for name in select_origins(memory, origin):
             if tombstones:
@@ -139,9 +141,14 @@ def stats_table(rows: list[dict[str, Any]]) -> Table:
         "version_moves",
         "rules_alerts",
         "ignored",
-        "responses",
     ):
         table.add_row(name.replace("_", " "), *(str(row[name]) for row in rows))
+    bounds = sorted({bound for row in rows for bound in row.get("refused", {})})
+    table.add_row("refused", *(str(sum(row.get("refused", {}).values())) for row in rows))
+    for bound in bounds:
+        table.add_row(f"  {bound}", *(str(row["refused"].get(bound, 0)) for row in rows))
+    for name in ("fetch_failures", "responses"):
+        table.add_row(name.replace("_", " "), *(str(row.get(name, 0)) for row in rows))
     table.add_row("contract bytes", *(str(row["contract_bytes"]) for row in rows))
     table.add_row("response bytes", *(str(row["response_bytes"]) for row in rows))
     return table

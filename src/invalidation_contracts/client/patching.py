@@ -1,10 +1,13 @@
 """Client apply mode: a cached fix's JSON Patch (RFC 6902) applied to the planned request.
 
 The patch is applied all-or-nothing to a copy (the input is never mutated), and only when every
-path it writes is one the origin publishes as patchable (the path itself or below it). ``test``
-operations are preconditions: they may read any path, and a failed test means the fix does not
-apply to this request (the request comes back unchanged), not that the fix is bad. A patch that
-writes outside the patchable paths is refused; the memory quarantines its entry.
+path it writes is one the origin publishes as patchable (the path itself or below it). Only
+``add``, ``replace``, ``remove`` and ``test`` are allowed: ``copy`` and ``move`` read a value from
+another field, so what the patch writes could differ from the parameters the planner was shown.
+``test`` operations are preconditions: they may read any path, and a failed test means the fix
+does not apply to this request (the request comes back unchanged), not that the fix is bad. A
+patch that writes outside the patchable paths, or copies or moves, is refused; the memory
+quarantines its entry.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from pydantic import ValidationError
 
 from ..protocol.models import PatchOperation, field_pointer
 
+#: The JSON Patch operations a cached fix may use.
+ALLOWED_OPS = frozenset({"add", "replace", "remove", "test"})
 
-class ApplyMode(str, Enum):
+
+class ApplyMode(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """Who applies a cached fix to the request."""
 
     PLANNER = "planner"
@@ -92,6 +98,13 @@ def apply_patch(
         ]
     except ValidationError as exc:
         raise PatchRefused(f"not a JSON Patch: {exc.errors()[0]['msg']}") from None
+    reading = [f"{op.op} {op.path}" for op in ops if op.op not in ALLOWED_OPS]
+    if reading:
+        raise PatchRefused(
+            f"patch copies or moves values ({', '.join(reading)}); only add, replace, remove "
+            "and test are allowed",
+            [op.path for op in ops if op.op not in ALLOWED_OPS],
+        )
     outside = [path for path in written_paths(ops) if not is_patchable(path, patchable)]
     if outside:
         raise PatchRefused(

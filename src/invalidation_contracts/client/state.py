@@ -31,8 +31,8 @@ class OriginState:
     """Trust bound: moved tables held for the changes feed instead of evicted on the stamp alone."""
     stamp_evictions: dict[str, list[float]] = field(default_factory=dict)
     """Trust bound: when each table's recent stamp-driven evictions happened."""
-    episode: int | None = None
     next_serial: int = 1
+    """The serial of the next entry stored for the origin (ids are ``e<serial>``)."""
     next_tombstone: int = 1
 
     def reset_contract(self) -> None:
@@ -46,6 +46,24 @@ class OriginState:
         self.graph_pending = False
         self.rules_pending = False
         self.revalidating = {}
+
+    def copy(self) -> OriginState:
+        """An independent copy (a memory call works on one and commits it or throws it away)."""
+        return OriginState(
+            known=dict(self.known),
+            known_seq=self.known_seq,
+            synced_seq=self.synced_seq,
+            epoch=self.epoch,
+            rules_version=self.rules_version,
+            pending=dict(self.pending),
+            graph_pending=self.graph_pending,
+            rules_pending=self.rules_pending,
+            patchable=list(self.patchable) if self.patchable is not None else None,
+            revalidating=dict(self.revalidating),
+            stamp_evictions={table: list(times) for table, times in self.stamp_evictions.items()},
+            next_serial=self.next_serial,
+            next_tombstone=self.next_tombstone,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

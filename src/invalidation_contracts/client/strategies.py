@@ -6,8 +6,11 @@ into a need (``FetchChanges``/``FetchRules``) for the adapter to fulfil. Entries
 longer match the origin's known versions are *withheld* (not served) until that need is answered.
 
 Every row-level and rules strategy extends ``RowInvalidation`` (A2D): it also invalidates tables at
-row granularity. A dependency without keys is handled at table granularity within those strategies:
-any row change in its table evicts it, a touch restamps it.
+row granularity. An L1 entry (a ``table`` and no dependency vector) names its row through its scope:
+the diff's changed keys are matched to the scope values it was stored under, as the paper's A2D
+does with L1 stamps and the reload diff. Any other dependency without keys (an L4 policy that
+scanned the table) is handled at table granularity: any row change in its table evicts it, a touch
+restamps it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ class Strategy:
     cascades: ClassVar[bool] = False
     """Whether evicting a stale entry also evicts entries derived from it."""
     replaces: ClassVar[bool] = True
-    """Whether a newer fix for a key supersedes the entry it has (A1 keeps the first one)."""
+    """Whether a newer fix for a key supersedes the entry it has (every shipped arm does)."""
 
     def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
         """Stamps showed tables whose version moved."""
@@ -89,15 +92,15 @@ class NoMemory(Strategy):
 
 
 class NaiveMemory(Strategy):
-    """A1: stores what it learns and injects it; nothing the server says ever evicts it.
+    """A1: stores what it learns and injects it; no contract signal ever evicts an entry.
 
-    Not even a newer fix for the same key: replacing an entry because the server contradicted it
-    is already invalidation, which this arm by definition has no channel for (paper §3.5).
+    It keeps learning: a newer fix for the same key replaces the one it has (paper §3.5, "stores
+    what it learns"), so after a drift it injects the stale fix until a failure teaches it the new
+    one. What it lacks is an invalidation channel: stamps, diffs and contradictions are ignored.
     """
 
     name, arm = "naive", "A1"
     invalidates = False
-    replaces = False
 
 
 class TableInvalidation(Strategy):
@@ -371,8 +374,10 @@ def _matches(triple: RuleTriple, pattern: RulePattern) -> bool:
 
 
 def evict_changed_rows(tx: Ledger, feed: ChangesFeed) -> None:
-    """Row-level judgement: evict entries on changed rows, keyless ones on any content change."""
-    for change in sorted(feed.rows, key=lambda r: r.seq):
+    """Row-level judgement: evict entries on changed rows; an L1 entry when a changed key is one of
+    its scope values; any other keyless entry on any content change of its table."""
+    rows = sorted(feed.rows, key=lambda r: r.seq)
+    for change in rows:
         for entry in tx.index.on_row(change.table, change.key):
             if _after(change.seq, entry):
                 detail = f"{change.table}:{change.key} {change.op} at seq {change.seq}"
@@ -380,10 +385,40 @@ def evict_changed_rows(tx: Ledger, feed: ChangesFeed) -> None:
     for tr in sorted(feed.tables, key=lambda t: t.seq):
         if tr.touch:
             continue
+        changed = [r for r in rows if r.table == tr.table]
         for entry in tx.index.whole_table(tr.table):
-            if _after(tr.seq, entry):
-                detail = _moved(tr.table, tr.old_version, tr.new_version, tr.seq)
-                tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+            if not _after(tr.seq, entry):
+                continue
+            named = scope_rows(entry)
+            if named is not None and changed:
+                hit = next((r for r in changed if r.key in named and _after(r.seq, entry)), None)
+                if hit is not None:
+                    detail = (
+                        f"{hit.table}:{hit.key} {hit.op} at seq {hit.seq} "
+                        "(a row its scope names; L1 entry)"
+                    )
+                    tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
+                continue
+            detail = _moved(tr.table, tr.old_version, tr.new_version, tr.seq)
+            tx.evict(entry.id, EvictionReason.TABLE_CHANGED, detail)
+
+
+def scope_rows(entry: MemoryEntry) -> frozenset[str] | None:
+    """The row keys an L1 entry names through its scope, or None when row identity is unknown.
+
+    At L1 a suggestion carries only its ``table``; the row it came from is keyed by a request value
+    (paper §3.7, "row identity by key": ``active_csm_codes`` rows are plans, and the fix is scoped
+    by the plan). An entry with a dependency vector (L4) is judged by its vector's keys instead;
+    one whose vector has no keys scanned the table and stays at table granularity.
+    """
+    if entry.suggestion.tables:
+        return None
+    values = frozenset(
+        str(value)
+        for value in entry.key.scope_fields.values()
+        if isinstance(value, (str, int)) and not isinstance(value, bool)
+    )
+    return values or None
 
 
 def restamp_unchanged(tx: Ledger, feed: ChangesFeed) -> None:

@@ -4,27 +4,39 @@ An existing agent gains the contract by wrapping its client's transport::
 
     memory = FixMemory("row", store="memory.db")
     client = httpx.Client(transport=ContractTransport(memory), base_url="https://api.example")
-    fixes = memory.relevant("https://api.example", draft)
+    fixes = memory.relevant("https://api.example", draft, operation="POST /v1/subscriptions")
     client.post("/v1/subscriptions", json=draft,
                 extensions={INJECTED_EXTENSION: [f.id for f in fixes], EPISODE_EXTENSION: 7})
 
 The transport observes each response, fulfils the memory's needs (``/contract/changes``,
 ``/contract/rules``) through the wrapped transport, and sends ``Contract-Since`` so the server may
 answer with a delta of ``table_versions``. Only JSON responses are read (others, streams included,
-pass through untouched). Failures of those contract fetches never fail the
-agent's request: a 410 triggers a resync, another answer falls back conservatively, and a network
-error leaves the need outstanding for the next response.
+pass through untouched), and only up to ``Limits.max_body_bytes``; a need's answer is read
+incrementally and abandoned at ``Limits.max_feed_bytes``. Failures of those contract fetches
+never fail the agent's request: a 410 triggers a resync, another answer falls back
+conservatively, and a network error is reported (a ``FetchFailed`` event and a warning) and
+leaves the need outstanding for the next response.
+
+Each request belongs to an operation, the key fixes are learned and served under: the
+``OPERATION_EXTENSION`` request extension (a route template such as ``POST /v1/orders/{id}``, or
+a tool name), else ``METHOD path`` of the URL (``operation_of``).
+
+A caller that needs every event one request caused (the harness's oracle does) puts a callable in
+the request's ``LISTENER_EXTENSION``; needs the memory returns outside a response (from
+``begin_episode``) go through ``fulfil``, the same loop. Each JSON response's ``WireCost`` is left
+in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory and the caller.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 import httpx
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
+from ..protocol.wirecost import wire_cost
 from .events import FetchChanges, MemoryEvent, Need, Observation
 from .memory import FixMemory
 
@@ -33,9 +45,18 @@ CONTRACT_SINCE = "Contract-Since"
 EPISODE_EXTENSION = "invalidation_contracts.episode"
 #: Request extension: ids of the memory entries injected into this request.
 INJECTED_EXTENSION = "invalidation_contracts.injected"
+#: Request extension: the operation the request performs (a route template or a tool name).
+OPERATION_EXTENSION = "invalidation_contracts.operation"
+#: Request extension: a callable given every memory event this request causes (its response's
+#: and those of the needs fetched for it), after the transport's own listener.
+LISTENER_EXTENSION = "invalidation_contracts.listener"
+#: Response extension: the ``WireCost`` of a JSON object body, as the memory was given it.
+WIRE_COST_EXTENSION = "invalidation_contracts.wire_cost"
 #: How many rounds of needs one response may trigger (a need can lead to another).
 MAX_NEED_ROUNDS = 3
 _FORWARDED_HEADERS = ("authorization",)
+
+Listener = Callable[[MemoryEvent], None]
 
 
 def default_origin(url: httpx.URL) -> str:
@@ -43,6 +64,18 @@ def default_origin(url: httpx.URL) -> str:
     host = f"[{url.host}]" if ":" in url.host else url.host
     port = f":{url.port}" if url.port is not None else ""
     return f"{url.scheme}://{host}{port}"
+
+
+def operation_of(request: httpx.Request) -> str:
+    """The operation a request performs: its ``OPERATION_EXTENSION``, else ``METHOD path``.
+
+    The path is the URL's, without the query: ``/v1/orders/7`` and ``/v1/orders/8`` are two
+    operations unless the caller names the route template they share.
+    """
+    named = request.extensions.get(OPERATION_EXTENSION)
+    if isinstance(named, str) and named:
+        return named
+    return f"{request.method} {request.url.path}"
 
 
 class _Contract:
@@ -53,43 +86,90 @@ class _Contract:
         memory: FixMemory,
         origin_of: Callable[[httpx.URL], str],
         conditional: bool,
-        listener: Callable[[MemoryEvent], None] | None,
+        listener: Listener | None,
     ) -> None:
         self.memory = memory
         self.origin_of = origin_of
         self.conditional = conditional
         self.listener = listener
 
-    def prepare(self, request: httpx.Request) -> tuple[str, int | None]:
+    def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
         if self.memory.trust.requests_signatures and CONTRACT_SIGN not in request.headers:
             request.headers[CONTRACT_SIGN] = "1"
-        sent = None
-        if self.conditional and CONTRACT_SINCE not in request.headers:
-            headers = self.memory.conditional_headers(origin)
-            request.headers.update(headers)
-            sent = int(headers[CONTRACT_SINCE]) if headers else None
-        return origin, sent
+        return origin
 
-    def observe(
-        self, request: httpx.Request, response: httpx.Response, origin: str, sent: int | None
-    ) -> Observation:
-        body = _json_body(response)
-        size = len(response.content) if is_json(response) else _content_length(response)
-        obs = self.memory.observe(
-            origin,
-            _request_body(request),
-            response.status_code,
-            body if isinstance(body, dict) else {},
-            episode=_episode(request),
-            injected=_injected(request),
-            delta_since=_echo(response, sent),
-            response_bytes=size,
-            response_id=response.headers.get("x-request-id"),
-            signature=response.headers.get(CONTRACT_SIGNATURE),
+    def wants_position(self, request: httpx.Request) -> bool:
+        return self.conditional and CONTRACT_SINCE not in request.headers
+
+    @staticmethod
+    def position(request: httpx.Request, headers: dict[str, str]) -> int | None:
+        request.headers.update(headers)
+        return int(headers[CONTRACT_SINCE]) if headers else None
+
+    def readable(self, response: httpx.Response) -> bool:
+        """Whether the memory reads this response: JSON, and not announced over the body cap."""
+        length = _content_length(response)
+        return is_json(response) and (length is None or length <= self.memory.limits.max_body_bytes)
+
+    def read(self, response: httpx.Response) -> None:
+        """Read a body for the memory, up to the body cap; past it, leave it to the agent.
+
+        Without a ``Content-Length`` the size shows only while reading: the chunks read so far
+        are replayed ahead of the rest, so the agent still gets the whole body.
+        """
+        if _content_length(response) is not None:
+            response.read()
+            return
+        chunks, rest = _take(response.stream, self.memory.limits.max_body_bytes)
+        if rest is None:
+            response.stream = httpx.ByteStream(b"".join(chunks))
+            response.read()
+        else:
+            response.stream = _Replay(chunks, rest, response.stream)
+
+    async def aread(self, response: httpx.Response) -> None:
+        if _content_length(response) is not None:
+            await response.aread()
+            return
+        chunks, rest = await _atake(response.stream, self.memory.limits.max_body_bytes)
+        if rest is None:
+            response.stream = httpx.ByteStream(b"".join(chunks))
+            await response.aread()
+        else:
+            response.stream = _AsyncReplay(chunks, rest, response.stream)
+
+    def observation(
+        self, request: httpx.Request, response: httpx.Response, sent: int | None
+    ) -> dict[str, Any]:
+        """The keyword arguments of ``observe`` for one response (its body already read)."""
+        if is_json(response) and response.is_stream_consumed:
+            size: int | None = len(response.content)
+        elif isinstance(response.stream, _Replay | _AsyncReplay):
+            size = sum(len(chunk) for chunk in response.stream.head)  # at least: over the cap
+        else:
+            size = _content_length(response)
+        body = (
+            _json_body(response)
+            if size is None or size <= self.memory.limits.max_body_bytes
+            else None
         )
-        self.emit(obs)
-        return obs
+        cost = wire_cost(body) if isinstance(body, dict) else None
+        if cost is not None:
+            response.extensions[WIRE_COST_EXTENSION] = cost
+        return {
+            "request": _request_body(request),
+            "status": response.status_code,
+            "body": body if isinstance(body, dict) else {},
+            "episode": _episode(request),
+            "injected": _injected(request),
+            "delta_since": _echo(response, sent),
+            "response_bytes": size,
+            "contract_bytes": cost.contract if cost is not None else None,
+            "response_id": response.headers.get("x-request-id"),
+            "signature": response.headers.get(CONTRACT_SIGNATURE),
+            "operation": operation_of(request),
+        }
 
     def need_request(self, need: Need, template: httpx.Request) -> httpx.Request:
         headers = {"accept": "application/json"}
@@ -112,23 +192,28 @@ class _Contract:
             "GET", url, params=params, headers=headers, extensions=_timeout(template)
         )
 
-    def need_answered(
-        self, need: Need, response: httpx.Response, episode: int | None
-    ) -> Observation:
-        obs = self.memory.answer(
-            need,
-            response.status_code,
-            _json_body(response),
-            episode=episode,
-            signature=response.headers.get(CONTRACT_SIGNATURE),
-        )
-        self.emit(obs)
-        return obs
+    def answer(self, response: httpx.Response, content: bytes | None, size: int) -> dict[str, Any]:
+        """``answer``'s keyword arguments for a need's response (``content`` None: over the cap)."""
+        body = None
+        if content is not None and is_json(response):
+            try:
+                body = json.loads(content)
+            except ValueError:
+                body = None
+        return {
+            "status": response.status_code,
+            "body": body,
+            "signature": response.headers.get(CONTRACT_SIGNATURE),
+            "body_bytes": size,
+        }
 
-    def emit(self, obs: Observation) -> None:
-        if self.listener is not None:
-            for event in obs.events:
-                self.listener(event)
+    def emit(self, obs: Observation, request: httpx.Request) -> None:
+        """Hand each event to the transport's listener, then to the request's own."""
+        mine = request.extensions.get(LISTENER_EXTENSION)
+        for listener in (self.listener, mine):
+            if callable(listener):
+                for event in obs.events:
+                    listener(event)
 
 
 class ContractTransport(httpx.BaseTransport):
@@ -148,34 +233,71 @@ class ContractTransport(httpx.BaseTransport):
         self._contract = _Contract(memory, origin_of, conditional, listener)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        origin, sent = self._contract.prepare(request)
+        contract = self._contract
+        origin = contract.sign(request)
+        sent = None
+        if contract.wants_position(request):
+            sent = contract.position(request, self.memory.conditional_headers(origin))
         response = self.wrapped.handle_request(request)
-        if is_json(response):
-            response.read()
-        needs = self._contract.observe(request, response, origin, sent).needs
-        for _ in range(MAX_NEED_ROUNDS):
-            if not needs:
-                break
-            needs = tuple(n for need in _unique(needs) for n in self._fulfil(need, request))
+        if contract.readable(response):
+            contract.read(response)
+        obs = self.memory.observe(origin, **contract.observation(request, response, sent))
+        contract.emit(obs, request)
+        self._rounds(obs.needs, request)
         return response
 
-    def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...]:
+    def fulfil(
+        self,
+        needs: Iterable[Need],
+        *,
+        episode: int | None = None,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """Fetch needs the memory returned outside a response (``begin_episode``), feeding back each
+        answer, for up to ``MAX_NEED_ROUNDS`` rounds: the loop every response goes through.
+
+        ``listener`` gets the events, ``headers`` the credentials to forward. Returns the needs
+        still outstanding (a network error, or more rounds wanted); the memory asks for them again.
+        """
+        return self._rounds(tuple(needs), _template(episode, listener, headers))
+
+    def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
+
+    def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        episode = _episode(template)
+        cap = self.memory.limits.max_feed_bytes
         try:
             response = self.wrapped.handle_request(self._contract.need_request(need, template))
             try:
-                response.read()
+                content, size = _read_capped(response.iter_bytes(), cap)
             finally:
                 response.close()
-        except httpx.TransportError:
-            return ()
-        return self._contract.need_answered(need, response, _episode(template)).needs
+        except httpx.TransportError as exc:
+            obs = self.memory.fetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        obs = self.memory.answer(
+            need, episode=episode, **self._contract.answer(response, content, size)
+        )
+        self._contract.emit(obs, template)
+        return obs.needs
 
     def close(self) -> None:
         self.wrapped.close()
 
 
 class AsyncContractTransport(httpx.AsyncBaseTransport):
-    """The async twin of ``ContractTransport``."""
+    """The async twin of ``ContractTransport``: every memory call is the async one, so store
+    I/O never blocks the event loop."""
 
     def __init__(
         self,
@@ -191,32 +313,61 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         self._contract = _Contract(memory, origin_of, conditional, listener)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        origin, sent = self._contract.prepare(request)
+        contract = self._contract
+        origin = contract.sign(request)
+        sent = None
+        if contract.wants_position(request):
+            sent = contract.position(request, await self.memory.aconditional_headers(origin))
         response = await self.wrapped.handle_async_request(request)
-        if is_json(response):
-            await response.aread()
-        needs = self._contract.observe(request, response, origin, sent).needs
-        for _ in range(MAX_NEED_ROUNDS):
-            if not needs:
-                break
-            follow: list[Need] = []
-            for need in _unique(needs):
-                follow.extend(await self._fulfil(need, request))
-            needs = tuple(follow)
+        if contract.readable(response):
+            await contract.aread(response)
+        obs = await self.memory.aobserve(origin, **contract.observation(request, response, sent))
+        contract.emit(obs, request)
+        await self._rounds(obs.needs, request)
         return response
 
-    async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...]:
+    async def fulfil(
+        self,
+        needs: Iterable[Need],
+        *,
+        episode: int | None = None,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """The async twin of ``ContractTransport.fulfil``: fetch ``needs`` through the same loop
+        as every response's; return the needs still outstanding."""
+        return await self._rounds(tuple(needs), _template(episode, listener, headers))
+
+    async def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
+        loop = _need_loop(needs)
+        try:
+            need = next(loop)
+            while True:
+                need = loop.send(await self._fulfil(need, template))
+        except StopIteration as done:
+            outstanding: tuple[Need, ...] = done.value
+            return outstanding
+
+    async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        episode = _episode(template)
+        cap = self.memory.limits.max_feed_bytes
         try:
             response = await self.wrapped.handle_async_request(
                 self._contract.need_request(need, template)
             )
             try:
-                await response.aread()
+                content, size = await _aread_capped(response.aiter_bytes(), cap)
             finally:
                 await response.aclose()
-        except httpx.TransportError:
-            return ()
-        return self._contract.need_answered(need, response, _episode(template)).needs
+        except httpx.TransportError as exc:
+            obs = await self.memory.afetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        obs = await self.memory.aanswer(
+            need, episode=episode, **self._contract.answer(response, content, size)
+        )
+        self._contract.emit(obs, template)
+        return obs.needs
 
     async def aclose(self) -> None:
         await self.wrapped.aclose()
@@ -257,16 +408,93 @@ def async_contract_client(
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return kind == "application/json" or kind.endswith("+json")
+    return bool(kind == "application/json" or kind.endswith("+json"))
+
+
+def _read_capped(chunks: Iterator[bytes], cap: int) -> tuple[bytes | None, int]:
+    """The body, read chunk by chunk; ``(None, bytes read)`` as soon as it passes ``cap``."""
+    buffer = bytearray()
+    for chunk in chunks:
+        buffer += chunk
+        if len(buffer) > cap:
+            return None, len(buffer)
+    return bytes(buffer), len(buffer)
+
+
+async def _aread_capped(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes | None, int]:
+    buffer = bytearray()
+    async for chunk in chunks:
+        buffer += chunk
+        if len(buffer) > cap:
+            return None, len(buffer)
+    return bytes(buffer), len(buffer)
+
+
+def _take(stream: Any, cap: int) -> tuple[list[bytes], Iterator[bytes] | None]:
+    """A raw stream's chunks up to ``cap`` bytes, and its rest if it goes past (else None)."""
+    chunks: list[bytes] = []
+    size = 0
+    rest = iter(stream)
+    for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return chunks, rest
+    return chunks, None
+
+
+async def _atake(stream: Any, cap: int) -> tuple[list[bytes], AsyncIterator[bytes] | None]:
+    chunks: list[bytes] = []
+    size = 0
+    rest = aiter(stream)
+    async for chunk in rest:
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap:
+            return chunks, rest
+    return chunks, None
+
+
+class _Replay(httpx.SyncByteStream):
+    """The chunks read already, then the rest of the original stream (closed with it)."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.head
+        yield from self.rest
+
+    def close(self) -> None:
+        self.original.close()
+
+
+class _AsyncReplay(httpx.AsyncByteStream):
+    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.head:
+            yield chunk
+        async for chunk in self.rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.original.aclose()
+
+
+def _describe(exc: Exception) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _content_length(response: httpx.Response) -> int | None:
     value = response.headers.get("content-length", "")
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isdigit() and value.isascii() and len(value) < 20 else None
 
 
 def _json_body(response: httpx.Response) -> Any:
-    if not is_json(response):
+    if not is_json(response) or not response.is_stream_consumed:
         return None
     try:
         return json.loads(response.content)
@@ -274,16 +502,17 @@ def _json_body(response: httpx.Response) -> Any:
         return None
 
 
-def _request_body(request: httpx.Request) -> dict[str, Any]:
+def _request_body(request: httpx.Request) -> dict[str, Any] | None:
+    """The JSON object the request sent; None when that is unknown (not read, or not JSON)."""
     try:
         content = request.content
     except httpx.RequestNotRead:
-        return {}
+        return None
     try:
-        body = json.loads(content) if content else {}
+        body = json.loads(content) if content else None
     except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _episode(request: httpx.Request) -> int | None:
@@ -314,3 +543,32 @@ def _timeout(template: httpx.Request) -> dict[str, Any]:
 
 def _unique(needs: Iterable[Need]) -> list[Need]:
     return list(dict.fromkeys(needs))
+
+
+def _need_loop(
+    needs: tuple[Need, ...],
+) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
+    """The need loop both transports drive, sans-IO: yields each need to fetch and is sent what
+    its answer asked for next (None: it could not be fetched); returns the needs outstanding."""
+    outstanding: list[Need] = []
+    for _ in range(MAX_NEED_ROUNDS):
+        follow: list[Need] = []
+        for need in _unique(needs):
+            answered = yield need
+            if answered is None:
+                outstanding.append(need)
+            else:
+                follow.extend(answered)
+        needs = tuple(follow)
+    return tuple(_unique([*outstanding, *needs]))
+
+
+def _template(
+    episode: int | None, listener: Listener | None, headers: Mapping[str, str] | None
+) -> httpx.Request:
+    """The request a ``fulfil`` call's need fetches take their episode, listener and credentials
+    from (it is never sent)."""
+    extensions: dict[str, Any] = {LISTENER_EXTENSION: listener}
+    if episode is not None:
+        extensions[EPISODE_EXTENSION] = episode
+    return httpx.Request("GET", "http://needs.invalid/", headers=headers, extensions=extensions)

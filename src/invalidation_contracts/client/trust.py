@@ -132,7 +132,7 @@ class TrustPolicy:
     # ------------------------------------------------------------------ parameter injection
 
     def injection(self, suggestion: Suggestion, patchable: Collection[str] | None) -> str | None:
-        """Why a fix would change the request outside the patchable paths, or None if it does not."""
+        """Why a fix would change the request outside the patchable paths; None if it would not."""
         if patchable is None:
             return "the origin has published no patchable paths"
         outside = [

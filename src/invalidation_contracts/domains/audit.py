@@ -1,9 +1,14 @@
-"""Leak audit: no fix value may appear in a task's text, its fields, or the system prompt.
+"""Leak audit: no fix value may appear in a task's text, its fields, the system prompt or the
+request schema, and the request schema may name no value a task uses.
 
 A planner that reads the fix in its task has not learned it from the server, so a leak silently
 inflates first-try rates. The audit collects every parameter value any policy emits, under the
 initial state and every drift snapshot and rule set, for each task draft and for the drafts one
 field away from it (each string field set to each key or string value the tables hold).
+
+The request's JSON Schema is shown to the planner with every task, so its prose (descriptions,
+titles, examples, defaults) is audited too: an example id there is one a small model copies
+instead of the task's own value (a request for another customer or plan that still passes).
 """
 
 from __future__ import annotations
@@ -26,25 +31,63 @@ class Leak:
 
     value: Any
     where: str
+    kind: str = "fix value"
+    """``fix value`` (a policy emits it) or ``task value`` (a task family states it)."""
 
     def __str__(self) -> str:
-        return f"fix value {self.value!r} appears in {self.where}"
+        return f"{self.kind} {self.value!r} appears in {self.where}"
+
+
+#: JSON Schema keywords whose values are prose or sample values a planner reads as hints.
+SCHEMA_PROSE_KEYWORDS = frozenset({"description", "title", "examples", "example", "default"})
 
 
 def audit(catalog: DomainCatalog) -> list[Leak]:
-    """Every place a fix value appears in the system prompt or in a task family's text or fields."""
+    """Every place a fix value appears in the system prompt, the request schema or a task family's
+    text or fields, and every task value the request schema's prose names."""
     values = fix_values(catalog)
     found = [
         Leak(v, "the system prompt")
         for v in sorted(values, key=repr)
         if _in_text(v, catalog.system_prompt)
     ]
+    found += schema_leaks(catalog, values)
     for family in catalog.task_families.values():
         for value in sorted(values, key=repr):
             if _in_text(value, family.text):
                 found.append(Leak(value, f"the text of task family {family.id}"))
             if any(_same(value, leaf) for leaf in _leaves(family.fields)):
                 found.append(Leak(value, f"the fields of task family {family.id}"))
+    return found
+
+
+def request_schema(catalog: DomainCatalog) -> dict[str, Any]:
+    """The JSON Schema of the request body, exactly as the harness shows it to a planner."""
+    return catalog.route.request_model.model_json_schema()
+
+
+def schema_leaks(catalog: DomainCatalog, fix_values: set[Any]) -> list[Leak]:
+    """Fix values anywhere in the request schema's prose, enums or consts, and task values in
+    its prose: each is a value a planner could copy from the schema instead of its task."""
+    schema = request_schema(catalog)
+    prose = " \n ".join(str(v) for v in _schema_leaves(schema, SCHEMA_PROSE_KEYWORDS))
+    constraints = " \n ".join(str(v) for v in _schema_leaves(schema, frozenset({"enum", "const"})))
+    found = [
+        Leak(value, "the request schema")
+        for value in sorted(fix_values, key=repr)
+        if _in_text(value, prose) or _in_text(value, constraints)
+    ]
+    task_values = {
+        leaf
+        for family in catalog.task_families.values()
+        for leaf in _leaves(family.fields)
+        if isinstance(leaf, str) and leaf not in fix_values
+    }
+    found += [
+        Leak(value, "the request schema", kind="task value")
+        for value in sorted(task_values)
+        if _in_text(value, prose)
+    ]
     return found
 
 
@@ -76,7 +119,7 @@ def fix_values(catalog: DomainCatalog) -> set[Any]:
 
 
 def _states(catalog: DomainCatalog) -> Iterator[RegistryState]:
-    """The initial state, each snapshot and each rule set applied alone, and every snapshot in turn."""
+    """The initial state, each snapshot and rule set applied alone, and every snapshot in turn."""
     yield catalog.domain.registry().state
     for name in catalog.snapshots:
         registry = catalog.domain.registry()
@@ -95,7 +138,7 @@ def _states(catalog: DomainCatalog) -> Iterator[RegistryState]:
 
 
 def _table_strings(catalog: DomainCatalog) -> set[str]:
-    rows = [spec.rows for spec in catalog.domain.tables.values()]
+    rows = [spec.rows for spec in catalog.domain.memory_tables.values()]
     rows += [catalog.read_snapshot(name).rows for name in catalog.snapshots]
     found: set[str] = set()
     for table in rows:
@@ -111,6 +154,22 @@ def _neighbours(draft: dict[str, Any], candidates: list[str]) -> Iterator[dict[s
             for candidate in candidates:
                 if candidate != value:
                     yield {**draft, field: candidate}
+
+
+def _schema_leaves(schema: Any, keywords: frozenset[str]) -> Iterator[Any]:
+    """The leaf values under ``keywords`` anywhere in a JSON Schema (not property names)."""
+    if isinstance(schema, Mapping):
+        for key, value in schema.items():
+            if key in keywords:
+                yield from _leaves(value)
+            elif key == "properties" and isinstance(value, Mapping):
+                for subschema in value.values():
+                    yield from _schema_leaves(subschema, keywords)
+            else:
+                yield from _schema_leaves(value, keywords)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _schema_leaves(item, keywords)
 
 
 def _leaves(value: Any) -> Iterator[Any]:

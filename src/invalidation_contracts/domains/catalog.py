@@ -80,7 +80,14 @@ class DomainCatalog:
         route_path: str,
         rule_sets: Mapping[str, Path] | None = None,
     ) -> DomainCatalog:
-        """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``, ``rules/``."""
+        """A catalog laid out as the shipped domains are: ``tasks.toml``, ``snapshots/``,
+        ``rules/``.
+
+        Every rule set under ``rules/`` is loaded by its file stem (``rules/rule-removal.json`` is
+        the rule set ``rule-removal``); ``rule_sets`` adds names or points one elsewhere (e.g.
+        ``{"initial": rules/rules-stream.json}`` for a domain that starts from another set).
+        """
+        directory = Path(directory)
         tasks = load_tasks(directory / "tasks.toml")
         return cls(
             domain=domain,
@@ -88,9 +95,7 @@ class DomainCatalog:
             task_families=tasks.families,
             snapshots=snapshot_paths(directory / "snapshots"),
             route=domain.route(route_path),
-            rule_sets=rule_sets
-            if rule_sets is not None
-            else {"initial": directory / "rules" / "initial.json"},
+            rule_sets={**rule_set_paths(directory / "rules"), **dict(rule_sets or {})},
         )
 
     def __post_init__(self) -> None:
@@ -168,6 +173,14 @@ def snapshot_paths(directory: Path) -> dict[str, Path]:
     if not directory.is_dir():
         return {}
     return {p.stem: p for p in sorted(directory.iterdir()) if p.suffix in SNAPSHOT_SUFFIXES}
+
+
+def rule_set_paths(directory: Path) -> dict[str, Path]:
+    """The rule-set files in ``directory`` (``*.json``), named by file stem."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(directory.glob("*.json"))}
 
 
 def load_rules(path: Path) -> tuple[Rule, ...]:

@@ -1,14 +1,21 @@
 """Planners: turn a task, the memory block and earlier feedback into a request.
 
 Build one from its command-line spec with :func:`create_planner` (``simulated:exact``,
-``anthropic:claude-haiku-4-5``, ``openai:gpt-5-mini``, ``openai-compatible:MODEL@URL``). The vendor
-adapters are imported only when such a spec is used.
+``anthropic:claude-haiku-4-5``, ``openai:gpt-5-mini``, ``openai-compatible:MODEL@URL``,
+``local:qwen2.5-coder-0.5b``). The vendor adapters and the local model are imported only when
+such a spec is used.
 """
 
 from .base import Attempt, Plan, Planner, PlanningContext, Usage
-from .errors import PlannerCallError, PlannerConfigError, PlannerError, PlannerResponseError
+from .errors import (
+    PlannerCallError,
+    PlannerConfigError,
+    PlannerError,
+    PlannerResponseError,
+    PlannerUnavailableError,
+)
 from .preflight import PreflightReport, preflight
-from .registry import PlannerSpec, create_planner, parse_planner_spec
+from .registry import PlannerSpec, check_planner, create_planner, parse_planner_spec
 from .rendering import RenderedPrompt, estimate_tokens, render_prompt
 from .simulated import PRESETS, SimulatedPlanner, SimulatedProfile
 
@@ -21,6 +28,7 @@ __all__ = [
     "PlannerConfigError",
     "PlannerError",
     "PlannerResponseError",
+    "PlannerUnavailableError",
     "PlannerSpec",
     "PlanningContext",
     "PreflightReport",
@@ -28,6 +36,7 @@ __all__ = [
     "SimulatedPlanner",
     "SimulatedProfile",
     "Usage",
+    "check_planner",
     "create_planner",
     "estimate_tokens",
     "parse_planner_spec",

@@ -1,10 +1,12 @@
 """The Anthropic planner: Claude through the official ``anthropic`` SDK and a forced tool call.
 
 The request schema is the ``input_schema`` of one tool the model is forced to call, so the answer
-is the tool's input object. Rate limits (429), 408/409 and 5xx responses, and connection errors
+is the tool's input object, checked against the request schema on the client
+(:mod:`.validation`). ``temperature`` is sent (0 unless set) for reproducible runs; the Messages
+API takes no seed. Rate limits (429), 408/409 and 5xx responses, timeouts and connection errors
 are retried by the SDK itself (exponential backoff from 0.5 s, capped at 8 s, honouring
-``retry-after`` and ``retry-after-ms``) up to ``max_retries`` times; what still fails raises
-:class:`PlannerCallError`.
+``retry-after`` and ``retry-after-ms``) up to ``max_retries`` times; every re-sent request is
+counted in :attr:`Plan.retries`, and what still fails raises :class:`PlannerCallError`.
 """
 
 # ruff: noqa: E402 (the extra is checked before the third-party imports)
@@ -18,17 +20,24 @@ import json
 import os
 from typing import Any
 
-import anthropic
+from .._extras import require_extra
 
-from .base import Plan, PlanningContext, Usage
-from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError
-from .rendering import render_prompt
+require_extra("anthropic", "anthropic", "jsonschema_rs")
+
+import anthropic  # noqa: E402
+
+from .base import Plan, PlanningContext, Usage  # noqa: E402
+from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError  # noqa: E402
+from .rendering import render_prompt  # noqa: E402
+from .sends import count_send, counting_sends  # noqa: E402
+from .validation import check_request  # noqa: E402
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 TOOL_NAME = "submit_request"
 DEFAULT_MAX_TOKENS = 1024
 DEFAULT_MAX_RETRIES = 4
 DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TEMPERATURE = 0.0
 
 
 class AnthropicPlanner:
@@ -45,6 +54,7 @@ class AnthropicPlanner:
         max_retries: int = DEFAULT_MAX_RETRIES,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_tokens: int = DEFAULT_MAX_TOKENS,
+        temperature: float = DEFAULT_TEMPERATURE,
         name: str | None = None,
     ) -> None:
         key = api_key or os.environ.get(API_KEY_ENV)
@@ -55,8 +65,14 @@ class AnthropicPlanner:
         self.name = name or f"anthropic:{model}"
         self.requested_model = model
         self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.timeout = timeout
         self._client = anthropic.AsyncAnthropic(
-            api_key=key, base_url=base_url, max_retries=max_retries, timeout=timeout
+            api_key=key,
+            base_url=base_url,
+            max_retries=max_retries,
+            timeout=timeout,
+            http_client=anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [count_send]}),
         )
 
     async def plan(self, context: PlanningContext) -> Plan:
@@ -64,6 +80,7 @@ class AnthropicPlanner:
         arguments: dict[str, Any] = {
             "model": self.requested_model,
             "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
             "messages": [{"role": "user", "content": prompt.user}],
             "tools": [
                 {
@@ -76,8 +93,27 @@ class AnthropicPlanner:
         }
         if prompt.system:
             arguments["system"] = prompt.system
+        with counting_sends() as sends:
+            try:
+                message = await self._send(arguments)
+                value = _tool_input(message)
+                raw = json.dumps(value, sort_keys=True, ensure_ascii=False)
+                request = check_request(value, context.request_schema, raw=raw)
+                usage = _billed_usage(message)
+            except (PlannerCallError, PlannerResponseError) as exc:
+                exc.retries = sends.retries
+                raise
+        return Plan(
+            request=request,
+            usage=usage,
+            served_model=getattr(message, "model", None),
+            raw=raw,
+            retries=sends.retries,
+        )
+
+    async def _send(self, arguments: dict[str, Any]) -> Any:
         try:
-            message = await self._client.messages.create(**arguments)
+            return await self._client.messages.create(**arguments)
         except anthropic.APIResponseValidationError as exc:
             raise PlannerResponseError(f"Anthropic reply is not a valid message: {exc}") from exc
         except anthropic.APIStatusError as exc:
@@ -85,21 +121,19 @@ class AnthropicPlanner:
                 f"Anthropic API answered HTTP {exc.status_code} for {self.requested_model}: "
                 f"{exc.message}"
             ) from exc
+        except anthropic.APITimeoutError as exc:
+            raise PlannerCallError(
+                f"the Anthropic API did not answer within {self.timeout:g} s "
+                "(raise it with the planner option timeout=SECONDS)"
+            ) from exc
         except anthropic.APIConnectionError as exc:
             raise PlannerCallError(f"cannot reach the Anthropic API: {exc}") from exc
-        request = _tool_input(message)
-        return Plan(
-            request=request,
-            usage=_billed_usage(message),
-            served_model=getattr(message, "model", None),
-            raw=json.dumps(request, sort_keys=True, ensure_ascii=False),
-        )
 
     async def aclose(self) -> None:
         await self._client.close()
 
 
-def _tool_input(message: Any) -> dict[str, Any]:
+def _tool_input(message: Any) -> Any:
     if not isinstance(message, anthropic.types.Message) or not isinstance(
         getattr(message, "content", None), list
     ):
@@ -109,14 +143,13 @@ def _tool_input(message: Any) -> dict[str, Any]:
             "Anthropic reply was cut off at max_tokens before the request body"
         )
     for block in message.content:
-        if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL_NAME:
-            if not isinstance(block.input, dict):
-                raise PlannerResponseError(
-                    f"Anthropic tool input is a {type(block.input).__name__}, not a JSON object"
-                )
+        if isinstance(block, anthropic.types.ToolUseBlock) and block.name == TOOL_NAME:
             return block.input
     kinds = ", ".join(getattr(b, "type", "?") for b in message.content) or "nothing"
-    raise PlannerResponseError(f"Anthropic reply has no {TOOL_NAME} tool call (got {kinds})")
+    text = "".join(getattr(b, "text", "") for b in message.content) or None
+    raise PlannerResponseError(
+        f"Anthropic reply has no {TOOL_NAME} tool call (got {kinds})", raw=text
+    )
 
 
 def _billed_usage(message: Any) -> Usage:

@@ -50,17 +50,32 @@ class PlanningContext:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token usage of one planning call. ``estimated`` is True when no vendor billed it."""
+    """Token usage of one planning call.
+
+    ``estimated`` is True when nobody counted the tokens (a simulated planner, or a server that
+    reported no usage); ``reported_by_server`` is True when a server counted them but no vendor
+    bills them (a local or self-hosted OpenAI-compatible server). Otherwise it is billed usage.
+    """
 
     input_tokens: int
     output_tokens: int
     estimated: bool
+    reported_by_server: bool = False
+
+    @property
+    def label(self) -> str:
+        """How the counts were obtained: ``billed``, ``reported by server`` or ``estimated``."""
+        if self.estimated:
+            return "estimated"
+        return "reported by server" if self.reported_by_server else "billed"
 
     def __add__(self, other: Usage) -> Usage:
+        estimated = self.estimated or other.estimated
         return Usage(
             self.input_tokens + other.input_tokens,
             self.output_tokens + other.output_tokens,
-            self.estimated or other.estimated,
+            estimated,
+            not estimated and (self.reported_by_server or other.reported_by_server),
         )
 
 
@@ -73,11 +88,14 @@ class Plan:
     served_model: str | None = None
     raw: str | None = None
     notes: tuple[str, ...] = field(default=())
+    retries: int = 0
+    """Requests re-sent to produce this plan (timeouts, 429/5xx, a dropped response format or
+    sampling parameter); 0 when the first request answered."""
 
 
 @runtime_checkable
 class Planner(Protocol):
-    """Anything that plans requests. ``name`` is the spec it was built from, e.g. ``simulated:exact``."""
+    """Anything that plans requests; ``name`` is the spec it was built from."""
 
     name: str
     simulated: bool

@@ -22,7 +22,6 @@ from ..protocol.levels import Level
 from ..protocol.models import Action, CacheHint, Suggestion
 from .base import Planner, PlanningContext, Usage
 from .errors import PlannerResponseError
-from .registry import create_planner
 
 BASE_SYSTEM_PROMPT = (
     "You plan the JSON body of one HTTP request to an API on behalf of a user. Use the task's "
@@ -56,7 +55,7 @@ class Probe:
         }
 
     def context(self, *, level: Level, seed: int, episode: int) -> PlanningContext:
-        """The context a planner sees for this probe: first attempt, the fix in memory at ``level``."""
+        """What a planner sees for this probe: first attempt, the fix in memory at ``level``."""
         shown = consumption(BASE_SYSTEM_PROMPT, [self.fix], level, self.task_fields)
         return PlanningContext(
             system_prompt=shown.system_prompt,
@@ -223,11 +222,19 @@ class ProbeResult(BaseModel):
 
 
 class TokenTotals(BaseModel):
+    """Tokens of every answered probe, and how they were counted (see :attr:`Usage.label`)."""
+
     model_config = ConfigDict(frozen=True)
 
     input_tokens: int = 0
     output_tokens: int = 0
     estimated: bool = False
+    reported_by_server: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def label(self) -> str:
+        return Usage(0, 0, self.estimated, self.reported_by_server).label
 
 
 class PreflightReport(BaseModel):
@@ -325,6 +332,7 @@ async def preflight(
     outcomes = [o for o in settled if not isinstance(o, BaseException)]
     results = [result for result, _ in outcomes]
     usages = [usage for _, usage in outcomes if usage is not None]
+    total = sum(usages, Usage(0, 0, estimated=False))
     served = Counter(r.served_model for r in results if r.served_model)
     return PreflightReport(
         planner=planner.name,
@@ -337,22 +345,12 @@ async def preflight(
         actions=_per_action(results, (p.action for p in probes)),
         probes=results,
         usage=TokenTotals(
-            input_tokens=sum(u.input_tokens for u in usages),
-            output_tokens=sum(u.output_tokens for u in usages),
-            estimated=any(u.estimated for u in usages),
+            input_tokens=total.input_tokens,
+            output_tokens=total.output_tokens,
+            estimated=total.estimated,
+            reported_by_server=total.reported_by_server,
         ),
     )
-
-
-async def preflight_spec(
-    spec: str, *, planner_options: Mapping[str, Any] | None = None, **options: Any
-) -> PreflightReport:
-    """Build ``spec``'s planner with ``planner_options``, run :func:`preflight` on it, close it."""
-    planner = create_planner(spec, **dict(planner_options or {}))
-    try:
-        return await preflight(planner, **options)
-    finally:
-        await planner.aclose()
 
 
 def preflight_table(report: PreflightReport) -> Any:
@@ -370,10 +368,10 @@ def preflight_table(report: PreflightReport) -> Any:
             action.action, str(action.injected), str(action.compliant), f"{action.rate:.2f}"
         )
     served = ", ".join(report.served_models) or "none"
-    tokens = "estimated" if report.usage.estimated else "billed"
     table.caption = (
         f"served model: {served}; requested: {report.requested_model or 'n/a'}; "
-        f"tokens ({tokens}): {report.usage.input_tokens} in / {report.usage.output_tokens} out"
+        f"tokens ({report.usage.label}): {report.usage.input_tokens} in / "
+        f"{report.usage.output_tokens} out"
     )
     if report.simulated:
         table.caption += "; simulated planner, not a model"

@@ -1,33 +1,33 @@
 """Planner specs: the command-line names of planners, parsed and turned into planners.
 
-A spec is one of::
+A spec is one of, each optionally followed by ``?KEY=VALUE&...`` options::
 
-    simulated:PROFILE[?PARAM=VALUE&...]   e.g. simulated:conservative?memory_add_field_rate=0.2
-    anthropic:MODEL                       e.g. anthropic:claude-haiku-4-5
-    openai:MODEL                          e.g. openai:gpt-5-mini
-    openai-compatible:MODEL@URL           e.g. openai-compatible:llama3.1@http://localhost:11434/v1
+    simulated:PROFILE          e.g. simulated:conservative?memory_add_field_rate=0.2
+    anthropic:MODEL            e.g. anthropic:claude-haiku-4-5?max_tokens=2048
+    openai:MODEL               e.g. openai:gpt-5-mini
+    openai-compatible:MODEL@URL  e.g. openai-compatible:llama3.1@http://localhost:11434/v1?timeout=600
+    local:MODEL                e.g. local:qwen2.5-coder-0.5b, or local:/models/any.gguf
+
+The options after ``?`` never reach a URL; options passed to :func:`create_planner` override them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl
 
 from .base import Planner
 from .errors import PlannerConfigError
+from .options import coerce_options, options_for
 from .simulated import PRESETS, SimulatedPlanner
 
-PlannerKind = Literal["simulated", "anthropic", "openai", "openai-compatible"]
-KINDS: tuple[str, ...] = ("simulated", "anthropic", "openai", "openai-compatible")
+PlannerKind = Literal["simulated", "anthropic", "openai", "openai-compatible", "local"]
+KINDS: tuple[str, ...] = ("simulated", "anthropic", "openai", "openai-compatible", "local")
 
 _COMPATIBLE = re.compile(r"^(?P<model>[^@\s]+)@(?P<url>https?://\S+)$")
-_REAL_OPTIONS = {
-    "anthropic": {"api_key", "base_url", "max_retries", "timeout", "max_tokens"},
-    "openai": {"api_key", "base_url", "max_retries", "timeout", "max_tokens", "temperature"},
-    "openai-compatible": {"api_key", "max_retries", "timeout", "max_tokens", "temperature"},
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +39,7 @@ class PlannerSpec:
     model: str
     base_url: str | None = None
     parameters: tuple[tuple[str, str], ...] = ()
-    """``simulated`` only: the profile overrides given after ``?``, in order."""
+    """The options given after ``?``, in order (for ``simulated``, profile overrides)."""
 
     @property
     def requested_model(self) -> str | None:
@@ -55,59 +55,95 @@ def parse_planner_spec(spec: str) -> PlannerSpec:
         raise PlannerConfigError(
             f"bad planner spec {spec!r}: expected KIND:MODEL with KIND one of {', '.join(KINDS)}"
         )
+    rest, _, query = rest.partition("?")
     if not rest:
         raise PlannerConfigError(f"bad planner spec {spec!r}: nothing after {kind}:")
+    try:
+        parameters = tuple(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
+    except ValueError:
+        raise PlannerConfigError(f"bad parameters {query!r} in planner spec {spec!r}") from None
     if kind == "simulated":
-        profile, _, query = rest.partition("?")
-        if profile not in PRESETS:
+        if rest not in PRESETS:
             raise PlannerConfigError(
-                f"unknown simulated profile {profile!r}; expected one of {', '.join(PRESETS)}"
+                f"unknown simulated profile {rest!r}; expected one of {', '.join(PRESETS)}"
             )
-        try:
-            parameters = tuple(parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)))
-        except ValueError:
-            raise PlannerConfigError(f"bad parameters {query!r} in planner spec {spec!r}") from None
-        return PlannerSpec(text, "simulated", profile, parameters=parameters)
+        return PlannerSpec(text, "simulated", rest, parameters=parameters)
     if kind == "openai-compatible":
         match = _COMPATIBLE.match(rest)
         if match is None:
             raise PlannerConfigError(
                 f"bad planner spec {spec!r}: expected openai-compatible:MODEL@http(s)://HOST/..."
             )
-        return PlannerSpec(text, "openai-compatible", match["model"], base_url=match["url"])
-    if any(ch.isspace() for ch in rest):
+        return PlannerSpec(
+            text, "openai-compatible", match["model"], match["url"], parameters=parameters
+        )
+    if kind != "local" and any(ch.isspace() for ch in rest):
         raise PlannerConfigError(f"bad planner spec {spec!r}: the model id contains whitespace")
-    return PlannerSpec(text, kind, rest)  # type: ignore[arg-type]
+    return PlannerSpec(text, kind, rest, parameters=parameters)  # type: ignore[arg-type]
 
 
-def create_planner(spec: str, **options: Any) -> Planner:
-    """Build the planner ``spec`` names.
+def token_source(spec: str) -> str:
+    """How a ``spec`` planner's token counts are obtained (see :attr:`.base.Usage.label`)."""
+    kind = spec.strip().partition(":")[0]
+    if kind == "simulated":
+        return "estimated"
+    return "billed" if kind in ("anthropic", "openai") else "reported by server"
 
-    Options: for ``simulated``, profile fields (they override the preset); for the vendors,
-    ``api_key`` (default from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``), ``base_url``,
-    ``max_retries``, ``timeout``, ``max_tokens`` and, for OpenAI, ``temperature``. A bad spec, an
-    unknown option or a missing key raises :class:`PlannerConfigError`.
+
+def check_planner(spec: str, options: Mapping[str, Any] | None = None) -> PlannerSpec:
+    """Parse ``spec`` and check ``options`` for it, building nothing (no client, no server)."""
+    parsed = parse_planner_spec(spec)
+    merged = {**dict(parsed.parameters), **dict(options or {})}
+    if parsed.kind == "simulated":
+        PRESETS[parsed.model].with_overrides(merged)
+    else:
+        coerce_options(parsed.kind, merged)
+    if parsed.kind == "local":
+        from .local.assembly import resolve_model
+
+        resolve_model(parsed.model)
+    return parsed
+
+
+def create_planner(spec: str, options: Mapping[str, Any] | None = None) -> Planner:
+    """Build the planner ``spec`` names, with ``options`` over the spec's own ``?`` options.
+
+    Options: for ``simulated``, profile fields (they override the preset); for real planners
+    the ones :data:`.options.OPTIONS` declares for their kind (``timeout``, ``max_retries``,
+    ``max_tokens``, ``temperature``, ...; strings are parsed). A bad spec, an unknown or
+    malformed option, a missing key or model raises :class:`PlannerConfigError`.
     """
     parsed = parse_planner_spec(spec)
+    merged = {**dict(parsed.parameters), **dict(options or {})}
     if parsed.kind == "simulated":
-        profile = (
-            PRESETS[parsed.model].with_overrides(dict(parsed.parameters)).with_overrides(options)
-        )
-        return SimulatedPlanner(profile, name=parsed.text)
-    unknown = sorted(set(options) - _REAL_OPTIONS[parsed.kind])
-    if unknown:
-        raise PlannerConfigError(
-            f"unknown option(s) {', '.join(unknown)} for {parsed.kind} planners; expected "
-            + ", ".join(sorted(_REAL_OPTIONS[parsed.kind]))
-        )
+        return SimulatedPlanner(PRESETS[parsed.model].with_overrides(merged), name=parsed.text)
+    typed = coerce_options(parsed.kind, merged)
     if parsed.kind == "anthropic":
         from .anthropic import AnthropicPlanner
 
-        return AnthropicPlanner(parsed.model, name=parsed.text, **options)
+        return AnthropicPlanner(parsed.model, name=parsed.text, **typed)
+    if parsed.kind == "local":
+        from .local.planner import LocalPlanner
+
+        return LocalPlanner(parsed.model, name=parsed.text, **typed)
     from .openai import OpenAIPlanner
 
     if parsed.kind == "openai-compatible":
         return OpenAIPlanner(
-            parsed.model, base_url=parsed.base_url, compatible=True, name=parsed.text, **options
+            parsed.model, base_url=parsed.base_url, compatible=True, name=parsed.text, **typed
         )
-    return OpenAIPlanner(parsed.model, name=parsed.text, **options)
+    return OpenAIPlanner(parsed.model, name=parsed.text, **typed)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredPlanners:
+    """A picklable planner factory: a command's options, each planner taking the ones its kind
+    accepts (``--planner-option`` applies to every planner of a grid)."""
+
+    options: Mapping[str, Any]
+
+    def options_for(self, spec: str) -> dict[str, Any]:
+        return options_for(parse_planner_spec(spec).kind, self.options)
+
+    def __call__(self, spec: str) -> Planner:
+        return create_planner(spec, self.options_for(spec))

@@ -42,7 +42,7 @@ class WireModel(BaseModel):
         return self.__pydantic_serializer__.to_json(self, by_alias=True, exclude_none=True)
 
 
-class CacheHint(str, Enum):
+class CacheHint(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """Whether and how a client may keep a suggestion."""
 
     CACHEABLE = "cacheable"
@@ -53,7 +53,7 @@ class CacheHint(str, Enum):
     """(ext) The fix must not be persisted."""
 
 
-class Action(str, Enum):
+class Action(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     """The shape of the change a suggestion asks for."""
 
     ADD_FIELD = "add_field"
@@ -118,6 +118,13 @@ class Suggestion(WireModel):
     )
     scope: dict[str, JsonValue] | None = Field(
         default=None, description="(ext) Request fields and values the fix is keyed on, like Vary."
+    )
+    origin_wide: bool | None = Field(
+        default=None,
+        description=(
+            "(ext) The fix holds for every request of the operation it was learned on, whatever "
+            "the request's fields. A client keeps a fix with an empty scope only when this is true."
+        ),
     )
     patch: list[PatchOperation] | None = Field(
         default=None, description="(ext) The same fix as RFC 6902 operations on patchable paths."

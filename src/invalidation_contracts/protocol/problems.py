@@ -28,6 +28,7 @@ class ProblemType(str, Enum):  # noqa: UP042 (StrEnum would change str() of a me
     UNSUPPORTED_MEDIA_TYPE = "unsupported-media-type"
     LEVEL_TOO_LOW = "level-too-low"
     INTERNAL = "internal-error"
+    REGISTRY_UNAVAILABLE = "registry-unavailable"
 
     @property
     def uri(self) -> str:
@@ -69,6 +70,7 @@ _STATUS = {
     ProblemType.UNSUPPORTED_MEDIA_TYPE: 415,
     ProblemType.LEVEL_TOO_LOW: 404,
     ProblemType.INTERNAL: 500,
+    ProblemType.REGISTRY_UNAVAILABLE: 503,
 }
 
 _TITLE = {
@@ -89,6 +91,7 @@ _TITLE = {
     ProblemType.UNSUPPORTED_MEDIA_TYPE: "The request body must be application/json",
     ProblemType.LEVEL_TOO_LOW: "The server's contract level does not serve this resource",
     ProblemType.INTERNAL: "Internal server error",
+    ProblemType.REGISTRY_UNAVAILABLE: "The registry cannot be read; retry later",
 }
 
 

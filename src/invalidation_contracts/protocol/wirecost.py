@@ -18,6 +18,10 @@ from .models import ContractFields
 ENVELOPE_FIELDS = tuple(ContractFields.model_fields)
 #: The per-suggestion members that belong to the contract.
 SUGGESTION_FIELDS = ("cache_hint", "table", "tables", "rules", "scope", "max_age_s")
+#: The paper's Level 1 contract (§3.7): ``table_versions`` on the envelope ...
+PAPER_ENVELOPE_FIELDS = ("table_versions",)
+#: ... and ``cache_hint`` and ``table`` on each suggestion; nothing else is counted there.
+PAPER_SUGGESTION_FIELDS = ("cache_hint", "table")
 
 
 def compact(value: Any) -> bytes:
@@ -46,9 +50,9 @@ class WireCost:
 
 
 def _strip(
-    body: Mapping[str, Any], envelope: bool, suggestion_fields: tuple[str, ...]
+    body: Mapping[str, Any], envelope: tuple[str, ...], suggestion_fields: tuple[str, ...]
 ) -> dict[str, Any]:
-    out = {k: v for k, v in body.items() if not (envelope and k in ENVELOPE_FIELDS)}
+    out = {k: v for k, v in body.items() if k not in envelope}
     feedback = out.get("recovery_feedback")
     if isinstance(feedback, Mapping) and isinstance(feedback.get("suggestions"), list):
         out["recovery_feedback"] = {
@@ -65,10 +69,22 @@ def _strip(
 
 def wire_cost(body: Mapping[str, Any]) -> WireCost:
     """Measure ``body`` by removing each field group in turn and re-serializing."""
+    return _cost(body, ENVELOPE_FIELDS, SUGGESTION_FIELDS)
+
+
+def paper_wire_cost(body: Mapping[str, Any]) -> WireCost:
+    """Measure only the paper's L1 fields (``table_versions``; ``cache_hint``, ``table``), so a
+    response of any level can be set beside the paper's §3.7 figures."""
+    return _cost(body, PAPER_ENVELOPE_FIELDS, PAPER_SUGGESTION_FIELDS)
+
+
+def _cost(
+    body: Mapping[str, Any], envelope: tuple[str, ...], suggestion_fields: tuple[str, ...]
+) -> WireCost:
     total = len(compact(body))
-    no_envelope = len(compact(_strip(body, True, ())))
-    no_meta = len(compact(_strip(body, True, SUGGESTION_FIELDS)))
-    no_patch = len(compact(_strip(body, True, SUGGESTION_FIELDS + ("patch",))))
+    no_envelope = len(compact(_strip(body, envelope, ())))
+    no_meta = len(compact(_strip(body, envelope, suggestion_fields)))
+    no_patch = len(compact(_strip(body, envelope, suggestion_fields + ("patch",))))
     return WireCost(
         total=total,
         envelope=total - no_envelope,

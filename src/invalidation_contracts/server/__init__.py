@@ -1,24 +1,26 @@
 """The provider side: versioned reference tables, rules, graph, policies and the feedback generator.
 
-The core here is sans-IO; ``app`` (FastAPI) and ``storage`` (SQLite) are adapters at the edge.
+The core here is sans-IO; ``http`` and ``app`` (FastAPI), ``store`` (the registry's history in
+SQLite or PostgreSQL) and ``sql`` (reference tables in the provider's own database, captured at
+the source) are adapters at the edge.
 """
 
 from . import oracle
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
-from .domain import Domain, Route, TableSpec
+from .domain import Domain, Route, SQLTable, TableSpec
 from .faults import PolicyError
 from .graph import KnowledgeGraph, node_id, split_node
 from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
 from .provider import Outcome, Provider
-from .registry import Commit, Registry
+from .registry import Registry, RegistryTransaction
 from .rules import Rule, RuleSet
 from .state import RegistryState
 from .tables import Snapshot, diff, freeze, thaw
 from .tracking import ReadTracker, TrackedTable, TrackedTables
+from .transitions import TableChange
 from .trust import TrustOptions
 
 __all__ = [
-    "Commit",
     "DataFileError",
     "Domain",
     "Finding",
@@ -31,11 +33,14 @@ __all__ = [
     "ReadTracker",
     "Registry",
     "RegistryState",
+    "RegistryTransaction",
     "Route",
     "Rule",
     "RuleSet",
+    "SQLTable",
     "Snapshot",
     "SnapshotFile",
+    "TableChange",
     "TableSpec",
     "TrackedTable",
     "TrackedTables",

@@ -12,10 +12,14 @@ from ..protocol.problems import ProblemType, ProtocolError
 
 @dataclass(frozen=True, slots=True)
 class LogRecord:
-    """Everything one registry change did, under one ``seq``."""
+    """Everything one registry change did, under one ``seq``.
+
+    A change set that moved several tables at once (one database transaction) has one transition
+    per table, all under the same ``seq``.
+    """
 
     seq: int
-    transition: TableTransition | None = None
+    transitions: tuple[TableTransition, ...] = ()
     rows: tuple[RowChange, ...] = ()
     rule_change: RuleChange | None = None
 
@@ -88,11 +92,10 @@ class ChangeLog:
         for record in records[start:]:
             if record.seq > last_seq:
                 break
-            if record.transition is not None and (
-                wanted is None or record.transition.table in wanted
-            ):
-                transitions.append(record.transition)
-                rows.extend(record.rows)
+            for transition in record.transitions:
+                if wanted is None or transition.table in wanted:
+                    transitions.append(transition)
+                    rows.extend(row for row in record.rows if row.table == transition.table)
             if record.rule_change is not None:
                 rule_changes.append(record.rule_change)
         return ChangesFeed(

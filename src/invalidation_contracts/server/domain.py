@@ -52,24 +52,98 @@ class TableSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class SQLTable:
+    """A reference table read from one of the provider's own SQL tables (``server.sql``).
+
+    ``table`` is the SQL table (in ``schema``, PostgreSQL); ``key`` the column or columns whose
+    values name a row (default: the table's primary key); ``columns`` the columns a row holds
+    (default: every other column). A single-column key is the column's value as a string; a
+    composite key is the canonical JSON array of its values. The declaration is checked against
+    the database when it is opened (``server.sql.SQLSource``): a table without a key, a column
+    that does not exist or a type a reference table cannot hold is refused there, naming table
+    and column.
+    """
+
+    table: str
+    key: str | Sequence[str] | None = None
+    columns: Sequence[str] | None = None
+    schema: str | None = None
+    version: str = "1.0.0"
+    """The version the table starts at when a registry is first created."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, str) or not self.table:
+            raise ValueError(f"a SQL table declaration needs a table name, not {self.table!r}")
+        key = (self.key,) if isinstance(self.key, str) else self.key
+        if key is not None:
+            key = tuple(key)
+            if not key or not all(isinstance(k, str) and k for k in key):
+                raise ValueError(f"SQL table {self.table!r}: the key names no column")
+            if len(set(key)) != len(key):
+                raise ValueError(f"SQL table {self.table!r}: the key repeats a column")
+        columns = tuple(self.columns) if self.columns is not None else None
+        if columns is not None:
+            if not all(isinstance(c, str) and c for c in columns) or len(set(columns)) != len(
+                columns
+            ):
+                raise ValueError(f"SQL table {self.table!r}: columns must be distinct names")
+            clash = sorted(set(columns) & set(key or ()))
+            if clash:
+                raise ValueError(
+                    f"SQL table {self.table!r}: column {clash[0]!r} is part of the key; a row "
+                    "holds only the other columns"
+                )
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "columns", columns)
+
+    @property
+    def key_columns(self) -> tuple[str, ...] | None:
+        """The declared key columns (None: the table's primary key)."""
+        return None if self.key is None else tuple(self.key)
+
+
+TableDeclaration = TableSpec | SQLTable
+
+
+@dataclass(frozen=True, slots=True)
 class Domain:
     """A provider's API in one value: what ``create_app`` serves and the harness drives."""
 
     name: str
-    tables: Mapping[str, TableSpec]
+    tables: Mapping[str, TableDeclaration]
     rules: Sequence[Rule]
     routes: Sequence[Route[Any]]
     description: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
 
     def registry(self, **options: Any) -> Registry:
-        """A fresh registry loaded with the domain's initial tables and rules."""
+        """A fresh registry loaded with the domain's initial tables and rules.
+
+        Only for in-memory tables: a domain with ``SQLTable`` declarations is opened with its
+        database (``server.runtime.open_runtime`` or ``create_app(domain, database=...)``).
+        """
+        sql = sorted(self.sql_tables)
+        if sql:
+            raise ValueError(
+                f"domain {self.name!r} reads tables {sql} from SQL; open it with its database "
+                "(create_app(domain, database=URL))"
+            )
         return Registry(
-            {name: spec.rows for name, spec in self.tables.items()},
+            {name: spec.rows for name, spec in self.memory_tables.items()},
             self.rules,
-            versions={name: spec.version for name, spec in self.tables.items()},
+            versions={name: spec.version for name, spec in self.memory_tables.items()},
             **options,
         )
+
+    @property
+    def memory_tables(self) -> dict[str, TableSpec]:
+        """The tables whose rows the declaration holds."""
+        return {n: t for n, t in self.tables.items() if isinstance(t, TableSpec)}
+
+    @property
+    def sql_tables(self) -> dict[str, SQLTable]:
+        """The tables read from the provider's SQL database."""
+        return {n: t for n, t in self.tables.items() if isinstance(t, SQLTable)}
 
     def route(self, path: str) -> Route[Any]:
         for route in self.routes:

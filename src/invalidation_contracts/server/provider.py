@@ -116,12 +116,14 @@ class Provider:
         since: int | None = None,
         epoch: str | None = None,
         instance: str | None = None,
+        state: RegistryState | None = None,
     ) -> Outcome:
         """Answer one request; every stamp and suggestion comes from the same snapshot.
 
-        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``.
+        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``;
+        ``state`` the snapshot to answer from (default: the registry's current one).
         """
-        state = self.registry.state
+        state = state if state is not None else self.registry.state
         try:
             model = route.request_model.model_validate(payload)
         except ValidationError as exc:
@@ -133,22 +135,38 @@ class Provider:
                 instance=instance,
             )
             return Outcome(body.status, body, (), state, body.to_json())
-        request = model.model_dump(mode="json")
-        found = tuple(_evaluate(route, request, state))
-        if found:
-            failure = self.rendered.failure(
-                found,
-                state,
-                since=since,
-                epoch=epoch,
-                patchable=route.patchable_fields,
-                instance=instance,
-            )
-            return Outcome(failure.body.status, failure.body, found, state, failure.content)
+        refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
+        if refusal is not None:
+            return refusal
         result = route.on_success(model, state) if route.on_success is not None else None
         contract = self.rendered.raw_contract(state, since, epoch)
         passed = self._present(feedback.success_document(contract, result))
         return Outcome(200, passed, (), state, passed.to_json())
+
+    def check(
+        self,
+        route: Route[Any],
+        model: BaseModel,
+        state: RegistryState,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome | None:
+        """The 422 answer when a validated request violates a policy on ``state``, else None."""
+        request = model.model_dump(mode="json")
+        found = tuple(_evaluate(route, request, state))
+        if not found:
+            return None
+        failure = self.rendered.failure(
+            found,
+            state,
+            since=since,
+            epoch=epoch,
+            patchable=route.patchable_fields,
+            instance=instance,
+        )
+        return Outcome(failure.body.status, failure.body, found, state, failure.content)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body

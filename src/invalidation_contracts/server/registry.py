@@ -1,46 +1,31 @@
 """The versioned registry: tables, rules and graph behind one atomically swapped state.
 
-Writers serialize on a lock and build a complete new state; readers take ``registry.state`` (one
-reference read) and never see a half-applied reload. A journal, when set, must accept each change
-before it becomes visible: if it raises, the registry stays as it was.
+Writers serialize on a lock and build a complete new state (``transitions``); readers take
+``registry.state`` (one reference read) and never see a half-applied change. With a history
+attached (a store shared by several workers, ``server.store``), a writer first catches up with the
+store under its write lock and the store must accept each change before it becomes visible: if it
+raises, the registry stays as it was. ``sync`` adopts what other workers committed.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import MappingProxyType
 from typing import Any
 
-from ..protocol.models import (
-    ChangesFeed,
-    ReloadResult,
-    RowChange,
-    RuleChange,
-    RulesResult,
-    TableDiff,
-    TableTransition,
-)
+from ..protocol.models import ChangesFeed, ReloadResult, RulesResult
 from ..protocol.problems import ProblemType, ProtocolError
 from .changelog import ChangeLog, LogRecord
-from .graph import KnowledgeGraph, node_id
+from .graph import KnowledgeGraph
+from .history import Advance, Catchup, History, HistoryWrite, Restore, advance
 from .rules import Rule, RuleSet
 from .state import RegistryState
-from .tables import Snapshot, diff
-from .versions import INITIAL_VERSION, check_forward, next_version
-
-
-@dataclass(frozen=True, slots=True)
-class Commit:
-    """A change about to become visible: the new state and its log record."""
-
-    state: RegistryState
-    record: LogRecord
-
-
-Journal = Callable[[Commit], None]
+from .tables import Snapshot
+from .transitions import TableChange, apply_changes, apply_rules, restart
+from .versions import INITIAL_VERSION
 
 
 def new_epoch() -> str:
@@ -54,6 +39,91 @@ def _check_table_name(name: Any) -> str:
             f"table name {name!r} must be a non-empty string without ':'",
         )
     return name
+
+
+def initial_state(
+    snapshots: Iterable[Snapshot], rules: Iterable[Rule] = (), *, epoch: str | None = None
+) -> RegistryState:
+    """The state of a new history: ``snapshots`` and ``rules`` at seq 0."""
+    by_name = {_check_table_name(s.name): s for s in snapshots}
+    ruleset = rules if isinstance(rules, RuleSet) else RuleSet(rules)
+    ruleset.check_tables(by_name)
+    return RegistryState(
+        tables=MappingProxyType(by_name),
+        rules=ruleset,
+        graph=KnowledgeGraph.build(by_name, ruleset),
+        seq=0,
+        epoch=epoch or new_epoch(),
+        changed_at=MappingProxyType({name: 0 for name in by_name}),
+    )
+
+
+class RegistryTransaction:
+    """Changes made under the writers' lock; they become visible together when it ends.
+
+    Each change set gets the next ``seq``; a refused change raises and the transaction (with every
+    change made in it) is abandoned.
+    """
+
+    def __init__(
+        self, state: RegistryState, store: HistoryWrite | None, positions: Mapping[str, int]
+    ) -> None:
+        self.base = state
+        self.state = state
+        self.records: list[LogRecord] = []
+        self.positions: dict[str, int] = {}
+        self._store = store
+        self._known_positions = positions
+
+    def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
+        """One change set over one or more tables (one ``seq``); a result per table named."""
+        applied = apply_changes(self.state, changes)
+        self._moved(applied.state, applied.record)
+        return applied.results
+
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult:
+        return self.apply({table: TableChange.reload(rows, version)})[table]
+
+    def patch(
+        self,
+        table: str,
+        upsert: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
+        version: str | None = None,
+    ) -> ReloadResult:
+        return self.apply({table: TableChange.patch(upsert, delete, version)})[table]
+
+    def set_rules(self, rules: Iterable[Rule]) -> RulesResult:
+        state, record, result = apply_rules(self.state, RuleSet(rules))
+        self._moved(state, record)
+        return result
+
+    def restart(self, tables: Mapping[str, Snapshot] | None = None) -> None:
+        """Start a new epoch (with ``tables`` replaced): every old client position gets 410."""
+        self.state = restart(self.state, new_epoch(), tables)
+        self.records = []
+
+    def position(self, source: str) -> int | None:
+        """How far the change capture of ``source`` has been consumed."""
+        if source in self.positions:
+            return self.positions[source]
+        if self._store is not None:
+            return self._store.position(source)
+        return self._known_positions.get(source)
+
+    def set_position(self, source: str, position: int) -> None:
+        self.positions[source] = position
+
+    @property
+    def changed(self) -> bool:
+        return self.state is not self.base or bool(self.positions)
+
+    def _moved(self, state: RegistryState, record: LogRecord | None) -> None:
+        if record is not None:
+            self.state = state
+            self.records.append(record)
 
 
 class Registry:
@@ -77,21 +147,7 @@ class Registry:
             ]
         else:
             snapshots = list(tables)
-        by_name = {_check_table_name(s.name): s for s in snapshots}
-        ruleset = RuleSet(rules)
-        ruleset.check_tables(by_name)
-        state = RegistryState(
-            tables=MappingProxyType(by_name),
-            rules=ruleset,
-            graph=KnowledgeGraph.build(by_name, ruleset),
-            seq=0,
-            epoch=epoch or new_epoch(),
-            changed_at=MappingProxyType({name: 0 for name in by_name}),
-        )
-        self._lock = threading.Lock()
-        self._state = state
-        self._log = ChangeLog(log_capacity)
-        self._journal: Journal | None = None
+        self._setup(initial_state(snapshots, rules, epoch=epoch), ChangeLog(log_capacity))
 
     @classmethod
     def restore(
@@ -104,15 +160,24 @@ class Registry:
     ) -> Registry:
         """Rebuild a registry from persisted state and log (the storage adapter's entry point)."""
         registry = cls.__new__(cls)
-        registry._lock = threading.Lock()
-        registry._state = state
-        registry._log = ChangeLog(log_capacity, records, floor=floor)
-        registry._journal = None
+        registry._setup(state, ChangeLog(log_capacity, records, floor=floor))
         return registry
 
-    def set_journal(self, journal: Journal | None) -> None:
-        """Install the callable that must persist each commit before it is applied."""
-        self._journal = journal
+    def _setup(self, state: RegistryState, log: ChangeLog) -> None:
+        self._lock = threading.RLock()
+        self._state = state
+        self._log = log
+        self._history: History | None = None
+        self._positions: dict[str, int] = {}
+
+    def attach(self, history: History | None) -> None:
+        """Write every later change through ``history`` (a store shared with other workers)."""
+        with self._lock:
+            self._history = history
+
+    @property
+    def history(self) -> History | None:
+        return self._history
 
     @property
     def state(self) -> RegistryState:
@@ -122,14 +187,33 @@ class Registry:
     def log(self) -> ChangeLog:
         return self._log
 
+    def position(self, source: str) -> int | None:
+        """How far this worker knows the change capture of ``source`` consumed (None: never)."""
+        return self._positions.get(source)
+
+    @contextmanager
+    def transaction(self) -> Iterator[RegistryTransaction]:
+        """Hold the writers' lock (and the history's) at the head; commit the changes on exit."""
+        with self._lock:
+            history = self._history
+            if history is None:
+                tx = RegistryTransaction(self._state, None, self._positions)
+                yield tx
+            else:
+                with history.writing() as store:
+                    self._adopt(store.catch_up(self._state))
+                    tx = RegistryTransaction(self._state, store, {})
+                    yield tx
+                    if tx.changed:
+                        store.save(tx.base, tx.state, tx.records, tx.positions)
+            self._publish(tx)
+
     def reload(
         self, table: str, rows: Mapping[str, Any], version: str | None = None
     ) -> ReloadResult:
-        """Replace ``table``'s rows. Identical rows with a new version is a touch; with none, a no-op."""
-        with self._lock:
-            old = self._state.snapshot(table)
-            candidate = Snapshot.build(table, old.version, rows)
-            return self._apply(old, candidate, diff(old, candidate), version)
+        """Replace ``table``'s rows. The same rows with a new version: a touch; with none: no-op."""
+        with self.transaction() as tx:
+            return tx.reload(table, rows, version)
 
     def patch(
         self,
@@ -139,61 +223,28 @@ class Registry:
         version: str | None = None,
     ) -> ReloadResult:
         """Upsert and delete rows of ``table``; the diff costs in proportion to the patch."""
-        upsert = upsert or {}
-        delete = list(delete)
-        overlap = set(upsert) & set(delete)
-        if overlap:
-            raise ProtocolError(
-                ProblemType.INVALID_REQUEST, f"keys both upserted and deleted: {sorted(overlap)}"
-            )
-        with self._lock:
-            old = self._state.snapshot(table)
-            candidate = old.with_changes(old.version, upsert, delete)
-            return self._apply(old, candidate, diff(old, candidate, [*upsert, *delete]), version)
+        with self.transaction() as tx:
+            return tx.patch(table, upsert, delete, version)
+
+    def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
+        """One change set over several tables, under one ``seq``."""
+        with self.transaction() as tx:
+            return tx.apply(changes)
 
     def set_rules(self, rules: Iterable[Rule]) -> RulesResult:
         """Replace the rule declarations; the graph is rebuilt and the change logged."""
-        ruleset = RuleSet(rules)
+        with self.transaction() as tx:
+            return tx.set_rules(rules)
+
+    def sync(self) -> bool:
+        """Adopt what other workers committed to the history; True when the state moved."""
+        history = self._history
+        if history is None:
+            return False
         with self._lock:
-            state = self._state
-            ruleset.check_tables(state.tables)
-            added = sorted(ruleset.triples - state.rules.triples)
-            removed = sorted(state.rules.triples - ruleset.triples)
-            if ruleset == state.rules:
-                return RulesResult(
-                    old_rules_version=state.rules.version,
-                    new_rules_version=ruleset.version,
-                    added=[],
-                    removed=[],
-                    contract_seq=state.seq,
-                    contract_epoch=state.epoch,
-                )
-            seq = state.seq + 1
-            change = RuleChange(
-                seq=seq,
-                old_rules_version=state.rules.version,
-                new_rules_version=ruleset.version,
-                added=added,
-                removed=removed,
-            )
-            new_state = RegistryState(
-                tables=state.tables,
-                rules=ruleset,
-                graph=KnowledgeGraph.build(state.tables, ruleset),
-                seq=seq,
-                epoch=state.epoch,
-                changed_at=state.changed_at,
-                rules_changed_at=seq,
-            )
-            self._commit(new_state, LogRecord(seq=seq, rule_change=change))
-            return RulesResult(
-                old_rules_version=change.old_rules_version,
-                new_rules_version=change.new_rules_version,
-                added=added,
-                removed=removed,
-                contract_seq=seq,
-                contract_epoch=state.epoch,
-            )
+            before = self._state
+            self._adopt(history.catch_up(before))
+            return self._state is not before
 
     def changes(
         self, since: int, tables: Iterable[str] | None = None, epoch: str | None = None
@@ -206,80 +257,21 @@ class Registry:
                 state.snapshot(name)
         return self._log.since(since, state.seq, state.epoch, tables=tables, client_epoch=epoch)
 
-    def _apply(
-        self, old: Snapshot, candidate: Snapshot, delta: TableDiff, version: str | None
-    ) -> ReloadResult:
-        state = self._state
-        if version is not None:
-            check_forward(version, old.version, old.name)
-        if not delta and version is None:
-            return ReloadResult(
-                table=old.name,
-                old_version=old.version,
-                new_version=old.version,
-                diff=delta,
-                affected_downstream=[],
-                touch=False,
-                contract_seq=state.seq,
-                contract_epoch=state.epoch,
-            )
-        new_version = version or next_version(old.version)
-        new = candidate.restamped(new_version)
-        changed_nodes = [node_id(old.name, k) for k in (*delta.changed, *delta.removed)]
-        downstream = state.graph.downstream(changed_nodes)
-        seq = state.seq + 1
-        tables = dict(state.tables)
-        tables[old.name] = new
-        changed_at = dict(state.changed_at)
-        changed_at[old.name] = seq
-        new_state = RegistryState(
-            tables=MappingProxyType(tables),
-            rules=state.rules,
-            graph=state.graph.with_rows(new, state.rules, delta.keys),
-            seq=seq,
-            epoch=state.epoch,
-            changed_at=MappingProxyType(changed_at),
-            rules_changed_at=state.rules_changed_at,
-        )
-        touch = not delta
-        transition = TableTransition(
-            seq=seq,
-            table=old.name,
-            old_version=old.version,
-            new_version=new_version,
-            touch=touch,
-            affected_downstream=downstream,
-        )
-        rows = tuple(
-            RowChange(
-                seq=seq,
-                table=old.name,
-                key=key,
-                op=op,
-                old_version=old.version,
-                new_version=new_version,
-            )
-            for op, keys in (
-                ("added", delta.added),
-                ("removed", delta.removed),
-                ("changed", delta.changed),
-            )
-            for key in keys
-        )
-        self._commit(new_state, LogRecord(seq=seq, transition=transition, rows=rows))
-        return ReloadResult(
-            table=old.name,
-            old_version=old.version,
-            new_version=new_version,
-            diff=delta,
-            affected_downstream=downstream,
-            touch=touch,
-            contract_seq=seq,
-            contract_epoch=state.epoch,
-        )
+    def _adopt(self, caught: Catchup | None) -> None:
+        if isinstance(caught, Restore):
+            self._log = ChangeLog(self._log.capacity, caught.records, floor=caught.floor)
+            self._state = caught.state
+        elif isinstance(caught, Advance) and caught.records:
+            state = advance(self._state, caught)
+            for record in caught.records:
+                self._log.append(record)
+            self._state = state
 
-    def _commit(self, state: RegistryState, record: LogRecord) -> None:
-        if self._journal is not None:
-            self._journal(Commit(state, record))
-        self._log.append(record)
-        self._state = state
+    def _publish(self, tx: RegistryTransaction) -> None:
+        if tx.state.epoch != tx.base.epoch:
+            self._log = ChangeLog(self._log.capacity, floor=tx.state.seq)
+        else:
+            for record in tx.records:
+                self._log.append(record)
+        self._positions.update(tx.positions)
+        self._state = tx.state

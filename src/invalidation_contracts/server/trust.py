@@ -41,3 +41,46 @@ class TrustOptions:
     def opaque(self) -> OpaqueNames | None:
         """The name tagger, or None when names are sent as they are."""
         return OpaqueNames(self.opaque_key) if self.opaque_key is not None else None
+
+    @classmethod
+    def from_files(
+        cls, signing_keys: tuple[str, ...] = (), opaque_key_env: str | None = None
+    ) -> TrustOptions | None:
+        """Options from PEM key files (the last one signs; kid = file stem) and an environment
+        variable holding the opaque-names secret; None when neither is given.
+
+        What ``serve`` builds in every worker process. Raises ``ValueError`` naming the file or
+        variable that is unusable.
+        """
+        import os
+        from pathlib import Path
+
+        keys: dict[str, Ed25519PrivateKey] = {}
+        if signing_keys:
+            from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+            for path in map(Path, signing_keys):
+                try:
+                    key = load_pem_private_key(path.read_bytes(), password=None)
+                except (OSError, ValueError, TypeError) as exc:
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    raise ValueError(f"cannot read signing key {path}: {reason}") from None
+                if not isinstance(key, _ed25519_key_type()):
+                    raise ValueError(f"{path} is not an Ed25519 private key")
+                keys[path.stem] = key
+        opaque = None
+        if opaque_key_env:
+            secret = os.environ.get(opaque_key_env, "")
+            if len(secret.encode()) < 16:
+                raise ValueError(f"${opaque_key_env} must hold a secret of at least 16 bytes")
+            opaque = secret.encode()
+        if not keys and opaque is None:
+            return None
+        active = Path(signing_keys[-1]).stem if keys else None
+        return cls(signing_keys=keys, active_kid=active, opaque_key=opaque)
+
+
+def _ed25519_key_type() -> type[Ed25519PrivateKey]:
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey

@@ -1,27 +1,53 @@
-"""Where the fix memory lives: one store API (LangGraph ``BaseStore`` shape), two stores."""
+"""Where the fix memory lives: one store API (LangGraph ``BaseStore`` shape), three stores.
+
+``InMemoryStore`` (one process), ``SQLiteStore`` (one file, shared by processes) and
+``PostgresStore`` (a fleet; the ``postgres`` extra, imported on first use).
+"""
+
+from typing import TYPE_CHECKING, Any
 
 from .base import (
+    CheckOp,
     GetOp,
     Item,
     ListNamespacesOp,
     Namespace,
+    Op,
     PutOp,
+    Result,
     SearchOp,
     Store,
+    StoreConflict,
     StoreError,
 )
 from .inmemory import InMemoryStore
 from .sqlite import SQLiteStore
 
+if TYPE_CHECKING:
+    from .postgres import PostgresStore
+
 __all__ = [
+    "CheckOp",
     "GetOp",
     "InMemoryStore",
     "Item",
     "ListNamespacesOp",
     "Namespace",
+    "Op",
+    "PostgresStore",
     "PutOp",
+    "Result",
     "SQLiteStore",
     "SearchOp",
     "Store",
+    "StoreConflict",
     "StoreError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PostgresStore":
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,10 +1,16 @@
 """The embedded default store: one SQLite file, WAL journal, every batch one transaction.
 
+Several processes (and threads) may share one file: a batch with writes takes SQLite's write lock
+(``BEGIN IMMEDIATE``), a read batch sees one committed snapshot, and ``version()`` reads
+``PRAGMA data_version`` — which moves when another connection commits — from shared memory, so a
+reader learns that nothing changed without touching the disk.
+
 Durability: ``synchronous=FULL`` by default, so a batch that returned is on disk even if the
 machine loses power right after. (``NORMAL`` is enough to survive a killed *process* in WAL mode,
 but may drop the last commits on power loss; pass ``synchronous="NORMAL"`` to trade that for speed.)
-The schema is versioned with ``PRAGMA user_version`` and the file is marked as ours with
-``PRAGMA application_id``; a file of another schema or another application is refused.
+The file follows the project's one schema-version scheme (``sqlite_schema``): marked as a fix
+memory with ``PRAGMA application_id``, versioned with ``PRAGMA user_version``, migrated step by
+step; a file of another application or a newer version is refused.
 """
 
 from __future__ import annotations
@@ -12,32 +18,39 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
 from typing import Any
 
+from ...sqlite_schema import SchemaMismatch, SQLiteSchema
 from .base import (
+    SEPARATOR,
+    CheckOp,
     GetOp,
     Item,
     Namespace,
     Op,
-    PutOp,
+    Prepared,
     Result,
     SearchOp,
     Store,
     StoreError,
+    Write,
+    check,
+    decode,
+    encode,
     matches_filter,
     namespaces_under,
+    prefix_bounds,
     prepare,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x49434D31  # "ICM1"
-_SEP = "\x1f"
 
-_SCHEMA = """
+_ITEMS = """
 CREATE TABLE items (
     namespace  TEXT NOT NULL,
     key        TEXT NOT NULL,
@@ -45,12 +58,40 @@ CREATE TABLE items (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     PRIMARY KEY (namespace, key)
-) WITHOUT ROWID;
+) WITHOUT ROWID
 """
 
 
+def _keyed_by_operation(db: sqlite3.Connection) -> None:
+    """Version 1 → 2: entries are keyed by operation; those learned before get the unnamed one.
+
+    (Version 2 also adds each origin's ``meta/generation`` and ``journal`` items, which a memory
+    creates on its first write; an absent generation reads as 0.)
+    """
+    memory = "invalidation-contracts" + SEPARATOR + "%" + SEPARATOR
+    db.execute(
+        "UPDATE items SET value = json_set(value, '$.operation', '') "
+        "WHERE namespace LIKE ? AND json_extract(value, '$.operation') IS NULL",
+        (memory + "entries",),
+    )
+    db.execute(
+        "UPDATE items SET value = json_set(value, '$.entry.operation', '') "
+        "WHERE namespace LIKE ? AND json_extract(value, '$.entry.operation') IS NULL",
+        (memory + "tombstones",),
+    )
+
+
+SCHEMA = SQLiteSchema(
+    kind="fix memory",
+    application_id=APPLICATION_ID,
+    version=SCHEMA_VERSION,
+    statements=(_ITEMS,),
+    migrations={1: _keyed_by_operation},
+)
+
+
 class SQLiteStore(Store):
-    """A store in one SQLite file. Safe to share between threads of one process."""
+    """A store in one SQLite file, shared safely by threads and by processes."""
 
     def __init__(
         self,
@@ -78,39 +119,20 @@ class SQLiteStore(Store):
             if str(mode).lower() != "wal":
                 raise StoreError(f"{self.path}: cannot switch the journal to WAL (got {mode})")
             self._db.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            self._migrate()
+            SCHEMA.ensure(self._db, str(self.path))
         except sqlite3.DatabaseError as exc:
             self._db.close()
             raise StoreError(f"{self.path} is not a fix-memory database: {exc}") from exc
+        except SchemaMismatch as exc:
+            self._db.close()
+            raise StoreError(str(exc)) from exc
         except StoreError:
             self._db.close()
             raise
         self._closed = False
-
-    def _migrate(self) -> None:
-        app_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        tables = self._db.execute(
-            "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
-        ).fetchone()[0]
-        if app_id == 0 and version == 0 and tables == 0:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute(_SCHEMA)
-                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-                self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            return
-        if app_id != APPLICATION_ID:
-            raise StoreError(f"{self.path} is an SQLite database of another application")
-        if version != SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} has fix-memory schema version {version}; "
-                f"this version reads {SCHEMA_VERSION}"
-            )
+        self._writes = 0
+        self._probe = self._db.cursor()
+        """A cursor kept for ``version()``, the one call every read makes."""
 
     @property
     def journal_mode(self) -> str:
@@ -123,7 +145,7 @@ class SQLiteStore(Store):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         prepared = [prepare(op) for op in ops]
-        writes = any(isinstance(op, PutOp) for op in prepared)
+        writes = any(isinstance(op, Write) for op in prepared)
         with self._lock:
             if self._closed:
                 raise StoreError(f"{self.path}: the store is closed")
@@ -137,19 +159,41 @@ class SQLiteStore(Store):
                     raise
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
+            if writes:
+                self._writes += 1
         return results
 
-    def _run(self, op: Op) -> Result:
+    def version(self) -> Hashable:
+        """``PRAGMA data_version`` (moves on another connection's commit) and this store's own
+        write count: read from SQLite's shared memory, not from the disk."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self.path}: the store is closed")
+            try:
+                self._probe.execute("PRAGMA data_version")
+                (data_version,) = self._probe.fetchone()
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"{self.path}: {exc}") from exc
+            return (int(data_version), self._writes)
+
+    def _run(self, op: Prepared) -> Result:
+        if isinstance(op, CheckOp):
+            row = self._db.execute(
+                "SELECT value FROM items WHERE namespace = ? AND key = ?",
+                (encode(op.namespace), op.key),
+            ).fetchone()
+            check(op, json.loads(row[0]) if row else None)
+            return None
         if isinstance(op, GetOp):
             row = self._db.execute(
                 "SELECT namespace, key, value, created_at, updated_at FROM items "
                 "WHERE namespace = ? AND key = ?",
-                (_encode(op.namespace), op.key),
+                (encode(op.namespace), op.key),
             ).fetchone()
             return _item(row) if row else None
-        if isinstance(op, PutOp):
-            ns = _encode(op.namespace)
-            if op.value is None:
+        if isinstance(op, Write):
+            ns = encode(op.namespace)
+            if op.text is None:
                 self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, op.key))
                 return None
             now = datetime.now(UTC).timestamp()
@@ -157,13 +201,7 @@ class SQLiteStore(Store):
                 "INSERT INTO items (namespace, key, value, created_at, updated_at) "
                 "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) "
                 "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (
-                    ns,
-                    op.key,
-                    json.dumps(op.value, allow_nan=False, separators=(",", ":")),
-                    now,
-                    now,
-                ),
+                (ns, op.key, op.text, now, now),
             )
             return None
         if isinstance(op, SearchOp):
@@ -182,7 +220,7 @@ class SQLiteStore(Store):
             return items
         where, params = _under(op.prefix or ())
         rows = self._db.execute(f"SELECT DISTINCT namespace FROM items{where}", params)
-        found = namespaces_under((_decode(row[0]) for row in rows), op.prefix, op.max_depth)
+        found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
         return found[op.offset : op.offset + op.limit]
 
     def close(self) -> None:
@@ -197,31 +235,18 @@ class SQLiteStore(Store):
             return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 
 
-def _encode(namespace: Namespace) -> str:
-    return _SEP.join(namespace)
-
-
-def _decode(text: str) -> Namespace:
-    return tuple(text.split(_SEP))
-
-
 def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
     """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
     if not prefix:
         return "", ()
-    ns = _encode(prefix)
-    # Labels never contain \x1f, and \x20 is the next character: [ns\x1f, ns\x20) is "below ns".
-    return " WHERE (namespace = ? OR (namespace >= ? AND namespace < ?))", (
-        ns,
-        ns + _SEP,
-        ns + "\x20",
-    )
+    where = " WHERE (namespace = ? OR (namespace >= ? AND namespace < ?))"
+    return where, prefix_bounds(prefix)
 
 
 def _item(row: tuple[str, str, str, float, float]) -> Item:
     namespace, key, value, created, updated = row
     return Item(
-        _decode(namespace),
+        decode(namespace),
         key,
         json.loads(value),
         datetime.fromtimestamp(created, UTC),

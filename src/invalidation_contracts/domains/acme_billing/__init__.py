@@ -27,7 +27,7 @@ ROUTE_PATH = "/v1/subscriptions"
 
 
 def subscription_route(payments: PaymentsBackend) -> Route:
-    """The subscriptions endpoint; a request that passes every policy is charged through ``payments``.
+    """The subscriptions endpoint; a request that passes every policy is charged by ``payments``.
 
     The idempotency key is the request body's fingerprint, so resending the same subscription
     never charges twice.
@@ -65,8 +65,8 @@ def build_domain(
 ) -> Domain:
     """The Acme domain with the rule declarations of ``rules/<rule_set>.json``.
 
-    Without ``payments`` the backend comes from the environment (:func:`.payments.backend_from_env`),
-    which is the in-memory ledger unless configured otherwise.
+    Without ``payments`` the backend comes from the environment
+    (:func:`.payments.backend_from_env`), which is the in-memory ledger unless configured otherwise.
     """
     payments = payments if payments is not None else backend_from_env(os.environ)
     return Domain(
@@ -81,19 +81,14 @@ def build_domain(
 
 def catalog(*, payments: PaymentsBackend | None = None) -> DomainCatalog:
     """``acme_billing``: the payments streams (code rotations, benign token bump, touch)."""
-    return _catalog(build_domain(payments=payments), {"initial": HERE / "rules" / "initial.json"})
+    return _catalog(build_domain(payments=payments), {})
 
 
 def rules_catalog(*, payments: PaymentsBackend | None = None) -> DomainCatalog:
     """``acme_rules``: the rules stream. It starts without ``settles_under``; ``rule-removal``
     drops ``assigned_by_csm`` and ``rule-addition`` then declares ``settles_under``."""
     domain = build_domain(payments=payments, rule_set="rules-stream", name=RULES_STREAM_NAME)
-    rule_sets = {
-        "initial": HERE / "rules" / "rules-stream.json",
-        "rule-removal": HERE / "rules" / "rule-removal.json",
-        "rule-addition": HERE / "rules" / "rule-addition.json",
-    }
-    return _catalog(domain, rule_sets)
+    return _catalog(domain, {"initial": HERE / "rules" / "rules-stream.json"})
 
 
 def _catalog(domain: Domain, rule_sets: Mapping[str, Path]) -> DomainCatalog:

@@ -71,7 +71,12 @@ def required_promo(request: Mapping[str, Any], tables: TrackedTables) -> Violati
 @policy("funding_type_policy")
 def funding_type(request: Mapping[str, Any], tables: TrackedTables) -> Violation | None:
     """A plan that requires credit, paid with a non-credit token, must use the recommended credit
-    token of the token's network (a ``conditional_rewrite``: it holds only for that token)."""
+    token of the token's network (a ``conditional_rewrite``: it holds only for that token).
+
+    The fix is scoped by the token alone: which credit token replaces a debit token depends on the
+    token's network, not on the plan, so one cached fix serves every plan that needs credit (the
+    plan decides only whether the fix is needed, and a plan that accepts debit never asks for it).
+    """
     plan, token = request["plan"], request["payment_method_token"]
     requirement = tables["funding_type_policy"].get(plan)
     if not requirement or requirement.get("required_funding") != "credit":
@@ -89,7 +94,7 @@ def funding_type(request: Mapping[str, Any], tables: TrackedTables) -> Violation
                     f"{funding.get('funding') if funding else 'unknown'}",
                     {"payment_method_token": recommended["token"]},
                     Action.CONDITIONAL_REWRITE,
-                    scope={"plan": plan, "payment_method_token": token},
+                    scope={"payment_method_token": token},
                     precondition={"payment_method_token": token},
                 )
     return Violation(

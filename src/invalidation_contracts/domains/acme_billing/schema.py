@@ -8,14 +8,14 @@ from pydantic import BaseModel, Field
 class SubscriptionRequest(BaseModel):
     """Subscribe a customer to a plan and take the first payment."""
 
-    customer: str = Field(min_length=1, description="The customer id, e.g. cus_northwind.")
-    plan: str = Field(min_length=1, description="The plan id, e.g. plan_starter_monthly.")
+    customer: str = Field(min_length=1, description="The customer id the task names.")
+    plan: str = Field(min_length=1, description="The plan id the task names.")
     payment_method_token: str = Field(
         min_length=1, description="The stored payment method to charge."
     )
     amount_cents: int = Field(gt=0, le=100_000_000, description="The first charge, in minor units.")
     currency: str = Field(
-        pattern=r"^[a-z]{3}$", description="ISO 4217 code, lower case (usd, eur, gbp)."
+        pattern=r"^[a-z]{3}$", description="ISO 4217 currency code, three lower-case letters."
     )
     promo_code: str | None = Field(
         default=None, description="A promotional code, when the plan takes one."

@@ -11,10 +11,10 @@ SLOTS = ("protein", "starch", "dairy", "thickener")
 class ConversionRequest(BaseModel):
     """Convert a recipe to a rung of the dietary ladder with the ingredient chosen for each slot."""
 
-    recipe: str = Field(min_length=1, description="The recipe's name, e.g. weeknight_chili.")
+    recipe: str = Field(min_length=1, description="The recipe's id, as the task names it.")
     diet: str = Field(
         min_length=1,
-        description="A rung of the dietary ladder (vegetarian, vegan, vegan_gluten_free, vegan_celiac).",
+        description="The diet's id (a rung of the dietary ladder), as the task names it.",
     )
     servings: int = Field(ge=1, le=100)
     protein: str = Field(min_length=1, description="Ingredient id for the protein.")

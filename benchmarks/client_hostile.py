@@ -1,0 +1,317 @@
+"""Peak RSS of an agent fed a hostile server's inputs, against the same agent fed an honest one.
+
+The agent is a separate process (``python -m benchmarks.client_hostile URL``) that does what the
+docs tell an agent builder to do: an ``httpx.Client`` over ``ContractTransport`` and a
+``FixMemory`` on an SQLite file. Each of its ``ROUNDS`` rounds sends four requests: one that
+fails with an honest fix (learned), two more failures, and one success whose stamp moved (the
+memory then asks ``/contract/changes``). It reports its peak resident set (``VmHWM``). The
+server runs in the benchmark's own process (uvicorn on 127.0.0.1), in one of three modes:
+
+- *benign*: the two failures carry one honest fix each (a few hundred bytes); the changes feed
+  says one row changed (a few hundred bytes);
+- *hostile*: the three inputs of the reliability audit — a 422 carrying 20,001 suggestions, a 422
+  whose fix has a 10 MB parameter, and a 60 MB ``/contract/changes`` answer (made by the server as
+  it is read);
+- *same bytes*: the hostile run's sizes with honest content — the two failures as large as the
+  hostile ones (the bulk in ``detail``, which the contract does not read) and a 60 MB feed of
+  real row changes — what an agent that downloads those bytes holds whatever they say.
+
+The memory's cost is the hostile run against the benign one; the same-bytes run separates it from
+what the agent's own HTTP client holds for the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response, StreamingResponse
+
+from .common import Check, markdown_table
+
+ROUTE = "/v1/orders"
+ROUNDS = 2
+SUGGESTIONS = 20_001
+PARAMETER_BYTES = 10_000_000
+FEED_BYTES = 60 * 1024 * 1024
+CHUNK = 64 * 1024
+TARGET_RATIO = 1.10
+
+
+def suggestion(n: int, value: Any = None) -> dict[str, Any]:
+    return {
+        "type": f"FIX_{n}",
+        "parameters": {"promo_code": value if value is not None else f"CODE{n}"},
+        "action": "add_field",
+        "cache_hint": "cacheable",
+        "scope": {"plan": "plan_a"},
+        "tables": [{"table": "codes", "version": "1.0.0", "keys": ["plan_a"]}],
+    }
+
+
+def problem(suggestions: list[dict[str, Any]], filler: int = 0) -> bytes:
+    body: dict[str, Any] = {
+        "type": "urn:invalidation-contracts:problem:policy-violation",
+        "title": "Policy violation",
+        "status": 422,
+        "success": False,
+        "recovery_feedback": {"suggestions": suggestions},
+        "table_versions": {"codes": "1.0.0"},
+        "contract_seq": 0,
+        "contract_epoch": "ep",
+    }
+    if filler:
+        body["detail"] = "x" * filler
+    return json.dumps(body).encode()
+
+
+def app(mode: str) -> Any:
+    """The server of one mode, as an ASGI app."""
+    hostile_bodies = {
+        1: problem([suggestion(n) for n in range(SUGGESTIONS)]),
+        2: problem([suggestion(1, "X" * PARAMETER_BYTES)]),
+    }
+    sizes = {kind: len(body) for kind, body in hostile_bodies.items()}
+    server = FastAPI()
+    state = {"seq": 0}
+
+    @server.post(ROUTE)
+    async def orders(request: Request) -> Response:
+        kind = int(request.query_params.get("kind", "0"))
+        if kind == 0:
+            content = problem([suggestion(0)])
+            return Response(content, 422, media_type="application/problem+json")
+        if kind in hostile_bodies:
+            if mode == "hostile":
+                content = hostile_bodies[kind]
+            else:
+                filler = sizes[kind] if mode == "same-bytes" else 0
+                content = problem([suggestion(kind)], filler)
+            return Response(content, 422, media_type="application/problem+json")
+        state["seq"] += 1
+        body = {
+            "success": True,
+            "table_versions": {"codes": f"1.{state['seq']}.0"},
+            "contract_seq": state["seq"],
+            "contract_epoch": "ep",
+        }
+        return Response(json.dumps(body), 200, media_type="application/json")
+
+    @server.get("/contract/changes")
+    async def changes(request: Request, since: int) -> Response:
+        last = state["seq"]
+        if mode == "benign":
+            feed = _feed_head(since, last) + _row(last, "plan_a") + b"]," + _tables(since, last)
+            return Response(feed, 200, media_type="application/json")
+        return StreamingResponse(_big_feed(request, since, last), media_type="application/json")
+
+    return server
+
+
+def _feed_head(since: int, last: int) -> bytes:
+    return f'{{"contract_epoch":"ep","since":{since},"last_seq":{last},"rows":['.encode()
+
+
+def _row(seq: int, key: str) -> bytes:
+    return (
+        f'{{"seq":{seq},"table":"codes","key":"{key}","op":"changed",'
+        f'"old_version":"1.{seq - 1}.0","new_version":"1.{seq}.0"}}'
+    ).encode()
+
+
+def _tables(since: int, last: int) -> bytes:
+    moves = ",".join(
+        f'{{"seq":{s},"table":"codes","old_version":"1.{s - 1}.0","new_version":"1.{s}.0"}}'
+        for s in range(since + 1, last + 1)
+    )
+    return f'"tables":[{moves}]}}'.encode()
+
+
+async def _big_feed(request: Request, since: int, last: int) -> AsyncIterator[bytes]:
+    """A ``FEED_BYTES`` feed of row changes, made as it is read (until the client hangs up)."""
+    yield _feed_head(since, last)
+    sent, n = 0, 0
+    while sent < FEED_BYTES:
+        if await request.is_disconnected():
+            return
+        rows = b",".join(_row(last, f"k{n + i}") for i in range(400))
+        n += 400
+        chunk = (b"," if sent else b"") + rows
+        sent += len(chunk)
+        yield chunk
+    yield b"]," + _tables(since, last)
+
+
+def agent(url: str, db: str, reads: bool) -> dict[str, Any]:
+    """The agent process: ``ROUNDS`` rounds of four requests; returns its peak RSS.
+
+    ``reads``: the agent reads every response body (``client.post``); otherwise it streams and
+    reads only what the memory reads (a body within ``max_body_bytes``).
+    """
+    import httpx
+
+    from invalidation_contracts.client import ContractTransport, FixMemory
+
+    events: list[str] = []
+    with FixMemory("row", store=db) as memory:
+        transport = ContractTransport(memory, listener=lambda e: events.append(e.kind))
+        with httpx.Client(transport=transport, base_url=url, timeout=120) as client:
+            for _ in range(ROUNDS):
+                for kind in (0, 1, 2, 3):
+                    params, body = {"kind": kind}, {"plan": "plan_a"}
+                    if reads:
+                        client.post(ROUTE, params=params, json=body)
+                    else:
+                        with client.stream("POST", ROUTE, params=params, json=body):
+                            pass
+        entries = len(memory.entries(url))
+    return {
+        "peak_rss_mb": peak_rss_kb() / 1024,
+        "entries": entries,
+        "refused": events.count("refused"),
+        "stored": events.count("stored"),
+        "evicted": events.count("evicted"),
+    }
+
+
+def peak_rss_kb() -> int:
+    """This process's peak resident set (``VmHWM``). Not ``ru_maxrss``: Linux carries that over
+    from the parent across fork and exec, and the parent here is the server."""
+    for line in Path("/proc/self/status").read_text(encoding="ascii").splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # not Linux: the closest figure
+
+
+def measure(mode: str, reads: bool, work: Path) -> dict[str, Any]:
+    """Serve ``mode`` on 127.0.0.1 and run one agent process against it."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app(mode), host="127.0.0.1", port=0, log_level="warning", lifespan="off"
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        if time.monotonic() > deadline:
+            raise RuntimeError("the benchmark server did not start")
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.client_hostile",
+                f"http://127.0.0.1:{port}",
+                str(work / f"{mode}-{reads}.sqlite"),
+                "reads" if reads else "streams",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+    if done.returncode != 0:
+        raise RuntimeError(f"the {mode} agent failed: {done.stderr.strip()[-400:]}")
+    return {"mode": mode, **json.loads(done.stdout.strip().splitlines()[-1])}
+
+
+#: The runs: ``(agent, mode)``; each agent's ratios are against its own benign run.
+RUNS = (
+    ("streams", "benign"),
+    ("streams", "hostile"),
+    ("reads", "benign"),
+    ("reads", "hostile"),
+    ("reads", "same-bytes"),
+)
+
+
+def run(work: Path, quick: bool = False) -> list[dict[str, Any]]:
+    """Every run of ``RUNS`` (quick: the streaming agent's two)."""
+    runs = RUNS[:2] if quick else RUNS
+    results = [{"agent": style, **measure(mode, style == "reads", work)} for style, mode in runs]
+    base = {r["agent"]: r["peak_rss_mb"] for r in results if r["mode"] == "benign"}
+    for result in results:
+        result["ratio"] = result["peak_rss_mb"] / base[result["agent"]]
+    return results
+
+
+def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
+    """The hostile-inputs part of the client study: Markdown and checks."""
+    by = {(r["agent"], r["mode"]): r for r in results}
+    checks = [
+        Check(
+            "peak RSS fed the hostile inputs within 10% of a benign run (agent streaming bodies)",
+            f"{by['streams', 'hostile']['ratio']:.3f}×",
+            by["streams", "hostile"]["ratio"] <= TARGET_RATIO,
+        )
+    ]
+    if ("reads", "same-bytes") in by:
+        ratio = by["reads", "hostile"]["peak_rss_mb"] / by["reads", "same-bytes"]["peak_rss_mb"]
+        checks.append(
+            Check(
+                "… agent reading every body: within 10% of the same bytes with honest content",
+                f"{ratio:.3f}× (against benign: {by['reads', 'hostile']['ratio']:.2f}×)",
+                ratio <= TARGET_RATIO,
+            )
+        )
+    table = markdown_table(
+        ["Agent", "Server", "Peak RSS (MB)", "× benign", "Stored", "Refused", "Evicted"],
+        [
+            [
+                r["agent"],
+                r["mode"],
+                f"{r['peak_rss_mb']:.1f}",
+                f"{r['ratio']:.3f}",
+                str(r["stored"]),
+                str(r["refused"]),
+                str(r["evicted"]),
+            ]
+            for r in results
+        ],
+    )
+    md = "\n\n".join(
+        [
+            "### Against a hostile server",
+            (
+                "An agent process (`httpx.Client` over `ContractTransport`, `FixMemory` on an "
+                f"SQLite file) makes {ROUNDS} rounds of four requests to a server on 127.0.0.1: an "
+                "honest failure (a fix is learned), two more failures, and a success whose stamp "
+                "moved (the memory fetches `/contract/changes`). *Hostile*: the failures carry "
+                f"{SUGGESTIONS:,} suggestions and a {PARAMETER_BYTES / 1e6:.0f} MB parameter, the "
+                f"feed is {FEED_BYTES // 2**20} MB. *Benign*: small honest failures and feed. "
+                "*Same bytes*: the hostile sizes with honest content. The *streams* agent reads "
+                "only what the memory reads; the *reads* agent reads every body, as `client.post` "
+                "does. Peak RSS is the agent's `VmHWM`; *× benign* is against the same agent's "
+                "benign run."
+            ),
+            table,
+            (
+                "Every hostile input is refused (a `Refused` event and a warning each): the "
+                "failures are over `max_body_bytes` and never parsed, the feed is read up to "
+                "`max_feed_bytes` and dropped (a resync). What the memory adds to a hostile run "
+                "is that buffer; the rest of the reading agent's growth is its own HTTP client "
+                "holding the bodies it downloads, the same with honest content of the same size."
+            ),
+        ]
+    )
+    return md, checks
+
+
+if __name__ == "__main__":
+    print(json.dumps(agent(sys.argv[1], sys.argv[2], sys.argv[3] == "reads")))

@@ -1,0 +1,46 @@
+"""Client-side bounds on everything a server controls (DESIGN.md §7, threat model T15–T19).
+
+A server decides how many suggestions a response carries, how large their values are, how many
+fixes an origin accumulates and how long a changes feed is. Each has a cap here; input over a cap
+is refused — reported as a ``Refused`` event and a log record — and never stored or injected. The
+defaults are generous for an honest API (the reference domains stay far below every one) and
+small enough that a hostile one cannot grow the agent's memory or RAM. Change them with
+``FixMemory(..., limits=Limits(max_entries_per_origin=50_000))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+KIB = 1024
+MIB = 1024 * KIB
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The caps; every one is a positive integer."""
+
+    max_suggestions: int = 64
+    """Suggestions in one response; a response over it has none of its suggestions stored."""
+    max_parameter_bytes: int = 4 * KIB
+    """JSON bytes of one parameter value (and of one patch value) of a suggestion."""
+    max_suggestion_bytes: int = 64 * KIB
+    """JSON bytes of one suggestion, dependency vector included."""
+    max_entries_per_origin: int = 10_000
+    """Live entries of one origin; past it new fixes are refused (a replacement is allowed)."""
+    max_body_bytes: int = 1 * MIB
+    """Bytes of a response body the memory parses for its contract; a larger one is not read."""
+    max_feed_bytes: int = 4 * MIB
+    """Bytes of a ``/contract/changes`` or ``/contract/rules`` answer; the transport stops
+    reading there, and the memory treats the feed as lost history (a resync)."""
+    max_feed_items: int = 100_000
+    """Row changes, table transitions and rule changes in one changes-feed answer."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Limits.{f.name} must be a positive integer, not {value!r}")
+
+
+DEFAULT_LIMITS = Limits()

@@ -1,0 +1,204 @@
+"""This process's copies of origins as committed in a shared store, kept current cheaply.
+
+A memory reads its ``Replica`` of an origin, never the store. Before each call it makes sure the
+replica is current: if the store's ``version()`` token has not moved, nothing was committed
+anywhere and no I/O happens at all; otherwise it reads the origin's generation, and if that moved,
+reads only what the journal says changed (or the whole origin, when the journal no longer reaches
+back). A call's batch is written on the condition that the generation is still the one it was
+computed at, and folded into the replica only once it is committed.
+
+Counters (lookups, hits, responses, ...) are kept as ``unflushed`` increments and written with the
+next real write or on close: a crash may lose increments, never an entry, eviction or restamp.
+
+The I/O is expressed as ``Steps`` (generators of store batches), so one implementation serves the
+sync and the async memory.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
+from .entries import MemoryEntry
+from .index import OriginIndex
+from .layout import (
+    JOURNAL_KEEP,
+    Snapshot,
+    entries_of,
+    entry_ops,
+    generation_of,
+    generation_ops,
+    journal_ops,
+    journalled,
+    load_ops,
+    loaded,
+    meta_of,
+)
+from .ledger import Ledger
+from .state import OriginState
+from .stats import OriginStats
+from .steps import Steps
+from .stores import Store
+
+#: How many times a reader chases a generation that keeps moving before it reloads the origin.
+_CATCH_UP_ROUNDS = 8
+
+
+@dataclass(slots=True)
+class Replica:
+    """One origin as committed at ``generation``, plus this process's unwritten counters."""
+
+    index: OriginIndex
+    state: OriginState
+    stats: OriginStats
+    """Counters as committed."""
+    generation: int
+    token: Hashable | None
+    """The store's ``version()`` read before this replica was last found current."""
+    unflushed: OriginStats = field(default_factory=OriginStats)
+    """Counter increments not written yet."""
+
+    @property
+    def counters(self) -> OriginStats:
+        return self.stats.plus(self.unflushed)
+
+
+class Replicas:
+    """The replicas of one memory, over one store, guarded by the memory's lock."""
+
+    def __init__(self, store: Store, lock: threading.RLock) -> None:
+        self.store = store
+        self.lock = lock
+        self._by_origin: dict[str, Replica] = {}
+
+    def get(self, origin: str) -> Replica | None:
+        return self._by_origin.get(origin)
+
+    def items(self) -> list[tuple[str, Replica]]:
+        with self.lock:
+            return list(self._by_origin.items())
+
+    def suspect(self, origin: str) -> None:
+        """Something was written behind the replica: check the generation on the next read."""
+        with self.lock:
+            replica = self._by_origin.get(origin)
+            if replica is not None:
+                replica.token = None
+
+    # ------------------------------------------------------------------ keeping current
+
+    def fresh(self, origin: str) -> Steps[Replica]:
+        """The origin's replica, brought up to what is committed now."""
+        for _ in range(_CATCH_UP_ROUNDS):
+            token = self.store.version()
+            replica = self._by_origin.get(origin)
+            if replica is None:
+                return (yield from self._reload(origin, token))
+            if token is not None and token == replica.token:
+                return replica
+            at = replica.generation
+            (result,) = yield generation_ops(origin)
+            now = generation_of(result)
+            with self.lock:
+                if self._by_origin.get(origin) is not replica or replica.generation != at:
+                    continue  # another thread moved it meanwhile: look again
+                if now == at:
+                    replica.token = token
+                    return replica
+            if now < at or now - at > JOURNAL_KEEP:  # a replaced store, or a long absence
+                return (yield from self._reload(origin, token, force=now < at))
+            caught = yield from self._catch_up(origin, replica, at, now, token)
+            if caught is not None:
+                return caught
+        return (yield from self._reload(origin, self.store.version()))
+
+    def _catch_up(
+        self, origin: str, replica: Replica, at: int, now: int, token: Hashable | None
+    ) -> Steps[Replica | None]:
+        """Read what the journal says changed from ``at`` to ``now``; None if it moved again."""
+        results = yield journal_ops(origin, at, now)
+        changes = journalled(results[3:])
+        if changes is None:
+            return (yield from self._reload(origin, token))
+        if generation_of(results[0]) != now:
+            return None
+        state, stats = meta_of(origin, results[1], results[2])
+        got = yield entry_ops(origin, changes.written)
+        if generation_of(got[0]) != now:
+            return None
+        entries = entries_of(origin, got[1:])
+        if len(entries) != len(changes.written):
+            return (yield from self._reload(origin, token))
+        with self.lock:
+            if self._by_origin.get(origin) is not replica or replica.generation != at:
+                return None
+            for entry_id in changes.removed:
+                if entry_id in replica.index:
+                    replica.index.remove(entry_id)
+            for entry in sorted(entries, key=lambda e: e.serial):
+                _put(replica.index, entry)
+            replica.state, replica.stats = state, stats
+            replica.generation, replica.token = now, token
+            return replica
+
+    def _reload(
+        self, origin: str, token: Hashable | None, *, force: bool = False
+    ) -> Steps[Replica]:
+        results = yield load_ops(origin)
+        return self._install(origin, loaded(origin, results), token, force=force)
+
+    def _install(
+        self, origin: str, snapshot: Snapshot, token: Hashable | None, *, force: bool = False
+    ) -> Replica:
+        with self.lock:
+            current = self._by_origin.get(origin)
+            if current is not None and current.generation >= snapshot.generation and not force:
+                return current
+            replica = Replica(
+                snapshot.index,
+                snapshot.state,
+                snapshot.stats,
+                snapshot.generation,
+                token,
+                current.unflushed if current is not None else OriginStats(),
+            )
+            self._by_origin[origin] = replica
+            return replica
+
+    # ------------------------------------------------------------------ after a commit
+
+    def committed(
+        self,
+        replica: Replica,
+        tx: Ledger,
+        generation: int,
+        stats: OriginStats,
+        flushed: OriginStats,
+    ) -> None:
+        """Fold a call committed at ``generation`` into its replica (if nobody moved it since)."""
+        with self.lock:
+            current = self._by_origin.get(tx.origin)
+            if current is replica and replica.generation == generation:
+                tx.index.fold_into(replica.index)
+                replica.state = tx.state
+                replica.stats = stats
+                replica.generation = generation + 1
+            if current is not None:
+                current.unflushed.add(flushed, -1)
+
+
+def _put(index: OriginIndex, entry: MemoryEntry) -> None:
+    """Add an entry read from the store, or swap in its new stamps where it is already held."""
+    held = index.get(entry.id)
+    if held is None:
+        index.add(entry)
+    elif held.key == entry.key and _shape(held) == _shape(entry):
+        index.replace(entry)
+    else:
+        index.remove(entry.id)
+        index.add(entry)
+
+
+def _shape(entry: MemoryEntry) -> tuple[object, ...]:
+    return (tuple((d.table, d.keys) for d in entry.dependencies), entry.rules, entry.derived_from)

@@ -1,0 +1,242 @@
+"""A store for a fleet: one PostgreSQL database shared by agents on many machines.
+
+Needs the ``postgres`` extra (psycopg 3). Every batch is one transaction. A batch with writes runs
+at ``SERIALIZABLE`` isolation and is retried on a serialization failure or a deadlock (a batch is
+self-contained: its ``CheckOp`` s carry every assumption it makes, so re-running it is safe); a
+read batch runs at ``REPEATABLE READ, READ ONLY``, so its reads see one snapshot. ``version()`` is
+None: no token says "nothing changed" without a round trip, so a memory reads an origin's
+generation (one primary-key read) before it serves — the price of never serving an entry another
+machine has evicted.
+
+The tables are created on first use; ``ic_memory_schema`` records their version, and a database
+of another version is refused.
+"""
+
+from __future__ import annotations
+
+# ruff: noqa: E402 (the extra is checked before the third-party imports)
+from ..._extras import require_extra
+
+require_extra("postgres", "psycopg")
+
+import json
+import random
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from .base import (
+    CheckOp,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Namespace,
+    Op,
+    Prepared,
+    Result,
+    SearchOp,
+    Store,
+    StoreConflict,
+    StoreError,
+    Write,
+    check,
+    decode,
+    encode,
+    matches_filter,
+    namespaces_under,
+    prefix_bounds,
+    prepare,
+)
+
+SCHEMA_VERSION = 1
+KIND = "fix memory"
+#: ``pg_advisory_xact_lock`` key held while the tables are created ("ICM1").
+_SCHEMA_LOCK = 0x49434D31
+_DDL = (
+    "CREATE TABLE IF NOT EXISTS ic_memory_schema ("
+    " kind text PRIMARY KEY, version integer NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS ic_memory_items ("
+    ' namespace text COLLATE "C" NOT NULL,'
+    ' key text COLLATE "C" NOT NULL,'
+    " value jsonb NOT NULL,"
+    " created_at double precision NOT NULL,"
+    " updated_at double precision NOT NULL,"
+    " PRIMARY KEY (namespace, key))",
+)
+_COLUMNS = "namespace, key, value, created_at, updated_at"
+_UPSERT = (
+    f"INSERT INTO ic_memory_items ({_COLUMNS}) VALUES (%s, %s, %s::jsonb, %s, %s) "
+    "ON CONFLICT (namespace, key) "
+    "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
+)
+_DELETE = "DELETE FROM ic_memory_items WHERE namespace = %s AND key = %s"
+_GET = f"SELECT {_COLUMNS} FROM ic_memory_items WHERE namespace = %s AND key = %s"
+_RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+
+
+class PostgresStore(Store):
+    """A store in one PostgreSQL database; safe to share between threads, processes, machines.
+
+    ``url``: a libpq connection string or URI. ``retries``: how many times a write batch is run
+    again after a serialization failure before the store gives up with ``StoreError``.
+    """
+
+    def __init__(self, url: str, *, connect_timeout: int = 10, retries: int = 100) -> None:
+        if retries < 1:
+            raise ValueError("retries must be at least 1")
+        try:
+            self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot connect to the PostgreSQL fix memory: {exc}") from exc
+        self._lock = threading.Lock()
+        self._retries = retries
+        self._closed = False
+        try:
+            self._ensure_schema()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _ensure_schema(self) -> None:
+        try:
+            with self._conn.transaction():
+                self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _DDL:
+                    self._conn.execute(statement)
+                row = self._conn.execute(
+                    "SELECT version FROM ic_memory_schema WHERE kind = %s", (KIND,)
+                ).fetchone()
+                if row is None:
+                    self._conn.execute(
+                        "INSERT INTO ic_memory_schema (kind, version) VALUES (%s, %s)",
+                        (KIND, SCHEMA_VERSION),
+                    )
+                elif row[0] != SCHEMA_VERSION:
+                    raise StoreError(
+                        f"the PostgreSQL fix memory has schema version {row[0]}; "
+                        f"this library reads {SCHEMA_VERSION}"
+                    )
+        except psycopg.Error as exc:
+            raise StoreError(f"cannot prepare the PostgreSQL fix memory: {exc}") from exc
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        prepared = [prepare(op) for op in ops]
+        writes = any(isinstance(op, Write) for op in prepared)
+        isolation = "SERIALIZABLE" if writes else "REPEATABLE READ, READ ONLY"
+        with self._lock:
+            if self._closed:
+                raise StoreError("the PostgreSQL fix memory is closed")
+            for attempt in range(self._retries):
+                try:
+                    with self._conn.transaction():
+                        self._conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
+                        return self._run_all(prepared)
+                except _RETRYABLE:
+                    time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
+                except StoreConflict:
+                    raise
+                except psycopg.Error as exc:
+                    raise StoreError(f"the PostgreSQL fix memory: {exc}") from exc
+        raise StoreError(
+            f"the PostgreSQL fix memory: {self._retries} serialization failures in a row"
+        )
+
+    def _run_all(self, ops: Sequence[Prepared]) -> list[Result]:
+        """Run ops in order; consecutive writes go to the server as one pipelined batch."""
+        results: list[Result] = []
+        puts: list[Write] = []
+        for op in ops:
+            if isinstance(op, Write):
+                puts.append(op)
+                continue
+            if puts:
+                self._put(puts)
+                results += [None] * len(puts)
+                puts = []
+            results.append(self._run(op))
+        if puts:
+            self._put(puts)
+            results += [None] * len(puts)
+        return results
+
+    def _put(self, puts: Sequence[Write]) -> None:
+        now = datetime.now(UTC).timestamp()
+        with self._conn.cursor() as cursor:
+            for delete, group in _runs(puts):
+                if delete:
+                    cursor.executemany(_DELETE, [(encode(p.namespace), p.key) for p in group])
+                else:
+                    cursor.executemany(
+                        _UPSERT, [(encode(p.namespace), p.key, p.text, now, now) for p in group]
+                    )
+
+    def _run(self, op: Prepared) -> Result:
+        if isinstance(op, CheckOp):
+            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
+            check(op, row[2] if row else None)
+            return None
+        if isinstance(op, GetOp):
+            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
+            return _item(row) if row else None
+        if isinstance(op, SearchOp):
+            where, params = _under(op.namespace_prefix)
+            sql = f"SELECT {_COLUMNS} FROM ic_memory_items{where} ORDER BY namespace, key"
+            if not op.filter:
+                sql += " LIMIT %s OFFSET %s"
+                params += (op.limit, op.offset)
+            rows = self._conn.execute(sql, params).fetchall()
+            items = [_item(row) for row in rows]
+            if op.filter:
+                items = [item for item in items if matches_filter(item.value, op.filter)]
+                items = items[op.offset : op.offset + op.limit]
+            return items
+        if isinstance(op, ListNamespacesOp):
+            where, params = _under(op.prefix or ())
+            rows = self._conn.execute(
+                f"SELECT DISTINCT namespace FROM ic_memory_items{where}", params
+            ).fetchall()
+            found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
+            return found[op.offset : op.offset + op.limit]
+        raise TypeError(f"unknown store operation {op!r}")
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+
+def _runs(puts: Sequence[Write]) -> list[tuple[bool, list[Write]]]:
+    """Consecutive writes grouped into runs of deletes and runs of upserts, in order."""
+    out: list[tuple[bool, list[Write]]] = []
+    for put in puts:
+        delete = put.text is None
+        if out and out[-1][0] == delete:
+            out[-1][1].append(put)
+        else:
+            out.append((delete, [put]))
+    return out
+
+
+def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
+    """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
+    if not prefix:
+        return "", ()
+    where = " WHERE (namespace = %s OR (namespace >= %s AND namespace < %s))"
+    return where, prefix_bounds(prefix)
+
+
+def _item(row: tuple[Any, ...]) -> Item:
+    namespace, key, value, created, updated = row
+    return Item(
+        decode(namespace),
+        key,
+        value if isinstance(value, dict) else json.loads(value),
+        datetime.fromtimestamp(created, UTC),
+        datetime.fromtimestamp(updated, UTC),
+    )

@@ -1,0 +1,170 @@
+"""One memory call, end to end: a current replica, the work on an overlay, a conditional commit.
+
+``Transactions.run`` makes sure the origin's replica is current, runs the call's work on a
+``Ledger`` over it, learns the fixes held back once nothing is outstanding, and writes the result
+as one batch that holds only if the origin's generation has not moved. A call that lost the race
+to another writer is computed again on what that writer committed. A call that changed nothing
+but counters writes nothing: its counters wait for the next real write (``flush``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .admission import Admission, Lesson
+from .events import FetchFailed, MemoryEvent, Need, Observation, Refused
+from .invalidation import Invalidation
+from .layout import commit_ops
+from .ledger import Ledger
+from .overlay import IndexOverlay
+from .replica import Replica, Replicas
+from .steps import Steps
+from .stores import StoreConflict, StoreError
+
+logger = logging.getLogger("invalidation_contracts.client")
+T = TypeVar("T")
+#: How often a call is computed again after losing a race to another writer before it gives up.
+MAX_CONFLICTS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    """One committed call: its ledger, its result, and what it leaves outstanding."""
+
+    tx: Ledger
+    result: T
+    needs: tuple[Need, ...]
+
+    @property
+    def observation(self) -> Observation:
+        return Observation(tuple(self.tx.events), self.needs)
+
+
+class Transactions:
+    """Runs memory calls against one store's replicas, under one lock."""
+
+    def __init__(
+        self,
+        replicas: Replicas,
+        invalidation: Invalidation,
+        admission: Admission,
+        *,
+        lock: threading.RLock,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.replicas = replicas
+        self.invalidation = invalidation
+        self.admission = admission
+        self.lock = lock
+        self.clock = clock
+        self.episodes: dict[str, int | None] = {}
+        """The episode each origin is in, for calls that name none (this process's own)."""
+        self._lessons: dict[str, list[Lesson]] = {}
+
+    def fresh(self, origin: str) -> Steps[Replica]:
+        """The origin's replica, current with what is committed."""
+        if not origin:
+            raise ValueError("origin must be a non-empty string")
+        return (yield from self.replicas.fresh(origin))
+
+    def run(
+        self,
+        origin: str,
+        episode: int | None,
+        work: Callable[[Ledger], T],
+        *,
+        operation: str | None = None,
+    ) -> Steps[Call[T]]:
+        """Compute ``work`` on a current replica and commit it; again if another writer won."""
+        for _ in range(MAX_CONFLICTS):
+            replica = yield from self.fresh(origin)
+            with self.lock:
+                base = replica.generation
+                call = self._compute(replica, origin, episode, operation or "", work)
+                tx = call.tx
+                if not (tx.written or tx.removed or tx.flush or tx.state != replica.state):
+                    replica.unflushed.add(tx.stats)
+                    self._lessons[origin] = tx.lessons
+                    _log(tx.events)
+                    return call
+                flushed = replica.unflushed.copy()
+                total = replica.stats.plus(flushed).plus(tx.stats)
+                ops = commit_ops(tx, base, total)
+            try:
+                yield ops
+            except StoreConflict:
+                self.replicas.suspect(origin)
+                continue
+            self.replicas.committed(replica, tx, base, total, flushed)
+            with self.lock:
+                self._lessons[origin] = tx.lessons
+            _log(tx.events)
+            return call
+        raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
+
+    def flush(self, origin: str) -> Steps[Call[None]]:
+        """Write the origin's counters that are waiting for a write."""
+
+        def work(tx: Ledger) -> None:
+            tx.flush = True
+
+        return (yield from self.run(origin, None, work))
+
+    def unflushed(self) -> list[str]:
+        """The origins with counters not written yet."""
+        return [origin for origin, replica in self.replicas.items() if replica.unflushed]
+
+    def settle(self, tx: Ledger) -> None:
+        """Once nothing is outstanding, learn the fixes held back for it."""
+        if tx.lessons and not self.invalidation.needs(tx):
+            held, tx.lessons = tx.lessons, []
+            for lesson in held:
+                self.admission.learn(tx, lesson)
+
+    def _compute(
+        self,
+        replica: Replica,
+        origin: str,
+        episode: int | None,
+        operation: str,
+        work: Callable[[Ledger], T],
+    ) -> Call[T]:
+        tx = Ledger(
+            origin,
+            IndexOverlay(replica.index),
+            replica.state.copy(),
+            episode=episode if episode is not None else self.episodes.get(origin),
+            now=self.clock(),
+            cascade=self.invalidation.strategy.cascades,
+            operation=operation,
+        )
+        tx.lessons = list(self._lessons.get(origin, ()))
+        result = work(tx)
+        self.settle(tx)
+        return Call(tx, result, tuple(self.invalidation.needs(tx)))
+
+
+def _log(events: Sequence[MemoryEvent]) -> None:
+    """A log record for every bound violated and every fetch that failed."""
+    for event in events:
+        if isinstance(event, Refused):
+            logger.warning(
+                "%s: refused (%s): %s%s",
+                event.origin,
+                event.bound,
+                event.detail,
+                f" [{event.suggestion_type}]" if event.suggestion_type else "",
+            )
+        elif isinstance(event, FetchFailed):
+            logger.warning(
+                "%s: could not fetch %s (%s); %d entries withheld until it is",
+                event.origin,
+                event.path,
+                event.detail,
+                len(event.withheld),
+            )

@@ -1,0 +1,142 @@
+"""Reading the wire: the contract fields and suggestions of a response body, within the bounds.
+
+Pure functions over a parsed JSON body. Malformed contract fields are ``Ignored``, a malformed
+suggestion is ``NotStored``, and a body over a bound (``Limits``) is ``Refused`` before anything in
+it is parsed further, so a hostile body costs no more than its size.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..protocol.models import ContractFields, Suggestion
+from ..protocol.wirecost import ENVELOPE_FIELDS
+from .events import Ignored, NotStored, Refused
+from .ledger import Ledger
+from .limits import Limits
+
+
+def contract_of(body: Mapping[str, Any]) -> ContractFields | None:
+    """The response-level contract fields of a body (None: none); raises ``ValidationError``."""
+    fields = {name: body[name] for name in ENVELOPE_FIELDS if body.get(name) is not None}
+    return ContractFields.model_validate(fields) if fields else None
+
+
+def read_contract(tx: Ledger, body: Mapping[str, Any]) -> ContractFields | None:
+    """``contract_of``, with malformed fields reported as ``Ignored`` (and nothing read)."""
+    try:
+        return contract_of(body)
+    except ValidationError as exc:
+        tx.emit(
+            Ignored(
+                origin=tx.origin,
+                episode=tx.episode,
+                detail=f"malformed contract fields: {first_error(exc)}",
+            )
+        )
+        return None
+
+
+def read_suggestions(tx: Ledger, body: Mapping[str, Any], limits: Limits) -> list[Suggestion]:
+    """The well-formed suggestions of a failure body, each within ``max_suggestion_bytes``.
+
+    A body with more than ``max_suggestions`` has none read: which of them to keep would be the
+    server's choice, not the client's.
+    """
+    feedback = body.get("recovery_feedback")
+    raw = feedback.get("suggestions") if isinstance(feedback, Mapping) else None
+    if not isinstance(raw, list):
+        return []
+    if len(raw) > limits.max_suggestions:
+        refuse(
+            tx,
+            "max_suggestions",
+            f"the response carries {len(raw)} suggestions; none is stored",
+            cap=limits.max_suggestions,
+            actual=len(raw),
+        )
+        return []
+    out = []
+    for item in raw:
+        kind = item.get("type") if isinstance(item, Mapping) else None
+        kind = kind if isinstance(kind, str) else None
+        size = json_size(item, limits.max_suggestion_bytes)
+        if size > limits.max_suggestion_bytes:
+            refuse(
+                tx,
+                "max_suggestion_bytes",
+                f"a suggestion of {size} JSON bytes",
+                suggestion_type=kind,
+                cap=limits.max_suggestion_bytes,
+                actual=size,
+            )
+            continue
+        try:
+            out.append(Suggestion.model_validate(item))
+        except ValidationError as exc:
+            tx.emit(
+                NotStored(
+                    origin=tx.origin,
+                    episode=tx.episode,
+                    suggestion_type=kind,
+                    reason=f"malformed suggestion: {first_error(exc)}",
+                )
+            )
+    return out
+
+
+def feed_items(raw: Mapping[str, Any]) -> int:
+    """Row changes, table transitions and rule changes in a raw changes-feed answer."""
+    return sum(
+        len(part) for name in ("rows", "tables", "rules") if isinstance(part := raw.get(name), list)
+    )
+
+
+def refuse(
+    tx: Ledger,
+    bound: str,
+    detail: str,
+    *,
+    suggestion_type: str | None = None,
+    cap: int | None = None,
+    actual: int | None = None,
+) -> None:
+    """Report input refused by a client-side bound."""
+    tx.emit(
+        Refused(
+            origin=tx.origin,
+            episode=tx.episode,
+            bound=bound,
+            detail=detail,
+            suggestion_type=suggestion_type,
+            cap=cap,
+            actual=actual,
+        )
+    )
+
+
+def json_size(value: Any, cap: int | None = None) -> int:
+    """Bytes of ``value`` as compact JSON (ASCII-escaped). Past ``cap`` a string is not encoded:
+    its length already says it is over."""
+    if cap is not None and isinstance(value, str) and len(value) > cap:
+        return len(value) + 2
+    try:
+        return len(json.dumps(value, separators=(",", ":"), allow_nan=False))
+    except (TypeError, ValueError):
+        return len(repr(value))
+
+
+def instance_of(body: Mapping[str, Any]) -> str | None:
+    instance = body.get("instance")
+    return instance if isinstance(instance, str) else None
+
+
+def first_error(exc: ValidationError) -> str:
+    """The first error of a validation failure, as ``location: message``."""
+    error = exc.errors()[0]
+    where = ".".join(str(part) for part in error.get("loc", ())) or "body"
+    return f"{where}: {error.get('msg', 'invalid')}"

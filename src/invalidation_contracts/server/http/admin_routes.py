@@ -1,0 +1,94 @@
+"""The operator's routes: reload or patch a table, replace the rules (admin token required).
+
+For a table read from the provider's database, a reload or patch is written to that database and
+reaches the registry through the change capture, like any other writer's change.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from ...protocol.models import (
+    PatchTableRequest,
+    ReloadRequest,
+    ReloadResult,
+    RulesRequest,
+    RulesResult,
+)
+from ..http_errors import read_model
+from ..rules import Rule
+from .auth import admin_dependency
+from .errors import problem_route_class, wire
+from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
+
+
+def admin_router(service: Any, **options: Any) -> APIRouter:
+    """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
+    router = APIRouter(route_class=problem_route_class(service), **options)
+    admin = [Depends(admin_dependency(service))]
+
+    @router.post(
+        "/admin/reload-table",
+        dependencies=admin,
+        tags=["admin"],
+        summary="Replace a table's rows; returns the diff and the downstream nodes it affects",
+        responses=responses(
+            ReloadResult,
+            "The reload (a no-op when nothing changed).",
+            *BODY_ERRORS,
+            *AUTH_ERRORS,
+            404,
+            409,
+        ),
+        openapi_extra=request_body(ReloadRequest, inline=True),
+    )
+    async def reload_table(request: Request) -> Response:
+        body = await read_model(request, ReloadRequest, service.max_body_bytes)
+        result = await run_in_threadpool(service.reload, body.table, body.rows, body.version)
+        return wire(result)
+
+    @router.post(
+        "/admin/patch-table",
+        dependencies=admin,
+        tags=["admin"],
+        summary="Upsert and delete rows of a table; costs in proportion to the change",
+        responses=responses(
+            ReloadResult,
+            "The patch (a no-op when nothing changed).",
+            *BODY_ERRORS,
+            *AUTH_ERRORS,
+            404,
+            409,
+        ),
+        openapi_extra=request_body(PatchTableRequest, inline=True),
+    )
+    async def patch_table(request: Request) -> Response:
+        body = await read_model(request, PatchTableRequest, service.max_body_bytes)
+        result = await run_in_threadpool(
+            service.patch, body.table, body.upsert, body.delete, body.version
+        )
+        return wire(result)
+
+    @router.post(
+        "/admin/rules",
+        dependencies=admin,
+        tags=["admin"],
+        summary="Replace the rule declarations",
+        responses=responses(
+            RulesResult,
+            "The old and new rules_version and the triples that changed.",
+            *BODY_ERRORS,
+            *AUTH_ERRORS,
+        ),
+        openapi_extra=request_body(RulesRequest, inline=True),
+    )
+    async def set_rules(request: Request) -> Response:
+        body = await read_model(request, RulesRequest, service.max_body_bytes)
+        rules = [Rule.from_declaration(declaration) for declaration in body.rules]
+        return wire(await run_in_threadpool(service.set_rules, rules))
+
+    return router

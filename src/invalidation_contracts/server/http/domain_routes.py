@@ -1,0 +1,60 @@
+"""The domain's routes in the standalone form: JSON body in, ``SuccessResponse`` or 422 out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.concurrency import run_in_threadpool
+from starlette.responses import Response
+
+from ...protocol.models import SuccessResponse
+from ..domain import Route
+from ..http_errors import read_json
+from .errors import problem_route_class, wire
+from .headers import ContractEpoch, ContractSince
+from .openapi import BODY_ERRORS, request_body, responses
+
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def domain_router(service: Any, **options: Any) -> APIRouter:
+    """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
+    router = APIRouter(route_class=problem_route_class(service), **options)
+    domain = service.domain
+    for route in domain.routes:
+        if route.method.upper() not in BODY_METHODS:
+            raise ValueError(
+                f"route {route.path}: only {sorted(BODY_METHODS)} routes (JSON body) are served"
+            )
+        router.add_api_route(
+            route.path,
+            _endpoint(service, route),
+            methods=[route.method.upper()],
+            summary=route.summary or None,
+            tags=[domain.name],
+            responses=responses(
+                SuccessResponse,
+                "The request passed every policy; the contract fields ride along.",
+                *BODY_ERRORS,
+            ),
+            openapi_extra=request_body(route.request_model),
+            name=f"{domain.name}:{route.path}",
+        )
+    return router
+
+
+def _endpoint(service: Any, route: Route[Any]) -> Callable[..., Any]:
+    async def endpoint(
+        request: Request, since: ContractSince = None, epoch: ContractEpoch = None
+    ) -> Response:
+        payload = await read_json(request, service.max_body_bytes)
+        # In a worker thread: a route's success handler may do I/O (the ledger, a payments API),
+        # and a worker behind the client catches up first.
+        outcome = await run_in_threadpool(
+            service.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
+        )
+        return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
+
+    return endpoint

@@ -1,0 +1,52 @@
+"""The contract's request headers: ``Contract-Since`` and ``Contract-Epoch`` (SPEC §3.1)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Header
+from pydantic import WithJsonSchema
+from starlette.requests import Request
+
+from ..tables import MAX_SAFE_INTEGER
+
+CONTRACT_SINCE = "Contract-Since"
+CONTRACT_EPOCH = "Contract-Epoch"
+_SINCE_DIGITS = len(str(MAX_SAFE_INTEGER))
+
+# Optional parameters are published without ``null`` (WithJsonSchema): absent is fine, null is not.
+_SINCE_DOC = "Conditional contract: only the tables whose version moved after this seq."
+ContractSince = Annotated[
+    int | None,
+    Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_SINCE_DOC),
+    WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _SINCE_DOC}
+    ),
+]
+
+_EPOCH_DOC = (
+    "With Contract-Since: the epoch the client knows; contract_epoch is sent only if it differs."
+)
+ContractEpoch = Annotated[
+    str | None,
+    Header(alias=CONTRACT_EPOCH, max_length=128, description=_EPOCH_DOC),
+    WithJsonSchema({"type": "string", "maxLength": 128, "description": _EPOCH_DOC}),
+]
+
+
+def lenient_since(request: Request) -> int | None:
+    """The ``Contract-Since`` an error echoes, or None unless it is a valid seq (ASCII digits).
+
+    Used where the header was not validated: no header value can make an answer fail.
+    """
+    value = request.headers.get(CONTRACT_SINCE, "").strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= _SINCE_DIGITS):
+        return None
+    since = int(value)
+    return since if since <= MAX_SAFE_INTEGER else None
+
+
+def lenient_epoch(request: Request) -> str | None:
+    """The request's ``Contract-Epoch`` when it may be echoed back (bounded), else None."""
+    value = request.headers.get(CONTRACT_EPOCH)
+    return value if value is not None and len(value) <= 128 else None

@@ -1,0 +1,71 @@
+"""What ``invalidation-contracts serve`` builds, as a value that travels to worker processes.
+
+With ``--workers N`` each uvicorn worker is a fresh process that builds its own app: the command
+puts an ``AppSpec`` (JSON) in an environment variable and names ``app_from_env`` as the app
+factory. Secrets never travel in it: the admin token and the opaque-names secret are read from the
+environment variables the spec names, in each worker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ..auth import ADMIN_TOKEN_ENV
+from ..trust import TrustOptions
+
+SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
+FACTORY = "invalidation_contracts.server.http.launch:app_from_env"
+
+
+@dataclass(frozen=True, slots=True)
+class AppSpec:
+    """The served app: domain, level, where its registry and tables live, auth and trust."""
+
+    domain: str
+    level: int = 6
+    store: str | None = None
+    database: str | None = None
+    declarations: str | None = None
+    admin_token_env: str = ADMIN_TOKEN_ENV
+    protect_graph: bool = False
+    signing_keys: tuple[str, ...] = field(default_factory=tuple)
+    opaque_key_env: str | None = None
+
+    def build(self) -> Any:
+        """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
+        declarations or trust options, ``StorageError`` / ``DeclarationError`` from the stores."""
+        from ...domains import get_domain
+        from ..app import create_app
+
+        domain = get_domain(self.domain)
+        if self.database is not None:
+            from ..sql import read_declarations, sql_domain
+
+            declared = read_declarations(self.declarations) if self.declarations else None
+            domain = sql_domain(domain, declared)
+        return create_app(
+            domain,
+            level=self.level,
+            store=self.store,
+            database=self.database,
+            admin_token=os.environ.get(self.admin_token_env) or "",
+            protect_graph=self.protect_graph,
+            trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
+        )
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_env(cls, text: str | None = None) -> AppSpec:
+        raw = json.loads(text if text is not None else os.environ[SPEC_ENV])
+        raw["signing_keys"] = tuple(raw.get("signing_keys", ()))
+        return cls(**raw)
+
+
+def app_from_env() -> Any:
+    """The app factory a worker process calls (``uvicorn --factory``)."""
+    return AppSpec.from_env().build()

@@ -1,0 +1,273 @@
+"""``ContractService``: one worker's contract, and what every HTTP piece of it shares.
+
+It holds the provider (domain, level, registry), the run-time that keeps the registry at the
+shared head (``server.runtime``), the admin auth and the limits. The HTTP pieces — routers, the
+route class for an existing app's routes, the standalone app — are thin users of it.
+
+Which state a request is answered from: the worker's current one, except that a client ahead of
+the worker (its ``Contract-Since`` past the worker's seq, or another epoch) makes the worker catch
+up first, so a client alternating between workers never sees its history go back, nor gets a 410
+for a position another worker gave it. A worker that cannot read its databases answers 503.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.concurrency import run_in_threadpool
+from fastapi.routing import APIRoute
+
+from ...protocol.levels import Level
+from ...protocol.models import ContractFields, ReloadResult, RulesResult
+from ...protocol.problems import ProblemType, ProtocolError
+from ..auth import ADMIN_TOKEN_ENV, BearerAuth
+from ..domain import Domain, Route
+from ..http_errors import DEFAULT_MAX_BODY_BYTES
+from ..provider import Outcome, Provider
+from ..registry import Registry
+from ..rules import Rule
+from ..runtime import DEFAULT_POLL_INTERVAL_S, Runtime, open_runtime
+from ..state import RegistryState
+from ..store import StorageError
+from ..trust import TrustOptions
+
+RETRY_AFTER_S = 1
+
+
+class ContractService:
+    """The contract of one domain in one worker process."""
+
+    def __init__(
+        self,
+        provider: Provider,
+        runtime: Runtime,
+        *,
+        auth: BearerAuth,
+        protect_graph: bool = False,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        trust: TrustOptions | None = None,
+    ) -> None:
+        self.provider = provider
+        self.runtime = runtime
+        self.auth = auth
+        self.protect_graph = protect_graph
+        self.max_body_bytes = max_body_bytes
+        self.trust = trust if trust is not None else TrustOptions()
+        self.signer = self.trust.signer()
+        self._route_class: type[APIRoute] | None = None
+        self._started = False
+
+    @classmethod
+    def open(
+        cls,
+        domain: Domain,
+        *,
+        level: Level | int | str = Level.RULES_FINGERPRINT,
+        registry: Registry | None = None,
+        store: str | Path | Any = None,
+        database: Any = None,
+        admin_token: str | None = None,
+        protect_graph: bool = False,
+        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+        log_capacity: int | None = None,
+        trust: TrustOptions | None = None,
+        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+        store_schema: str | None = None,
+    ) -> ContractService:
+        """Open the registry of ``domain`` and build the service around it.
+
+        ``store``: the shared history (SQLite path, ``postgresql://`` URL or an open store; many
+        workers may point at one); ``database``: the provider's database holding the domain's
+        ``SQLTable``\\ s; ``registry``: an existing in-memory registry instead. ``admin_token``
+        defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401.
+        """
+        trust = trust if trust is not None else TrustOptions()
+        runtime = open_runtime(
+            domain,
+            registry=registry,
+            store=store,
+            database=database,
+            log_capacity=log_capacity,
+            poll_interval_s=poll_interval_s,
+            store_schema=store_schema,
+        )
+        token = admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)
+        return cls(
+            Provider(domain, runtime.registry, Level.parse(level), opaque=trust.opaque()),
+            runtime,
+            auth=BearerAuth(token),
+            protect_graph=protect_graph,
+            max_body_bytes=max_body_bytes,
+            trust=trust,
+        )
+
+    # -- what the routes read ------------------------------------------------------------------
+
+    @property
+    def domain(self) -> Domain:
+        return self.provider.domain
+
+    @property
+    def registry(self) -> Registry:
+        return self.provider.registry
+
+    @property
+    def level(self) -> Level:
+        return self.provider.level
+
+    @property
+    def available(self) -> bool:
+        return self.runtime.available
+
+    def contract(
+        self, state: RegistryState, since: int | None = None, epoch: str | None = None
+    ) -> ContractFields:
+        """The response-level fields of ``state`` at the server's level."""
+        return self.provider.contract(state, since, epoch)
+
+    def require_level(self, level: Level, what: str) -> None:
+        if self.level < level:
+            raise ProtocolError(
+                ProblemType.LEVEL_TOO_LOW,
+                f"{what} is served from level {int(level)}; this server runs {int(self.level)}",
+            )
+
+    def behind(self, since: int | None, epoch: str | None) -> bool:
+        """Whether the client knows a position this worker has not reached (no I/O)."""
+        if self.runtime.follower is None:
+            return False
+        state = self.registry.state
+        return (since is not None and since > state.seq) or (
+            epoch is not None and epoch != state.epoch
+        )
+
+    def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
+        """The state to answer a client at ``since``/``epoch`` from (catches up when behind).
+
+        May read the store: call it from a worker thread (``state_for`` does). Raises 503
+        ``registry-unavailable`` when the worker cannot vouch for its state.
+        """
+        if self.behind(since, epoch):
+            try:
+                self.registry.sync()
+            except StorageError as exc:
+                raise unavailable(str(exc)) from None
+        if not self.runtime.available:
+            raise unavailable(self.runtime.unavailable_reason)
+        return self.registry.state
+
+    async def state_for(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
+        """``state`` from an event loop: a catch-up runs in a worker thread."""
+        if self.behind(since, epoch):
+            return await run_in_threadpool(self.state, since, epoch)
+        return self.state(since, epoch)
+
+    def handle(
+        self,
+        route: Route,
+        payload: Any,
+        *,
+        since: int | None = None,
+        epoch: str | None = None,
+        instance: str | None = None,
+    ) -> Outcome:
+        """A standalone domain route: policies, then the route's success handler (may do I/O)."""
+        state = self.state(since, epoch)
+        return self.provider.handle(
+            route, payload, since=since, epoch=epoch, instance=instance, state=state
+        )
+
+    # -- writes ----------------------------------------------------------------------------------
+
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult:
+        self._writable()
+        return self.runtime.reload(table, rows, version)
+
+    def patch(
+        self,
+        table: str,
+        upsert: Mapping[str, Any],
+        delete: list[str],
+        version: str | None = None,
+    ) -> ReloadResult:
+        self._writable()
+        return self.runtime.patch(table, upsert, delete, version)
+
+    def set_rules(self, rules: list[Rule]) -> RulesResult:
+        self._writable()
+        return self.registry.set_rules(rules)
+
+    def _writable(self) -> None:
+        if not self.runtime.available:
+            raise unavailable(self.runtime.unavailable_reason)
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start following the shared history (idempotent)."""
+        if not self._started:
+            self.runtime.start()
+            self._started = True
+
+    def close(self) -> None:
+        """Stop following and release what ``open`` opened."""
+        self.runtime.close()
+        self._started = False
+
+    @asynccontextmanager
+    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
+        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan."""
+        self.start()
+        try:
+            yield
+        finally:
+            self.close()
+
+    # -- HTTP pieces -----------------------------------------------------------------------------
+
+    def contract_router(self, **options: Any) -> APIRouter:
+        """``/contract/versions``, ``/changes``, ``/graph``, ``/rules`` (include under a prefix)."""
+        from .contract_routes import contract_router
+
+        return contract_router(self, **options)
+
+    def admin_router(self, **options: Any) -> APIRouter:
+        """``/admin/reload-table``, ``/patch-table``, ``/rules`` behind the admin token."""
+        from .admin_routes import admin_router
+
+        return admin_router(self, **options)
+
+    def domain_router(self, **options: Any) -> APIRouter:
+        """The domain's own routes in the standalone form (``create_app``'s)."""
+        from .domain_routes import domain_router
+
+        return domain_router(self, **options)
+
+    @property
+    def route_class(self) -> type[APIRoute]:
+        """An ``APIRoute`` class for an existing app's routes: the policy check and the stamps."""
+        if self._route_class is None:
+            from .retrofit import contract_route_class
+
+            self._route_class = contract_route_class(self)
+        return self._route_class
+
+    def router(self, **options: Any) -> APIRouter:
+        """An ``APIRouter`` whose routes carry the contract (``route_class`` set)."""
+        return APIRouter(route_class=self.route_class, **options)
+
+
+def unavailable(reason: str | None) -> ProtocolError:
+    detail = "this worker cannot read the registry, so it answers nothing it cannot vouch for"
+    return ProtocolError(
+        ProblemType.REGISTRY_UNAVAILABLE,
+        f"{detail}: {reason}" if reason else detail,
+        headers={"Retry-After": str(RETRY_AFTER_S)},
+    )

@@ -1,0 +1,131 @@
+"""Consuming the change capture of the provider's database into the registry, under its lock.
+
+``ingest`` turns the records captured after the registry's position into change sets, exactly as
+an admin reload would be recorded (version bump, row diff, feed records, downstream walk); a gap
+in the records, or tables that differ from what they explain, start a new epoch instead.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from ..protocol.models import ReloadResult
+from ..protocol.problems import ProtocolError
+from .registry import Registry, RegistryTransaction
+from .tables import Snapshot
+from .versions import next_version
+
+logger = logging.getLogger(__name__)
+
+
+class SourceError(RuntimeError):
+    """The provider's database could not be read (or holds a row the contract cannot carry)."""
+
+
+def ingest(
+    registry: Registry, source: Any, *, verify: bool = False, head: int | None = None
+) -> bool:
+    """Consume ``source``'s captured changes; True when the registry moved.
+
+    ``verify`` also compares the tables with the database in the same snapshot (done when a worker
+    opens the registry): a difference the capture does not explain starts a new epoch. ``head``:
+    the capture head the caller just read (saves reading it again).
+    """
+    with registry.transaction() as tx:
+        after = tx.position(source.name)
+        if after is not None and not verify and head == after:
+            return False
+        before = tx.state
+        consume(tx, source, verify=verify)
+        moved = tx.state is not before
+    trim(source, tx.positions[source.name])
+    return moved
+
+
+def consume(
+    tx: RegistryTransaction, source: Any, *, verify: bool = False
+) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
+    """Apply the records captured after the registry's position, inside ``tx``.
+
+    Returns each change set's transaction id and per-table results, in order.
+    """
+    from .sql.images import change_sets, gap
+
+    after = tx.position(source.name)
+    batch = source.read(after, full=verify or after is None)
+    reason = "the capture position is unknown" if after is None else gap(after, batch)
+    applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
+    if reason is None:
+        sets = change_sets(batch.records, by_transaction=source.by_transaction)
+        applied = _apply(tx, source, sets)
+        if batch.contents is not None:
+            reason = _differs(tx, source, batch.contents)
+    if reason is not None:
+        if batch.contents is None:
+            batch = source.read(None, full=True)
+        assert batch.contents is not None
+        _restart(tx, source, batch.contents, reason)
+        applied = []
+    tx.set_position(source.name, batch.head)
+    return applied
+
+
+def trim(source: Any, position: int) -> None:
+    try:
+        source.trim(position)
+    except Exception as exc:  # the records are consumed; trimming again later is harmless
+        logger.warning("could not trim the change capture: %s", exc)
+
+
+def _apply(
+    tx: RegistryTransaction, source: Any, sets: list[Any]
+) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
+    from .sql.images import merged
+
+    start, records = tx.state, list(tx.records)
+    try:
+        return [(cs.tx, tx.apply(cs.changes(tx.state.tables))) for cs in sets]
+    except ProtocolError:
+        # A change set the contract cannot carry (say an integer beyond 2^53) may be repaired by a
+        # later write; every pending change as one set is the state to serve if it is valid.
+        tx.state, tx.records = start, records
+        whole = merged(sets)
+        try:
+            return [(whole.tx, tx.apply(whole.changes(tx.state.tables)))]
+        except ProtocolError as exc:
+            raise SourceError(
+                f"{source.name}: a captured change cannot be served: {exc.detail}"
+            ) from None
+
+
+def _differs(tx: RegistryTransaction, source: Any, contents: Mapping[str, Any]) -> str | None:
+    for name, rows in contents.items():
+        current = tx.state.tables[name]
+        if not source.snapshot(name, current.version, rows).same_content(current):
+            return f"table {name!r} differs from the database beyond what the capture recorded"
+    return None
+
+
+def _restart(
+    tx: RegistryTransaction, source: Any, contents: Mapping[str, Any], reason: str
+) -> None:
+    tables: dict[str, Snapshot] = {}
+    for name, rows in contents.items():
+        current = tx.state.tables[name]
+        candidate = source.snapshot(name, current.version, rows)
+        if not candidate.same_content(current):
+            try:
+                candidate = candidate.restamped(next_version(current.version))
+            except ProtocolError:
+                pass  # not dotted-numeric: the new epoch alone tells clients to revalidate
+        tables[name] = candidate
+    tx.restart(tables)
+    logger.warning(
+        "%s: %s; starting a new history epoch %s at seq %d",
+        source.name,
+        reason,
+        tx.state.epoch,
+        tx.state.seq,
+    )

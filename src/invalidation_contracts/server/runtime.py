@@ -1,0 +1,221 @@
+"""One worker's registry at run time: opened from its store and the provider's database, then kept
+at the head of the shared history by a background follower (``follower``).
+
+``open_runtime`` opens (or initialises) the registry: from a store shared by workers (SQLite file
+or PostgreSQL), or in memory; SQL-backed tables come from the provider's database, whose change
+capture it installs. Writes made while no worker ran are consumed at once, and the stored tables
+are checked against the database: a difference the capture does not explain starts a new epoch
+(410 for old positions), never a silent skip (``ingest``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..protocol.models import ReloadResult
+from ..protocol.problems import ProblemType, ProtocolError
+from .domain import Domain
+from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_POLL_INTERVAL_S, Follower
+from .ingest import SourceError, consume, ingest, trim
+from .registry import Registry
+from .tables import Snapshot
+from .transitions import TableChange
+from .versions import check_forward
+
+__all__ = [
+    "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_POLL_INTERVAL_S",
+    "Follower",
+    "Runtime",
+    "SourceError",
+    "ingest",
+    "open_runtime",
+]
+
+
+def _log_capacity_default() -> int:
+    from .store.base import DEFAULT_LOG_CAPACITY
+
+    return DEFAULT_LOG_CAPACITY
+
+
+@dataclass
+class Runtime:
+    """A worker's registry with what keeps it current; ``close`` releases what it opened."""
+
+    registry: Registry
+    store: Any = None
+    sources: tuple[Any, ...] = ()
+    follower: Follower | None = None
+    owned_store: bool = False
+
+    def start(self) -> None:
+        if self.follower is not None:
+            self.follower.start()
+
+    def close(self) -> None:
+        if self.follower is not None:
+            self.follower.stop()
+        for source in self.sources:
+            source.close()
+        if self.owned_store and self.store is not None:
+            self.store.close()
+
+    def source_of(self, table: str) -> Any:
+        """The SQL source a table is read from (None: an in-memory table)."""
+        return next((s for s in self.sources if table in s.declared), None)
+
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult:
+        """``POST /admin/reload-table``: for a SQL table, written to the database and captured."""
+        if self.source_of(table) is None:
+            return self.registry.reload(table, rows, version)
+        return self._write_sql(table, TableChange.reload(rows, version))
+
+    def patch(
+        self,
+        table: str,
+        upsert: Mapping[str, Any] | None = None,
+        delete: list[str] | tuple[str, ...] = (),
+        version: str | None = None,
+    ) -> ReloadResult:
+        """``POST /admin/patch-table``: for a SQL table, written to the database and captured."""
+        if self.source_of(table) is None:
+            return self.registry.patch(table, upsert, delete, version)
+        return self._write_sql(table, TableChange.patch(upsert, delete, version))
+
+    def _write_sql(self, table: str, change: TableChange) -> ReloadResult:
+        source = self.source_of(table)
+        with self.registry.transaction() as tx:
+            consume(tx, source)  # judge the change against the database as it is now
+            current = tx.state.snapshot(table)
+            candidate, delta = change.candidate(current)
+            if change.version is not None:
+                check_forward(change.version, current.version, table)
+            if not delta and change.version is None:
+                return tx.apply({table: TableChange()})[table]
+            upsert = {k: candidate.plain_rows()[k] for k in (*delta.added, *delta.changed)}
+            txid = source.write(table, upsert, delta.removed, change.version)
+            applied = consume(tx, source)
+            mine = [results for tid, results in applied if tid == txid and table in results]
+            if not mine:  # SQLite names no transactions: the last change set holds this write
+                mine = [results for _, results in applied if table in results]
+            if not mine:
+                raise ProtocolError(
+                    ProblemType.INTERNAL, f"the write to {table!r} was not captured"
+                )
+            result = mine[-1][table]
+        trim(source, tx.positions[source.name])
+        return result
+
+    @property
+    def available(self) -> bool:
+        return self.follower is None or self.follower.available
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        return None if self.follower is None else self.follower.reason
+
+
+def open_runtime(
+    domain: Domain,
+    *,
+    registry: Registry | None = None,
+    store: str | Path | Any = None,
+    database: Any = None,
+    log_capacity: int | None = None,
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S,
+    store_schema: str | None = None,
+) -> Runtime:
+    """Open the registry ``domain`` is served from.
+
+    ``store``: where the shared history lives — a SQLite path, a ``postgresql://`` URL, or an open
+    store (the caller closes it); ``database``: the provider's database holding the domain's
+    ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an existing
+    in-memory registry instead (no store, no SQL tables). With neither store nor registry, a
+    fresh in-memory registry.
+    """
+    capacity = log_capacity if log_capacity is not None else _log_capacity_default()
+    if registry is not None and (store is not None or database is not None):
+        raise ValueError("pass either a registry or a store/database, not both")
+    if domain.sql_tables and database is None and registry is None:
+        raise ValueError(
+            f"domain {domain.name!r} reads tables {sorted(domain.sql_tables)} from SQL; "
+            "pass the database they live in"
+        )
+    if registry is not None:
+        return Runtime(registry)
+    source = _source(domain, database) if domain.sql_tables else None
+    sources = (source,) if source is not None else ()
+    owned = False
+    opened = None
+    try:
+        if source is not None:
+            source.open()
+        if store is None:
+            registry = _in_memory(domain, source, capacity)
+        else:
+            from .store import SQLRegistryStore, open_store
+
+            if isinstance(store, SQLRegistryStore):
+                opened = store
+            else:
+                opened = open_store(store, schema=store_schema)
+                owned = True
+            registry = opened.open_registry(
+                domain, log_capacity=capacity, load_sql=_loader(source) if source else None
+            )
+            if source is not None:
+                ingest(registry, source, verify=True)
+    except BaseException:
+        if owned and opened is not None:
+            opened.close()
+        if source is not None:
+            source.close()
+        raise
+    follower = None
+    if opened is not None or source is not None:
+        follower = Follower(
+            registry,
+            sources,
+            store=opened,
+            poll_interval_s=poll_interval_s,
+            heartbeat_s=heartbeat_s,
+        )
+    return Runtime(registry, opened, sources, follower, owned)
+
+
+def _loader(source: Any) -> Any:
+    def load() -> tuple[Mapping[str, Snapshot], Mapping[str, int]]:
+        snapshots, head = source.load()
+        return snapshots, {source.name: head}
+
+    return load
+
+
+def _source(domain: Domain, database: Any) -> Any:
+    from .sql.source import SQLSource
+
+    if isinstance(database, SQLSource):
+        return database
+    return SQLSource(database, domain.sql_tables)
+
+
+def _in_memory(domain: Domain, source: Any, capacity: int) -> Registry:
+    snapshots = [
+        Snapshot.build(name, spec.version, spec.rows) for name, spec in domain.memory_tables.items()
+    ]
+    head = None
+    if source is not None:
+        sql, head = source.load()
+        snapshots.extend(sql.values())
+    registry = Registry(snapshots, domain.rules, log_capacity=capacity)
+    if source is not None and head is not None:
+        with registry.transaction() as tx:
+            tx.set_position(source.name, head)
+    return registry

@@ -1,0 +1,326 @@
+"""Change capture at the source: triggers on the declared tables write every committed change.
+
+Each declared table gets triggers that write, in the writer's own transaction, one record per
+changed row into a capture table: the key and the new row image, rendered to JSON by the same SQL
+expressions the full load uses (so a captured row and a loaded row can never disagree). If the
+record cannot be written — the capture table is gone, a value has no JSON form — the trigger
+fails and so does the writer's statement: nothing is lost silently.
+
+- SQLite: ``ic_capture`` with an AUTOINCREMENT id (writers are serialized by the database lock,
+  and a rollback gives the ids back, so committed ids are contiguous); the reader polls.
+- PostgreSQL: ``<schema>.capture`` with ids from a one-row counter ``<schema>.capture_head`` that
+  each capturing transaction updates (its row lock serializes capturing transactions until commit,
+  so ids are contiguous and in commit order), the transaction id of each record, a statement
+  trigger for TRUNCATE, and ``NOTIFY <schema>_capture`` to wake the workers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+from ..._extras import require_extra
+from .declare import BoundTable, Column
+from .images import Captured
+
+require_extra("sql", "sqlalchemy")
+
+from sqlalchemy import text  # noqa: E402
+from sqlalchemy.engine import Connection, Engine  # noqa: E402
+
+DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
+
+
+def literal(value: str) -> str:
+    """``value`` as a SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+class CaptureDialect(ABC):
+    """The capture's SQL for one database."""
+
+    by_transaction: bool
+    """Whether records carry their transaction (so a change set is exactly one transaction)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._quote = engine.dialect.identifier_preparer.quote
+
+    def qualified(self, table: BoundTable) -> str:
+        name = self._quote(table.sql.table)
+        return f"{self._quote(table.sql.schema)}.{name}" if table.sql.schema else name
+
+    @abstractmethod
+    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
+        """Create the capture table and (re)create every declared table's triggers."""
+
+    @abstractmethod
+    def key_expr(self, table: BoundTable, alias: str) -> str:
+        """SQL rendering the key columns of row ``alias`` as a JSON array (text)."""
+
+    @abstractmethod
+    def row_expr(self, table: BoundTable, alias: str) -> str:
+        """SQL rendering the row columns of row ``alias`` as a JSON object (text)."""
+
+    @abstractmethod
+    def head_sql(self) -> str:
+        """SQL returning the last capture id handed out (one row, one column; no row: 0)."""
+
+    @abstractmethod
+    def records_sql(self) -> str:
+        """SQL returning ``id, tx, table_name, op, key, row`` after ``:after``, in id order."""
+
+    @abstractmethod
+    def trim_sql(self) -> str:
+        """SQL deleting the records up to ``:upto``."""
+
+    def begin_read(self, conn: Connection) -> Connection:
+        """``conn`` set up for one consistent read snapshot."""
+        return conn
+
+    def select_sql(self, table: BoundTable) -> str:
+        return (
+            f"SELECT {self.key_expr(table, 't')}, {self.row_expr(table, 't')} "
+            f"FROM {self.qualified(table)} AS t"
+        )
+
+    @abstractmethod
+    def record_version(self, conn: Connection, table: str, version: str) -> None:
+        """Write a ``version`` record: the next version of ``table``, in ``conn``'s transaction."""
+
+    def transaction_id(self, conn: Connection) -> str | None:
+        """The id capture records of ``conn``'s transaction carry (None: records name none)."""
+        return None
+
+    def head(self, conn: Connection) -> int:
+        row = conn.exec_driver_sql(self.head_sql()).first()
+        return int(row[0]) if row is not None and row[0] is not None else 0
+
+    def records(self, conn: Connection, after: int) -> list[Captured]:
+        return [
+            Captured(int(i), tx, table, op, key, row)
+            for i, tx, table, op, key, row in conn.execute(
+                text(self.records_sql()), {"after": after}
+            )
+        ]
+
+
+class SQLiteCapture(CaptureDialect):
+    by_transaction = False
+    TABLE = "ic_capture"
+
+    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT, row TEXT)"
+        )
+        for table in tables:
+            for event, body in self._triggers(table).items():
+                name = self._quote(f"ic_capture_{table.name}_{event}")
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+                target = self._quote(table.sql.table)
+                schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
+                conn.exec_driver_sql(
+                    f"CREATE TRIGGER {schema}{name} AFTER {event.upper()} ON {target} "
+                    f"BEGIN {body} END"
+                )
+
+    def _triggers(self, table: BoundTable) -> dict[str, str]:
+        insert = f"INSERT INTO {self.TABLE} (table_name, op, key, row) "
+        name = literal(table.name)
+        upsert = (
+            f"{insert}VALUES ({name}, 'upsert', {self.key_expr(table, 'NEW')}, "
+            f"{self.row_expr(table, 'NEW')});"
+        )
+        delete = f"{insert}VALUES ({name}, 'delete', {self.key_expr(table, 'OLD')}, NULL);"
+        moved = (
+            f"{insert}SELECT {name}, 'delete', {self.key_expr(table, 'OLD')}, NULL "
+            f"WHERE {self.key_expr(table, 'OLD')} IS NOT {self.key_expr(table, 'NEW')};"
+        )
+        return {"insert": upsert, "update": moved + " " + upsert, "delete": delete}
+
+    def key_expr(self, table: BoundTable, alias: str) -> str:
+        return "json_array(" + ", ".join(self._value(c, alias) for c in table.key) + ")"
+
+    def row_expr(self, table: BoundTable, alias: str) -> str:
+        members = ", ".join(f"{literal(c.name)}, {self._value(c, alias)}" for c in table.columns)
+        return f"json_object({members})"
+
+    def _value(self, column: Column, alias: str) -> str:
+        ref = f"{alias}.{self._quote(column.name)}"
+        if column.kind == "boolean":
+            return (
+                f"CASE WHEN {ref} IS NULL THEN NULL WHEN {ref} THEN json('true') "
+                "ELSE json('false') END"
+            )
+        if column.kind == "float":
+            # SQLite's JSON renders REAL with 15 digits; 17 round-trip every double exactly.
+            exact = f"json(printf('%!.17g', {ref}))"
+            return f"CASE WHEN typeof({ref}) = 'real' THEN {exact} ELSE {ref} END"
+        if column.kind == "json":
+            return f"json({ref})"
+        return ref
+
+    def record_version(self, conn: Connection, table: str, version: str) -> None:
+        conn.execute(
+            text(
+                f"INSERT INTO {self.TABLE} (table_name, op, key, row)"
+                " VALUES (:t, 'version', NULL, :v)"
+            ),
+            {"t": table, "v": version},
+        )
+
+    def head_sql(self) -> str:
+        # Naming the capture table makes the statement fail when it is gone (a 503, not a 0).
+        return (
+            f"SELECT (SELECT seq FROM sqlite_sequence WHERE name = {literal(self.TABLE)})"
+            f" FROM (SELECT count(*) FROM {self.TABLE} WHERE 0)"
+        )
+
+    def records_sql(self) -> str:
+        return (
+            f"SELECT id, NULL, table_name, op, key, row FROM {self.TABLE} "
+            "WHERE id > :after ORDER BY id"
+        )
+
+    def trim_sql(self) -> str:
+        return f"DELETE FROM {self.TABLE} WHERE id <= :upto"
+
+
+class PostgresCapture(CaptureDialect):
+    by_transaction = True
+
+    def __init__(self, engine: Engine, schema: str = DEFAULT_CAPTURE_SCHEMA) -> None:
+        super().__init__(engine)
+        self.schema = schema
+        self.channel = f"{schema}_capture"
+        s = self._quote(schema)
+        self.capture = f"{s}.capture"
+        self.counter = f"{s}.capture_head"
+
+    def begin_read(self, conn: Connection) -> Connection:
+        return conn.execution_options(isolation_level="REPEATABLE READ")
+
+    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
+        s = self._quote(self.schema)
+        conn.execute(
+            text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
+            {"k": f"ic-capture:{self.schema}"},
+        )
+        conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.counter} (id int PRIMARY KEY CHECK (id = 1),"
+            " last_id bigint NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {self.counter} (id, last_id) VALUES (1, 0) ON CONFLICT DO NOTHING"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
+            " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
+        )
+        for table in tables:
+            function = f"{s}.{self._quote('capture_' + _digest(table))}"
+            conn.exec_driver_sql(self._function(table, function))
+            target = self.qualified(table)
+            conn.exec_driver_sql(
+                f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
+                f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()"
+            )
+            conn.exec_driver_sql(
+                f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
+                f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
+            )
+
+    def _function(self, table: BoundTable, function: str) -> str:
+        name = literal(table.name)
+        record = (
+            f"UPDATE {self.counter} SET last_id = last_id + 1 WHERE id = 1"
+            " RETURNING last_id INTO n;"
+            " IF n IS NULL THEN RAISE EXCEPTION 'invalidation-contracts: the capture counter "
+            f"{self.counter} has no row; the change cannot be recorded'; END IF;"
+        )
+        insert = (
+            f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row)"
+            f" VALUES (n, pg_current_xact_id()::text, {name},"
+        )
+        return f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $ic$
+DECLARE n bigint; old_key text; new_key text;
+BEGIN
+  IF TG_OP = 'TRUNCATE' THEN
+    {record}
+    {insert} 'truncate', NULL, NULL);
+  ELSE
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN old_key := {self.key_expr(table, "OLD")}; END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN new_key := {self.key_expr(table, "NEW")}; END IF;
+    IF old_key IS NOT NULL AND old_key IS DISTINCT FROM new_key THEN
+      {record}
+      {insert} 'delete', old_key, NULL);
+    END IF;
+    IF new_key IS NOT NULL THEN
+      {record}
+      {insert} 'upsert', new_key, {self.row_expr(table, "NEW")});
+    END IF;
+  END IF;
+  PERFORM pg_notify({literal(self.channel)}, '');
+  RETURN NULL;
+END $ic$"""
+
+    def key_expr(self, table: BoundTable, alias: str) -> str:
+        refs = ", ".join(f"{alias}.{self._quote(c.name)}" for c in table.key)
+        return f"jsonb_build_array({refs})::text"
+
+    def row_expr(self, table: BoundTable, alias: str) -> str:
+        if not table.columns:
+            return "'{}'"
+        chunks = [table.columns[i : i + 40] for i in range(0, len(table.columns), 40)]
+        parts = [
+            "jsonb_build_object("
+            + ", ".join(f"{literal(c.name)}, {alias}.{self._quote(c.name)}" for c in chunk)
+            + ")"
+            for chunk in chunks
+        ]
+        return "(" + " || ".join(parts) + ")::text"
+
+    def record_version(self, conn: Connection, table: str, version: str) -> None:
+        n = conn.exec_driver_sql(
+            f"UPDATE {self.counter} SET last_id = last_id + 1 WHERE id = 1 RETURNING last_id"
+        ).scalar_one()
+        conn.execute(
+            text(
+                f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row) VALUES "
+                "(:n, pg_current_xact_id()::text, :t, 'version', NULL, :v)"
+            ),
+            {"n": n, "t": table, "v": version},
+        )
+        conn.exec_driver_sql(f"SELECT pg_notify({literal(self.channel)}, '')")
+
+    def transaction_id(self, conn: Connection) -> str | None:
+        return str(conn.exec_driver_sql("SELECT pg_current_xact_id()::text").scalar_one())
+
+    def head_sql(self) -> str:
+        return f"SELECT last_id FROM {self.counter} WHERE id = 1"
+
+    def records_sql(self) -> str:
+        return (
+            f"SELECT id, tx, table_name, op, key, row FROM {self.capture} "
+            "WHERE id > :after ORDER BY id"
+        )
+
+    def trim_sql(self) -> str:
+        return f"DELETE FROM {self.capture} WHERE id <= :upto"
+
+
+def _digest(table: BoundTable) -> str:
+    qualified = f"{table.sql.schema or ''}.{table.sql.table}"
+    return hashlib.sha256(qualified.encode("utf-8")).hexdigest()[:16]
+
+
+def capture_dialect(engine: Engine, schema: str = DEFAULT_CAPTURE_SCHEMA) -> CaptureDialect:
+    """The capture SQL for ``engine``'s database (SQLite or PostgreSQL)."""
+    if engine.dialect.name == "sqlite":
+        return SQLiteCapture(engine)
+    if engine.dialect.name == "postgresql":
+        return PostgresCapture(engine, schema)
+    raise ValueError(f"change capture supports SQLite and PostgreSQL, not {engine.dialect.name}")

@@ -1,0 +1,144 @@
+"""Checking ``SQLTable`` declarations against the database they read from.
+
+A declaration names a SQL table, its key column(s) and the columns a row holds. Bound to a
+database, each column gets a *kind* (how its values become JSON): text, integer, boolean, float,
+json. Anything else — a missing table or column, a table without a key, a key that is not unique,
+a type a reference table cannot carry as JSON exactly (decimals, dates, bytes, UUIDs) — is a
+``DeclarationError`` naming the reference table, the SQL table and the column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..._extras import require_extra
+from ..domain import SQLTable
+
+require_extra("sql", "sqlalchemy")
+
+import sqlalchemy as sa  # noqa: E402
+from sqlalchemy.engine import Engine  # noqa: E402
+from sqlalchemy.types import TypeEngine  # noqa: E402
+
+#: Most row columns one declaration may read (SQLite's json_object takes at most 127 arguments).
+MAX_COLUMNS = 60
+KEY_KINDS = frozenset({"text", "integer"})
+SUPPORTED = "text (CHAR, VARCHAR, TEXT, enums), integers, booleans, floats (REAL, DOUBLE), JSON"
+
+
+class DeclarationError(ValueError):
+    """A ``SQLTable`` declaration that its database cannot serve."""
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A declared column and the kind of JSON value it holds."""
+
+    name: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class BoundTable:
+    """A declaration checked against its database: the reference table ``name`` over ``sql``."""
+
+    name: str
+    sql: SQLTable
+    key: tuple[Column, ...]
+    columns: tuple[Column, ...]
+
+    @property
+    def where(self) -> str:
+        qualified = f"{self.sql.schema}.{self.sql.table}" if self.sql.schema else self.sql.table
+        return f"reference table {self.name!r} (SQL table {qualified!r})"
+
+
+def kind_of(sql_type: TypeEngine[object]) -> str | None:
+    """The JSON kind of a column type, or None when a reference table cannot hold it."""
+    if isinstance(sql_type, sa.ARRAY):
+        return "json" if kind_of(sql_type.item_type) in ("text", "integer", "boolean") else None
+    if isinstance(sql_type, sa.JSON):
+        return "json"
+    if isinstance(sql_type, sa.Boolean):
+        return "boolean"
+    if isinstance(sql_type, sa.Integer):
+        return "integer"
+    if isinstance(sql_type, sa.Float):
+        return "float"
+    if isinstance(sql_type, sa.String):  # Text, Enum, CHAR, VARCHAR
+        return "text"
+    return None
+
+
+def bind(engine: Engine, name: str, table: SQLTable) -> BoundTable:
+    """Check ``table`` (declared as reference table ``name``) against ``engine``'s database."""
+    qualified = f"{table.schema}.{table.table}" if table.schema else table.table
+    where = f"reference table {name!r} (SQL table {qualified!r})"
+    inspector = sa.inspect(engine)
+    if not inspector.has_table(table.table, schema=table.schema):
+        raise DeclarationError(f"{where}: no such table in {engine.url.render_as_string()}")
+    reflected = {c["name"]: c for c in inspector.get_columns(table.table, schema=table.schema)}
+    primary = list(
+        inspector.get_pk_constraint(table.table, schema=table.schema).get("constrained_columns")
+        or []
+    )
+    key_names = list(table.key_columns or primary)
+    if not key_names:
+        raise DeclarationError(
+            f"{where}: the table has no primary key; declare its key column(s) with key=..."
+        )
+    for column in key_names:
+        if column not in reflected:
+            raise DeclarationError(f"{where}: key column {column!r} does not exist")
+    if (
+        table.key_columns
+        and set(key_names) != set(primary)
+        and not _unique(inspector, table, key_names)
+    ):
+        raise DeclarationError(
+            f"{where}: key column(s) {key_names} are neither the primary key nor unique"
+        )
+    names = (
+        list(table.columns)
+        if table.columns is not None
+        else [c for c in reflected if c not in key_names]
+    )
+    for column in names:
+        if column not in reflected:
+            raise DeclarationError(f"{where}: column {column!r} does not exist")
+        if column in key_names:
+            raise DeclarationError(f"{where}: column {column!r} is part of the key")
+    if len(names) > MAX_COLUMNS:
+        raise DeclarationError(f"{where}: {len(names)} columns; a row holds at most {MAX_COLUMNS}")
+    key = tuple(Column(c, _kind(where, c, reflected)) for c in key_names)
+    for part in key:
+        if part.kind not in KEY_KINDS:
+            raise DeclarationError(
+                f"{where}: key column {part.name!r} is {part.kind}; a key must be text or "
+                "an integer"
+            )
+    columns = tuple(Column(c, _kind(where, c, reflected)) for c in names)
+    return BoundTable(name, table, key, columns)
+
+
+def _kind(where: str, column: str, reflected: Mapping[str, Mapping[str, object]]) -> str:
+    sql_type = reflected[column]["type"]
+    kind = kind_of(sql_type) if isinstance(sql_type, TypeEngine) else None
+    if kind is None:
+        raise DeclarationError(
+            f"{where}: column {column!r} has type {sql_type}, which a reference table cannot "
+            f"hold (supported: {SUPPORTED})"
+        )
+    return kind
+
+
+def _unique(inspector: sa.Inspector, table: SQLTable, columns: list[str]) -> bool:
+    wanted = set(columns)
+    for constraint in inspector.get_unique_constraints(table.table, schema=table.schema):
+        if set(constraint["column_names"]) == wanted:
+            return True
+    for index in inspector.get_indexes(table.table, schema=table.schema):
+        if index.get("unique") and set(index["column_names"]) == wanted:
+            return True
+    return False

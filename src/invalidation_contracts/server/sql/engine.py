@@ -1,0 +1,52 @@
+"""SQLAlchemy engines for a provider's database, with transactions that mean what they say.
+
+PostgreSQL URLs use psycopg 3 (``postgresql://`` becomes ``postgresql+psycopg://``). SQLite
+connections run in autocommit mode and every SQLAlchemy transaction emits its own ``BEGIN``
+(``DEFERRED`` by default, ``IMMEDIATE`` with the ``sqlite_begin`` execution option), so a
+read transaction is one consistent snapshot — the Python driver's implicit transactions are not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._extras import require_extra
+
+require_extra("sql", "sqlalchemy")
+
+import sqlalchemy as sa  # noqa: E402
+from sqlalchemy import event  # noqa: E402
+from sqlalchemy.engine import URL, Connection, Engine, make_url  # noqa: E402
+
+DEFAULT_BUSY_TIMEOUT_S = 30.0
+
+
+def database_url(url: str | URL) -> URL:
+    """``url`` with the driver this library uses for its dialect."""
+    parsed = make_url(url)
+    if parsed.drivername in ("postgresql", "postgres"):
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed
+
+
+def make_engine(url: str | URL, **options: Any) -> Engine:
+    """An engine for the provider's database at ``url``."""
+    parsed = database_url(url)
+    if parsed.get_backend_name() == "postgresql":
+        require_extra("postgres", "psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        options.setdefault("connect_args", {}).setdefault("timeout", DEFAULT_BUSY_TIMEOUT_S)
+    engine = sa.create_engine(parsed, **options)
+    if engine.dialect.name == "sqlite":
+        event.listen(engine, "connect", _sqlite_autocommit)
+        event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_autocommit(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+    conn.exec_driver_sql(f"BEGIN {mode}")

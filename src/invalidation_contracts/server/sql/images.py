@@ -1,0 +1,188 @@
+"""Captured row images and what they do to the registry (sans-IO).
+
+The capture triggers write one record per written row: ``upsert`` with the row's new image,
+``delete`` with the old key, or ``truncate`` for a whole table (PostgreSQL); a writer may add a
+``version`` record (the admin routes do) to name the table's next version. Each record has an
+id from a counter that only moves in committed transactions, so the ids a reader sees after a
+position are contiguous; anything else is a gap no one can explain, and the registry starts a new
+epoch rather than skip it. Records of one transaction (``tx``) form one change set; SQLite cannot
+name its transactions, so there every record pending at a read is one change set (it never splits
+a transaction, it may merge several).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...protocol.canonical import canonical_json
+from ...protocol.problems import ProblemType, ProtocolError
+from ..tables import Snapshot
+from ..transitions import TableChange
+from ..versions import check_forward
+
+UPSERT, DELETE, TRUNCATE, VERSION = "upsert", "delete", "truncate", "version"
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """One record of the capture table."""
+
+    id: int
+    tx: str | None
+    table: str
+    op: str
+    key: str | None
+    """The key as the database rendered it: a JSON array of the key columns' values."""
+    row: str | None
+    """The row image as JSON text (upserts only)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureBatch:
+    """What one read of the capture table saw, in one snapshot of the database."""
+
+    head: int
+    """The last id the capture counter handed out (committed)."""
+    records: tuple[Captured, ...]
+    contents: Mapping[str, Mapping[str, Any]] | None = None
+    """With a full read: every declared table's rows (key → row) in the same snapshot."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeSet:
+    """The net effect of one transaction: per table, each key's final image (None: deleted)."""
+
+    rows: Mapping[str, Mapping[str, Mapping[str, Any] | None]]
+    truncated: frozenset[str] = frozenset()
+    versions: Mapping[str, str] = field(default_factory=dict)
+    """Versions a writer named for tables of this change set."""
+    tx: str | None = None
+    """The database transaction (PostgreSQL); None where records do not name one."""
+
+    def changes(self, tables: Mapping[str, Snapshot]) -> dict[str, TableChange]:
+        """The change set as registry changes against the current ``tables``.
+
+        A named version that does not move forward from the current one (a concurrent writer got
+        there first) is dropped, and the server bumps the version itself: a captured change is
+        never refused.
+        """
+        out: dict[str, TableChange] = {}
+        for name in sorted({*self.rows, *self.truncated, *self.versions}):
+            images = self.rows.get(name, {})
+            current = tables[name]
+            upsert = {key: row for key, row in images.items() if row is not None}
+            gone = [key for key, row in images.items() if row is None]
+            if name in self.truncated:
+                gone = list(current.rows)
+            delete = frozenset(key for key in gone if key in current.rows and key not in upsert)
+            version = self.versions.get(name)
+            if version is not None and not moves_forward(version, current.version):
+                version = None
+            out[name] = TableChange(upsert, delete, version=version)
+        return out
+
+
+def moves_forward(version: str, current: str) -> bool:
+    try:
+        check_forward(version, current, "")
+    except ProtocolError:
+        return False
+    return True
+
+
+def key_text(rendered: str | Sequence[Any]) -> str:
+    """A row key from its key columns' values: the value itself for one column, else JSON."""
+    values = json.loads(rendered) if isinstance(rendered, str) else list(rendered)
+    if not isinstance(values, list) or not values:
+        raise ProtocolError(ProblemType.INVALID_REQUEST, f"key {rendered!r} names no value")
+    for value in values:
+        if value is None:
+            raise ProtocolError(ProblemType.INVALID_REQUEST, "a row has a NULL key")
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"key value {value!r} is neither text nor an integer"
+            )
+    if len(values) == 1:
+        return str(values[0])
+    return canonical_json(values).decode("utf-8")
+
+
+def row_value(text: str | None) -> dict[str, Any]:
+    """A row image (JSON object text) as a dict."""
+    row = json.loads(text) if text is not None else None
+    if not isinstance(row, dict):
+        raise ProtocolError(ProblemType.INVALID_REQUEST, f"row image {text!r} is not an object")
+    return row
+
+
+def gap(after: int, batch: CaptureBatch) -> str | None:
+    """Why the records after ``after`` cannot be trusted to be all of them, or None."""
+    if batch.head < after:
+        return f"the capture counter is at {batch.head}, behind position {after} (capture reset)"
+    ids = [record.id for record in batch.records]
+    if ids != list(range(after + 1, batch.head + 1)):
+        missing = sorted(set(range(after + 1, batch.head + 1)) - set(ids))
+        return f"capture records {missing[:5]}{'…' if len(missing) > 5 else ''} are missing"
+    return None
+
+
+def change_sets(records: Iterable[Captured], *, by_transaction: bool) -> list[ChangeSet]:
+    """Fold records (in id order) into change sets: one per transaction, or one in all."""
+    groups: list[list[Captured]] = []
+    for record in records:
+        if groups and (not by_transaction or groups[-1][-1].tx == record.tx):
+            groups[-1].append(record)
+        else:
+            groups.append([record])
+    return [fold(group) for group in groups]
+
+
+def fold(records: Iterable[Captured]) -> ChangeSet:
+    """The net effect of ``records``: the last image of each key wins."""
+    rows: dict[str, dict[str, dict[str, Any] | None]] = {}
+    truncated: set[str] = set()
+    versions: dict[str, str] = {}
+    tx: str | None = None
+    for record in records:
+        tx = record.tx
+        if record.op == VERSION:
+            if record.row:
+                versions[record.table] = record.row
+            continue
+        table = rows.setdefault(record.table, {})
+        if record.op == TRUNCATE:
+            truncated.add(record.table)
+            table.clear()
+            continue
+        if record.key is None:
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"capture record {record.id} has no key"
+            )
+        key = key_text(record.key)
+        if record.op == UPSERT:
+            table[key] = row_value(record.row)
+        elif record.op == DELETE:
+            table[key] = None
+        else:
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST, f"capture record {record.id}: unknown op {record.op!r}"
+            )
+    return ChangeSet(rows, frozenset(truncated), versions, tx)
+
+
+def merged(sets: Sequence[ChangeSet]) -> ChangeSet:
+    """Several change sets as one (the later images win)."""
+    rows: dict[str, dict[str, Mapping[str, Any] | None]] = {}
+    truncated: set[str] = set()
+    versions: dict[str, str] = {}
+    for change_set in sets:
+        for name in change_set.truncated:
+            truncated.add(name)
+            rows[name] = {}
+        for name, images in change_set.rows.items():
+            rows.setdefault(name, {}).update(images)
+        versions.update(change_set.versions)
+    return ChangeSet(rows, frozenset(truncated), versions, sets[-1].tx if sets else None)

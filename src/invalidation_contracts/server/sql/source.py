@@ -1,0 +1,259 @@
+"""The provider's database as a source of reference tables: declared tables, their capture, reads.
+
+``SQLSource.open()`` checks every declaration against the database and installs the capture
+triggers; ``load()`` reads every declared table in one snapshot, with the capture position that
+snapshot is at; ``read(after)`` reads the captured records after a position (and, to verify, the
+tables in the same snapshot). Nothing here changes the registry: ``server.runtime`` does, under the
+registry's write lock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..._extras import require_extra
+from ...protocol.problems import ProblemType, ProtocolError
+from ..domain import SQLTable
+from ..ingest import SourceError
+from ..tables import Snapshot
+from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
+from .declare import BoundTable, bind
+from .engine import make_engine
+from .images import CaptureBatch, key_text, row_value
+
+require_extra("sql", "sqlalchemy")
+
+from sqlalchemy import MetaData, Table  # noqa: E402
+from sqlalchemy.engine import URL, Engine  # noqa: E402
+from sqlalchemy.exc import (  # noqa: E402
+    DataError,
+    IntegrityError,
+    OperationalError,
+    SQLAlchemyError,
+    StatementError,
+)
+
+
+class SQLSource:
+    """The declared tables of one database (SQLite or PostgreSQL) and their change capture."""
+
+    def __init__(
+        self,
+        database: str | URL | Engine,
+        tables: Mapping[str, SQLTable],
+        *,
+        name: str = "sql",
+        capture_schema: str = DEFAULT_CAPTURE_SCHEMA,
+    ) -> None:
+        """``database``: a URL (an engine is made and owned) or an engine (the caller's)."""
+        self._owned = not isinstance(database, Engine)
+        self.engine = make_engine(database) if not isinstance(database, Engine) else database
+        self.name = name
+        self.declared = dict(tables)
+        self.bound: dict[str, BoundTable] = {}
+        self._tables: dict[str, Any] = {}
+        self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
+
+    @property
+    def by_transaction(self) -> bool:
+        return self.dialect.by_transaction
+
+    def open(self) -> None:
+        """Check every declaration (``DeclarationError``) and install the capture triggers."""
+        try:
+            self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
+            with self._connect(write=True) as conn, conn.begin():
+                self.dialect.install(conn, list(self.bound.values()))
+        except SQLAlchemyError as exc:
+            raise SourceError(
+                f"{self._where()}: cannot install the change capture ({_reason(exc)})"
+            ) from exc
+
+    def load(self) -> tuple[dict[str, Snapshot], int]:
+        """Every declared table (at its declared initial version), and the capture position."""
+        batch = self.read(None, full=True)
+        assert batch.contents is not None
+        snapshots = {
+            name: self.snapshot(name, self.declared[name].version, rows)
+            for name, rows in batch.contents.items()
+        }
+        return snapshots, batch.head
+
+    def snapshot(self, name: str, version: str, rows: Mapping[str, Any]) -> Snapshot:
+        try:
+            return Snapshot.build(name, version, rows)
+        except ProtocolError as exc:
+            raise SourceError(f"{self.bound[name].where}: {exc.detail}") from None
+
+    def read(self, after: int | None, *, full: bool = False) -> CaptureBatch:
+        """The capture records after ``after`` (None: none) and, with ``full``, every table."""
+        try:
+            with self._connect() as conn, conn.begin():
+                head = self.dialect.head(conn)
+                records = self.dialect.records(conn, after) if after is not None else []
+                contents = self._contents(conn) if full else None
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
+        return CaptureBatch(head, tuple(records), contents)
+
+    def head(self) -> int:
+        """The last capture id handed out (cheap: one row)."""
+        try:
+            with self._connect() as conn, conn.begin():
+                return self.dialect.head(conn)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
+
+    def write(
+        self,
+        name: str,
+        upsert: Mapping[str, Mapping[str, Any]],
+        delete: Iterable[str],
+        version: str | None,
+    ) -> str | None:
+        """Write rows of reference table ``name`` into its SQL table, in one transaction.
+
+        The capture records the write like any other writer's; ``version`` adds a ``version``
+        record naming the table's next version. Returns the transaction's capture id (PostgreSQL).
+        A row the database refuses is a 422 ``ProtocolError``; nothing is written.
+        """
+        table = self.bound[name]
+        sql_table = self._table(table)
+        key_names = [c.name for c in table.key]
+        allowed = {c.name for c in table.columns}
+        rows = []
+        for key, row in upsert.items():
+            unknown = sorted(set(row) - allowed)
+            if unknown:
+                raise ProtocolError(
+                    ProblemType.INVALID_REQUEST,
+                    f"{table.where}: row {key!r} names column {unknown[0]!r}, which the "
+                    f"declaration does not hold (columns: {sorted(allowed)})",
+                )
+            rows.append({**dict.fromkeys(allowed), **dict(row), **self._key_values(table, key)})
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                for key in delete:
+                    values = self._key_values(table, key)
+                    conn.execute(
+                        sql_table.delete().where(*(sql_table.c[k] == values[k] for k in key_names))
+                    )
+                if rows:
+                    conn.execute(self._upsert(sql_table, key_names, sorted(allowed)), rows)
+                if version is not None:
+                    self.dialect.record_version(conn, name, version)
+                return self.dialect.transaction_id(conn)
+        except (IntegrityError, DataError, StatementError) as exc:
+            if isinstance(exc, OperationalError):
+                raise SourceError(f"{self._where()}: cannot write ({_reason(exc)})") from exc
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST,
+                f"{table.where}: the database refused the rows ({_reason(exc)})",
+            ) from None
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot write ({_reason(exc)})") from exc
+
+    def _table(self, table: BoundTable) -> Any:
+        cached = self._tables.get(table.name)
+        if cached is None:
+            cached = Table(
+                table.sql.table, MetaData(), schema=table.sql.schema, autoload_with=self.engine
+            )
+            self._tables[table.name] = cached
+        return cached
+
+    def _key_values(self, table: BoundTable, key: str) -> dict[str, Any]:
+        if len(table.key) == 1:
+            values: list[Any] = [key]
+        else:
+            try:
+                values = json.loads(key)
+            except ValueError:
+                values = []
+            if not isinstance(values, list) or len(values) != len(table.key):
+                raise ProtocolError(
+                    ProblemType.INVALID_REQUEST,
+                    f"{table.where}: key {key!r} is not a JSON array of {len(table.key)} values",
+                )
+        out = {}
+        for column, value in zip(table.key, values, strict=True):
+            if column.kind == "integer":
+                try:
+                    value = int(value)
+                except (TypeError, ValueError):
+                    raise ProtocolError(
+                        ProblemType.INVALID_REQUEST,
+                        f"{table.where}: key column {column.name!r} is an integer, not {value!r}",
+                    ) from None
+            out[column.name] = value
+        return out
+
+    def _upsert(self, table: Any, keys: list[str], columns: list[str]) -> Any:
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
+        statement = insert(table)
+        if not columns:
+            return statement.on_conflict_do_nothing(index_elements=keys)
+        return statement.on_conflict_do_update(
+            index_elements=keys, set_={c: statement.excluded[c] for c in columns}
+        )
+
+    def trim(self, upto: int) -> None:
+        """Delete the capture records the registry has consumed (up to ``upto``)."""
+        from sqlalchemy import text
+
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                conn.execute(text(self.dialect.trim_sql()), {"upto": upto})
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot trim the capture ({_reason(exc)})") from exc
+
+    def listener(self) -> Any:
+        """A wake-up on new captures (PostgreSQL ``LISTEN``), or None where one must poll."""
+        if not isinstance(self.dialect, PostgresCapture):
+            return None
+        from ..store.postgres import PostgresListener
+
+        url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        return PostgresListener(
+            url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
+        )
+
+    def close(self) -> None:
+        if self._owned:
+            self.engine.dispose()
+
+    def _connect(self, *, write: bool = False) -> Any:
+        conn = self.engine.connect()
+        if self.engine.dialect.name == "sqlite":
+            return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+        return conn if write else self.dialect.begin_read(conn)
+
+    def _contents(self, conn: Any) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for name, table in self.bound.items():
+            rows: dict[str, Any] = {}
+            for key, row in conn.exec_driver_sql(self.dialect.select_sql(table)):
+                try:
+                    text = key_text(key)
+                    value = row_value(row)
+                except ProtocolError as exc:
+                    raise SourceError(f"{table.where}: {exc.detail}") from None
+                if text in rows:
+                    raise SourceError(f"{table.where}: two rows have the key {text!r}")
+                rows[text] = value
+            out[name] = rows
+        return out
+
+    def _where(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+
+def _reason(exc: SQLAlchemyError) -> str:
+    original = getattr(exc, "orig", None)
+    text = str(original if original is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

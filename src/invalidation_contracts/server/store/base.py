@@ -1,0 +1,189 @@
+"""A registry's history in a SQL database, shared by every worker that serves the registry.
+
+The store is the registry's journal and the source of truth for its workers: each change is
+written in one transaction, under a lock every writer takes, *before* any worker makes it visible;
+a failed write leaves the database and the registry as they were. Workers catch up by reading
+what was committed beyond their position (``server.history``). Row changes write only the rows
+they touch.
+
+Opening a store:
+- empty or new: initialised from the domain's tables (the in-memory ones, and the SQL ones as the
+  caller loads them) and rules under a new epoch, seq 0;
+- written for another domain, not a registry, with unreadable rows or rules, or with a table set
+  the domain does not declare: refused with ``StorageError`` (an operator must decide; nothing is
+  overwritten);
+- tables intact but the change log lost or inconsistent with them: the tables are kept and a new
+  epoch starts at ``seq + 1`` with an empty log, every table counting as changed there, so any
+  client position from the old history gets 410 resync-required.
+
+The SQL is the same for SQLite and PostgreSQL (``reader``, ``writer``); a ``Dialect`` says how to
+connect, lock, and name the tables (``sqlite.py``, ``postgres.py``).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, Self
+
+from ..changelog import LogRecord
+from ..domain import Domain
+from ..history import Catchup
+from ..registry import Registry
+from ..state import RegistryState
+from . import reader, writer
+from .dialect import Dialect, SQLLoader, Statements, StorageError
+
+DEFAULT_LOG_CAPACITY = 10_000
+
+
+class SQLRegistryStore:
+    """One registry's history in one SQL database; every worker opens its own store object."""
+
+    def __init__(self, dialect: Dialect) -> None:
+        self._dialect = dialect
+        self.where = dialect.where
+        self._lock = threading.RLock()
+        self._capacity = DEFAULT_LOG_CAPACITY
+        try:
+            self._db: Any = dialect.connect()
+        except dialect.errors as exc:
+            raise StorageError(
+                f"{self.where}: cannot open the registry store ({dialect.reason(exc)})"
+            ) from exc
+
+    def open_registry(
+        self,
+        domain: Domain,
+        *,
+        log_capacity: int = DEFAULT_LOG_CAPACITY,
+        load_sql: SQLLoader | None = None,
+    ) -> Registry:
+        """Load the domain's registry (initialised on first use) with this store as its history.
+
+        ``load_sql`` reads the domain's SQL-backed tables; it is called only when the store is new,
+        under the writers' lock, so concurrent workers initialise it once.
+        """
+        if domain.sql_tables and load_sql is None:
+            raise StorageError(f"domain {domain.name!r} has SQL tables; pass their loader")
+        self._capacity = log_capacity
+        with self._lock:
+            try:
+                self._dialect.prepare(self._connection())
+            except self._dialect.errors as exc:
+                raise StorageError(
+                    f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
+                ) from exc
+            with self._transaction(write=True) as s:
+                meta = s.meta()
+                if "domain" not in meta:
+                    loaded = writer.initialise(s, domain, load_sql)
+                else:
+                    loaded = writer.load_or_repair(s, domain, meta)
+        registry = Registry.restore(
+            loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
+        )
+        registry.attach(self)
+        return registry
+
+    def close(self) -> None:
+        """Release the store; later commits fail with ``StorageError``."""
+        with self._lock:
+            if self._db is not None:
+                try:
+                    self._db.close()
+                finally:
+                    self._db = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the History protocol ----------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[_Write]:
+        """The writers' lock and one write transaction; committed when the block ends cleanly."""
+        with self._transaction(write=True) as s:
+            write = _Write(s, self._capacity)
+            yield write
+            if write.saved is not None:
+                self._dialect.committed(s.db, write.saved)
+
+    def catch_up(self, state: RegistryState) -> Catchup | None:
+        """What was committed after ``state``, read in one consistent snapshot."""
+        with self._transaction(write=False) as s:
+            return reader.catch_up(s, state)
+
+    def listener(self) -> Any:
+        """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
+        return self._dialect.listener()
+
+    def head(self) -> tuple[str, int]:
+        """The committed ``(epoch, seq)``."""
+        with self._transaction(write=False) as s:
+            meta = s.meta()
+        return meta.get("epoch", ""), int(meta.get("seq", "0"))
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        if self._db is None:
+            raise StorageError(f"{self.where}: the registry store is closed")
+        return self._db
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Statements]:
+        errors = self._dialect.errors
+        with self._lock:
+            db = self._connection()
+            try:
+                if not self._dialect.usable(db):
+                    db = self._db = self._dialect.connect()
+                (self._dialect.begin_write if write else self._dialect.begin_read)(db)
+            except errors as exc:
+                raise StorageError(
+                    f"{self.where}: cannot reach the registry store ({self._dialect.reason(exc)})"
+                ) from exc
+            try:
+                yield Statements(self._dialect, db)
+                db.execute("COMMIT")
+            except BaseException as exc:
+                try:
+                    db.execute("ROLLBACK")
+                except errors:
+                    pass
+                if isinstance(exc, errors):
+                    what = "a change was not persisted" if write else "cannot read the store"
+                    raise StorageError(
+                        f"{self.where}: {what} ({self._dialect.reason(exc)})"
+                    ) from exc
+                raise
+
+
+class _Write:
+    """One write transaction of a store (the ``HistoryWrite`` of ``server.history``)."""
+
+    def __init__(self, statements: Statements, capacity: int) -> None:
+        self._s = statements
+        self._capacity = capacity
+        self.saved: int | None = None
+
+    def catch_up(self, state: RegistryState) -> Catchup | None:
+        return reader.catch_up(self._s, state)
+
+    def position(self, source: str) -> int | None:
+        return self._s.position(source)
+
+    def save(
+        self,
+        before: RegistryState,
+        after: RegistryState,
+        records: Sequence[LogRecord],
+        positions: Mapping[str, int],
+    ) -> None:
+        writer.save(self._s, before, after, records, positions, self._capacity)
+        self.saved = after.seq

@@ -1,0 +1,114 @@
+"""What the store's SQL needs from a database: a ``Dialect`` (connecting, locking, naming the
+tables, waking workers) and ``Statements`` (running SQL inside one transaction)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import Any
+
+from ..tables import Snapshot
+
+TABLES = ("meta", "tables", "rows", "rules", "log", "positions")
+
+SQLLoader = Callable[[], tuple[Mapping[str, Snapshot], Mapping[str, int]]]
+"""Reads the SQL-backed tables of a new registry: snapshots, and their capture positions."""
+
+
+class StorageError(RuntimeError):
+    """The registry store cannot be opened or is not this domain's, or a change was not written."""
+
+
+class HistoryLost(Exception):
+    """The change log does not account for the stored tables."""
+
+
+class Dialect(ABC):
+    """What differs between databases: connecting, locking, table names, waking other workers."""
+
+    where: str
+    """The store, for messages (a path or a URL without its password)."""
+    errors: tuple[type[Exception], ...]
+
+    @abstractmethod
+    def connect(self) -> Any:
+        """A DB-API connection in autocommit mode (transactions are begun explicitly)."""
+
+    @abstractmethod
+    def prepare(self, db: Any) -> None:
+        """Create the registry's tables, or check (and migrate) the ones there."""
+
+    @abstractmethod
+    def begin_write(self, db: Any) -> None:
+        """Begin a transaction holding the lock every writer of this registry takes."""
+
+    @abstractmethod
+    def begin_read(self, db: Any) -> None:
+        """Begin a read-only transaction on one consistent snapshot."""
+
+    @abstractmethod
+    def table(self, name: str) -> str:
+        """The SQL name of one of ``TABLES``."""
+
+    def usable(self, db: Any) -> bool:
+        """False when the connection is lost and must be opened again."""
+        return True
+
+    def placeholders(self, sql: str) -> str:
+        """``sql`` (written with ``?``) in the driver's parameter style."""
+        return sql
+
+    def batch(self, db: Any) -> AbstractContextManager[Any]:
+        """Statements whose results are not read, sent together where the driver can."""
+        return nullcontext()
+
+    def committed(self, db: Any, seq: int) -> None:  # noqa: B027 - optional hook
+        """Called inside a write transaction that moved the registry to ``seq``, before COMMIT."""
+
+    def listener(self) -> Any:
+        """A connection that wakes a worker when another commits (None: poll instead)."""
+        return None
+
+    def reason(self, exc: Exception) -> str:
+        text = str(exc).strip()
+        return text.splitlines()[0] if text else type(exc).__name__
+
+
+class Statements:
+    """SQL run on one connection inside one transaction, with the registry's table names."""
+
+    def __init__(self, dialect: Dialect, db: Any) -> None:
+        self.dialect = dialect
+        self.db = db
+        self.where = dialect.where
+        self._names = {name: dialect.table(name) for name in TABLES}
+
+    def _format(self, sql: str) -> str:
+        return self.dialect.placeholders(sql.format(**self._names))
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        """Execute ``sql`` (``{table}`` names, ``?`` parameters); the cursor."""
+        return self.db.execute(self._format(sql), tuple(params))
+
+    def run_many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        batch = [tuple(row) for row in rows]
+        if batch:
+            self.db.cursor().executemany(self._format(sql), batch)
+
+    def meta(self) -> dict[str, str]:
+        return {name: value for name, value in self.run("SELECT name, value FROM {meta}")}
+
+    def set_meta(self, **values: object) -> None:
+        self.run_many(
+            "INSERT INTO {meta} (name, value) VALUES (?, ?)"
+            " ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+            [(name, str(value)) for name, value in values.items()],
+        )
+
+    def position(self, source: str) -> int | None:
+        row = self.run("SELECT position FROM {positions} WHERE source = ?", (source,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def batch(self) -> AbstractContextManager[Any]:
+        return self.dialect.batch(self.db)

@@ -1,0 +1,191 @@
+"""The registry's history in PostgreSQL (psycopg 3), shared by every worker on every machine.
+
+The tables live in their own schema (default ``invalidation_contracts``). Writers serialize on a
+transaction-level advisory lock of that schema and write at READ COMMITTED (each statement after
+the lock sees every earlier commit); readers catch up on REPEATABLE READ snapshots. A commit that
+moved the registry sends ``NOTIFY`` on ``<schema>_registry`` so the other workers wake at once.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..._extras import require_extra
+from .base import SQLRegistryStore
+from .dialect import Dialect, StorageError
+
+require_extra("postgres", "psycopg")
+
+import psycopg  # noqa: E402
+from psycopg import sql  # noqa: E402
+
+DEFAULT_SCHEMA = "invalidation_contracts"
+SCHEMA_VERSION = "2"
+_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+
+
+def check_schema_name(schema: str) -> str:
+    if not _NAME.match(schema):
+        raise ValueError(
+            f"schema name {schema!r}: use lower-case letters, digits and _ (at most 41 characters)"
+        )
+    return schema
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password, for messages."""
+    return re.sub(r"(://[^:/@]*:)[^@]*@", r"\1***@", url)
+
+
+def channel(schema: str, what: str) -> str:
+    """The NOTIFY channel of one kind of event of a registry schema."""
+    return f"{schema}_{what}"
+
+
+class PostgresDialect(Dialect):
+    """PostgreSQL through psycopg 3."""
+
+    errors = (psycopg.Error,)
+
+    def __init__(self, url: str, schema: str = DEFAULT_SCHEMA) -> None:
+        self.url = url
+        self.schema = check_schema_name(schema)
+        self.where = f"{redacted(url)} (schema {schema})"
+        self.channel = channel(schema, "registry")
+
+    def connect(self) -> psycopg.Connection[Any]:
+        return psycopg.connect(self.url, autocommit=True)
+
+    def usable(self, db: Any) -> bool:
+        return not (db.closed or db.broken)
+
+    def prepare(self, db: Any) -> None:
+        s = sql.Identifier(self.schema)
+        statements = [
+            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.meta (name text PRIMARY KEY, value text NOT NULL)"
+            ).format(s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.tables (name text PRIMARY KEY,"
+                " version text NOT NULL, changed_at bigint NOT NULL)"
+            ).format(s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {s}.rows (table_name text NOT NULL"
+                " REFERENCES {s}.tables (name), key text NOT NULL, data text NOT NULL,"
+                " PRIMARY KEY (table_name, key))"
+            ).format(s=s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.rules (from_table text NOT NULL,"
+                " to_table text NOT NULL, relation text NOT NULL, via text,"
+                " PRIMARY KEY (from_table, to_table, relation))"
+            ).format(s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.log (seq bigint PRIMARY KEY, record text NOT NULL)"
+            ).format(s),
+            sql.SQL(
+                "CREATE TABLE IF NOT EXISTS {}.positions (source text PRIMARY KEY,"
+                " position bigint NOT NULL)"
+            ).format(s),
+            sql.SQL(
+                "INSERT INTO {}.meta (name, value) VALUES ('schema_version', %s)"
+                " ON CONFLICT (name) DO NOTHING"
+            ).format(s),
+        ]
+        db.execute("BEGIN")
+        try:
+            self._lock(db)
+            for statement in statements[:-1]:
+                db.execute(statement)
+            db.execute(statements[-1], (SCHEMA_VERSION,))
+            (version,) = db.execute(
+                sql.SQL("SELECT value FROM {}.meta WHERE name = 'schema_version'").format(s)
+            ).fetchone()
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        if version != SCHEMA_VERSION:
+            raise StorageError(
+                f"{self.where}: registry schema version {version!r}; this library reads "
+                f"version {SCHEMA_VERSION}"
+            )
+
+    def begin_write(self, db: Any) -> None:
+        db.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        self._lock(db)
+
+    def begin_read(self, db: Any) -> None:
+        db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def table(self, name: str) -> str:
+        return f'"{self.schema}".{name}'
+
+    def placeholders(self, text: str) -> str:
+        return text.replace("?", "%s")
+
+    def batch(self, db: Any) -> Any:
+        return db.pipeline()
+
+    def committed(self, db: Any, seq: int) -> None:
+        db.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
+
+    def listener(self) -> PostgresListener:
+        return PostgresListener(self.url, [self.channel])
+
+    def _lock(self, db: Any) -> None:
+        db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ic:{self.schema}",))
+
+
+class PostgresRegistryStore(SQLRegistryStore):
+    """A registry's history in the PostgreSQL database at ``url``, in ``schema``."""
+
+    def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA) -> None:
+        self.url = url
+        self.schema = schema
+        super().__init__(PostgresDialect(url, schema))
+
+
+class PostgresListener:
+    """A connection that ``LISTEN``s on channels: a worker's wake-up (select on ``fileno``).
+
+    With ``lead`` (a name), it listens only while it holds the session advisory lock of that name:
+    one worker at a time consumes a source's capture; the others follow the registry, and one of
+    them takes over (``try_lead``) when the leader's connection goes.
+    """
+
+    def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
+        self._conn = psycopg.connect(url, autocommit=True)
+        self._channels = channels
+        self._lead = lead
+        self.leader = lead is None
+        if self.leader:
+            self._listen()
+        else:
+            self.try_lead()
+
+    def try_lead(self) -> bool:
+        """Take the lead if no other worker holds it; True when this listener leads."""
+        if not self.leader and self._lead is not None:
+            row = self._conn.execute(
+                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self._lead,)
+            ).fetchone()
+            if row is not None and row[0]:
+                self.leader = True
+                self._listen()
+        return self.leader
+
+    def _listen(self) -> None:
+        for name in self._channels:
+            self._conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
+
+    def fileno(self) -> int:
+        return self._conn.fileno()
+
+    def drain(self) -> bool:
+        """Consume the notifications that arrived; True if there were any."""
+        return bool(list(self._conn.notifies(timeout=0)))
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,26 @@
+"""The production and keep-alive studies run end to end at their quick size (no timing asserted)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from benchmarks import production, serve_latency
+
+
+@pytest.mark.workers
+def test_the_keep_alive_study_compares_serve_with_bare_uvicorn(tmp_path: Path) -> None:
+    result = serve_latency.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown
+    assert set(result.data["ratios"]) == {"serve / uvicorn", "serve ×2 / uvicorn ×2"}
+    assert len(result.checks) == 2
+
+
+@pytest.mark.workers
+@pytest.mark.postgres
+def test_the_production_study_measures_all_four_things(tmp_path: Path) -> None:
+    result = production.run(quick=True, out_dir=tmp_path)
+    assert set(result.data) == {"propagation", "workers", "policy", "capture"}
+    assert set(result.data["capture"]) == {"postgres", "sqlite"}
+    assert result.data["propagation"]["postgres"]["trials"] == production.QUICK.propagation_trials
+    assert [c.target.split(" ")[0] for c in result.checks] == ["Propagation", "2"]
