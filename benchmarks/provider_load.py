@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.http.launch import AppSpec
 from invalidation_contracts.server.provider import Provider
 
 from . import loadgen
@@ -103,6 +102,8 @@ def _encode(items: Sequence[Mapping[str, Any]]) -> list[bytes]:
 
 def start(launcher: str, level: int) -> AbstractContextManager[Server]:
     """Acme billing at ``level``, started by ``launcher``: ``serve`` or bare ``uvicorn``."""
+    from invalidation_contracts.server.http.launch import AppSpec
+
     if launcher == "serve":
         return serve_command("--domain", DOMAIN, "--level", str(level))
     return bare_uvicorn(AppSpec(DOMAIN, level).to_env())
