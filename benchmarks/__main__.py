@@ -1,7 +1,9 @@
-"""``python -m benchmarks``: run every study and write ``benchmarks/RESULTS.md`` (and ``results.json``).
+"""``python -m benchmarks``: run every study; write ``benchmarks/RESULTS.md`` and ``results.json``.
 
 ``--quick`` runs each study at its smoke-test size and, unless ``--out`` says otherwise, writes to a
-temporary directory so the recorded results are not overwritten.
+temporary directory so the recorded results are not overwritten. ``--only`` runs some studies and
+keeps the others' recorded sections (from ``results.json``, else from ``RESULTS.md``), each
+labelled with the command that measured it.
 """
 
 from __future__ import annotations
@@ -9,12 +11,16 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import re
 import shlex
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from . import (
     client_cost,
@@ -25,18 +31,38 @@ from . import (
     serve_latency,
     wire_cost,
 )
-from .common import StudyResult, machine, markdown_table
+from .common import Check, StudyResult, machine, markdown_table
 
 HERE = Path(__file__).resolve().parent
-STUDIES: dict[str, Callable[..., StudyResult]] = {
-    wire_cost.NAME: wire_cost.run,
-    provider_load.NAME: provider_load.run,
-    reload_cost.NAME: reload_cost.run,
-    client_cost.NAME: client_cost.run,
-    harness_throughput.NAME: harness_throughput.run,
-    serve_latency.NAME: serve_latency.run,
-    production.NAME: production.run,
-}
+MODULES: tuple[ModuleType, ...] = (
+    wire_cost,
+    provider_load,
+    reload_cost,
+    client_cost,
+    harness_throughput,
+    serve_latency,
+    production,
+)
+STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
+TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """One invocation of ``python -m benchmarks``: what it was, when, on what."""
+
+    command: str
+    started: str
+    machine: Mapping[str, Any] = field(hash=False, compare=False)
+    quick: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A study's recorded section: this run's, or one kept from an earlier run."""
+
+    result: StudyResult
+    run: Run
 
 
 def parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -68,34 +94,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = args.out or (Path(tempfile.mkdtemp(prefix="benchmarks-quick-")) if args.quick else HERE)
     out.mkdir(parents=True, exist_ok=True)
-    command = shlex.join(["python", "-m", "benchmarks", *argv])
-    started = dt.datetime.now(dt.UTC)
-    host = machine()
-    results = []
+    run = Run(
+        shlex.join(["python", "-m", "benchmarks", *argv]),
+        dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        machine(),
+        args.quick,
+    )
+    sections = recorded(out)
     for name in args.names:
         print(f"[benchmarks] {name} …", file=sys.stderr, flush=True)
         start = time.perf_counter()
         result = STUDIES[name](quick=args.quick, out_dir=out)
         result.seconds = time.perf_counter() - start
         print(f"[benchmarks] {name}: {result.seconds:.1f} s", file=sys.stderr, flush=True)
-        results.append(result)
-    (out / "RESULTS.md").write_text(
-        render(results, host, command, started, args.quick), encoding="utf-8"
-    )
+        sections[name] = Section(result, run)
+    ordered = [sections[name] for name in STUDIES if name in sections]
+    (out / "RESULTS.md").write_text(render(ordered), encoding="utf-8")
     (out / "results.json").write_text(
         json.dumps(
             {
-                "command": command,
-                "started": started.isoformat(timespec="seconds"),
-                "machine": host,
-                "quick": args.quick,
+                # The latest run; each study names its own.
+                "command": run.command,
+                "started": run.started,
+                "machine": run.machine,
+                "quick": run.quick,
                 "studies": {
-                    r.name: {
-                        "seconds": r.seconds,
-                        "checks": [vars_of(c) for c in r.checks],
-                        "data": r.data,
+                    s.result.name: {
+                        "title": s.result.title,
+                        "run": _run_json(s.run),
+                        "seconds": s.result.seconds,
+                        "checks": [vars_of(c) for c in s.result.checks],
+                        "markdown": s.result.markdown,
+                        "data": s.result.data,
                     }
-                    for r in results
+                    for s in ordered
                 },
             },
             indent=1,
@@ -111,49 +143,119 @@ def vars_of(check: object) -> dict[str, object]:
     return {name: getattr(check, name) for name in ("target", "measured", "met")}
 
 
-def render(
-    results: Sequence[StudyResult], host: dict, command: str, started: dt.datetime, quick: bool
-) -> str:
-    total = sum(r.seconds for r in results)
+def recorded(out: Path) -> dict[str, Section]:
+    """The sections recorded in ``out`` by earlier runs (none if it holds no results)."""
+    try:
+        saved = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    legacy = _legacy_sections(out / "RESULTS.md")
+    top = _run_of(saved)
+    sections = {}
+    for name, study in saved.get("studies", {}).items():
+        if name not in STUDIES:
+            continue
+        title = study.get("title", TITLES[name])
+        markdown = study.get("markdown", legacy.get(title))
+        if markdown is None:
+            continue
+        checks = [Check(c["target"], c["measured"], c["met"]) for c in study.get("checks", [])]
+        result = StudyResult(name, title, markdown, checks, [], study.get("data", {}))
+        result.seconds = study.get("seconds", 0.0)
+        sections[name] = Section(result, _run_of(study["run"]) if "run" in study else top)
+    return sections
+
+
+def _legacy_sections(path: Path) -> dict[str, str]:
+    """Section title → Markdown body, from a RESULTS.md written before sections were saved."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    out = {}
+    for block in re.split(r"^## ", text, flags=re.MULTILINE)[1:]:
+        heading, _, body = block.partition("\n")
+        match = re.match(r"\d+\. (.+)", heading)
+        if match:
+            out[match.group(1)] = re.sub(r"^_Measured by .*_\n\n", "", body.strip())
+    return out
+
+
+def _run_of(data: Mapping[str, Any]) -> Run:
+    return Run(
+        str(data.get("command", "unknown")),
+        str(data.get("started", "unknown")),
+        data.get("machine", {}),
+        bool(data.get("quick", False)),
+    )
+
+
+def _run_json(run: Run) -> dict[str, Any]:
+    return {
+        "command": run.command,
+        "started": run.started,
+        "machine": run.machine,
+        "quick": run.quick,
+    }
+
+
+def render(sections: Sequence[Section]) -> str:
+    runs = list(dict.fromkeys(s.run for s in sections))
     lines = [
         "# Benchmark results",
         "",
         (
-            "Generated by the command below; do not edit by hand (the analysis, the optimizations made and "
-            "the changes recommended are in [NOTES.md](NOTES.md)). Every figure is a ratio against a baseline "
-            "measured in the same run, because the machine is shared and noisy; absolute times are shown "
-            "beside them for scale only."
+            "Generated by the commands below; do not edit by hand (the analysis, the "
+            "optimizations made and the changes recommended are in [NOTES.md](NOTES.md)). Every "
+            "figure is a ratio against a baseline measured in the same run, because the machine "
+            "is shared and noisy; absolute times are shown beside them for scale only."
         ),
-        "",
-        f"- Command: `{command}` (from the repository root{'; quick sizes' if quick else ''})",
-        (
-            f"- Started: {started.isoformat(timespec='seconds')}; total {total:.0f} s "
-            f"({', '.join(f'{r.name} {r.seconds:.0f} s' for r in results)})"
-        ),
-        (
-            f"- Machine: `nproc` = {host['nproc']} ({host['cpu_count']} CPUs visible), {host['cpu_model']}, "
-            f"load average at start {host['load_average']}"
-        ),
-        (
-            f"- Python {host['python']} ({host['implementation']}), {host['platform']}; "
-            f"invalidation-contracts {host['package_version']} at commit {host['commit'] or 'unknown'} "
-            "(plus uncommitted work in the tree)"
-        ),
+    ]
+    for i, run in enumerate(runs, 1):
+        mine = [s.result for s in sections if s.run == run]
+        lines += ["", *_run_lines(i if len(runs) > 1 else None, run, mine)]
+    lines += [
         "",
         "## Targets",
         "",
         markdown_table(
             ["Study", "Target", "Measured", "Met"],
             [
-                [r.title, c.target, c.measured, "yes" if c.met else "**no**"]
-                for r in results
-                for c in r.checks
+                [s.result.title, c.target, c.measured, "yes" if c.met else "**no**"]
+                for s in sections
+                for c in s.result.checks
             ],
         ),
     ]
-    for i, r in enumerate(results, 1):
-        lines += ["", f"## {i}. {r.title}", "", r.markdown]
+    for i, s in enumerate(sections, 1):
+        lines += ["", f"## {i}. {s.result.title}", ""]
+        if len(runs) > 1:
+            lines += [f"_Measured by `{s.run.command}`, started {s.run.started}._", ""]
+        lines.append(s.result.markdown)
     return "\n".join(lines) + "\n"
+
+
+def _run_lines(number: int | None, run: Run, results: Sequence[StudyResult]) -> list[str]:
+    host = run.machine
+    total = sum(r.seconds for r in results)
+    label = "Command" if number is None else f"Run {number}"
+    return [
+        f"- {label}: `{run.command}` (from the repository root"
+        f"{'; quick sizes' if run.quick else ''})",
+        (
+            f"- Started: {run.started}; total {total:.0f} s "
+            f"({', '.join(f'{r.name} {r.seconds:.0f} s' for r in results)})"
+        ),
+        (
+            f"- Machine: `nproc` = {host.get('nproc')} ({host.get('cpu_count')} CPUs visible), "
+            f"{host.get('cpu_model')}, load average at start {host.get('load_average')}"
+        ),
+        (
+            f"- Python {host.get('python')} ({host.get('implementation')}), "
+            f"{host.get('platform')}; invalidation-contracts {host.get('package_version')} "
+            f"at commit {host.get('commit') or 'unknown'} (plus uncommitted work in the tree)"
+        ),
+    ]
 
 
 if __name__ == "__main__":

@@ -95,7 +95,7 @@ def propagation(database: str, store: str, size: Size) -> dict[str, Any]:
     create_tables(database, get_domain(DOMAIN))
     args = ("--domain", DOMAIN, "--database", database, "--db", store)
     with ExitStack() as stack:
-        ports = [stack.enter_context(serve_command(*args)) for _ in range(size.workers)]
+        ports = [stack.enter_context(serve_command(*args)).port for _ in range(size.workers)]
         writer = _writer(database)
         try:
             samples = asyncio.run(_propagate(ports, writer, size.propagation_trials))
@@ -205,7 +205,7 @@ def workers(store: str, size: Size) -> dict[str, Any]:
         ports = {
             n: stack.enter_context(
                 serve_command("--domain", DOMAIN, "--db", store, "--workers", str(n))
-            )
+            ).port
             for n in counts
         }
         for n in counts:

@@ -25,7 +25,7 @@ from invalidation_contracts.server.http.launch import AppSpec
 from . import loadgen
 from .common import Check, StudyResult, markdown_table, median
 from .provider_load import DOMAIN, request_mixes
-from .servers import bare_uvicorn, process, serve_command
+from .servers import bare_uvicorn, free_port, process, serve_command
 
 NAME = "keepalive"
 TITLE = "Keep-alive latency: `serve` against bare uvicorn"
@@ -62,16 +62,16 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     with tempfile.TemporaryDirectory(prefix="bench-keepalive-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         ports = {
-            "serve": stack.enter_context(serve_command("--domain", DOMAIN)),
-            "uvicorn": stack.enter_context(bare_uvicorn(spec.to_env())),
+            "serve": stack.enter_context(serve_command("--domain", DOMAIN)).port,
+            "uvicorn": stack.enter_context(bare_uvicorn(spec.to_env())).port,
             "serve ×2": stack.enter_context(
                 serve_command("--domain", DOMAIN, "--db", str(root / "a.db"), "--workers", "2")
-            ),
+            ).port,
             "uvicorn ×2": stack.enter_context(
                 bare_uvicorn(AppSpec(DOMAIN, 6, store=str(root / "b.db")).to_env(), workers=2)
-            ),
+            ).port,
         }
-        old = stack.enter_context(_protocol_zero(spec))
+        old = stack.enter_context(_protocol_zero(spec)).port
         names = list(ports)
         for name in names:
             loadgen.run_trial(ports[name], path, body, size.warmup, 1, size.time_limit_s)
@@ -89,8 +89,6 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 def _protocol_zero(spec: AppSpec) -> Any:
     import sys
-
-    from .provider_load import free_port
 
     port = free_port()
     command = [sys.executable, "-c", _PROTO0, str(port)]

@@ -1,4 +1,5 @@
-"""Each benchmark runs end to end at its quick size and reports what it measured (no timing asserts)."""
+"""Each benchmark runs end to end at its quick size and reports what it measured (no timing
+asserts)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from benchmarks import __main__ as cli
-from benchmarks import client_cost, harness_throughput, provider_load, reload_cost, wire_cost
+from benchmarks import (
+    client_cost,
+    harness_throughput,
+    provider_load,
+    reload_cost,
+    wire_cost,
+)
 
 STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
 
@@ -36,3 +43,22 @@ def test_the_command_refuses_an_unknown_study(capsys) -> None:
         cli.parse(["--only", "wire,nonsense"])
     assert exc.value.code == 2
     assert "nonsense" in capsys.readouterr().err
+
+
+def test_a_partial_run_keeps_the_other_studies_sections_with_their_commands(tmp_path: Path) -> None:
+    assert cli.main(["--quick", "--only", "reload", "--out", str(tmp_path)]) == 0
+    assert cli.main(["--quick", "--only", "client", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "RESULTS.md").read_text(encoding="utf-8")
+    assert "## 1. Reload cost" in text and "## 2. Client cost" in text
+    assert f"_Measured by `python -m benchmarks --quick --only reload --out {tmp_path}`" in text
+    assert f"_Measured by `python -m benchmarks --quick --only client --out {tmp_path}`" in text
+    data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert set(data["studies"]) == {"reload", "client"}
+    assert data["studies"]["reload"]["run"]["command"].endswith(f"--only reload --out {tmp_path}")
+
+
+def test_the_distinct_mix_outgrows_the_render_cache() -> None:
+    from invalidation_contracts.server.render_cache import DEFAULT_CAPACITY
+
+    bodies = provider_load.request_mixes()["distinct"]
+    assert len(set(bodies)) == len(bodies) == provider_load.DISTINCT >= 4 * DEFAULT_CAPACITY

@@ -10,7 +10,7 @@ from .models import ContractFields, Problem, RecoveryFeedback
 PROBLEM_BASE = "urn:invalidation-contracts:problem:"
 
 
-class ProblemType(str, Enum):
+class ProblemType(str, Enum):  # noqa: UP042 (StrEnum would change str() of a member)
     """Every error the protocol defines, with its HTTP status and title."""
 
     POLICY_VIOLATION = "policy-violation"
@@ -32,14 +32,14 @@ class ProblemType(str, Enum):
 
     @property
     def uri(self) -> str:
-        return PROBLEM_BASE + self.value
+        return _URI[self]
 
     @property
     def status(self) -> int:
         return _STATUS[self]
 
     @property
-    def title(self) -> str:
+    def title(self) -> str:  # type: ignore[override]  # the problem's title, not str.title
         return _TITLE[self]
 
     @classmethod
@@ -51,6 +51,8 @@ class ProblemType(str, Enum):
         except ValueError:
             return None
 
+
+_URI = {kind: PROBLEM_BASE + kind.value for kind in ProblemType}
 
 _STATUS = {
     ProblemType.POLICY_VIOLATION: 422,
@@ -78,7 +80,9 @@ _TITLE = {
     ProblemType.UNKNOWN_TABLE: "No such reference table",
     ProblemType.VERSION_CONFLICT: "The version does not move forward",
     ProblemType.INVALID_RULES: "The rule declarations are invalid",
-    ProblemType.RESYNC_REQUIRED: "The change log no longer covers that position; revalidate everything",
+    ProblemType.RESYNC_REQUIRED: (
+        "The change log no longer covers that position; revalidate everything"
+    ),
     ProblemType.UNAUTHORIZED: "A bearer token is required",
     ProblemType.FORBIDDEN: "The bearer token is not valid",
     ProblemType.NOT_FOUND: "No such resource",

@@ -10,12 +10,10 @@ from ..protocol.models import (
     Action,
     CacheHint,
     ContractFields,
-    PatchOperation,
     Problem,
     RecoveryFeedback,
     SuccessResponse,
     Suggestion,
-    TableDependency,
     field_pointer,
 )
 from ..protocol.problems import ProblemType, problem
@@ -23,17 +21,15 @@ from .policies import Finding
 from .state import RegistryState
 
 
-def patch_for(finding: Finding) -> list[PatchOperation]:
-    """The violation's fix as RFC 6902 operations: ``test`` preconditions, then add or replace."""
+def patch_for(finding: Finding) -> list[dict[str, Any]]:
+    """The violation's fix as RFC 6902 operations (JSON objects, validated as part of the
+    suggestion that carries them): ``test`` preconditions, then add or replace."""
     v = finding.violation
     ops = [
-        PatchOperation(op="test", path=field_pointer(f), value=val)
-        for f, val in v.precondition.items()
+        {"op": "test", "path": field_pointer(f), "value": val} for f, val in v.precondition.items()
     ]
     verb = "add" if v.action is Action.ADD_FIELD else "replace"
-    ops += [
-        PatchOperation(op=verb, path=field_pointer(f), value=val) for f, val in v.parameters.items()
-    ]
+    ops += [{"op": verb, "path": field_pointer(f), "value": val} for f, val in v.parameters.items()]
     return ops
 
 
@@ -104,7 +100,7 @@ def suggestion(
         fields["patch"] = patch_for(finding)
     if level.dependency_vectors and finding.reads:
         fields["tables"] = [
-            TableDependency(table=table, version=state.tables[table].version, keys=_keys(keys))
+            {"table": table, "version": state.tables[table].version, "keys": _keys(keys)}
             for table in finding.tables_in_read_order
             for keys in (finding.reads[table],)
         ]
@@ -112,7 +108,8 @@ def suggestion(
         fields["absent_rules"] = list(finding.absent_rules) or None
         if conditional:
             fields["table"] = None
-    return Suggestion(**fields)
+    # One validation of the whole suggestion, its patch and dependency vector included.
+    return Suggestion.model_validate(fields)
 
 
 def failure(
@@ -125,20 +122,40 @@ def failure(
     patchable: Collection[str] | None = None,
     instance: str | None = None,
 ) -> Problem:
-    """The 422 policy-violation problem document for ``findings`` (prose only at L0)."""
+    """The 422 policy-violation problem document for ``findings`` (prose only at L0).
+
+    Renders everything afresh; ``Provider`` serves the same document from its ``RenderCache``.
+    """
+    if not level.structured:
+        return failure_document(findings, level, instance=instance)
+    return failure_document(
+        findings,
+        level,
+        contract=contract_fields(state, level, since, epoch),
+        suggestions=[
+            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
+        ],
+        instance=instance,
+    )
+
+
+def failure_document(
+    findings: Sequence[Finding],
+    level: Level,
+    *,
+    contract: ContractFields | None = None,
+    suggestions: Sequence[Suggestion] | None = None,
+    instance: str | None = None,
+) -> Problem:
+    """The policy-violation document from its rendered parts (ignored at L0, which sends prose)."""
     detail = "; ".join(f.violation.message for f in findings)
     if not level.structured:
         return problem(ProblemType.POLICY_VIOLATION, detail, instance=instance)
-    feedback = RecoveryFeedback(
-        suggestions=[
-            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
-        ]
-    )
     return problem(
         ProblemType.POLICY_VIOLATION,
         detail,
-        contract=contract_fields(state, level, since, epoch),
-        recovery_feedback=feedback,
+        contract=contract,
+        recovery_feedback=RecoveryFeedback(suggestions=list(suggestions or ())),
         instance=instance,
     )
 
@@ -151,7 +168,15 @@ def success(
     since: int | None = None,
     epoch: str | None = None,
 ) -> SuccessResponse:
-    fields = contract_fields(state, level, since, epoch).model_dump(exclude_none=True)
+    """The 200 body: the route's result and the response-level contract fields."""
+    return success_document(contract_fields(state, level, since, epoch), result)
+
+
+def success_document(
+    contract: ContractFields, result: Mapping[str, Any] | None = None
+) -> SuccessResponse:
+    """The 200 body from already rendered contract fields."""
+    fields = contract.model_dump(exclude_none=True)
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)
 
 

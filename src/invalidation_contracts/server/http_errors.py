@@ -41,9 +41,12 @@ _HTTP_STATUS_TYPES = {
 }
 
 
-def problem_response(body: Problem, headers: Mapping[str, str] | None = None) -> Response:
+def problem_response(
+    body: Problem, headers: Mapping[str, str] | None = None, content: bytes | None = None
+) -> Response:
+    """``body`` as ``application/problem+json``; ``content``: its encoding, if already made."""
     return Response(
-        body.to_json(),
+        body.to_json() if content is None else content,
         status_code=body.status,
         headers=dict(headers or {}),
         media_type=PROBLEM_MEDIA_TYPE,

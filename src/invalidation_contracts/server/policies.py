@@ -77,6 +77,8 @@ def violations_of(result: object) -> list[Violation]:
         return []
     if isinstance(result, Violation):
         return [result]
+    if type(result) is list and all(isinstance(item, Violation) for item in result):
+        return list(result)  # the common shape, without the generic Iterable check below
     if isinstance(result, Iterable) and not isinstance(result, (str, bytes, Mapping)):
         items = list(result)
         wrong = [item for item in items if not isinstance(item, Violation)]
@@ -134,18 +136,13 @@ def evaluate(
         except PolicyError as exc:
             exc.policy = pol.name
             raise
+        if not violations:
+            continue
         reads = tracker.reads()
+        order, found = tuple(tracker.tables), tuple(tracker.rules)
+        absent = tuple(tracker.absent_rules)
         for violation in violations:
-            findings.append(
-                Finding(
-                    pol.name,
-                    violation,
-                    reads,
-                    tuple(tracker.tables),
-                    tuple(tracker.rules),
-                    tuple(tracker.absent_rules),
-                )
-            )
+            findings.append(Finding(pol.name, violation, reads, order, found, absent))
     return findings
 
 

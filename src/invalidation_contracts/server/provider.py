@@ -1,6 +1,8 @@
 """The provider core: validate a request, run its policies on one snapshot, render the contract.
 
-Sans-IO: takes a payload, returns a status and a wire object. The FastAPI app is a thin adapter.
+Sans-IO: takes a payload, returns a status, a wire object and its encoding. The FastAPI app is a
+thin adapter. Contract fields and policy-violation documents are rendered once per registry
+state (``RenderCache``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .domain import Domain, Route
 from .opaque import OpaqueNames
 from .policies import Finding, evaluate
 from .registry import Registry
+from .render_cache import RenderCache
 from .state import RegistryState
 
 C = TypeVar("C", bound=ContractFields)
@@ -26,12 +29,14 @@ C = TypeVar("C", bound=ContractFields)
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """A route's answer: the HTTP status, the body, and the findings and state it came from."""
+    """A route's answer: the HTTP status, the body, the findings and state it came from, and
+    ``content``, the body as sent (``body.to_json()``: compact UTF-8 JSON)."""
 
     status: int
     body: Problem | SuccessResponse
     findings: tuple[Finding, ...]
     state: RegistryState
+    content: bytes
 
 
 def validation_errors(exc: ValidationError) -> list[dict[str, Any]]:
@@ -50,11 +55,22 @@ def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState
 
 def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
     """The fields a fix may name on ``model``'s requests (names and aliases); None: any field."""
+    try:
+        return _REQUEST_FIELDS[model]
+    except KeyError:
+        pass
     if model.model_config.get("extra") == "allow":
-        return None
-    names = {*model.model_fields}
-    names.update(f.alias for f in model.model_fields.values() if f.alias is not None)
-    return frozenset(names)
+        fields = None
+    else:
+        names = {*model.model_fields}
+        names.update(f.alias for f in model.model_fields.values() if f.alias is not None)
+        fields = frozenset(names)
+    _REQUEST_FIELDS[model] = fields
+    return fields
+
+
+_REQUEST_FIELDS: dict[type[BaseModel], frozenset[str] | None] = {}
+"""``request_fields`` per request model (asked on every request; a model's fields are fixed)."""
 
 
 def _evaluate(route: Route[Any], request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
@@ -78,12 +94,13 @@ class Provider:
         self.registry = registry if registry is not None else domain.registry()
         self.level = Level.parse(level)
         self.opaque = opaque
+        self.rendered = RenderCache(self.level, self._present)
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
     ) -> ContractFields:
         """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
-        return self._present(feedback.contract_fields(state, self.level, since, epoch))
+        return self.rendered.contract(state, since, epoch)
 
     def findings(
         self, route: Route[Any], payload: Mapping[str, Any], state: RegistryState | None = None
@@ -117,13 +134,14 @@ class Provider:
                 errors=validation_errors(exc),
                 instance=instance,
             )
-            return Outcome(body.status, body, (), state)
+            return Outcome(body.status, body, (), state, body.to_json())
         refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
         if refusal is not None:
             return refusal
         result = route.on_success(model, state) if route.on_success is not None else None
-        success = feedback.success(state, self.level, result, since=since, epoch=epoch)
-        return Outcome(200, self._present(success), (), state)
+        contract = self.rendered.raw_contract(state, since, epoch)
+        passed = self._present(feedback.success_document(contract, result))
+        return Outcome(200, passed, (), state, passed.to_json())
 
     def check(
         self,
@@ -140,16 +158,15 @@ class Provider:
         found = tuple(_evaluate(route, request, state))
         if not found:
             return None
-        body = feedback.failure(
+        failure = self.rendered.failure(
             found,
             state,
-            self.level,
             since=since,
             epoch=epoch,
             patchable=route.patchable_fields,
             instance=instance,
         )
-        return Outcome(body.status, self._present(body), found, state)
+        return Outcome(failure.body.status, failure.body, found, state, failure.content)
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body

@@ -16,6 +16,7 @@ from .rules import Rule, RuleSet
 from .tables import Snapshot
 
 WHOLE_TABLE = None
+_UNREAD: Any = object()
 
 
 class ReadTracker:
@@ -29,8 +30,10 @@ class ReadTracker:
         self._absent_rules: dict[RulePattern, None] = {}
 
     def read_key(self, table: str, key: str) -> None:
-        keys = self._reads.setdefault(table, set())
-        if keys is not None:
+        keys = self._reads.get(table, _UNREAD)
+        if keys is _UNREAD:
+            self._reads[table] = {key}
+        elif keys is not None:
             keys.add(key)
 
     def read_table(self, table: str) -> None:
@@ -142,14 +145,22 @@ class TrackedRules:
 class TrackedTables:
     """What a policy gets: ``tables["name"]`` and ``tables.rules``, all reads recorded."""
 
-    __slots__ = ("_snapshots", "_tracker", "rules")
+    __slots__ = ("_rules", "_snapshots", "_tracked_rules", "_tracker")
 
     def __init__(
         self, snapshots: Mapping[str, Snapshot], rules: RuleSet, tracker: ReadTracker
     ) -> None:
         self._snapshots = snapshots
         self._tracker = tracker
-        self.rules = TrackedRules(rules, tracker)
+        self._rules = rules
+        self._tracked_rules: TrackedRules | None = None
+
+    @property
+    def rules(self) -> TrackedRules:
+        """The rule declarations in force, every lookup recorded (made on first use)."""
+        if self._tracked_rules is None:
+            self._tracked_rules = TrackedRules(self._rules, self._tracker)
+        return self._tracked_rules
 
     def __getitem__(self, name: str) -> TrackedTable:
         snapshot = self._snapshots.get(name)

@@ -55,6 +55,6 @@ def _endpoint(service: Any, route: Route[Any]) -> Callable[..., Any]:
         outcome = await run_in_threadpool(
             service.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
         )
-        return wire(outcome.body, status=outcome.status, since=since)
+        return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
 
     return endpoint

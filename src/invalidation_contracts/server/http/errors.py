@@ -37,13 +37,21 @@ logger = logging.getLogger(__name__)
 Handler = Callable[[Request], Coroutine[Any, Any, Response]]
 
 
-def wire(body: WireModel, *, status: int = 200, since: int | None = None) -> Response:
-    """A wire object as the response (a problem document as ``application/problem+json``)."""
+def wire(
+    body: WireModel, *, status: int = 200, since: int | None = None, content: bytes | None = None
+) -> Response:
+    """A wire object as the response (a problem document as ``application/problem+json``).
+
+    ``content``: the body already encoded (``Outcome.content``), sent as it is.
+    """
     headers = {CONTRACT_SINCE: str(since)} if since is not None else None
     if isinstance(body, Problem):
-        return problem_response(body, headers)
+        return problem_response(body, headers, content)
     return Response(
-        body.to_json(), status_code=status, headers=headers, media_type="application/json"
+        body.to_json() if content is None else content,
+        status_code=status,
+        headers=headers,
+        media_type="application/json",
     )
 
 

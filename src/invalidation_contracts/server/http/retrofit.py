@@ -96,7 +96,7 @@ async def _check(
     )
     if outcome is None:
         return None
-    return wire(outcome.body, status=outcome.status, since=since)
+    return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
 
 
 def stamp(
