@@ -23,6 +23,7 @@ from ._extras import MissingExtra
 
 if TYPE_CHECKING:
     from .bench.grid import Grid
+    from .planners.preflight import Probe
     from .planners.registry import ConfiguredPlanners
     from .server.http.launch import AppSpec
     from .server.trust import TrustOptions
@@ -273,7 +274,7 @@ def _preflight(args: argparse.Namespace) -> int:
     return 0
 
 
-def _domain_probes(spec: str) -> tuple[Any, ...]:
+def _domain_probes(spec: str) -> tuple[Probe, ...]:
     """``preflight --domain``: probes built from the domain's task families."""
     from .bench.probes import NoProbes, domain_probes
     from .domains import DomainError, get_catalog
@@ -791,7 +792,7 @@ def _ladder(args: argparse.Namespace) -> int:
     return _execute_grid(grid, args)
 
 
-def _verify_domains(grid: Any) -> None:
+def _verify_domains(grid: Grid) -> None:
     """Load every scenario's domain and check the manifest against it before anything runs."""
     from .bench.scenario import verify_domain
 

@@ -72,4 +72,5 @@ class DriftDriver:
             json_body = response.headers.get("content-type", "").split(";")[0].endswith("json")
             detail = response.json().get("detail") if json_body else response.text
             raise DriftError(f"{path} answered {response.status_code}: {detail}")
-        return response.json()
+        answer: dict[str, Any] = response.json()
+        return answer

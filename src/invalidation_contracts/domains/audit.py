@@ -63,7 +63,8 @@ def audit(catalog: DomainCatalog) -> list[Leak]:
 
 def request_schema(catalog: DomainCatalog) -> dict[str, Any]:
     """The JSON Schema of the request body, exactly as the harness shows it to a planner."""
-    return catalog.route.request_model.model_json_schema()
+    schema: dict[str, Any] = catalog.route.request_model.model_json_schema()
+    return schema
 
 
 def schema_leaks(catalog: DomainCatalog, fix_values: set[Any]) -> list[Leak]:

@@ -69,7 +69,7 @@ class DomainCatalog:
     system_prompt: str
     task_families: Mapping[str, TaskFamily]
     snapshots: Mapping[str, Path]
-    route: Route
+    route: Route[Any]
     rule_sets: Mapping[str, Path] = field(default_factory=dict)
 
     @classmethod

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from .rules import RuleSet
-from .tables import Snapshot
+from .tables import Snapshot, mutable_copy
 
 Edge = tuple[str, str]  # (target node, relation)
 _EMPTY: frozenset[Edge] = frozenset()
@@ -70,7 +70,7 @@ class KnowledgeGraph:
         if snapshot.name not in rules.by_from_table:
             return self
         current = self.out.get(snapshot.name)
-        table = current.copy() if current is not None else {}
+        table = mutable_copy(current) if current is not None else {}
         for key in keys:
             edges = _row_edges(snapshot, rules, key)
             if edges:

@@ -18,7 +18,7 @@ from .state import RegistryState
 
 
 def current_fix(
-    route: Route,
+    route: Route[Any],
     draft: Mapping[str, Any],
     fix_type: str,
     scope: Mapping[str, Any] | None,
@@ -34,7 +34,7 @@ def current_fix(
 
 
 def is_fix_current(
-    route: Route, draft: Mapping[str, Any], fix: Suggestion, state: RegistryState
+    route: Route[Any], draft: Mapping[str, Any], fix: Suggestion, state: RegistryState
 ) -> bool:
     """True when re-running the policies on ``draft`` against ``state`` yields the same fix."""
     current = current_fix(route, draft, fix.type, fix.scope, state)

@@ -6,13 +6,14 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from ..protocol.canonical import row_etag
 from ..protocol.models import TableDiff
 from ..protocol.problems import ProblemType, ProtocolError
 
 FrozenRow = Mapping[str, Any]
+_V = TypeVar("_V")
 MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer RFC 8785 (and every JSON parser built on doubles) represents exactly."""
 
@@ -67,7 +68,16 @@ def _frozen_row(table: str, key: Any, row: Any) -> FrozenRow:
             ProblemType.INVALID_REQUEST,
             f"table {table!r}: row {key!r} must be an object, not {type(row).__name__}",
         )
-    return freeze(row, f"{table}[{key!r}]")
+    frozen: FrozenRow = freeze(row, f"{table}[{key!r}]")
+    return frozen
+
+
+def mutable_copy(mapping: Mapping[str, _V]) -> dict[str, _V]:
+    """A dict copy of ``mapping``: a read-only proxy's ``copy()`` is the C dict copy, ~20× faster
+    than ``dict(proxy)``."""
+    if isinstance(mapping, (dict, MappingProxyType)):
+        return mapping.copy()
+    return dict(mapping)
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,10 +107,8 @@ class Snapshot:
         delete: Iterable[str] = (),
     ) -> Snapshot:
         """A new snapshot with ``upsert`` rows set and ``delete`` keys removed (missing keys are an error)."""
-        rows = (
-            self.rows.copy()
-        )  # a read-only proxy's copy() is the C dict copy; dict(proxy) is ~20× slower
-        etags = self.etags.copy()
+        rows = mutable_copy(self.rows)
+        etags = mutable_copy(self.etags)
         for key in delete:
             if key not in rows:
                 raise ProtocolError(
@@ -132,14 +140,16 @@ def diff(old: Snapshot, new: Snapshot, keys: Iterable[str] | None = None) -> Tab
     With ``keys`` only those candidates are compared, so a patch costs in proportion to its size.
     """
     if keys is None:
-        before, after = old.etags, new.etags
-        changed = [key for key, etag in after.items() if before.get(key, etag) != etag]
+        old_etags, new_etags = old.etags, new.etags
+        moved = [key for key, etag in new_etags.items() if old_etags.get(key, etag) != etag]
         return TableDiff(
-            added=sorted(after.keys() - before.keys()),
-            removed=sorted(before.keys() - after.keys()),
-            changed=sorted(changed),
+            added=sorted(new_etags.keys() - old_etags.keys()),
+            removed=sorted(old_etags.keys() - new_etags.keys()),
+            changed=sorted(moved),
         )
-    added, removed, changed = [], [], []
+    added: list[str] = []
+    removed: list[str] = []
+    changed: list[str] = []
     for key in set(keys):
         before, after = old.etags.get(key), new.etags.get(key)
         if before is None and after is not None:

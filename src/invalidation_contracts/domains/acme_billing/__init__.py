@@ -26,7 +26,7 @@ RULES_STREAM_NAME = "acme_rules"
 ROUTE_PATH = "/v1/subscriptions"
 
 
-def subscription_route(payments: PaymentsBackend) -> Route:
+def subscription_route(payments: PaymentsBackend) -> Route[Any]:
     """The subscriptions endpoint; a request that passes every policy is charged by ``payments``.
 
     The idempotency key is the request body's fingerprint, so resending the same subscription

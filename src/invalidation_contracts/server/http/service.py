@@ -169,7 +169,7 @@ class ContractService:
 
     def handle(
         self,
-        route: Route,
+        route: Route[Any],
         payload: Any,
         *,
         since: int | None = None,
