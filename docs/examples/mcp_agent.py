@@ -52,7 +52,7 @@ async def main() -> None:
 
     with FixMemory("row") as memory:  # strategy A2D; pass store="memory.sqlite" to keep it
         async with running_http(server) as url, connect(url, memory) as tools:
-            await episode(tools, task, 1)  # learns the CSM code of the plan
+            await episode(tools, task, 1)  # learns the promo code the plan's CSM assigned
             await episode(tools, task, 2)  # injects it: first try
 
             rotation = catalog.read_snapshot("active_csm_codes.rotation-1")

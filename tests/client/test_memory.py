@@ -235,6 +235,16 @@ def test_malformed_contract_fields_are_ignored_and_change_nothing(server, standa
     assert len(memory.entries(server.url)) == 3
 
 
+def test_a_rejection_with_malformed_contract_fields_teaches_nothing(server, standard_fixes):
+    memory = FixMemory("row")
+    body = server.failure(*standard_fixes(server)) | {"table_versions": {"codes": 7}}
+
+    obs = memory.observe(server.url, None, 422, body)
+
+    assert [type(e) for e in obs.events] == [Ignored]
+    assert memory.entries(server.url) == []
+
+
 def test_a_malformed_suggestion_is_reported_and_the_others_stored(server):
     memory = FixMemory("row")
     body = server.failure(

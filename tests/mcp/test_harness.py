@@ -16,6 +16,9 @@ from invalidation_contracts.bench.metrics import RunMetrics, run_metrics
 from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
 from invalidation_contracts.cli import main
+from invalidation_contracts.client.modelview import model_view
+from invalidation_contracts.planners import Planner, PlanningContext, render_prompt
+from invalidation_contracts.planners.registry import create_planner
 
 pytestmark = [pytest.mark.mcp, pytest.mark.timeout(600)]
 
@@ -31,6 +34,9 @@ VALIDITY = (
     "completed_episodes",
     "injections",
 )
+
+#: Contract members as they would appear in a prompt's JSON.
+CONTRACT = ('"table_versions"', '"contract_seq"', '"rules_version"', '"patch"', '"scope"')
 
 
 def _run(root: Path, scenario: str, arm: str, **options: Any) -> tuple[RunMetrics, list[dict]]:
@@ -84,11 +90,48 @@ def test_with_notifications_the_rotated_fix_is_evicted_before_it_is_injected(tmp
     assert (evicted["episode"], evicted["attempt"]) == (12, 0)  # before episode 12's lookup
 
 
-def test_the_harness_reports_the_contract_tokens_kept_from_the_model(cells):
+@pytest.mark.parametrize("transport", ["mcp-stdio", "mcp-http"])
+def test_the_harness_reports_the_contract_tokens_kept_from_the_model(cells, transport):
     http, _ = cells[("payments-drifted", "row", "http")]
+    mcp, _ = cells[("payments-drifted", "row", transport)]
 
-    assert http.contract_tokens > 0
-    assert http.tokens_estimated
+    assert mcp.contract_tokens == http.contract_tokens > 0
+    assert mcp.tokens_estimated and http.tokens_estimated
+
+
+class _Recording:
+    """A simulated planner that keeps every context it is given (what a model would be shown)."""
+
+    def __init__(self, inner: Planner, seen: list[PlanningContext]) -> None:
+        self.inner, self.seen = inner, seen
+        self.name, self.simulated = inner.name, inner.simulated
+
+    async def plan(self, context: PlanningContext) -> Any:
+        self.seen.append(context)
+        return await self.inner.plan(context)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.parametrize("transport", ["http", "mcp-stdio"])
+def test_planners_are_shown_earlier_responses_without_contract_metadata(tmp_path, transport):
+    seen: list[PlanningContext] = []
+    spec = RunSpec(load_scenario("payments-drifted"), "simulated:exact", Arm.parse("row"), 0)
+
+    asyncio.run(
+        run_one(
+            spec,
+            tmp_path,
+            transport=transport,
+            planner_factory=lambda name: _Recording(create_planner(name), seen),
+        )
+    )
+
+    shown = [a.response for c in seen for a in c.attempts]
+    assert shown and all(model_view(r) == r for r in shown)
+    assert any(r.get("recovery_feedback", {}).get("suggestions") for r in shown)
+    assert not any(member in render_prompt(c).user for c in seen for member in CONTRACT)
 
 
 def test_run_over_mcp_from_the_command_line(tmp_path, capsys):

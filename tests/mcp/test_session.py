@@ -9,7 +9,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from tests.mcp.conftest import OPERATION, TOOL, rotate, run
+from tests.mcp.conftest import TOOL, rotate, run
 from tests.mcp.scripted import acme_problem, error_result, scripted_server
 
 from invalidation_contracts.client import FixMemory, TrustPolicy

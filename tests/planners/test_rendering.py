@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from invalidation_contracts.planners import Attempt, PlanningContext, estimate_tokens, render_prompt
-from invalidation_contracts.planners.rendering import ANSWER_INSTRUCTION
+from invalidation_contracts.planners.rendering import ANSWER_INSTRUCTION, contract_tokens
 
 SCHEMA = {"type": "object", "properties": {"plan": {"type": "string"}}}
 REQUEST = {"plan": "pro"}
@@ -53,3 +53,38 @@ def test_rendering_is_deterministic_whatever_the_key_order():
 
 def test_token_estimate_is_a_quarter_of_the_characters_rounded_up():
     assert [estimate_tokens(t) for t in ("", "abc", "abcd", "abcde")] == [0, 1, 1, 2]
+
+
+def _contract_context() -> PlanningContext:
+    """A context whose earlier response is a real Acme problem document, contract and all."""
+    from invalidation_contracts.domains import get_catalog
+    from invalidation_contracts.server import Provider
+
+    catalog = get_catalog("acme_billing")
+    draft = catalog.family("governed-partner-growth").draft()
+    body = Provider(catalog.domain).handle(catalog.route, draft).body.to_wire()
+    return PlanningContext(
+        "s", "t", draft, SCHEMA, attempts=(Attempt(request=draft, status=422, response=body),)
+    )
+
+
+def test_planners_are_shown_no_contract_metadata_but_every_suggestion():
+    user = render_prompt(_contract_context()).user
+
+    for member in ("table_versions", "contract_seq", "rules_version", "scope", "patch", "tables"):
+        assert f'"{member}"' not in user
+    assert "ADD_REQUIRED_PROMO_CODE" in user and "SUMMERSALE25" in user
+
+
+def test_the_contract_tokens_are_the_difference_the_whole_response_would_make():
+    context = _contract_context()
+    whole = render_prompt(context, with_contract=True).user
+
+    hidden = contract_tokens(context)
+
+    assert '"table_versions"' in whole
+    assert hidden == estimate_tokens(whole) - estimate_tokens(render_prompt(context).user) > 0
+
+
+def test_without_earlier_responses_no_contract_tokens_are_hidden():
+    assert contract_tokens(PlanningContext("s", "t", {}, SCHEMA)) == 0
