@@ -1,4 +1,5 @@
-"""Study 3 — reload cost: a table of 10^3 … 10^6 rows with 10 changed rows, full snapshot vs row patch.
+"""Study 3 — reload cost: a table of 10^3 … 10^6 rows with 10 changed rows, full snapshot vs
+row patch.
 
 The registry holds ``src`` (N rows), ``dst`` (1,000 rows) and ``leaf`` (100 rows) under two rules,
 ``src → dst`` (via ``target``) and ``dst → leaf`` (via ``next``), so each changed ``src`` row has a
@@ -182,7 +183,10 @@ def _report(
                 ms(p["walk_s"]),
                 str(p["affected"]),
                 f"{p['patch_s'] / base['patch_s']:.2f}",
-                f"{(p['diff_patch_s'] + p['walk_s']) / (base['diff_patch_s'] + base['walk_s']):.2f}",
+                format(
+                    (p["diff_patch_s"] + p["walk_s"]) / (base["diff_patch_s"] + base["walk_s"]),
+                    ".2f",
+                ),
             ]
         )
     ns = [p["rows"] for p in points]
@@ -215,13 +219,15 @@ def _report(
     )
     checks = [
         Check(
-            f"patch form: diff + downstream walk does not grow with table size ({ns[0]:,} → {ns[-1]:,} rows)",
+            "patch form: diff + downstream walk does not grow with table size "
+            f"({ns[0]:,} → {ns[-1]:,} rows)",
             f"×{grow:.2f} (log-log slope {slopes['diff+walk (patch)']:.2f})",
             slopes["diff+walk (patch)"] < 0.2,
         ),
         Check(
             f"patch form: diff + walk grows with changed rows (N = {size.sweep_rows:,})",
-            f"log-log slope {sweep_slope:.2f} over {swept[0]['changed']}–{swept[-1]['changed']} rows",
+            f"log-log slope {sweep_slope:.2f} over "
+            f"{swept[0]['changed']}–{swept[-1]['changed']} rows",
             sweep_slope > 0.5,
         ),
     ]
@@ -230,13 +236,20 @@ def _report(
     md = "\n\n".join(
         [
             (
-                f"Registry with `src` (N rows), `dst` ({DST_ROWS:,}) and `leaf` ({LEAF_ROWS}) under `src → dst → leaf`; "
-                f"each reload changes {CHANGED} `src` rows spread across the table (their downstream subgraph does "
-                "not depend on N). *Full*: `Registry.reload` with every row (validate, freeze and hash N rows, "
-                "diff N keys). *Patch*: `Registry.patch` with the changed rows. *Diff* and *walk* are the two "
-                "steps the protocol prescribes, timed alone on the same snapshots: the diff over the whole table, "
-                "the diff over the patch keys, and the pre-reload downstream walk from the changed rows. "
-                f"Medians over repeats (patch {size.patch_repeats}, full {dict(size.full_repeats) or 'not run'}). "
+                f"Registry with `src` (N rows), `dst` ({DST_ROWS:,}) and `leaf` ({LEAF_ROWS}) "
+                "under `src → dst → leaf`; "
+                f"each reload changes {CHANGED} `src` rows spread across the table "
+                "(their downstream subgraph does "
+                "not depend on N). *Full*: `Registry.reload` with every row "
+                "(validate, freeze and hash N rows, "
+                "diff N keys). *Patch*: `Registry.patch` with the changed rows. "
+                "*Diff* and *walk* are the two "
+                "steps the protocol prescribes, timed alone on the same snapshots: "
+                "the diff over the whole table, "
+                "the diff over the patch keys, and the pre-reload downstream walk "
+                "from the changed rows. "
+                f"Medians over repeats (patch {size.patch_repeats}, "
+                f"full {dict(size.full_repeats) or 'not run'}). "
                 "The *× smallest* columns are ratios against the smallest table in the same run."
             ),
             markdown_table(

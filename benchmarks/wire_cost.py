@@ -1,4 +1,5 @@
-"""Study 1 — what the contract costs on the wire (paper §3.7), and what the conditional contract saves.
+"""Study 1 — what the contract costs on the wire (paper §3.7), and what the conditional contract
+saves.
 
 The harness runs in-process (``bench.runner.run_one``) on ``payments-drifted`` with
 ``simulated:exact`` and the row arm (A2D), at server levels L1, L4 and L6, each with the full
@@ -370,7 +371,8 @@ def attempt_bytes(runs: Iterable[Run], exchanges: Iterable[list[Exchange]]) -> B
 
 
 def stream_bytes(stream: Iterable[Exchange], trimmer: Trimmer | None) -> Bytes:
-    """Bytes of the domain bodies of one stream after ``trimmer`` (post-processing, not replayed)."""
+    """Bytes of the domain bodies of one stream after ``trimmer`` (post-processing, not
+    replayed)."""
     total = Bytes()
     for ex in stream:
         if ex.path == CHANGES_PATH:
@@ -447,7 +449,8 @@ class ClientView:
 def reconstructible(
     stream: Iterable[Exchange], level: Level, trimmer: Trimmer | None = None
 ) -> list[str]:
-    """Failures of a client rebuilding each full contract from the (trimmed) stream; [] when none."""
+    """Failures of a client rebuilding each full contract from the (trimmed) stream; [] when
+    none."""
     view = ClientView(level)
     for ex in stream:
         if trimmer is not None and ex.path != CHANGES_PATH:
@@ -616,7 +619,8 @@ def _report(
             best["envelope_share"] <= TARGET,
         ),
         Check(
-            "… the paper's field set (`table_versions`, `cache_hint`, `table`), L6 with the replayed trims",
+            "… the paper's field set (`table_versions`, `cache_hint`, `table`), "
+            "L6 with the replayed trims",
             pct(best["paper_share"]),
             best["paper_share"] <= TARGET,
         ),
@@ -625,37 +629,55 @@ def _report(
     md = "\n\n".join(
         [
             (
-                f"Scenario `{SCENARIO}`, planner `{PLANNER}`, arm `{ARM}` (A2D), seeds {', '.join(map(str, seeds))} "
-                "pooled; in-process harness (`bench.runner.run_one`). Bytes are the JSON bodies the client received "
-                "(headers excluded, as in the paper); totals come from the artifacts' `attempt` records. *Contract / "
-                "resp.* is the paper's definition of its 15.1% (123 B of a mean 817-B response, Σ contract / Σ "
-                "response); *Paper's L1 fields* counts only `table_versions`, `cache_hint` and `table`. *Bytes vs "
-                "L6*: total response bytes against the full L6 contract, same run. *Validity = full contract*: the "
-                "same evictions (episode, reason, oracle label), restamps, stale injections and first-try outcomes "
-                "as the full contract at the same level, seed by seed. *Full contract rebuildable*: a client folding "
-                "what it received (domain responses and the changes feed) recovers every response's full "
-                "`table_versions`, `rules_version`, `contract_seq`, `contract_epoch` and each dependency's version. "
-                "*+ trims*: the recommended trims 1–5 below, applied by a tap in front of the service and read by "
-                "today's client (a simulation of the server change: the tap omits `contract_epoch` once it has sent "
+                f"Scenario `{SCENARIO}`, planner `{PLANNER}`, arm `{ARM}` (A2D), "
+                f"seeds {', '.join(map(str, seeds))} "
+                "pooled; in-process harness (`bench.runner.run_one`). "
+                "Bytes are the JSON bodies the client received "
+                "(headers excluded, as in the paper); "
+                "totals come from the artifacts' `attempt` records. *Contract / "
+                "resp.* is the paper's definition of its 15.1% "
+                "(123 B of a mean 817-B response, Σ contract / Σ "
+                "response); *Paper's L1 fields* counts only "
+                "`table_versions`, `cache_hint` and `table`. *Bytes vs "
+                "L6*: total response bytes against the full L6 contract, same run. "
+                "*Validity = full contract*: the "
+                "same evictions (episode, reason, oracle label), restamps, "
+                "stale injections and first-try outcomes "
+                "as the full contract at the same level, seed by seed. "
+                "*Full contract rebuildable*: a client folding "
+                "what it received (domain responses and the changes feed) "
+                "recovers every response's full "
+                "`table_versions`, `rules_version`, `contract_seq`, `contract_epoch` "
+                "and each dependency's version. "
+                "*+ trims*: the recommended trims 1–5 below, "
+                "applied by a tap in front of the service and read by "
+                "today's client (a simulation of the server change: "
+                "the tap omits `contract_epoch` once it has sent "
                 "it, standing for a client that echoes it in `Contract-Epoch`)."
             ),
             table,
             (
-                f"The conditional form also echoes a `Contract-Since` response header: {echo / max(1, pooled['L6 conditional'].responses):.1f} B "
-                f"per response on the L6 stream, {pct(echo / pooled['L6 conditional'].response)} of its body bytes "
+                "The conditional form also echoes a `Contract-Since` response header: "
+                f"{echo / max(1, pooled['L6 conditional'].responses):.1f} B "
+                "per response on the L6 stream, "
+                f"{pct(echo / pooled['L6 conditional'].response)} of its body bytes "
                 "if it were counted."
             ),
             (
-                "**Recommended trims, cumulative, on the L6 conditional stream** (post-processed from the bodies the "
-                "service produced; steps 1–5 are also replayed end to end as *L6 conditional + trims* above — the "
-                f"post-processed step 5 {'matches' if replay_matches else '**does not match**'} the replayed run "
+                "**Recommended trims, cumulative, on the L6 conditional stream** "
+                "(post-processed from the bodies the "
+                "service produced; steps 1–5 are also replayed end to end "
+                "as *L6 conditional + trims* above — the "
+                "post-processed step 5 "
+                f"{'matches' if replay_matches else '**does not match**'} the replayed run "
                 "byte for byte):"
             ),
             steps_md,
             "**Where the bytes are** (mean bytes per response of each contract member):",
             fields_md,
             (
-                f"**Every simulated profile** (L6, `row`, seeds {', '.join(map(str, seeds))}; the response mix moves "
+                "**Every simulated profile** "
+                f"(L6, `row`, seeds {', '.join(map(str, seeds))}; the response mix moves "
                 "with the planner: more failures, more suggestion bytes):"
             ),
             profiles_md,
@@ -799,7 +821,8 @@ def _fields_table(pooled: Mapping[str, Bytes], labels: Sequence[str]) -> str:
         for n in names
     ]
     return markdown_table(["Member", *labels], rows) + (
-        "\n\n`suggestion.patch` is listed for completeness; like the paper, this project counts it as "
+        "\n\n`suggestion.patch` is listed for completeness; "
+        "like the paper, this project counts it as "
         "payload (it restates `parameters` as RFC 6902 operations), not contract."
     )
 

@@ -1,4 +1,5 @@
-"""Make the repository's ``benchmarks`` package importable (it is not installed with the library)."""
+"""Make the repository's ``benchmarks`` package importable (it is not installed with the
+library)."""
 
 import sys
 from pathlib import Path

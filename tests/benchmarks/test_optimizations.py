@@ -1,4 +1,5 @@
-"""The optimizations made for the benchmarks change speed only: each fast path equals the slow one."""
+"""The optimizations made for the benchmarks change speed only: each fast path equals the slow
+one."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The Acme knowledge graph: the paper's size, with a chain deep enough for propagation to matter."""
+"""The Acme knowledge graph: the paper's size, with a chain deep enough for propagation to
+matter."""
 
 from domain_helpers import load, longest_chain
 

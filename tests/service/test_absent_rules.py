@@ -91,7 +91,9 @@ async def learn_then_declare(strategy: str, trust: TrustOptions | None = None) -
         assert learned.status_code == 422
         [fix] = learned.json()["recovery_feedback"]["suggestions"]
         assert len(fix["absent_rules"]) == 1
-        assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == ["USE_PLAN_FUNDING"]
+        assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == [
+            "USE_PLAN_FUNDING"
+        ]
 
         rules = [
             {"from_table": a, "to_table": b, "relation": r}
@@ -120,7 +122,9 @@ def test_declaring_a_rule_a_fix_found_absent_evicts_the_fix(strategy):
 def test_strategies_that_do_not_read_rules_keep_the_fix(strategy):
     memory = asyncio.run(learn_then_declare(strategy))
 
-    assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == ["USE_PLAN_FUNDING"]
+    assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == [
+        "USE_PLAN_FUNDING"
+    ]
 
 
 def test_absent_rules_ride_with_the_dependency_vector_from_level_four():

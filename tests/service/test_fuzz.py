@@ -27,7 +27,8 @@ EXAMPLES = 30
 
 
 def aimed_at_real_tables(cases, tables):
-    """Aim some generated admin bodies at real tables, so row validation is reached, not just 404."""
+    """Aim some generated admin bodies at real tables, so row validation is reached, not just
+    404."""
 
     def aim(pair):
         case, table = pair

@@ -1,7 +1,8 @@
 """The drift driver: applies a scenario's drift events between episodes, as an operator would.
 
 Each event goes through the provider's admin endpoints over HTTP (in-process ASGI or a real URL),
-and the same change is applied to the evaluator's shadow registry so the oracle sees what the server sees.
+and the same change is applied to the evaluator's shadow registry so the oracle sees what the
+server sees.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class DriftDriver:
                 snap = self._catalog.read_snapshot(event.snapshot or "")
                 if snap.table != event.table:
                     raise DriftError(
-                        f"snapshot {event.snapshot!r} is for table {snap.table!r}, not {event.table!r}"
+                        f"snapshot {event.snapshot!r} is for table {snap.table!r}, "
+                        f"not {event.table!r}"
                     )
                 version = event.version or snap.version
                 body = {"table": snap.table, "rows": snap.rows}

@@ -6,7 +6,10 @@ from enum import IntEnum
 
 
 class Level(IntEnum):
-    """A server's contract level. Wire levels add fields; L2 and L3 change only the client's prompt."""
+    """A server's contract level.
+
+    Wire levels add fields; L2 and L3 change only the client's prompt.
+    """
 
     RAW = 0
     STRUCTURED = 1
@@ -39,7 +42,8 @@ class Level(IntEnum):
 
     @property
     def structured(self) -> bool:
-        """L1+: typed suggestions with cache_hint and table, and table_versions on every response."""
+        """L1+: typed suggestions with cache_hint and table, and table_versions on every
+        response."""
         return self >= Level.STRUCTURED
 
     @property

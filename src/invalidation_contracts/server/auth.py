@@ -30,7 +30,8 @@ class BearerAuth:
     def check(self, presented: str | None) -> None:
         """Accept ``presented`` or raise 401/403.
 
-        ``presented`` is the bearer credential as the HTTP layer decoded it (latin-1), None if absent.
+        ``presented`` is the bearer credential as the HTTP layer decoded it (latin-1), None if
+        absent.
         """
         if self._token is None:
             raise ProtocolError(

@@ -49,7 +49,10 @@ def _table_edges(snapshot: Snapshot, rules: RuleSet) -> Mapping[str, frozenset[E
 
 @dataclass(frozen=True, slots=True)
 class KnowledgeGraph:
-    """Out-edges by table then key. Immutable; updates return a new graph sharing untouched tables."""
+    """Out-edges by table then key.
+
+    Immutable; updates return a new graph sharing untouched tables.
+    """
 
     out: Mapping[str, Mapping[str, frozenset[Edge]]]
 
@@ -66,7 +69,8 @@ class KnowledgeGraph:
         )
 
     def with_rows(self, snapshot: Snapshot, rules: RuleSet, keys: Iterable[str]) -> KnowledgeGraph:
-        """The graph after ``snapshot`` replaced its table, recomputing only the rows in ``keys``."""
+        """The graph after ``snapshot`` replaced its table, recomputing only the rows in
+        ``keys``."""
         if snapshot.name not in rules.by_from_table:
             return self
         current = self.out.get(snapshot.name)
@@ -94,7 +98,8 @@ class KnowledgeGraph:
                     yield source, target, relation
 
     def downstream(self, start: Iterable[str]) -> list[str]:
-        """Nodes reachable by one or more edges from ``start``, excluding ``start`` itself; sorted."""
+        """Nodes reachable by one or more edges from ``start``, excluding ``start`` itself;
+        sorted."""
         origin = set(start)
         seen: set[str] = set()
         queue = deque(origin)

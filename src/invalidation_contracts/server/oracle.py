@@ -24,7 +24,8 @@ def current_fix(
     scope: Mapping[str, Any] | None,
     state: RegistryState,
 ) -> dict[str, Any] | None:
-    """The parameters the server would suggest now for ``(fix_type, scope)`` on ``draft``, or None."""
+    """The parameters the server would suggest now for ``(fix_type, scope)`` on ``draft``, or
+    None."""
     wanted = canonical_json(dict(scope or {}))
     for finding in findings(route, draft, state):
         v = finding.violation

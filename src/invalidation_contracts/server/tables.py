@@ -106,7 +106,8 @@ class Snapshot:
         upsert: Mapping[str, Any] = MappingProxyType({}),
         delete: Iterable[str] = (),
     ) -> Snapshot:
-        """A new snapshot with ``upsert`` rows set and ``delete`` keys removed (missing keys are an error)."""
+        """A new snapshot with ``upsert`` rows set and ``delete`` keys removed (missing keys are
+        an error)."""
         rows = mutable_copy(self.rows)
         etags = mutable_copy(self.etags)
         for key in delete:

@@ -100,7 +100,8 @@ class LedgerBackend:
                     existing.token,
                 ) != wanted:
                     raise PaymentsError(
-                        f"idempotency key {idempotency_key!r} was already used for a different charge"
+                        f"idempotency key {idempotency_key!r} "
+                        "was already used for a different charge"
                     )
                 return dataclasses.replace(existing, replayed=True)
             result = ChargeResult(
@@ -112,7 +113,8 @@ class LedgerBackend:
                 idempotency_key=idempotency_key,
             )
             self._db.execute(
-                "INSERT INTO charges (charge_id, idempotency_key, customer, amount_cents, currency, token, status)"
+                "INSERT INTO charges"
+                " (charge_id, idempotency_key, customer, amount_cents, currency, token, status)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
                 (
                     result.charge_id,

@@ -48,12 +48,15 @@ def build_domain() -> Domain:
         load_tables(HERE / "data"),
         load_rules(HERE / "rules" / "initial.json"),
         [route],
-        description="Recipe conversion: dietary ladder, celiac-safe brands, incompatible combinations.",
+        description=(
+            "Recipe conversion: dietary ladder, celiac-safe brands, incompatible combinations."
+        ),
     )
 
 
 def catalog() -> DomainCatalog:
-    """``recipes``: snapshots ``celiac_safe_brands.breaking`` and ``incompatible_combinations.benign``."""
+    """``recipes``: snapshots ``celiac_safe_brands.breaking`` and
+    ``incompatible_combinations.benign``."""
     return DomainCatalog.from_directory(build_domain(), HERE, ROUTE_PATH)
 
 
