@@ -268,13 +268,13 @@ def test_a_policy_reading_a_table_that_does_not_exist_is_a_500_problem_and_a_log
         tables["plnas"].get(request["plan"])
 
     broken = replace(domain, routes=(replace(domain.routes[0], policies=(misspelt,)),))
-    with caplog.at_level("ERROR", logger="invalidation_contracts.server.app"):
+    with caplog.at_level("ERROR", logger="invalidation_contracts.server.http.errors"):
         response = make_client(domain=broken).post("/v1/orders", json={"plan": "basic"})
 
     assert response.status_code == 500
     assert problem_type(response) == "internal-error"
     assert "plnas" not in response.text
-    [record] = [r for r in caplog.records if r.name == "invalidation_contracts.server.app"]
+    [record] = [r for r in caplog.records if r.name == "invalidation_contracts.server.http.errors"]
     assert record.getMessage() == (
         "POST /v1/orders: provider bug: policy 'promo_policy' reads table 'plnas', which the "
         "registry does not hold (tables: funding_types, plans)"

@@ -93,7 +93,9 @@ def queries() -> st.SearchStrategy[dict[str, str]]:
 
 
 def request_for(app, tables):
-    paths = sorted({route.path for route in app.routes} | {"/nope", "/admin/nope"})
+    # Routes a router contributes are listed by the OpenAPI document, not by ``app.routes``.
+    direct = {route.path for route in app.routes if hasattr(route, "path")}
+    paths = sorted(direct | set(app.openapi()["paths"]) | {"/nope", "/admin/nope"})
     return st.fixed_dictionaries(
         {
             "method": st.sampled_from(["GET", "POST", "PUT", "DELETE"]),
