@@ -140,12 +140,16 @@ def client(make_client) -> TestClient:
 
 
 @contextmanager
-def running(app) -> Iterator[str]:
-    """Serve ``app`` with uvicorn on a free loopback port in a background thread; yield its URL."""
+def running(app, *, lifespan: str = "on") -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port in a background thread; yield its URL.
+
+    ``lifespan="off"``: the app's startup never runs (a shared-store worker then never follows
+    the history by itself, so it lags until a request makes it catch up).
+    """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     port = listener.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

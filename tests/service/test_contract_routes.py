@@ -166,3 +166,30 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
         "$ref": "#/components/schemas/Problem"
     }
     assert document["paths"]["/admin/rules"]["post"]["security"] == [{"HTTPBearer": []}]
+
+
+@pytest.fixture
+def lagging_pair(domain, admin, tmp_path):
+    """Two workers on one SQLite history that never follow it by themselves (no lifespan): the
+    first has taken a rules change (seq 1), the second has not seen it."""
+    from fastapi.testclient import TestClient
+    from tests.service.conftest import TOKEN
+
+    from invalidation_contracts.server.app import create_app
+
+    store = tmp_path / "registry.sqlite"
+    first, second = (
+        TestClient(create_app(domain, store=store, admin_token=TOKEN)) for _ in range(2)
+    )
+    rule = {"from_table": "plans", "to_table": "funding_types", "relation": "pays_with"}
+    assert first.post("/admin/rules", headers=admin, json={"rules": [rule]}).status_code == 200
+    assert second.get("/contract/changes", params={"since": 0}).json()["last_seq"] == 0, "lags"
+    return first, second
+
+
+@pytest.mark.parametrize("path", ["/contract/changes?since=0", "/contract/rules"])
+def test_a_worker_behind_the_clients_position_catches_up_before_answering(lagging_pair, path):
+    first, second = lagging_pair
+    answer = second.get(path, headers={"Contract-Since": "1"})
+    assert answer.status_code == 200
+    assert answer.json() == first.get(path).json()

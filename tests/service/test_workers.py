@@ -11,9 +11,11 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.service.agent import Agent
+from tests.service.conftest import running
 from tests.service.processes import serving
 
-from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.domains import get_catalog, get_domain
+from invalidation_contracts.server.app import create_app
 
 TOKEN = "workers-admin-token"
 ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
@@ -91,6 +93,29 @@ def test_an_agent_alternating_between_independent_workers_loses_nothing(
             agent.close()
         answers = [httpx.get(url + "/contract/versions").json() for url in urls]
         assert all(answer == answers[0] for answer in answers), "every worker at one head"
+
+
+@pytest.mark.workers
+def test_a_worker_behind_the_client_catches_up_before_answering_its_changes_fetch(
+    store: str,
+) -> None:
+    """Workers that never follow by themselves (no lifespan): each learns of a change only when a
+    client at a later position asks, the need fetches for a diff included (SPEC §8.2, 3.). A
+    worker that answered the diff from its old state would leave the fix withheld and relearned."""
+    domain = get_domain("acme_billing")
+    with ExitStack() as stack:
+        urls = [
+            stack.enter_context(
+                running(create_app(domain, store=store, admin_token=TOKEN), lifespan="off")
+            )
+            for _ in range(4)  # more lagging workers than the need loop has rounds
+        ]
+        agent = Agent(urls)
+        try:
+            drift_and_work(agent, urls)
+            assert_nothing_lost(agent)
+        finally:
+            agent.close()
 
 
 @pytest.mark.workers

@@ -171,8 +171,12 @@ class _Contract:
             "operation": operation_of(request),
         }
 
-    def need_request(self, need: Need, template: httpx.Request) -> httpx.Request:
-        headers = {"accept": "application/json"}
+    def need_request(
+        self, need: Need, template: httpx.Request, position: Mapping[str, str]
+    ) -> httpx.Request:
+        """The fetch of ``need``; ``position`` (the memory's ``conditional_headers``) lets a
+        worker behind the position the memory knows catch up first (SPEC §8.2, 3.)."""
+        headers = {"accept": "application/json", **position}
         if self.memory.trust.requests_signatures:
             headers[CONTRACT_SIGN] = "1"
         headers.update(
@@ -275,8 +279,11 @@ class ContractTransport(httpx.BaseTransport):
     def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         cap = self.memory.limits.max_feed_bytes
+        position = self.memory.conditional_headers(need.origin)
         try:
-            response = self.wrapped.handle_request(self._contract.need_request(need, template))
+            response = self.wrapped.handle_request(
+                self._contract.need_request(need, template, position)
+            )
             try:
                 content, size = _read_capped(response.iter_bytes(), cap)
             finally:
@@ -351,9 +358,10 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
     async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         cap = self.memory.limits.max_feed_bytes
+        position = await self.memory.aconditional_headers(need.origin)
         try:
             response = await self.wrapped.handle_async_request(
-                self._contract.need_request(need, template)
+                self._contract.need_request(need, template, position)
             )
             try:
                 content, size = await _aread_capped(response.aiter_bytes(), cap)

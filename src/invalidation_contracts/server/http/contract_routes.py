@@ -13,7 +13,7 @@ from ...protocol.models import ChangesFeed, ContractFields, GraphListing, RulesL
 from ..tables import MAX_SAFE_INTEGER
 from .auth import admin_dependency
 from .errors import problem_route_class, wire
-from .headers import ContractEpoch, ContractSince
+from .headers import ContractEpoch, ContractPosition, ContractSince
 from .openapi import AUTH_ERRORS, responses
 
 
@@ -60,9 +60,10 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
             Query(description="The epoch `since` belongs to."),
             WithJsonSchema({"type": "string", "description": "The epoch `since` belongs to."}),
         ] = None,
+        position: ContractPosition = None,
     ) -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/changes")
-        state = await service.state_for(since, epoch)
+        state = await service.state_for(max(since, position or 0), epoch)
         wanted = (
             None if tables is None else [name.strip() for name in tables.split(",") if name.strip()]
         )
@@ -91,11 +92,12 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
             "Nodes table:key and one edge per rule instance.",
             *(AUTH_ERRORS if graph_guard else ()),
             404,
+            422,
         ),
     )
-    async def graph() -> Response:
+    async def graph(position: ContractPosition = None, epoch: ContractEpoch = None) -> Response:
         service.require_level(Level.SUBGRAPH, "GET /contract/graph")
-        listing = (await service.state_for()).graph_listing()
+        listing = (await service.state_for(position, epoch)).graph_listing()
         opaque = service.provider.opaque
         return wire(opaque.graph(listing) if opaque is not None else listing)
 
@@ -103,11 +105,11 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         "/contract/rules",
         tags=["contract"],
         summary="The rule declarations in force",
-        responses=responses(RulesListing, "The rules and their rules_version.", 404),
+        responses=responses(RulesListing, "The rules and their rules_version.", 404, 422),
     )
-    async def rules() -> Response:
+    async def rules(position: ContractPosition = None, epoch: ContractEpoch = None) -> Response:
         service.require_level(Level.STRUCTURED, "GET /contract/rules")
-        listing = (await service.state_for()).rules_listing()
+        listing = (await service.state_for(position, epoch)).rules_listing()
         opaque = service.provider.opaque
         return wire(opaque.rules_listing(listing) if opaque is not None else listing)
 

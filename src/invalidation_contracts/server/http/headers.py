@@ -24,6 +24,19 @@ ContractSince = Annotated[
     ),
 ]
 
+_POSITION_DOC = (
+    "The position the client knows (its contract_seq): a worker behind it catches up with the "
+    "shared history before answering, so a client moving between workers never goes back."
+)
+ContractPosition = Annotated[
+    int | None,
+    Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_POSITION_DOC),
+    WithJsonSchema(
+        {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _POSITION_DOC}
+    ),
+]
+"""``Contract-Since`` on the contract's read routes: a catch-up position, not a delta (§8.2)."""
+
 _EPOCH_DOC = (
     "With Contract-Since: the epoch the client knows; contract_epoch is sent only if it differs."
 )
