@@ -1046,6 +1046,13 @@ def _add_mcp(sub: Subparsers) -> None:
         help="rename a route's tool, e.g. 'POST /v1/subscriptions=create_subscription'",
     )
     p.add_argument(
+        "--envelope",
+        choices=("meta", "inline"),
+        default="meta",
+        help="where a tool result carries the contract: its _meta, the model shown only the "
+        "model view (default), or inline in its content (0.1's wire form, for 0.1 clients)",
+    )
+    p.add_argument(
         "--signing-key",
         type=Path,
         action="append",
@@ -1090,6 +1097,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             name=args.name,
             tool_names=tool_names,
+            envelope=args.envelope,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
