@@ -106,6 +106,10 @@ class RenderCache:
         self._present: Callable[[Any], Any] = present if present is not None else _identity
         self._capacity = capacity
         self._generation = _Generation(None, capacity)
+        self.hits = 0
+        """Policy-violation documents served from the cache (read by the telemetry)."""
+        self.misses = 0
+        """Policy-violation documents rendered (not cached yet, or not cacheable)."""
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
@@ -151,7 +155,9 @@ class RenderCache:
                 key = None
             else:
                 if found is not None:
+                    self.hits += 1
                     return found
+        self.misses += 1
         if self.level.structured:
             conditional = since is not None
             document = feedback.failure_document(
@@ -231,6 +237,7 @@ def finding_key(finding: Finding) -> Hashable | None:
             finding.tables_in_read_order,
             finding.rules,
             finding.absent_rules,
+            finding.key_sets,
         )
         hash(key)
     except (TypeError, ValueError):
