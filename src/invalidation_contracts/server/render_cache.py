@@ -219,13 +219,22 @@ def finding_key(finding: Finding) -> Hashable | None:
         and (v.table is None or type(v.table) is str)
         and type(v.no_store) is bool
         and (v.max_age_s is None or type(v.max_age_s) is int)
+        and type(v.origin_wide) is bool
     ):
         return None
     parameters, scope, precondition = v.parameters, v.scope, v.precondition
     if not (_plain_object(parameters) and _plain_object(scope) and _plain_object(precondition)):
         return None
     try:
-        values = (v.type, v.message, _ACTION_VALUES[v.action], v.table, v.no_store, v.max_age_s)
+        values = (
+            v.type,
+            v.message,
+            _ACTION_VALUES[v.action],
+            v.table,
+            v.no_store,
+            v.max_age_s,
+            v.origin_wide,
+        )
         objects = (
             parameters if type(parameters) is dict else dict(parameters),
             scope if type(scope) is dict else dict(scope),
