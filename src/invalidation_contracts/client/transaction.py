@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from ..protocol.position import valid_epoch, valid_seq
+from . import telemetry
 from .admission import Admission, Lesson
 from .events import FetchFailed, MemoryEvent, Need, Observation, PositionDropped, Refused
 from .invalidation import Invalidation
@@ -92,6 +93,7 @@ class Transactions:
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
                     _log(tx.events)
+                    telemetry.record(origin, tx.stats, tx.events)
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
@@ -105,6 +107,7 @@ class Transactions:
             with self.lock:
                 self._lessons[origin] = tx.lessons
             _log(tx.events)
+            telemetry.record(origin, tx.stats, tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
 
