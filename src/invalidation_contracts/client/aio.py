@@ -12,6 +12,7 @@ from typing import Any
 
 from .entries import MemoryEntry
 from .events import Need, Observation
+from .limits import Refusal
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
 from .steps import run_async
@@ -76,6 +77,7 @@ class AsyncCalls:
         response_id: str | None = None,
         signature: str | None = None,
         operation: str | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
         response = Response(
             request,
@@ -87,6 +89,7 @@ class AsyncCalls:
             contract_bytes,
             response_id,
             signature,
+            refused,
         )
         steps = self._signals.observe(origin, response, episode, operation)
         return await run_async(self.store, steps)
@@ -100,8 +103,9 @@ class AsyncCalls:
         episode: int | None = None,
         signature: str | None = None,
         body_bytes: int | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
-        steps = self._signals.answer(need, status, body, episode, signature, body_bytes)
+        steps = self._signals.answer(need, status, body, episode, signature, body_bytes, refused)
         return await run_async(self.store, steps)
 
     async def afetch_failed(

@@ -220,6 +220,7 @@ def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
         "scope": entry.key.scope,
         "depends_on": "; ".join(
             f"{dep.table}@{dep.version}"
+            + ("[keys]" if dep.membership else "")
             + (f"[{','.join(dep.keys)}]" if dep.keys is not None else "[*]")
             for dep in entry.dependencies
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProtocolError
+from .origin import change_origin
 from .registry import Registry, RegistryTransaction
 from .tables import Snapshot
 from .versions import next_version
@@ -33,7 +34,7 @@ def ingest(
     opens the registry): a difference the capture does not explain starts a new epoch. ``head``:
     the capture head the caller just read (saves reading it again).
     """
-    with registry.transaction() as tx:
+    with change_origin("captured"), registry.transaction() as tx:
         after = tx.position(source.name)
         if after is not None and not verify and head == after:
             return False
