@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
 from .limits import Refusal
@@ -141,7 +142,8 @@ class AsyncCalls:
 
 
 def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
-    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one."""
-    if since is None:
+    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one, or
+    when the stored position does not validate (the next memory call drops it)."""
+    if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
     return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
