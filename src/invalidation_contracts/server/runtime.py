@@ -115,6 +115,10 @@ class Runtime:
         trim(source, tx.positions[source.name])
         return result
 
+    def quarantined(self) -> list[Any]:
+        """Every SQL source's quarantined rows (``sql.images.Quarantined``; reads the database)."""
+        return [entry for source in self.sources for entry in source.quarantined()]
+
     @property
     def available(self) -> bool:
         return self.follower is None or self.follower.available

@@ -15,6 +15,7 @@ from .auth import admin_dependency
 from .errors import problem_route_class, wire
 from .headers import ContractEpoch, ContractPosition, ContractSince
 from .openapi import AUTH_ERRORS, responses
+from .watch_routes import add_watch_route
 
 
 def contract_router(service: Any, **options: Any) -> APIRouter:
@@ -113,4 +114,5 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         opaque = service.provider.opaque
         return wire(opaque.rules_listing(listing) if opaque is not None else listing)
 
+    add_watch_route(router, service)
     return router
