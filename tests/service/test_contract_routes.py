@@ -151,6 +151,8 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
         "/contract/changes",
         "/contract/graph",
         "/contract/rules",
+        "/contract/live",
+        "/contract/ready",
     }
     order = document["paths"]["/v1/orders"]["post"]
     assert order["requestBody"]["content"]["application/json"]["schema"] == {
