@@ -12,6 +12,7 @@ from typing import Any
 
 from .entries import MemoryEntry
 from .events import Need, Observation
+from .limits import Refusal
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
 from .steps import run_async
@@ -70,6 +71,7 @@ class AsyncCalls:
         response_id: str | None = None,
         signature: str | None = None,
         operation: str | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
         response = Response(
             request,
@@ -81,6 +83,7 @@ class AsyncCalls:
             contract_bytes,
             response_id,
             signature,
+            refused,
         )
         steps = self._signals.observe(origin, response, episode, operation)
         return await run_async(self.store, steps)
@@ -94,8 +97,9 @@ class AsyncCalls:
         episode: int | None = None,
         signature: str | None = None,
         body_bytes: int | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
-        steps = self._signals.answer(need, status, body, episode, signature, body_bytes)
+        steps = self._signals.answer(need, status, body, episode, signature, body_bytes, refused)
         return await run_async(self.store, steps)
 
     async def afetch_failed(

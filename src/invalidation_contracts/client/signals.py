@@ -21,7 +21,7 @@ from .entries import EvictionReason
 from .events import FetchChanges, FetchFailed, Need, Observation
 from .invalidation import Invalidation
 from .ledger import Ledger
-from .limits import Limits
+from .limits import Limits, Refusal
 from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import Transactions
@@ -51,6 +51,8 @@ class Response:
     contract_bytes: int | None = None
     response_id: str | None = None
     signature: str | None = None
+    refused: Refusal | None = None
+    """A bound the body broke while it was read (its contract is then not read)."""
 
 
 class Signals:
@@ -101,6 +103,17 @@ class Signals:
     def _read(self, tx: Ledger, r: Response) -> None:
         body: Mapping[str, Any] = r.body if isinstance(r.body, Mapping) else {}
         tx.stats.responses += 1
+        if r.refused is not None:
+            bound, actual = r.refused.bound, r.refused.actual
+            cap = getattr(self.limits, bound)
+            refuse(
+                tx,
+                bound,
+                f"a body over {bound}={cap}; its contract was not read",
+                cap=cap,
+                actual=actual,
+            )
+            return
         if r.response_bytes is not None:
             tx.stats.response_bytes += r.response_bytes
             if r.response_bytes > self.limits.max_body_bytes:
@@ -209,12 +222,18 @@ class Signals:
         episode: int | None,
         signature: str | None,
         body_bytes: int | None,
+        refused: Refusal | None = None,
     ) -> Steps[Observation]:
         origin, changes = need.origin, isinstance(need, FetchChanges)
+        if refused is not None:
+            if changes:
+                return (yield from self._lost_feed(origin, episode, refused.bound, refused.actual))
+            return (yield from self._listing_too_large(origin, episode, refused))
         if body_bytes is not None and body_bytes > self.limits.max_feed_bytes:
             if changes:
                 return (yield from self._lost_feed(origin, episode, "max_feed_bytes", body_bytes))
-            return (yield from self._listing_too_large(origin, episode, body_bytes))
+            refusal = Refusal("max_feed_bytes", body_bytes)
+            return (yield from self._listing_too_large(origin, episode, refusal))
         if status == 410:
             problem = body if isinstance(body, Mapping) else None
             return (yield from self.resync_required(origin, episode, problem, signature))
@@ -353,18 +372,18 @@ class Signals:
         return call.observation
 
     def _listing_too_large(
-        self, origin: str, episode: int | None, actual: int
+        self, origin: str, episode: int | None, refused: Refusal
     ) -> Steps[Observation]:
-        """A rule listing over the byte cap: refused unread, as if no listing were served."""
-        cap = self.limits.max_feed_bytes
+        """A rule listing over a bound: refused unread, as if no listing were served."""
+        cap = getattr(self.limits, refused.bound)
 
         def work(tx: Ledger) -> None:
             refuse(
                 tx,
-                "max_feed_bytes",
+                refused.bound,
                 "a rule listing over the cap was not read",
                 cap=cap,
-                actual=actual,
+                actual=refused.actual,
             )
             self.strategy.on_rules_unavailable(tx)
 

@@ -61,6 +61,19 @@ class Action(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     CONDITIONAL_REWRITE = "conditional_rewrite"
 
 
+class Membership(WireModel):
+    """(ext) A read of a table's key set (iterating it, taking its length), and the rows also read.
+
+    The fix depends on *which keys* the table holds — adding or removing a key can change it — and
+    on the contents of the rows in ``keys``; a change to any other row's contents cannot.
+    """
+
+    keys: list[str] = Field(
+        default_factory=list,
+        description="Rows of the table whose contents the fix also read (absent ones included).",
+    )
+
+
 class TableDependency(WireModel):
     """One entry of a suggestion's dependency vector (L4)."""
 
@@ -68,6 +81,14 @@ class TableDependency(WireModel):
     version: str
     keys: list[str] | None = Field(
         default=None, description="(ext) The rows of `table` the fix read; absent means the table."
+    )
+    membership: Membership | None = Field(
+        default=None,
+        description=(
+            "(ext) The fix read the table's key set: it depends on which keys the table holds and "
+            "on the contents of `membership.keys`. `keys` is then absent, so a client that does "
+            "not know this field holds the fix at table granularity."
+        ),
     )
 
 
@@ -341,6 +362,7 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     for model in (
         Suggestion,
         TableDependency,
+        Membership,
         PatchOperation,
         RecoveryFeedback,
         ContractFields,

@@ -101,6 +101,9 @@ class Finding:
     rules: tuple[RuleTriple, ...]
     absent_rules: tuple[RulePattern, ...] = ()
     """Rule lookups the fix relied on; a matching rule declared later can change it."""
+    key_sets: frozenset[str] = frozenset()
+    """Tables whose key set the policy read (membership dependencies); their ``reads`` entry
+    lists the rows whose contents it also read."""
 
     @property
     def cacheable(self) -> bool:
@@ -140,9 +143,9 @@ def evaluate(
             continue
         reads = tracker.reads()
         order, found = tuple(tracker.tables), tuple(tracker.rules)
-        absent = tuple(tracker.absent_rules)
+        absent, key_sets = tuple(tracker.absent_rules), tracker.key_sets
         for violation in violations:
-            findings.append(Finding(pol.name, violation, reads, order, found, absent))
+            findings.append(Finding(pol.name, violation, reads, order, found, absent, key_sets))
     return findings
 
 

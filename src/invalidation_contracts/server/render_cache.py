@@ -231,6 +231,7 @@ def finding_key(finding: Finding) -> Hashable | None:
             finding.tables_in_read_order,
             finding.rules,
             finding.absent_rules,
+            finding.key_sets,
         )
         hash(key)
     except (TypeError, ValueError):
