@@ -347,6 +347,12 @@ def _add_service(sub: Subparsers) -> None:
         "(default 2; must exceed the 1 s heartbeat)",
     )
     p.add_argument(
+        "--metrics",
+        action="store_true",
+        help="instrument the contract (the otel extra) and serve GET /contract/metrics "
+        "(Prometheus format, admin token; docs/operators.md)",
+    )
+    p.add_argument(
         "--signing-key",
         type=Path,
         action="append",
@@ -475,6 +481,7 @@ def _serve(args: argparse.Namespace) -> int:
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
         protect_graph=args.protect_graph,
+        metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ..protocol.models import ChangesFeed, RulesListing
+from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
 from .entries import EvictionReason
@@ -98,6 +99,7 @@ class Signals:
             self._read(tx, response)
 
         call = yield from self.calls.run(origin, episode, work, operation=operation)
+        telemetry.injected(origin, len(response.injected))
         return call.observation
 
     def _read(self, tx: Ledger, r: Response) -> None:

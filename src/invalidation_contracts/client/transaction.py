@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from . import telemetry
 from .admission import Admission, Lesson
 from .events import FetchFailed, MemoryEvent, Need, Observation, Refused
 from .invalidation import Invalidation
@@ -91,6 +92,7 @@ class Transactions:
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
                     _log(tx.events)
+                    telemetry.record(origin, tx.stats, tx.events)
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
@@ -104,6 +106,7 @@ class Transactions:
             with self.lock:
                 self._lessons[origin] = tx.lessons
             _log(tx.events)
+            telemetry.record(origin, tx.stats, tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
 

@@ -91,6 +91,7 @@ def suggestion(
         "action": v.action,
         "cache_hint": hint,
         "scope": dict(v.scope) or None,
+        "origin_wide": True if v.origin_wide else None,
         "max_age_s": v.max_age_s,
     }
     if hint is CacheHint.CACHEABLE:

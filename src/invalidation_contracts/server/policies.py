@@ -19,7 +19,8 @@ class Violation:
 
     ``precondition`` holds the request values a conditional rewrite assumes (they become JSON Patch
     ``test`` operations); ``scope`` the request fields the fix is keyed on; ``table`` overrides the
-    primary table (by default the last table the policy read).
+    primary table (by default the last table the policy read). ``origin_wide``: the fix holds for
+    every request of the route, whatever its fields (SPEC §5.2); it then has no scope.
     """
 
     type: str
@@ -31,6 +32,7 @@ class Violation:
     table: str | None = None
     no_store: bool = False
     max_age_s: int | None = None
+    origin_wide: bool = False
 
 
 @runtime_checkable
@@ -150,6 +152,13 @@ def evaluate(
 
 
 def _check_fields(violation: Violation, fields: Collection[str] | None) -> None:
+    if violation.origin_wide and violation.scope:
+        raise PolicyError(
+            f"suggests {violation.type} origin-wide with scope {dict(violation.scope)!r}; an "
+            "origin-wide fix holds for every request of the route, so it has no scope (drop "
+            "origin_wide, or the scope)",
+            field=next(iter(violation.scope)),
+        )
     if fields is None:
         return
     for what, names in (

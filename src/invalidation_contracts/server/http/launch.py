@@ -35,6 +35,8 @@ class AppSpec:
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
     max_lag_s: float | None = None
+    metrics: bool = False
+    """Instrument the contract and serve its metrics route (``observe.instrument``)."""
 
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -48,7 +50,7 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        return create_app(
+        app = create_app(
             domain,
             level=self.level,
             store=self.store,
@@ -58,6 +60,11 @@ class AppSpec:
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
         )
+        if self.metrics:
+            from ...observe import instrument
+
+            instrument(app, app.state.service)
+        return app
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
