@@ -55,7 +55,7 @@ def test_no_input_gets_a_server_error_and_every_answer_matches_the_document(doma
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     document = app.openapi()
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 10
+    assert len(operations) == 11
     if mode is GenerationMode.NEGATIVE:
         operations = [op for op in operations if op.body or op.query or op.headers]
     try:
