@@ -30,16 +30,18 @@ in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory an
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, cast
 
 import httpx
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 from ..protocol.wirecost import wire_cost
-from .bounded import BoundedBody, parse_json
-from .events import FetchChanges, MemoryEvent, Need, Observation
+from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .stores import StoreError
 
 CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
@@ -59,6 +61,7 @@ REFUSED_EXTENSION = "invalidation_contracts.refused"
 #: How many rounds of needs one response may trigger (a need can lead to another).
 MAX_NEED_ROUNDS = 3
 _FORWARDED_HEADERS = ("authorization",)
+logger = logging.getLogger("invalidation_contracts.client")
 
 Listener = Callable[[MemoryEvent], None]
 
@@ -139,9 +142,9 @@ class _Contract:
         rest = iter(cast(httpx.SyncByteStream, response.stream))
         for chunk in rest:
             if not body.feed(chunk):
-                response.stream = _Replay(body.raw, rest, response.stream)
+                response.stream = Replay(body.raw, rest, response.stream)
                 return body
-        _settle(response, body)
+        settle(response, body)
         if body.finish() is not None:
             response.read()
         return body
@@ -153,9 +156,9 @@ class _Contract:
         rest = aiter(cast(httpx.AsyncByteStream, response.stream))
         async for chunk in rest:
             if not body.feed(chunk):
-                response.stream = _AsyncReplay(body.raw, rest, response.stream)
+                response.stream = AsyncReplay(body.raw, rest, response.stream)
                 return body
-        await _asettle(response, body)
+        await asettle(response, body)
         if body.finish() is not None:
             await response.aread()
         return body
@@ -235,6 +238,14 @@ class _Contract:
             "refused": refused,
         }
 
+    @staticmethod
+    def failed(origin: str, request: httpx.Request, exc: StoreError) -> Observation:
+        """A memory call that failed (disk full, store locked): an event and a warning; the
+        agent still gets the server's answer, and nothing of it was learned."""
+        logger.warning("%s: the fix memory failed (%s); nothing was learned", origin, exc)
+        event = MemoryFailed(origin=origin, episode=_episode(request), detail=str(exc))
+        return Observation((event,))
+
     def emit(self, obs: Observation, request: httpx.Request) -> None:
         """Hand each event to the transport's listener, then to the request's own."""
         mine = request.extensions.get(LISTENER_EXTENSION)
@@ -264,11 +275,20 @@ class ContractTransport(httpx.BaseTransport):
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, self.memory.conditional_headers(origin))
+            try:
+                sent = contract.position(request, self.memory.conditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = self.wrapped.handle_request(request)
         read = contract.read(response) if contract.readable(response) else None
-        obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+        try:
+            obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         self._rounds(obs.needs, request)
         return response
@@ -300,6 +320,13 @@ class ContractTransport(httpx.BaseTransport):
             return outstanding
 
     def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         position = self.memory.conditional_headers(need.origin)
         try:
@@ -346,12 +373,21 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            try:
+                sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = await self.wrapped.handle_async_request(request)
         read = await contract.aread(response) if contract.readable(response) else None
         kwargs = contract.observation(request, response, sent, read)
-        obs = await self.memory.aobserve(origin, **kwargs)
+        try:
+            obs = await self.memory.aobserve(origin, **kwargs)
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         await self._rounds(obs.needs, request)
         return response
@@ -379,6 +415,13 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             return outstanding
 
     async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return await self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    async def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         position = await self.memory.aconditional_headers(need.origin)
         try:
@@ -443,49 +486,6 @@ def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     return bool(kind == "application/json" or kind.endswith("+json"))
-
-
-def _settle(response: httpx.Response, body: BoundedBody) -> None:
-    """The whole body was read: release the connection and replay the bytes to the agent."""
-    original = response.stream
-    response.stream = httpx.ByteStream(b"".join(body.raw))
-    if isinstance(original, httpx.SyncByteStream):
-        original.close()
-
-
-async def _asettle(response: httpx.Response, body: BoundedBody) -> None:
-    original = response.stream
-    response.stream = httpx.ByteStream(b"".join(body.raw))
-    if isinstance(original, httpx.AsyncByteStream):
-        await original.aclose()
-
-
-class _Replay(httpx.SyncByteStream):
-    """The chunks read already, then the rest of the original stream (closed with it)."""
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.head
-        yield from self.rest
-
-    def close(self) -> None:
-        self.original.close()
-
-
-class _AsyncReplay(httpx.AsyncByteStream):
-    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.head:
-            yield chunk
-        async for chunk in self.rest:
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.original.aclose()
 
 
 def _describe(exc: Exception) -> str:
