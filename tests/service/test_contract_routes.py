@@ -154,6 +154,7 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
         "/contract/rules",
         "/contract/live",
         "/contract/ready",
+        "/contract/watch",
     }
     order = document["paths"]["/v1/orders"]["post"]
     assert order["requestBody"]["content"]["application/json"]["schema"] == {

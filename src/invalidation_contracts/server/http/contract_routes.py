@@ -17,6 +17,7 @@ from .errors import problem_route_class, wire
 from .headers import ContractEpoch, ContractPosition, ContractSince
 from .health import add_health_routes
 from .openapi import AUTH_ERRORS, responses
+from .watch_routes import add_watch_route
 
 
 def contract_router(service: Any, **options: Any) -> APIRouter:
@@ -116,4 +117,5 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         return wire(opaque.rules_listing(listing) if opaque is not None else listing)
 
     add_health_routes(router, service)
+    add_watch_route(router, service)
     return router
