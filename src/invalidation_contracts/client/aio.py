@@ -23,7 +23,7 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``alookup``, ``arelevant``, ``aobserve``, ``aanswer``,
+    """``abegin_episode``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``, ``aanswer``,
     ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
@@ -55,6 +55,12 @@ class AsyncCalls:
         operation: str | None = None,
     ) -> list[MemoryEntry]:
         found = await self.alookup(origin, draft, episode=episode, operation=operation)
+        return list(found.entries)
+
+    async def afixes_for(
+        self, origin: str, operation: str, *, episode: int | None = None
+    ) -> list[MemoryEntry]:
+        found = await run_async(self.store, self._serving.fixes_for(origin, episode, operation))
         return list(found.entries)
 
     async def aobserve(
