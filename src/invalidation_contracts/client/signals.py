@@ -31,6 +31,7 @@ from .wire import (
     carries_contract,
     feed_items,
     instance_of,
+    position_error,
     read_contract,
     read_suggestions,
     refuse,
@@ -244,7 +245,8 @@ class Signals:
                 items = feed_items(body)
                 if items > self.limits.max_feed_items:
                     return (yield from self._lost_feed(origin, episode, "max_feed_items", items))
-                feed = _parsed(ChangesFeed, body)
+                valid = position_error(body, "contract_epoch", "last_seq") is None
+                feed = _parsed(ChangesFeed, body) if valid else None
                 if feed is not None:
                     return (yield from self._feed(origin, body, feed, episode, signature))
             else:
