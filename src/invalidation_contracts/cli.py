@@ -1134,6 +1134,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1141,6 +1147,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 
