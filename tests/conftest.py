@@ -22,7 +22,15 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 #: Markers of tests that need a real component; skipping one under CI fails the run.
-REAL_COMPONENT_MARKERS = ("postgres", "real_model", "workers", "mcp", "frameworks")
+REAL_COMPONENT_MARKERS = (
+    "postgres",
+    "real_model",
+    "workers",
+    "mcp",
+    "watch",
+    "browser",
+    "frameworks",
+)
 
 
 def _in_ci() -> bool:

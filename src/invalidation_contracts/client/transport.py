@@ -42,6 +42,7 @@ from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, sett
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
 from .stores import StoreError
+from .watch import Watches, WatchOptions, watch_options
 
 CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
@@ -266,10 +267,12 @@ class ContractTransport(httpx.BaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.HTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
@@ -291,6 +294,7 @@ class ContractTransport(httpx.BaseTransport):
             contract.emit(failed, request)
         contract.emit(obs, request)
         self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request)
         return response
 
     def fulfil(
@@ -349,6 +353,7 @@ class ContractTransport(httpx.BaseTransport):
         return obs.needs
 
     def close(self) -> None:
+        self.watches.close()
         self.wrapped.close()
 
 
@@ -364,10 +369,12 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
@@ -390,6 +397,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             contract.emit(failed, request)
         contract.emit(obs, request)
         await self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request, asynchronous=True)
         return response
 
     async def fulfil(
@@ -447,6 +455,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         return obs.needs
 
     async def aclose(self) -> None:
+        await self.watches.aclose()
         await self.wrapped.aclose()
 
 
@@ -457,11 +466,17 @@ def contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.Client:
     """An ``httpx.Client`` whose responses feed ``memory``; ``client_kwargs`` go to the client."""
     wrapped = ContractTransport(
-        memory, transport, origin_of=origin_of, conditional=conditional, listener=listener
+        memory,
+        transport,
+        origin_of=origin_of,
+        conditional=conditional,
+        listener=listener,
+        watch=watch,
     )
     return httpx.Client(transport=wrapped, **client_kwargs)
 
@@ -473,11 +488,17 @@ def async_contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` whose responses feed ``memory``; ``client_kwargs`` go to it."""
     wrapped = AsyncContractTransport(
-        memory, transport, origin_of=origin_of, conditional=conditional, listener=listener
+        memory,
+        transport,
+        origin_of=origin_of,
+        conditional=conditional,
+        listener=listener,
+        watch=watch,
     )
     return httpx.AsyncClient(transport=wrapped, **client_kwargs)
 
@@ -537,10 +558,6 @@ def _timeout(template: httpx.Request) -> dict[str, Any]:
     return {"timeout": timeout} if timeout is not None else {}
 
 
-def _unique(needs: Iterable[Need]) -> list[Need]:
-    return list(dict.fromkeys(needs))
-
-
 def need_loop(
     needs: tuple[Need, ...],
 ) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
@@ -550,14 +567,14 @@ def need_loop(
     outstanding: list[Need] = []
     for _ in range(MAX_NEED_ROUNDS):
         follow: list[Need] = []
-        for need in _unique(needs):
+        for need in dict.fromkeys(needs):
             answered = yield need
             if answered is None:
                 outstanding.append(need)
             else:
                 follow.extend(answered)
         needs = tuple(follow)
-    return tuple(_unique([*outstanding, *needs]))
+    return tuple(dict.fromkeys([*outstanding, *needs]))
 
 
 def _template(
