@@ -1129,6 +1129,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1136,6 +1142,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 

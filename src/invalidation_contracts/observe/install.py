@@ -93,6 +93,7 @@ def instrument(
     )
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
+    telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(
             current_client(), route, request, state, refusal.findings if refusal else ()

@@ -114,7 +114,7 @@ def _e(value: Any) -> str:
 
 
 def _json(value: Any) -> str:
-    return _e(json.dumps(value, ensure_ascii=False, sort_keys=True))
+    return _e(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
 
 
 def render_page(view: dict[str, Any], *, script: str, state: str, node: str | None) -> str:
