@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from ._extras import MissingExtra
+from .private_files import PrivateFileError, exposure, write_private
 
 if TYPE_CHECKING:
     from .bench.grid import Grid
@@ -215,6 +216,9 @@ def _admin_token(args: argparse.Namespace) -> str | None:
 
     path: Path | None = args.admin_token_file
     if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the admin token file {exposed}", file=sys.stderr)
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -339,6 +343,14 @@ def _add_service(sub: Subparsers) -> None:
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
     p.add_argument(
+        "--max-lag",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a worker that has not confirmed it is current for this long answers 503 "
+        "(default 2; must exceed the 1 s heartbeat)",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
@@ -386,6 +398,16 @@ def _add_service(sub: Subparsers) -> None:
             p.set_defaults(handler=_graph)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
 def _level(text: str) -> int:
     from .protocol.levels import Level
 
@@ -419,13 +441,14 @@ def _keygen(args: argparse.Namespace) -> int:
     ed25519 = _ed25519()
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-    if args.out.exists():
-        raise CommandError(f"{args.out} exists; refusing to overwrite a key")
+    if os.path.lexists(args.out):
+        raise CommandError(f"{args.out} exists (or is a link); refusing to overwrite a key")
     key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     try:
-        args.out.write_bytes(pem)
-        args.out.chmod(0o600)
+        write_private(args.out, pem)
+    except PrivateFileError as exc:
+        raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     print(f"key id {args.out.stem}; public key (give it to clients): {public_key_text(key)}")
@@ -466,6 +489,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
+        max_lag_s=args.max_lag,
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -1110,6 +1134,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1117,6 +1147,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 

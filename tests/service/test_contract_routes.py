@@ -146,11 +146,15 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
         "/v1/orders",
         "/admin/reload-table",
         "/admin/patch-table",
+        "/admin/quarantine",
         "/admin/rules",
         "/contract/versions",
         "/contract/changes",
         "/contract/graph",
         "/contract/rules",
+        "/contract/live",
+        "/contract/ready",
+        "/contract/watch",
     }
     order = document["paths"]["/v1/orders"]["post"]
     assert order["requestBody"]["content"]["application/json"]["schema"] == {

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
 from .limits import Refusal
@@ -22,7 +23,7 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``alookup``, ``arelevant``, ``aobserve``, ``aanswer``,
+    """``abegin_episode``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``, ``aanswer``,
     ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
@@ -54,6 +55,12 @@ class AsyncCalls:
         operation: str | None = None,
     ) -> list[MemoryEntry]:
         found = await self.alookup(origin, draft, episode=episode, operation=operation)
+        return list(found.entries)
+
+    async def afixes_for(
+        self, origin: str, operation: str, *, episode: int | None = None
+    ) -> list[MemoryEntry]:
+        found = await run_async(self.store, self._serving.fixes_for(origin, episode, operation))
         return list(found.entries)
 
     async def aobserve(
@@ -135,7 +142,8 @@ class AsyncCalls:
 
 
 def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
-    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one."""
-    if since is None:
+    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one, or
+    when the stored position does not validate (the next memory call drops it)."""
+    if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
     return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}

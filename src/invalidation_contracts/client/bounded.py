@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -228,3 +228,46 @@ def parse_json(content: bytes, max_depth: int) -> tuple[Any, Refusal | None]:
         return json.loads(content), None
     except (ValueError, RecursionError):
         return None, None
+
+
+def settle(response: httpx.Response, body: BoundedBody) -> None:
+    """The whole body was read: release the connection and replay the bytes to the agent."""
+    original = response.stream
+    response.stream = httpx.ByteStream(b"".join(body.raw))
+    if isinstance(original, httpx.SyncByteStream):
+        original.close()
+
+
+async def asettle(response: httpx.Response, body: BoundedBody) -> None:
+    original = response.stream
+    response.stream = httpx.ByteStream(b"".join(body.raw))
+    if isinstance(original, httpx.AsyncByteStream):
+        await original.aclose()
+
+
+class Replay(httpx.SyncByteStream):
+    """The chunks read already, then the rest of the original stream (closed with it)."""
+
+    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.head
+        yield from self.rest
+
+    def close(self) -> None:
+        self.original.close()
+
+
+class AsyncReplay(httpx.AsyncByteStream):
+    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
+        self.head, self.rest, self.original = head, rest, original
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        for chunk in self.head:
+            yield chunk
+        async for chunk in self.rest:
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self.original.aclose()

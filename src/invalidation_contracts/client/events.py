@@ -129,6 +129,24 @@ class Ignored(MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PositionDropped(MemoryEvent):
+    """The stored contract position no longer validates (an epoch or seq out of the rules of
+    ``protocol.position``): it was forgotten, as after a resync, and is never sent."""
+
+    kind: ClassVar[str] = "position-dropped"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryFailed(MemoryEvent):
+    """A memory call failed (the store could not be read or written: disk full, locked). The
+    transport reports it and still hands the agent the server's answer; nothing was learned."""
+
+    kind: ClassVar[str] = "memory-failed"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refused(MemoryEvent):
     """Input a server controls broke a client-side bound; none of it was stored or acted on.
 
@@ -156,6 +174,26 @@ class FetchFailed(MemoryEvent):
     path: str
     detail: str
     withheld: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchOpened(MemoryEvent):
+    """A watch stream on the origin is open: changes are pushed before the next request."""
+
+    kind: ClassVar[str] = "watch-opened"
+    since: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchLost(MemoryEvent):
+    """The watch stream on the origin could not be kept; until it is again, the memory detects
+    changes from responses only (response-time detection). ``permanent``: no more attempts
+    (the server has no watch stream); else one after ``retry_in_s`` seconds."""
+
+    kind: ClassVar[str] = "watch-lost"
+    detail: str
+    permanent: bool = False
+    retry_in_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

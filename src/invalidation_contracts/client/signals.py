@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ..protocol.models import ChangesFeed, RulesListing
+from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
 from .entries import EvictionReason
@@ -30,6 +31,7 @@ from .wire import (
     carries_contract,
     feed_items,
     instance_of,
+    position_error,
     read_contract,
     read_suggestions,
     refuse,
@@ -98,6 +100,7 @@ class Signals:
             self._read(tx, response)
 
         call = yield from self.calls.run(origin, episode, work, operation=operation)
+        telemetry.injected(origin, len(response.injected))
         return call.observation
 
     def _read(self, tx: Ledger, r: Response) -> None:
@@ -242,7 +245,8 @@ class Signals:
                 items = feed_items(body)
                 if items > self.limits.max_feed_items:
                     return (yield from self._lost_feed(origin, episode, "max_feed_items", items))
-                feed = _parsed(ChangesFeed, body)
+                valid = position_error(body, "contract_epoch", "last_seq") is None
+                feed = _parsed(ChangesFeed, body) if valid else None
                 if feed is not None:
                     return (yield from self._feed(origin, body, feed, episode, signature))
             else:

@@ -30,16 +30,19 @@ in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory an
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any, cast
 
 import httpx
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 from ..protocol.wirecost import wire_cost
-from .bounded import BoundedBody, parse_json
-from .events import FetchChanges, MemoryEvent, Need, Observation
+from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .stores import StoreError
+from .watch import Watches, WatchOptions, watch_options
 
 CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
@@ -59,6 +62,7 @@ REFUSED_EXTENSION = "invalidation_contracts.refused"
 #: How many rounds of needs one response may trigger (a need can lead to another).
 MAX_NEED_ROUNDS = 3
 _FORWARDED_HEADERS = ("authorization",)
+logger = logging.getLogger("invalidation_contracts.client")
 
 Listener = Callable[[MemoryEvent], None]
 
@@ -139,9 +143,9 @@ class _Contract:
         rest = iter(cast(httpx.SyncByteStream, response.stream))
         for chunk in rest:
             if not body.feed(chunk):
-                response.stream = _Replay(body.raw, rest, response.stream)
+                response.stream = Replay(body.raw, rest, response.stream)
                 return body
-        _settle(response, body)
+        settle(response, body)
         if body.finish() is not None:
             response.read()
         return body
@@ -153,9 +157,9 @@ class _Contract:
         rest = aiter(cast(httpx.AsyncByteStream, response.stream))
         async for chunk in rest:
             if not body.feed(chunk):
-                response.stream = _AsyncReplay(body.raw, rest, response.stream)
+                response.stream = AsyncReplay(body.raw, rest, response.stream)
                 return body
-        await _asettle(response, body)
+        await asettle(response, body)
         if body.finish() is not None:
             await response.aread()
         return body
@@ -235,6 +239,14 @@ class _Contract:
             "refused": refused,
         }
 
+    @staticmethod
+    def failed(origin: str, request: httpx.Request, exc: StoreError) -> Observation:
+        """A memory call that failed (disk full, store locked): an event and a warning; the
+        agent still gets the server's answer, and nothing of it was learned."""
+        logger.warning("%s: the fix memory failed (%s); nothing was learned", origin, exc)
+        event = MemoryFailed(origin=origin, episode=_episode(request), detail=str(exc))
+        return Observation((event,))
+
     def emit(self, obs: Observation, request: httpx.Request) -> None:
         """Hand each event to the transport's listener, then to the request's own."""
         mine = request.extensions.get(LISTENER_EXTENSION)
@@ -255,22 +267,34 @@ class ContractTransport(httpx.BaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.HTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, self.memory.conditional_headers(origin))
+            try:
+                sent = contract.position(request, self.memory.conditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = self.wrapped.handle_request(request)
         read = contract.read(response) if contract.readable(response) else None
-        obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+        try:
+            obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request)
         return response
 
     def fulfil(
@@ -300,6 +324,13 @@ class ContractTransport(httpx.BaseTransport):
             return outstanding
 
     def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         position = self.memory.conditional_headers(need.origin)
         try:
@@ -322,6 +353,7 @@ class ContractTransport(httpx.BaseTransport):
         return obs.needs
 
     def close(self) -> None:
+        self.watches.close()
         self.wrapped.close()
 
 
@@ -337,23 +369,35 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            try:
+                sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = await self.wrapped.handle_async_request(request)
         read = await contract.aread(response) if contract.readable(response) else None
         kwargs = contract.observation(request, response, sent, read)
-        obs = await self.memory.aobserve(origin, **kwargs)
+        try:
+            obs = await self.memory.aobserve(origin, **kwargs)
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         await self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request, asynchronous=True)
         return response
 
     async def fulfil(
@@ -379,6 +423,13 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             return outstanding
 
     async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return await self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    async def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
         position = await self.memory.aconditional_headers(need.origin)
         try:
@@ -404,6 +455,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         return obs.needs
 
     async def aclose(self) -> None:
+        await self.watches.aclose()
         await self.wrapped.aclose()
 
 
@@ -414,11 +466,17 @@ def contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.Client:
     """An ``httpx.Client`` whose responses feed ``memory``; ``client_kwargs`` go to the client."""
     wrapped = ContractTransport(
-        memory, transport, origin_of=origin_of, conditional=conditional, listener=listener
+        memory,
+        transport,
+        origin_of=origin_of,
+        conditional=conditional,
+        listener=listener,
+        watch=watch,
     )
     return httpx.Client(transport=wrapped, **client_kwargs)
 
@@ -430,11 +488,17 @@ def async_contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` whose responses feed ``memory``; ``client_kwargs`` go to it."""
     wrapped = AsyncContractTransport(
-        memory, transport, origin_of=origin_of, conditional=conditional, listener=listener
+        memory,
+        transport,
+        origin_of=origin_of,
+        conditional=conditional,
+        listener=listener,
+        watch=watch,
     )
     return httpx.AsyncClient(transport=wrapped, **client_kwargs)
 
@@ -443,49 +507,6 @@ def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
     kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
     return bool(kind == "application/json" or kind.endswith("+json"))
-
-
-def _settle(response: httpx.Response, body: BoundedBody) -> None:
-    """The whole body was read: release the connection and replay the bytes to the agent."""
-    original = response.stream
-    response.stream = httpx.ByteStream(b"".join(body.raw))
-    if isinstance(original, httpx.SyncByteStream):
-        original.close()
-
-
-async def _asettle(response: httpx.Response, body: BoundedBody) -> None:
-    original = response.stream
-    response.stream = httpx.ByteStream(b"".join(body.raw))
-    if isinstance(original, httpx.AsyncByteStream):
-        await original.aclose()
-
-
-class _Replay(httpx.SyncByteStream):
-    """The chunks read already, then the rest of the original stream (closed with it)."""
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.head
-        yield from self.rest
-
-    def close(self) -> None:
-        self.original.close()
-
-
-class _AsyncReplay(httpx.AsyncByteStream):
-    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.head:
-            yield chunk
-        async for chunk in self.rest:
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.original.aclose()
 
 
 def _describe(exc: Exception) -> str:
@@ -537,10 +558,6 @@ def _timeout(template: httpx.Request) -> dict[str, Any]:
     return {"timeout": timeout} if timeout is not None else {}
 
 
-def _unique(needs: Iterable[Need]) -> list[Need]:
-    return list(dict.fromkeys(needs))
-
-
 def need_loop(
     needs: tuple[Need, ...],
 ) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
@@ -550,14 +567,14 @@ def need_loop(
     outstanding: list[Need] = []
     for _ in range(MAX_NEED_ROUNDS):
         follow: list[Need] = []
-        for need in _unique(needs):
+        for need in dict.fromkeys(needs):
             answered = yield need
             if answered is None:
                 outstanding.append(need)
             else:
                 follow.extend(answered)
         needs = tuple(follow)
-    return tuple(_unique([*outstanding, *needs]))
+    return tuple(dict.fromkeys([*outstanding, *needs]))
 
 
 def _template(

@@ -234,6 +234,25 @@ class PatchTableRequest(WireModel):
     version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
 
 
+class QuarantinedRow(WireModel):
+    """(ext) A row the contract cannot carry, set aside (SPEC §8.3): an RFC 9457 problem object."""
+
+    type: str = "urn:invalidation-contracts:problem:unservable-row"
+    title: str = "A row of a reference table cannot be carried"
+    detail: str
+    table: str
+    key: str
+    capture_id: int | None = Field(
+        default=None, description="The capture record's id; absent when a full read found it."
+    )
+
+
+class QuarantineListing(WireModel):
+    """(ext) `GET /admin/quarantine`: every quarantined row; each keeps its last carried image."""
+
+    quarantined: list[QuarantinedRow] = Field(default_factory=list)
+
+
 class ReloadResult(WireModel):
     table: str
     old_version: str

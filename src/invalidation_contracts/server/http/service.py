@@ -23,15 +23,28 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
-from ...protocol.models import ContractFields, ReloadResult, RulesResult
+from ...protocol.models import (
+    ContractFields,
+    QuarantinedRow,
+    QuarantineListing,
+    ReloadResult,
+    RulesResult,
+)
 from ...protocol.problems import ProblemType, ProtocolError
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
 from ..domain import Domain, Route
 from ..http_errors import DEFAULT_MAX_BODY_BYTES
+from ..ingest import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule
-from ..runtime import DEFAULT_POLL_INTERVAL_S, Runtime, open_runtime
+from ..runtime import (
+    DEFAULT_MAX_LAG_S,
+    DEFAULT_POLL_INTERVAL_S,
+    Runtime,
+    WorkerHealth,
+    open_runtime,
+)
 from ..state import RegistryState
 from ..store import StorageError
 from ..trust import TrustOptions
@@ -78,6 +91,7 @@ class ContractService:
         trust: TrustOptions | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         store_schema: str | None = None,
+        max_lag_s: float = DEFAULT_MAX_LAG_S,
     ) -> ContractService:
         """Open the registry of ``domain`` and build the service around it.
 
@@ -85,6 +99,7 @@ class ContractService:
         workers may point at one); ``database``: the provider's database holding the domain's
         ``SQLTable``\\ s; ``registry``: an existing in-memory registry instead. ``admin_token``
         defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401.
+        ``max_lag_s``: a worker that has not confirmed it is current for this long answers 503.
         """
         trust = trust if trust is not None else TrustOptions()
         runtime = open_runtime(
@@ -95,6 +110,7 @@ class ContractService:
             log_capacity=log_capacity,
             poll_interval_s=poll_interval_s,
             store_schema=store_schema,
+            max_lag_s=max_lag_s,
         )
         token = admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)
         return cls(
@@ -123,6 +139,11 @@ class ContractService:
     @property
     def available(self) -> bool:
         return self.runtime.available
+
+    def health(self) -> WorkerHealth:
+        """This worker's liveness, readiness and last confirmed position (no I/O): for an app's
+        own health check, or the ``/contract/live`` and ``/contract/ready`` routes."""
+        return self.runtime.health()
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
@@ -199,6 +220,19 @@ class ContractService:
     ) -> ReloadResult:
         self._writable()
         return self.runtime.patch(table, upsert, delete, version)
+
+    def quarantined(self) -> QuarantineListing:
+        """``GET /admin/quarantine``: the rows the contract could not carry (reads the database)."""
+        try:
+            entries = self.runtime.quarantined()
+        except (StorageError, SourceError) as exc:
+            raise unavailable(str(exc)) from None
+        return QuarantineListing(
+            quarantined=[
+                QuarantinedRow(detail=e.reason, table=e.table, key=e.key, capture_id=e.capture_id)
+                for e in entries
+            ]
+        )
 
     def set_rules(self, rules: list[Rule]) -> RulesResult:
         self._writable()

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable
 
 from ..._extras import require_extra
 from .declare import BoundTable, Column
+from .guards import pg_declared_check, pg_value_checks, sqlite_checks
 from .images import Captured
+from .quarantine import QuarantineTable
 
 require_extra("sql", "sqlalchemy")
 
@@ -30,6 +32,8 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import Connection, Engine  # noqa: E402
 
 DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
+CAPTURE_FORMAT = "ic-capture/2"
+"""The capture's schema version: part of every installed table's digest."""
 
 
 def literal(value: str) -> str:
@@ -42,6 +46,7 @@ class CaptureDialect(ABC):
 
     by_transaction: bool
     """Whether records carry their transaction (so a change set is exactly one transaction)."""
+    quarantine: QuarantineTable
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -52,8 +57,53 @@ class CaptureDialect(ABC):
         return f"{self._quote(table.sql.schema)}.{name}" if table.sql.schema else name
 
     @abstractmethod
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
-        """Create the capture table and (re)create every declared table's triggers."""
+    def install_base(self, conn: Connection) -> None:
+        """Create the capture's own tables (idempotent; takes no lock on a declared table)."""
+
+    @abstractmethod
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        """The statements that (re)create ``table``'s capture triggers."""
+
+    @abstractmethod
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        """Whether ``table``'s triggers exist and fire (not disabled)."""
+
+    @property
+    @abstractmethod
+    def installed_table(self) -> str:
+        """The table recording, per declared SQL table, the digest of its installed triggers."""
+
+    def lock(self, conn: Connection, lock_timeout_s: float) -> None:  # noqa: B027 - SQLite: none
+        """Serialise installers (and bound their waits) for the rest of ``conn``'s transaction."""
+
+    def digest(self, table: BoundTable) -> str:
+        """What identifies ``table``'s installed capture: a change of it means install again."""
+        text_ = "\n".join([CAPTURE_FORMAT, *self.table_ddl(table)])
+        return hashlib.sha256(text_.encode("utf-8")).hexdigest()
+
+    @abstractmethod
+    def has_base(self, conn: Connection) -> bool:
+        """Whether the capture's own tables exist (a read of the catalog)."""
+
+    def current(self, conn: Connection, table: BoundTable) -> bool:
+        """Whether ``table``'s capture is installed at this release's schema version, live."""
+        row = conn.execute(
+            text(f"SELECT digest FROM {self.installed_table} WHERE table_name = :t"),
+            {"t": self.qualified(table)},
+        ).first()
+        return row is not None and row[0] == self.digest(table) and self.triggers_live(conn, table)
+
+    def install_table(self, conn: Connection, table: BoundTable) -> None:
+        """(Re)create ``table``'s triggers and record their digest, in ``conn``'s transaction."""
+        for statement in self.table_ddl(table):
+            conn.exec_driver_sql(statement)
+        conn.execute(
+            text(
+                f"INSERT INTO {self.installed_table} (table_name, digest) VALUES (:t, :d)"
+                " ON CONFLICT (table_name) DO UPDATE SET digest = excluded.digest"
+            ),
+            {"t": self.qualified(table), "d": self.digest(table)},
+        )
 
     @abstractmethod
     def key_expr(self, table: BoundTable, alias: str) -> str:
@@ -110,26 +160,61 @@ class SQLiteCapture(CaptureDialect):
     by_transaction = False
     TABLE = "ic_capture"
 
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.quarantine = QuarantineTable("ic_quarantine")
+
+    installed_table = "ic_installed"
+
+    def install_base(self, conn: Connection) -> None:
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT,"
             " table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT, row TEXT)"
         )
-        for table in tables:
-            for event, body in self._triggers(table).items():
-                name = self._quote(f"ic_capture_{table.name}_{event}")
-                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-                target = self._quote(table.sql.table)
-                schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
-                conn.exec_driver_sql(
-                    f"CREATE TRIGGER {schema}{name} AFTER {event.upper()} ON {target} "
-                    f"BEGIN {body} END"
-                )
+        conn.exec_driver_sql(self.quarantine.create_sql())
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name TEXT PRIMARY KEY,"
+            " digest TEXT NOT NULL)"
+        )
+
+    def has_base(self, conn: Connection) -> bool:
+        return (
+            conn.exec_driver_sql(
+                f"SELECT 1 FROM sqlite_master WHERE name = {literal(self.installed_table)}"
+            ).first()
+            is not None
+        )
+
+    def _trigger_names(self, table: BoundTable) -> list[str]:
+        return [f"ic_capture_{table.name}_{event}" for event in ("insert", "update", "delete")]
+
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        out = []
+        target = self._quote(table.sql.table)
+        schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
+        for event, body in self._triggers(table).items():
+            name = self._quote(f"ic_capture_{table.name}_{event}")
+            out.append(f"DROP TRIGGER IF EXISTS {schema}{name}")
+            out.append(
+                f"CREATE TRIGGER {schema}{name} AFTER {event.upper()} ON {target} BEGIN {body} END"
+            )
+        return out
+
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
+        found = {
+            row[0]
+            for row in conn.exec_driver_sql(
+                f"SELECT name FROM {schema}sqlite_master WHERE type = 'trigger'"
+            )
+        }
+        return set(self._trigger_names(table)) <= found
 
     def _triggers(self, table: BoundTable) -> dict[str, str]:
         insert = f"INSERT INTO {self.TABLE} (table_name, op, key, row) "
         name = literal(table.name)
         upsert = (
+            f"{sqlite_checks(table, 'NEW', self._quote)} "
             f"{insert}VALUES ({name}, 'upsert', {self.key_expr(table, 'NEW')}, "
             f"{self.row_expr(table, 'NEW')});"
         )
@@ -198,16 +283,31 @@ class PostgresCapture(CaptureDialect):
         s = self._quote(schema)
         self.capture = f"{s}.capture"
         self.counter = f"{s}.capture_head"
+        self.quarantine = QuarantineTable(f"{s}.quarantine")
 
     def begin_read(self, conn: Connection) -> Connection:
         return conn.execution_options(isolation_level="REPEATABLE READ")
 
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
-        s = self._quote(self.schema)
+    @property
+    def installed_table(self) -> str:
+        return f"{self._quote(self.schema)}.installed"
+
+    def has_base(self, conn: Connection) -> bool:
+        return bool(
+            conn.execute(
+                text("SELECT to_regclass(:t) IS NOT NULL"), {"t": self.installed_table}
+            ).scalar_one()
+        )
+
+    def lock(self, conn: Connection, lock_timeout_s: float) -> None:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{max(1, int(lock_timeout_s * 1000))}ms'")
         conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
             {"k": f"ic-capture:{self.schema}"},
         )
+
+    def install_base(self, conn: Connection) -> None:
+        s = self._quote(self.schema)
         conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.counter} (id int PRIMARY KEY CHECK (id = 1),"
@@ -220,18 +320,35 @@ class PostgresCapture(CaptureDialect):
             f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
             " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
         )
-        for table in tables:
-            function = f"{s}.{self._quote('capture_' + _digest(table))}"
-            conn.exec_driver_sql(self._function(table, function))
-            target = self.qualified(table)
-            conn.exec_driver_sql(
-                f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
-                f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()"
-            )
-            conn.exec_driver_sql(
-                f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
-                f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
-            )
+        conn.exec_driver_sql(self.quarantine.create_sql())
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"
+            " digest text NOT NULL)"
+        )
+
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        function = f"{self._quote(self.schema)}.{self._quote('capture_' + _digest(table))}"
+        target = self.qualified(table)
+        # ENABLE ALWAYS: the triggers fire under session_replication_role = replica too.
+        return [
+            self._function(table, function),
+            f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
+            f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()",
+            f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture_truncate",
+        ]
+
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        (count,) = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
+                " AND tgname IN ('ic_capture', 'ic_capture_truncate') AND tgenabled = 'A'"
+            ),
+            {"t": self.qualified(table)},
+        ).one()
+        return int(count) == 2
 
     def _function(self, table: BoundTable, function: str) -> str:
         name = literal(table.name)
@@ -245,40 +362,60 @@ class PostgresCapture(CaptureDialect):
             f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row)"
             f" VALUES (n, pg_current_xact_id()::text, {name},"
         )
+        old_key = self._key_of(table, "o")
+        new_key = self._key_of(table, "j")
         return f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $ic$
-DECLARE n bigint; old_key text; new_key text;
+DECLARE n bigint; o jsonb; j jsonb; old_key text; new_key text;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
     {record}
     {insert} 'truncate', NULL, NULL);
   ELSE
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN old_key := {self.key_expr(table, "OLD")}; END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN new_key := {self.key_expr(table, "NEW")}; END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+      o := to_jsonb(OLD);
+      {pg_declared_check(table, "o", key_only=True)}
+      old_key := {old_key};
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+      j := to_jsonb(NEW);
+      {pg_declared_check(table, "j", key_only=False)}
+      new_key := {new_key};
+      {pg_value_checks(table, "j", "new_key")}
+    END IF;
     IF old_key IS NOT NULL AND old_key IS DISTINCT FROM new_key THEN
       {record}
       {insert} 'delete', old_key, NULL);
     END IF;
     IF new_key IS NOT NULL THEN
       {record}
-      {insert} 'upsert', new_key, {self.row_expr(table, "NEW")});
+      {insert} 'upsert', new_key, {self._row_of(table, "j")});
     END IF;
   END IF;
   PERFORM pg_notify({literal(self.channel)}, '');
   RETURN NULL;
 END $ic$"""
 
+    def _key_of(self, table: BoundTable, var: str) -> str:
+        refs = ", ".join(f"{var}->{literal(c.name)}" for c in table.key)
+        return f"jsonb_build_array({refs})::text"
+
+    def _row_of(self, table: BoundTable, var: str) -> str:
+        """The row image from the jsonb row ``var``: the same JSON ``row_expr`` renders."""
+        return self._object(table, lambda c: f"{var}->{literal(c.name)}")
+
     def key_expr(self, table: BoundTable, alias: str) -> str:
         refs = ", ".join(f"{alias}.{self._quote(c.name)}" for c in table.key)
         return f"jsonb_build_array({refs})::text"
 
     def row_expr(self, table: BoundTable, alias: str) -> str:
+        return self._object(table, lambda c: f"{alias}.{self._quote(c.name)}")
+
+    def _object(self, table: BoundTable, ref: Callable[[Column], str]) -> str:
         if not table.columns:
             return "'{}'"
         chunks = [table.columns[i : i + 40] for i in range(0, len(table.columns), 40)]
         parts = [
-            "jsonb_build_object("
-            + ", ".join(f"{literal(c.name)}, {alias}.{self._quote(c.name)}" for c in chunk)
-            + ")"
+            "jsonb_build_object(" + ", ".join(f"{literal(c.name)}, {ref(c)}" for c in chunk) + ")"
             for chunk in chunks
         ]
         return "(" + " || ".join(parts) + ")::text"

@@ -17,11 +17,12 @@ from ..._extras import require_extra
 from ...protocol.problems import ProblemType, ProtocolError
 from ..domain import SQLTable
 from ..ingest import SourceError
-from ..tables import Snapshot
+from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .declare import BoundTable, bind
 from .engine import make_engine
-from .images import CaptureBatch, key_text, row_value
+from .images import CaptureBatch, Quarantined, key_text, row_value
+from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 
 require_extra("sql", "sqlalchemy")
 
@@ -46,8 +47,16 @@ class SQLSource:
         *,
         name: str = "sql",
         capture_schema: str = DEFAULT_CAPTURE_SCHEMA,
+        install: InstallMode = "auto",
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
     ) -> None:
-        """``database``: a URL (an engine is made and owned) or an engine (the caller's)."""
+        """``database``: a URL (an engine is made and owned) or an engine (the caller's).
+
+        ``install``: ``"auto"`` installs a stale capture at open; ``"check"`` refuses to open
+        (run ``invalidation-contracts db upgrade`` first). ``lock_timeout_s`` bounds each install's
+        wait for a table's lock (PostgreSQL)."""
+        self.install: InstallMode = install
+        self.lock_timeout_s = lock_timeout_s
         self._owned = not isinstance(database, Engine)
         self.engine = make_engine(database) if not isinstance(database, Engine) else database
         self.name = name
@@ -61,20 +70,44 @@ class SQLSource:
         return self.dialect.by_transaction
 
     def open(self) -> None:
-        """Check every declaration (``DeclarationError``) and install the capture triggers."""
-        try:
+        """Check every declaration (``DeclarationError``) and install the capture where stale.
+
+        Installs nothing (and takes no lock) when every table's capture is current; with
+        ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
+        """
+        self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
+        self.upgrade(mode=self.install)
+
+    def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
+        """Install the capture where it is stale (``db upgrade``); the tables installed."""
+        if not self.bound:
             self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
-            with self._connect(write=True) as conn, conn.begin():
-                self.dialect.install(conn, list(self.bound.values()))
+        try:
+            return ensure_installed(
+                lambda: self._connect(write=True),
+                self.dialect,
+                list(self.bound.values()),
+                mode=mode,
+                lock_timeout_s=self.lock_timeout_s,
+            )
+        except CaptureOutdated as exc:
+            raise SourceError(f"{self._where()}: {exc}") from None
         except SQLAlchemyError as exc:
+            hint = ""
+            if "lock timeout" in str(exc):
+                hint = (
+                    f"; a transaction held a declared table for over {self.lock_timeout_s:g} s."
+                    " Retry, or run `invalidation-contracts db upgrade` at a quiet moment"
+                )
             raise SourceError(
-                f"{self._where()}: cannot install the change capture ({_reason(exc)})"
+                f"{self._where()}: cannot install the change capture ({_reason(exc)}){hint}"
             ) from exc
 
     def load(self) -> tuple[dict[str, Snapshot], int]:
         """Every declared table (at its declared initial version), and the capture position."""
         batch = self.read(None, full=True)
         assert batch.contents is not None
+        self.set_aside(batch.unreadable, replace=True)
         snapshots = {
             name: self.snapshot(name, self.declared[name].version, rows)
             for name, rows in batch.contents.items()
@@ -93,10 +126,42 @@ class SQLSource:
             with self._connect() as conn, conn.begin():
                 head = self.dialect.head(conn)
                 records = self.dialect.records(conn, after) if after is not None else []
-                contents = self._contents(conn) if full else None
+                contents, unreadable = self._contents(conn) if full else (None, [])
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
-        return CaptureBatch(head, tuple(records), contents)
+        return CaptureBatch(head, tuple(records), contents, tuple(unreadable))
+
+    def set_aside(self, entries: Iterable[Quarantined], *, replace: bool = False) -> None:
+        """Quarantine ``entries``; ``replace``: after a full read, they are all there is."""
+        entries = list(entries)
+        if not entries and not replace:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                if replace:
+                    self.dialect.quarantine.clear_tables(conn, self.bound)
+                self.dialect.quarantine.add(conn, entries)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+
+    def release(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Clear the quarantine of rows (table, key) a carriable write has replaced."""
+        pairs = list(pairs)
+        if not pairs:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                self.dialect.quarantine.clear(conn, pairs)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+
+    def quarantined(self) -> list[Quarantined]:
+        """What the contract could not carry and set aside (for the admin routes and readiness)."""
+        try:
+            with self._connect() as conn, conn.begin():
+                return self.dialect.quarantine.entries(conn)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
 
     def head(self) -> int:
         """The last capture id handed out (cheap: one row)."""
@@ -233,21 +298,25 @@ class SQLSource:
             return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
         return conn if write else self.dialect.begin_read(conn)
 
-    def _contents(self, conn: Any) -> dict[str, dict[str, Any]]:
+    def _contents(self, conn: Any) -> tuple[dict[str, dict[str, Any]], list[Quarantined]]:
         out: dict[str, dict[str, Any]] = {}
+        unreadable: list[Quarantined] = []
         for name, table in self.bound.items():
             rows: dict[str, Any] = {}
             for key, row in conn.exec_driver_sql(self.dialect.select_sql(table)):
+                rendered = key if isinstance(key, str) else str(key)
                 try:
-                    text = key_text(key)
+                    text = rendered = key_text(key)
                     value = row_value(row)
+                    freeze(value, f"{name}[{text!r}]")
                 except ProtocolError as exc:
-                    raise SourceError(f"{table.where}: {exc.detail}") from None
+                    unreadable.append(Quarantined(name, rendered, f"{table.where}: {exc.detail}"))
+                    continue
                 if text in rows:
                     raise SourceError(f"{table.where}: two rows have the key {text!r}")
                 rows[text] = value
             out[name] = rows
-        return out
+        return out, unreadable
 
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
