@@ -12,6 +12,7 @@ from typing import Any
 
 from .entries import MemoryEntry
 from .events import Need, Observation
+from .ledger import Ledger
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
 from .steps import run_async
@@ -21,7 +22,7 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``alookup``, ``arelevant``, ``aobserve``, ``aanswer``,
+    """``abegin_episode``, ``aneeds``, ``alookup``, ``arelevant``, ``aobserve``, ``aanswer``,
     ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
@@ -33,6 +34,10 @@ class AsyncCalls:
 
     async def abegin_episode(self, origin: str, episode: int) -> list[Need]:
         return await run_async(self.store, self._signals.begin_episode(origin, episode))
+
+    async def aneeds(self, origin: str) -> list[Need]:
+        call = await run_async(self.store, self._calls.run(origin, None, nothing))
+        return list(call.needs)
 
     async def alookup(
         self,
@@ -135,3 +140,7 @@ def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
     if since is None:
         return {}
     return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
+
+
+def nothing(tx: Ledger) -> None:
+    """A call that changes nothing: it only brings the replica current and reports the needs."""

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .admission import Admission, Lesson
-from .events import FetchFailed, MemoryEvent, Need, Observation, Refused
+from .confirmation import Confirmations
+from .events import FetchChanges, FetchFailed, MemoryEvent, Need, Observation, Refused
 from .invalidation import Invalidation
 from .layout import commit_ops
 from .ledger import Ledger
@@ -39,6 +40,8 @@ class Call(Generic[T]):
     tx: Ledger
     result: T
     needs: tuple[Need, ...]
+    confirms: bool = False
+    """Once committed, the origin counts as confirmed (``Confirmations.settle``)."""
 
     @property
     def observation(self) -> Observation:
@@ -56,8 +59,12 @@ class Transactions:
         *,
         lock: threading.RLock,
         clock: Callable[[], float] = time.time,
+        confirmations: Confirmations | None = None,
     ) -> None:
         self.replicas = replicas
+        self.confirmations = (
+            confirmations if confirmations is not None else Confirmations(active=False)
+        )
         self.invalidation = invalidation
         self.admission = admission
         self.lock = lock
@@ -70,7 +77,9 @@ class Transactions:
         """The origin's replica, current with what is committed."""
         if not origin:
             raise ValueError("origin must be a non-empty string")
-        return (yield from self.replicas.fresh(origin))
+        replica = yield from self.replicas.fresh(origin)
+        self.confirmations.first_sight(origin, len(replica.index) > 0)
+        return replica
 
     def run(
         self,
@@ -90,6 +99,7 @@ class Transactions:
                 if not (tx.written or tx.removed or tx.flush or tx.state != replica.state):
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
+                    self.confirmations.settle(origin, call.confirms)
                     _log(tx.events)
                     return call
                 flushed = replica.unflushed.copy()
@@ -103,6 +113,7 @@ class Transactions:
             self.replicas.committed(replica, tx, base, total, flushed)
             with self.lock:
                 self._lessons[origin] = tx.lessons
+            self.confirmations.settle(origin, call.confirms)
             _log(tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
@@ -146,7 +157,13 @@ class Transactions:
         tx.lessons = list(self._lessons.get(origin, ()))
         result = work(tx)
         self.settle(tx)
-        return Call(tx, result, tuple(self.invalidation.needs(tx)))
+        needs = self.invalidation.needs(tx)
+        if self.confirmations.pending(tx) and not any(
+            isinstance(need, FetchChanges) for need in needs
+        ):
+            needs.insert(0, self.confirmations.need(tx))
+        confirms = tx.confirmed or not len(tx.index)
+        return Call(tx, result, tuple(needs), confirms)
 
 
 def _log(events: Sequence[MemoryEvent]) -> None:

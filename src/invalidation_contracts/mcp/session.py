@@ -109,7 +109,7 @@ class ContractSession:
         self.listener = listener
         self.watch_listener = watch_listener
         self._origin = origin
-        self._watcher = Watcher(self._refresh)
+        self._watcher = Watcher(self._refresh, on_lost=lambda: memory.reopened(self.origin))
         self._tasks: anyio.abc.TaskGroup | None = None
         self.tools: dict[str, types.Tool] = {}
 
@@ -125,6 +125,7 @@ class ContractSession:
     async def __aenter__(self) -> Self:
         _ = self.origin
         await self.list_tools()
+        await self.confirm()
         if self.watch and self._subscribable():
             self._tasks = anyio.create_task_group()
             await self._tasks.__aenter__()
@@ -190,6 +191,15 @@ class ContractSession:
         return await self.memory.aapply_patches(
             self.origin, arguments, entries, episode=episode, operation=tool
         )
+
+    async def confirm(self, *, listener: Listener | None = None) -> tuple[Need, ...]:
+        """Confirm the origin before its fixes are served (``client.confirmation``): what moved
+        since the memory's stored position is read now, once per connection; ``__aenter__``
+        does it before it returns. Returns the needs still outstanding (then the origin's
+        entries stay withheld until a later read confirms it)."""
+        self.memory.reopened(self.origin)
+        needs = await self.memory.aneeds(self.origin)
+        return await self.fulfil(needs, listener=listener or self.watch_listener)
 
     async def begin_episode(
         self, episode: int, *, listener: Listener | None = None
