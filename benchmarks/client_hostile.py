@@ -14,7 +14,10 @@ server runs in the benchmark's own process (uvicorn on 127.0.0.1), in one of thr
   it is read);
 - *same bytes*: the hostile run's sizes with honest content — the two failures as large as the
   hostile ones (the bulk in ``detail``, which the contract does not read) and a 60 MB feed of
-  real row changes — what an agent that downloads those bytes holds whatever they say.
+  real row changes — what an agent that downloads those bytes holds whatever they say;
+- *bombs* (reliability audit 2, N1 and N5): the two failures are a gzip bomb (``BOMB_BYTES``
+  decoded from well under 1 MB sent), once with ``Content-Length`` and once chunked, and the
+  changes feed is JSON nested ``NESTED_DEPTH`` deep.
 
 The memory's cost is the hostile run against the benign one; the same-bytes run separates it from
 what the agent's own HTTP client holds for the same bytes.
@@ -22,12 +25,14 @@ what the agent's own HTTP client holds for the same bytes.
 
 from __future__ import annotations
 
+import functools
 import json
 import resource
 import subprocess
 import sys
 import threading
 import time
+import zlib
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +49,8 @@ PARAMETER_BYTES = 10_000_000
 FEED_BYTES = 60 * 1024 * 1024
 CHUNK = 64 * 1024
 TARGET_RATIO = 1.10
+BOMB_BYTES = 900 * 1024 * 1024
+NESTED_DEPTH = 500_000
 
 
 def suggestion(n: int, value: Any = None) -> dict[str, Any]:
@@ -73,8 +80,20 @@ def problem(suggestions: list[dict[str, Any]], filler: int = 0) -> bytes:
     return json.dumps(body).encode()
 
 
+@functools.lru_cache(maxsize=1)
+def gzip_bomb(decoded: int) -> bytes:
+    """A 422-looking body of ``decoded`` bytes once gunzipped."""
+    encoder = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+    parts = [encoder.compress(b'{"detail":"')]
+    block = b"0" * (1 << 20)
+    parts.extend(encoder.compress(block) for _ in range(decoded >> 20))
+    parts.append(encoder.compress(b'"}') + encoder.flush())
+    return b"".join(parts)
+
+
 def app(mode: str) -> Any:
     """The server of one mode, as an ASGI app."""
+    bomb = gzip_bomb(BOMB_BYTES) if mode == "bombs" else b""
     hostile_bodies = {
         1: problem([suggestion(n) for n in range(SUGGESTIONS)]),
         2: problem([suggestion(1, "X" * PARAMETER_BYTES)]),
@@ -89,6 +108,13 @@ def app(mode: str) -> Any:
         if kind == 0:
             content = problem([suggestion(0)])
             return Response(content, 422, media_type="application/problem+json")
+        if kind in hostile_bodies and mode == "bombs":
+            headers = {"content-encoding": "gzip"}
+            kind_of = "application/problem+json"
+            if kind == 1:
+                return Response(bomb, 422, headers=headers, media_type=kind_of)
+            chunks = (bomb[i : i + CHUNK] for i in range(0, len(bomb), CHUNK))
+            return StreamingResponse(chunks, 422, headers=headers, media_type=kind_of)
         if kind in hostile_bodies:
             if mode == "hostile":
                 content = hostile_bodies[kind]
@@ -108,6 +134,9 @@ def app(mode: str) -> Any:
     @server.get("/contract/changes")
     async def changes(request: Request, since: int) -> Response:
         last = state["seq"]
+        if mode == "bombs":
+            nested = b"[" * NESTED_DEPTH + b"]" * NESTED_DEPTH
+            return Response(nested, 200, media_type="application/json")
         if mode == "benign":
             feed = _feed_head(since, last) + _row(last, "plan_a") + b"]," + _tables(since, last)
             return Response(feed, 200, media_type="application/json")
@@ -235,6 +264,7 @@ def measure(mode: str, reads: bool, work: Path) -> dict[str, Any]:
 RUNS = (
     ("streams", "benign"),
     ("streams", "hostile"),
+    ("streams", "bombs"),
     ("reads", "benign"),
     ("reads", "hostile"),
     ("reads", "same-bytes"),
@@ -243,7 +273,7 @@ RUNS = (
 
 def run(work: Path, quick: bool = False) -> list[dict[str, Any]]:
     """Every run of ``RUNS`` (quick: the streaming agent's two)."""
-    runs = RUNS[:2] if quick else RUNS
+    runs = RUNS[:3] if quick else RUNS
     results = [{"agent": style, **measure(mode, style == "reads", work)} for style, mode in runs]
     base = {r["agent"]: r["peak_rss_mb"] for r in results if r["mode"] == "benign"}
     for result in results:
@@ -259,7 +289,13 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
             "peak RSS fed the hostile inputs within 10% of a benign run (agent streaming bodies)",
             f"{by['streams', 'hostile']['ratio']:.3f}×",
             by["streams", "hostile"]["ratio"] <= TARGET_RATIO,
-        )
+        ),
+        Check(
+            "peak RSS fed gzip bombs (Content-Length, chunked) and a nested feed within 10% of "
+            "a benign run (agent streaming bodies)",
+            f"{by['streams', 'bombs']['ratio']:.3f}×",
+            by["streams", "bombs"]["ratio"] <= TARGET_RATIO,
+        ),
     ]
     if ("reads", "same-bytes") in by:
         ratio = by["reads", "hostile"]["peak_rss_mb"] / by["reads", "same-bytes"]["peak_rss_mb"]
@@ -294,7 +330,10 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
                 "honest failure (a fix is learned), two more failures, and a success whose stamp "
                 "moved (the memory fetches `/contract/changes`). *Hostile*: the failures carry "
                 f"{SUGGESTIONS:,} suggestions and a {PARAMETER_BYTES / 1e6:.0f} MB parameter, the "
-                f"feed is {FEED_BYTES // 2**20} MB. *Benign*: small honest failures and feed. "
+                f"feed is {FEED_BYTES // 2**20} MB. *Bombs*: the failures are a gzip body of "
+                f"{len(gzip_bomb(BOMB_BYTES)) / 1e6:.2f} MB that decodes to "
+                f"{BOMB_BYTES // 2**20} MiB (with `Content-Length`, then chunked) and the feed "
+                f"is JSON nested {NESTED_DEPTH:,} deep. *Benign*: small honest failures and feed. "
                 "*Same bytes*: the hostile sizes with honest content. The *streams* agent reads "
                 "only what the memory reads; the *reads* agent reads every body, as `client.post` "
                 "does. Peak RSS is the agent's `VmHWM`; *× benign* is against the same agent's "

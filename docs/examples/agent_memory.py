@@ -1,5 +1,7 @@
 """An agent's HTTP client gains the invalidation contract by wrapping its transport.
 
+Needs the ``server`` extra for the in-process provider: ``pip install '.[server]'``.
+
 Runs against the Acme billing provider in-process (an ASGI transport), so it needs no network:
     python docs/examples/agent_memory.py
 """

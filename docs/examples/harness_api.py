@@ -1,5 +1,7 @@
 """The harness from Python: a grid, one run, the metrics and the report, without the CLI.
 
+Needs the ``bench`` extra: ``pip install '.[bench]'``.
+
 Run it: ``python docs/examples/harness_api.py [OUT_DIR]`` (a temporary directory by default).
 Everything runs in-process against the shipped Acme billing provider; no network, no model.
 """

@@ -1,5 +1,7 @@
 """An MCP agent loop that learns a fix, sees a table rotate, and stops injecting the stale fix.
 
+Needs the ``mcp`` extra: ``pip install '.[mcp]'``.
+
 The Acme billing provider is served as an MCP tool server over streamable HTTP on 127.0.0.1 (in
 this process, so the operator's rotation below is one call); the agent is a real MCP client
 whose session feeds a fix memory. No network beyond 127.0.0.1, no model: the "model" here copies

@@ -1,5 +1,7 @@
 """Adding the invalidation contract to an existing FastAPI app whose reference data is in SQL.
 
+Needs the ``server`` and ``sql`` extras: ``pip install '.[server,sql]'``.
+
 The shop below is an ordinary FastAPI app: its own routes, its own exception handler, its own
 OpenAPI, and a ``plans`` table in its own database that other programs write. The contract is
 added in four lines (marked ``# contract``): a service over the database, its routers under

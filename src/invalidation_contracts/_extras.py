@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 
-__all__ = ["MissingExtra", "require_extra"]
+__all__ = ["MissingExtra", "require_extra", "require_extras"]
 
 
 class MissingExtra(ImportError):
@@ -26,15 +26,48 @@ class MissingExtra(ImportError):
         self.module = module
 
 
+class MissingExtras(MissingExtra):
+    """Several extras a command needs are missing: one message names them all."""
+
+    def __init__(self, missing: dict[str, str]) -> None:
+        extras = ",".join(missing)
+        modules = ", ".join(f"{module} ({extra})" for extra, module in missing.items())
+        ImportError.__init__(
+            self,
+            f"{modules} not installed; this command needs the extras {extras}: "
+            f"pip install 'invalidation-contracts[{extras}]'",
+            name=next(iter(missing.values())),
+        )
+        self.extra = extras
+        self.module = next(iter(missing.values()))
+        self.missing = dict(missing)
+
+
+def _importable(module: str) -> bool:
+    if module in sys.modules:  # imported already (None: import blocked)
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def require_extra(extra: str, *modules: str) -> None:
     """Raise ``MissingExtra`` naming ``extra`` unless every one of ``modules`` is importable."""
     for module in modules:
-        if module in sys.modules:  # imported already (None: import blocked)
-            found = sys.modules[module] is not None
-        else:
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except (ImportError, ValueError):
-                found = False
-        if not found:
+        if not _importable(module):
             raise MissingExtra(extra, module)
+
+
+def require_extras(needs: dict[str, tuple[str, ...]]) -> None:
+    """Check every extra a command needs at once (``{extra: modules}``); one error names all."""
+    missing: dict[str, str] = {}
+    for extra, modules in needs.items():
+        absent = next((m for m in modules if not _importable(m)), None)
+        if absent is not None:
+            missing[extra] = absent
+    if len(missing) == 1:
+        ((extra, module),) = missing.items()
+        raise MissingExtra(extra, module)
+    if missing:
+        raise MissingExtras(missing)

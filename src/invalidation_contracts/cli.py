@@ -339,6 +339,12 @@ def _add_service(sub: Subparsers) -> None:
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
     p.add_argument(
+        "--metrics",
+        action="store_true",
+        help="instrument the contract (the otel extra) and serve GET /contract/metrics "
+        "(Prometheus format, admin token; docs/operators.md)",
+    )
+    p.add_argument(
         "--signing-key",
         type=Path,
         action="append",
@@ -437,6 +443,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers needs --db: workers share one registry store")
     if (args.declare or args.create_tables) and args.database is None:
         raise UsageError("--declare and --create-tables need --database")
+    _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
     token = _admin_token(args)
     if token:
         # Each worker reads the token from its environment, never from its argv.
@@ -456,6 +463,7 @@ def _serve(args: argparse.Namespace) -> int:
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
         protect_graph=args.protect_graph,
+        metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
     )
@@ -486,12 +494,32 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _known_domain(name: str) -> None:
+    """Refuse an unknown domain name in one line (exit 2) before anything else is said."""
+    from .domains import get_domain
+
+    try:
+        get_domain(name)
+    except MissingExtra:
+        raise
+    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {name!r}") from exc
+    except ImportError as exc:
+        raise CommandError(f"cannot load the domain: {exc}") from exc
+
+
 def _listen(
     app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
 ) -> None:
     from .server.http.serve import serve
 
-    serve(app, host=args.host, port=args.port, workers=workers, factory=factory)
+    def listening(url: str) -> None:
+        plural = "s" if workers > 1 else ""
+        print(f"invalidation-contracts: serving {url} ({workers} worker{plural})", file=sys.stderr)
+
+    serve(
+        app, host=args.host, port=args.port, workers=workers, factory=factory, listening=listening
+    )
 
 
 def _create_tables(spec: AppSpec) -> None:
@@ -623,7 +651,8 @@ def _add_bench(sub: Subparsers) -> None:
         "--scenario",
         action="append",
         default=None,
-        help="scenario name or manifest path (repeatable)",
+        help="scenario name or manifest path (repeatable; default: payments-drifted, or the "
+        "grid's scenarios with --grid)",
     )
     p.add_argument(
         "--planner",
@@ -681,9 +710,45 @@ def _command_line() -> str:
     return "invalidation-contracts " + " ".join(sys.argv[1:])
 
 
+#: The extras a grid run needs before it starts: the harness, its server, progress and figures.
+_HARNESS_EXTRAS: dict[str, tuple[str, ...]] = {
+    "cli": ("rich",),
+    "server": ("fastapi", "uvicorn"),
+    "bench": ("matplotlib",),
+}
+#: What a planner of each kind adds (simulated planners need nothing).
+_PLANNER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "anthropic": ("anthropic", ("anthropic", "jsonschema_rs")),
+    "openai": ("openai", ("openai", "jsonschema_rs")),
+    "openai-compatible": ("openai", ("openai", "jsonschema_rs")),
+    "local": ("local", ("openai", "xllamacpp", "jsonschema_rs")),
+}
+
+
+def _require_grid_extras(planners: Sequence[str], transport: str) -> None:
+    """Name every missing extra of a grid at once, before any run starts (and before the
+    harness itself is imported)."""
+    from ._extras import require_extras
+    from .planners import PlannerError, parse_planner_spec
+
+    needs = dict(_HARNESS_EXTRAS)
+    for text in planners:
+        try:
+            kind = parse_planner_spec(text).kind
+        except PlannerError:
+            continue  # the planner factory names a bad spec in its own words
+        if kind in _PLANNER_EXTRAS:
+            extra, modules = _PLANNER_EXTRAS[kind]
+            needs[extra] = modules
+    if transport != "http":
+        needs["mcp"] = ("mcp",)
+    require_extras(needs)
+
+
 def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
     import asyncio
 
+    _require_grid_extras(grid.planners, options.get("transport", "http"))
     from .bench.grid import MixedTransports, run_grid
     from .planners.local.server import POOL
 
@@ -704,6 +769,12 @@ def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
                 planner_options=factory.options,
                 **options,
             )
+        )
+    if outcome.skipped and not args.json:
+        print(
+            f"invalidation-contracts: skipped {outcome.skipped} completed run(s) found in "
+            f"{args.out} (--fresh reruns them)",
+            file=sys.stderr,
         )
     for spec, exc in outcome.failed[:MAX_FAILURES_SHOWN]:
         print(f"invalidation-contracts: run failed: {spec.key.slug}: {exc}", file=sys.stderr)
@@ -775,6 +846,7 @@ _REAL_MODEL_ARMS = ("none", "naive", "row", "row/eager/client")
 def _ladder(args: argparse.Namespace) -> int:
     import dataclasses
 
+    _require_grid_extras(args.planner or (), "http")
     from .bench.arms import Arm
     from .bench.grid import ladder_grid
     from .bench.scenario import ScenarioError
@@ -801,6 +873,7 @@ def _verify_domains(grid: Grid) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    _require_grid_extras(args.planner or (), args.transport)
     from .bench.arms import Arm
     from .bench.grid import Grid, ladder_grid, load_grid
     from .bench.scenario import ScenarioError, load_scenario
@@ -852,7 +925,8 @@ def _scenarios(args: argparse.Namespace) -> int:
             except ScenarioError as exc:
                 raise CommandError(str(exc)) from exc
             events = len(scenario.drift)
-            print(f"{name:28} {scenario.episodes:3} episodes  {events} drift events  ", end="")
+            drift = f"{events} drift event{'' if events == 1 else 's'}"
+            print(f"{name:28} {scenario.episodes:3} episodes  {drift:15}  ", end="")
             print(scenario.description)
         return 0
     try:
@@ -972,6 +1046,13 @@ def _add_mcp(sub: Subparsers) -> None:
         help="rename a route's tool, e.g. 'POST /v1/subscriptions=create_subscription'",
     )
     p.add_argument(
+        "--envelope",
+        choices=("meta", "inline"),
+        default="meta",
+        help="where a tool result carries the contract: its _meta, the model shown only the "
+        "model view (default), or inline in its content (0.1's wire form, for 0.1 clients)",
+    )
+    p.add_argument(
         "--signing-key",
         type=Path,
         action="append",
@@ -1016,6 +1097,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             port=args.port,
             name=args.name,
             tool_names=tool_names,
+            envelope=args.envelope,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

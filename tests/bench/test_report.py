@@ -549,3 +549,48 @@ def test_table7_leaves_out_a_stream_without_a_breaking_event(tmp_path):
     touch = ({"after_episode": 8, "kind": "touch", "table": "funding_policy", "rules": None},)
     B.write_run(tmp_path, B.episodes(), arm="row", memory=_reached(), drift=touch, stale_slots=())
     assert "### Table 7 — First-try by hint shape\n\n_Skipped:" in build_report(tmp_path)
+
+
+def _visible_colours(ax) -> set[str]:
+    """The colours of what is drawn with a visible extent: lines with points, bars with height."""
+    from matplotlib.colors import to_hex
+
+    colours = {to_hex(line.get_color()) for line in ax.get_lines() if len(line.get_xdata())}
+    colours |= {to_hex(bar.get_facecolor()) for bar in ax.patches if bar.get_height() > 0}
+    return colours
+
+
+def test_every_legend_entry_of_every_figure_has_a_visible_artist(full):
+    from matplotlib.colors import to_hex
+
+    from invalidation_contracts.bench.figures import STYLE_KEY, plan_figures
+
+    for spec in plan_figures(aggregate(read_runs(full))):
+        _, ax = _drawn(full, spec.filename)
+        legend = ax.get_legend()
+        drawn = _visible_colours(ax)
+        styles = {line.get_linestyle() for line in ax.get_lines() if len(line.get_xdata())}
+        for handle, text in zip(legend.legend_handles, legend.get_texts(), strict=True):
+            colour = to_hex(
+                handle.get_facecolor() if hasattr(handle, "get_height") else handle.get_color()
+            )
+            if colour == STYLE_KEY:
+                assert handle.get_linestyle() in styles, (spec.filename, text.get_text())
+            else:
+                assert colour in drawn, (spec.filename, text.get_text())
+
+
+def test_line_figures_draw_a_zero_series_above_the_axis(full):
+    for filename in ("fig5-rotations-payments.png", "fig6-targeted-class.png"):
+        _, ax = _drawn(full, filename)
+        floor = ax.get_ylim()[0]
+        for line in ax.get_lines():
+            assert all(y > floor for y in line.get_ydata()), filename
+            assert not line.get_clip_on(), filename
+
+
+def test_a_zero_bar_is_a_visible_stub_in_its_series_colour(full):
+    _, ax = _drawn(full, "fig3-compliance-payments-drifted.png")
+    zero_labels = [t for t in ax.texts if t.get_text() == "0"]
+    assert zero_labels
+    assert all(bar.get_height() > 0 for bar in ax.patches)

@@ -44,6 +44,7 @@ def evictions(run):
 def test_without_memory_each_constrained_episode_costs_exactly_one_retry(drifted):
     episodes = list(drifted["none"].of("episode"))
     constrained = [e for e in episodes if e["klass"] != "no_constraint"]
+    assert constrained
     assert all(e["attempts"] == 2 for e in constrained)
     assert all(e["attempts"] == 1 for e in episodes if e["klass"] == "no_constraint")
     assert run_metrics(drifted["none"]).retries == len(constrained) == 27

@@ -88,6 +88,19 @@ def test_memory_list_renders_a_table(capsys, db, monkeypatch):
     assert "codes@1.0.1[plan_b]" in out
 
 
+def test_memory_list_reads_at_80_columns_with_each_fixs_parameters(capsys, db, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    status, out, _ = run(capsys, "memory", "list", "--db", str(db))
+    entries = json.loads(run(capsys, "memory", "list", "--db", str(db), "--json")[1])
+
+    assert status == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "depends on: codes@1.0.1[plan_b]" in out  # labels and values are not broken
+    for entry in entries:
+        for name, value in entry["parameters"].items():
+            assert f"{name}={json.dumps(value)}" in out
+
+
 @pytest.mark.parametrize(
     "selector, evicted",
     [(["--id", "e2"], ["e2"]), (["--table", "tokens"], ["e3"]), (["--all"], ["e2", "e3"])],

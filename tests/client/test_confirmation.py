@@ -33,9 +33,7 @@ def learn(path: Path, fixes: range, seq: int = 0) -> None:
 
 
 def served(memory: FixMemory, scopes: int = 2) -> list[str]:
-    return sorted(
-        e.id for s in range(scopes) for e in memory.relevant(ORIGIN, {"item": f"s{s}"})
-    )
+    return sorted(e.id for s in range(scopes) for e in memory.relevant(ORIGIN, {"item": f"s{s}"}))
 
 
 def test_a_new_process_serves_nothing_before_it_confirms_the_origin(tmp_path):
@@ -137,8 +135,6 @@ def test_after_any_drift_while_away_exactly_the_unmoved_fixes_are_served(
         after = served(memory, scopes)
 
     moved = {key for key in away if key is not None}
-    expected = sorted(
-        f"e{i + 1}" for i in range(learned) if KEYS[i % len(KEYS)] not in moved
-    )
+    expected = sorted(f"e{i + 1}" for i in range(learned) if KEYS[i % len(KEYS)] not in moved)
     assert before == []
     assert after == expected

@@ -4,6 +4,7 @@ very first lookup — ``ContractSession.__aenter__`` returns only after the conf
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def server(registry: Path) -> StdioServerParameters:
             *("-m", "invalidation_contracts.cli", "serve-mcp", "--domain", "acme_billing"),
             *("--db", str(registry), "--tool-name", f"{OPERATION}={TOOL}"),
         ],
+        env=dict(os.environ),  # the child imports this tree (PYTHONPATH), not another install
     )
 
 

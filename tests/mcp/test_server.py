@@ -14,6 +14,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from tests.mcp.conftest import OPERATION, TOOL, rotate, run
 
+from invalidation_contracts.client.modelview import model_view
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.mcp import contract_server, names
 from invalidation_contracts.protocol.models import ChangesFeed, ContractFields, Problem
@@ -21,6 +22,9 @@ from invalidation_contracts.protocol.problems import PROBLEM_BASE
 from invalidation_contracts.server import Provider
 
 pytestmark = pytest.mark.mcp
+
+#: Contract members as they would appear in the JSON text a host shows.
+CONTRACT_MEMBERS = ('"table_versions"', '"contract_seq"', '"rules_version"', '"patch"', '"scope"')
 
 
 def test_each_route_is_one_tool_whose_input_schema_is_the_request_model(server, acme):
@@ -67,33 +71,83 @@ def _call(server: Any, arguments: Any, meta: dict[str, Any] | None = None) -> ty
     return run(body)
 
 
+def _contract(result: types.CallToolResult) -> dict[str, Any]:
+    """The contract answer a result carries in its ``_meta`` (the ``meta`` envelope)."""
+    assert result.meta is not None
+    answer = result.meta[names.CONTRACT]
+    assert isinstance(answer, dict)
+    return answer
+
+
 def test_a_policy_violation_is_an_error_result_carrying_the_problem_document(server, acme):
     result = _call(server, acme.family("governed-partner-growth").draft())
 
     assert result.is_error
-    problem = Problem.model_validate(result.structured_content)
+    problem = Problem.model_validate(_contract(result))
     assert problem.status == 422
     assert problem.type == PROBLEM_BASE + "policy-violation"
     assert [s.type for s in problem.recovery_feedback.suggestions] == ["ADD_REQUIRED_PROMO_CODE"]
     assert problem.table_versions and problem.rules_version and problem.contract_epoch
+
+
+def test_the_content_of_a_result_is_its_model_view_and_carries_no_contract(server, acme):
+    result = _call(server, acme.family("governed-partner-growth").draft())
+
+    (text,) = result.content
+    assert json.loads(text.text) == result.structured_content == model_view(_contract(result))
+    assert not any(member in text.text for member in CONTRACT_MEMBERS)
+
+
+def test_the_inline_envelope_is_the_wire_form_of_0_1(provider, acme):
+    inline = contract_server(provider, tool_names={OPERATION: TOOL}, envelope="inline")
+
+    result = _call(inline, acme.family("governed-partner-growth").draft(), {names.SINCE: 0})
+
+    problem = Problem.model_validate(result.structured_content)
+    assert problem.recovery_feedback.suggestions[0].scope is not None
     (text,) = result.content
     assert json.loads(text.text) == result.structured_content
+    assert result.meta is not None and result.meta[names.legacy(names.SINCE)] == 0
+    assert names.CONTRACT not in result.meta and names.SINCE not in result.meta
+
+
+def test_an_unknown_envelope_is_refused_when_the_server_is_built(provider):
+    with pytest.raises(ValueError, match="envelope must be one of"):
+        contract_server(provider, envelope="body")
+
+
+def test_the_server_advertises_the_extension_and_its_envelope(server):
+    async def body() -> dict[str, Any] | None:
+        async with Client(server) as client:
+            capabilities = client.session.server_capabilities
+            assert capabilities is not None and capabilities.extensions is not None
+            return capabilities.extensions.get(names.EXTENSION)
+
+    assert run(body) == {"version": names.EXTENSION_VERSION, "envelope": "meta"}
+
+
+@pytest.mark.parametrize("key", [names.SINCE, names.legacy(names.SINCE)])
+def test_a_position_is_read_under_either_spelling_of_its_key(server, acme, key):
+    result = _call(server, acme.family("plain-starter-monthly").draft(), {key: 0})
+
+    assert "table_versions" not in _contract(result)
 
 
 def test_a_success_carries_the_result_and_the_response_level_contract(server, acme):
     result = _call(server, acme.family("plain-starter-monthly").draft())
 
     assert not result.is_error
-    structured = result.structured_content
+    structured = _contract(result)
     assert structured["success"] is True and structured["result"]
     assert ContractFields.model_validate(structured).table_versions
+    assert result.structured_content == {"result": structured["result"], "success": True}
 
 
 def test_arguments_outside_the_schema_get_the_invalid_request_problem_with_the_contract(server):
     result = _call(server, {"plan": 7})
 
     assert result.is_error
-    problem = Problem.model_validate(result.structured_content)
+    problem = Problem.model_validate(_contract(result))
     assert problem.type == PROBLEM_BASE + "invalid-request"
     assert problem.errors and problem.contract_seq == 0
 
@@ -120,8 +174,8 @@ def test_an_unknown_tool_is_the_sdk_protocol_error(server):
 def test_a_position_in_the_request_meta_gets_the_conditional_contract(server, acme):
     result = _call(server, acme.family("plain-starter-monthly").draft(), {names.SINCE: 0})
 
-    assert "table_versions" not in result.structured_content  # nothing moved since 0
-    assert "contract_seq" not in result.structured_content  # still 0
+    assert "table_versions" not in _contract(result)  # nothing moved since 0
+    assert "contract_seq" not in _contract(result)  # still 0
     assert result.meta[names.SINCE] == 0
 
 
@@ -129,8 +183,8 @@ def test_a_malformed_position_is_an_invalid_request_problem(server, acme):
     result = _call(server, acme.family("plain-starter-monthly").draft(), {names.SINCE: "-1"})
 
     assert result.is_error
-    assert result.structured_content["type"] == PROBLEM_BASE + "invalid-request"
-    assert "since" in result.structured_content["detail"]
+    assert _contract(result)["type"] == PROBLEM_BASE + "invalid-request"
+    assert "since" in _contract(result)["detail"]
 
 
 def _read(server: Any, uri: str) -> types.TextResourceContents:

@@ -7,9 +7,10 @@ import json
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import Client
-from tests.mcp.conftest import TOOL, rotate, run
+from tests.mcp.conftest import OPERATION, TOOL, rotate, run
 from tests.mcp.scripted import acme_problem, error_result, scripted_server
 
 from invalidation_contracts.client import FixMemory, TrustPolicy
@@ -21,7 +22,7 @@ from invalidation_contracts.client.events import (
     Restamped,
     Stored,
 )
-from invalidation_contracts.mcp import ContractSession, connect, contract_server
+from invalidation_contracts.mcp import ContractSession, connect, contract_server, names
 from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
 from invalidation_contracts.server import Provider, TableChange
 
@@ -249,3 +250,61 @@ def test_a_notification_storm_of_bumps_is_bounded_by_the_eviction_rate(server, p
     evicted = [e for e in heard if isinstance(e, Evicted)]
     assert [e.reason for e in evicted] == [EvictionReason.TABLE_CHANGED] * 2
     assert attempts == [2, 2, 2, 1, 1]
+
+
+def test_a_server_of_the_inline_envelope_still_teaches_and_serves_fixes(provider, acme):
+    inline = contract_server(provider, tool_names={OPERATION: TOOL}, envelope="inline")
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[str, list[str], int]:
+        async with connect(inline, memory) as tools:
+            first = await tools.call_tool(TOOL, growth)
+            fixes = await tools.relevant(TOOL, growth)
+            patched = await tools.apply_patches(TOOL, growth, fixes)
+            second = await tools.call_tool(TOOL, patched.request, injected=fixes)
+            return first.for_model, [e.id for e in fixes], second.status
+
+    shown, fixes, status = run(body)
+
+    assert fixes == ["e1"] and status == 200
+    assert not set(ENVELOPE_FIELDS) & set(json.loads(shown))
+
+
+def test_a_plain_host_is_shown_exactly_the_model_view(server, acme):
+    memory = FixMemory("row")
+
+    async def body() -> tuple[str, str]:
+        async with connect(server, memory) as tools:
+            reply = await tools.call_tool(TOOL, acme.family("governed-partner-growth").draft())
+            (text,) = reply.result.content
+            assert isinstance(text, types.TextContent)
+            return text.text, reply.for_model
+
+    host_text, for_model = run(body)
+
+    assert host_text == for_model
+
+
+@pytest.mark.parametrize("contract", [["a", "list"], "text", 7], ids=["list", "string", "number"])
+def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answer(acme, contract):
+    memory = FixMemory("row")
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="rejected: add a promo code")],
+            is_error=True,
+            _meta={names.CONTRACT: contract},
+        )
+
+    async def body() -> tuple[list[MemoryEvent], str]:
+        async with connect(scripted_server(acme, answer), memory) as tools:
+            reply = await tools.call_tool(TOOL, acme.family("governed-partner-growth").draft())
+            return list(reply.events), reply.for_model
+
+    events, shown = run(body)
+
+    assert [type(e) for e in events] == [Ignored]
+    assert "_meta contract" in events[0].detail
+    assert shown == "rejected: add a promo code"
+    assert memory.entries("mcp://scripted") == []

@@ -29,6 +29,9 @@ EDGE_DEPENDENCIES = (
     "psycopg",
     "mcp",
     "xllamacpp",
+    "opentelemetry",
+    "prometheus_client",
+    "selenium",
 )
 
 BLOCKER = """
@@ -76,6 +79,8 @@ else:
         ("invalidation_contracts.client.operator", ("rich",), "cli"),
         ("invalidation_contracts.planners.anthropic", ("anthropic",), "anthropic"),
         ("invalidation_contracts.planners.openai", ("openai",), "openai"),
+        ("invalidation_contracts.observe", ("opentelemetry",), "otel"),
+        ("invalidation_contracts.observe.prometheus", ("prometheus_client",), "otel"),
     ],
 )
 def test_an_edge_module_without_its_extra_names_the_extra(module, blocked, extra):

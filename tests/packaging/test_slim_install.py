@@ -130,3 +130,17 @@ def test_the_cli_writes_the_protocol_schemas_without_any_extra(slim, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert len(list(tmp_path.glob("*.schema.json"))) >= 20
+
+
+def test_ladder_on_a_slim_install_names_every_missing_extra_at_once(slim, tmp_path):
+    done = subprocess.run(
+        [slim / "invalidation-contracts", "ladder", "--out", str(tmp_path / "results")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "pip install 'invalidation-contracts[cli,server,bench]'" in done.stderr
+    assert not (tmp_path / "results").exists()

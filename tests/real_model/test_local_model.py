@@ -1,7 +1,9 @@
 """A real model end to end: llama.cpp serving Qwen2.5-Coder-0.5B, driven through the shipped CLI.
 
 Bounded for two CPU cores: one preflight round, then a four-episode stream on one arm, twice with
-the same seed. Marked ``real_model``: under ``CI=true`` a skip (model unobtainable) is a failure.
+the same seed. Those three are studies (``pytest -m study``, CI's second step); the killed-server
+test is the smoke every default run does. Marked ``real_model``: under ``CI=true`` a skip (model
+unobtainable) is a failure.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def first_run(local_model, tmp_path_factory) -> tuple[int, Path, Path]:
     return run_short(scenario, root / "first"), scenario, root / "first"
 
 
+@pytest.mark.study
 def test_preflight_round_answers_every_probe_with_a_request_body(local_model, capsys):
     code = main(["preflight", "--planner", SPEC, "--concurrency", "2", "--json"])
     report = json.loads(capsys.readouterr().out)
@@ -63,6 +66,7 @@ def test_preflight_round_answers_every_probe_with_a_request_body(local_model, ca
     assert POOL.running() == []
 
 
+@pytest.mark.study
 def test_short_scenario_runs_to_the_end_and_stops_its_server(first_run):
     code, _, out = first_run
     assert code == 0
@@ -71,6 +75,7 @@ def test_short_scenario_runs_to_the_end_and_stops_its_server(first_run):
     assert POOL.running() == []
 
 
+@pytest.mark.study
 def test_the_same_seed_sends_the_same_requests(first_run):
     _, scenario, first = first_run
     second = first.with_name("second")

@@ -1,7 +1,8 @@
 import pytest
+from pydantic import BaseModel
 
-from invalidation_contracts.protocol import Level
-from invalidation_contracts.server import Provider
+from invalidation_contracts.protocol import Action, Level
+from invalidation_contracts.server import Domain, Provider, Route, TableSpec, Violation, policy
 
 GOVERNED = {"plan": "growth", "payment_method_token": "tok_credit"}
 FUNDING = {"plan": "basic", "payment_method_token": "tok_debit"}
@@ -185,3 +186,30 @@ def test_the_oracle_judges_each_fix_of_one_type_by_its_scope(domain):
     assert is_fix_current(route, GOVERNED, Suggestion.model_validate(second), state)
     stale = Suggestion.model_validate({**second, "parameters": {"amount_cents": 300}})
     assert not is_fix_current(route, GOVERNED, stale, state)
+
+
+class Pay(BaseModel):
+    card: str
+
+
+def test_a_key_set_read_rides_as_membership_and_leaves_keys_out():
+    @policy("registered_cards")
+    def registered(request, tables):
+        cards = tables["cards"]
+        if request["card"] in cards:
+            return None
+        listed = sorted(cards)
+        return Violation(
+            "USE_REGISTERED_CARD",
+            f"card not registered; registered cards: {', '.join(listed)}",
+            {"card": listed[0]},
+            Action.REWRITE_VALUE,
+            scope={"card": request["card"]},
+        )
+
+    cards = {"c1": {"limit": 5}, "c2": {"limit": 9}}
+    dom = Domain("wallet", {"cards": TableSpec(cards)}, [], [Route("/v1/pay", Pay, [registered])])
+    provider = Provider(dom, level=Level.DEPENDENCY_VECTORS)
+    body = provider.handle(dom.routes[0], {"card": "c9"}).body.to_wire()
+    [fix] = body["recovery_feedback"]["suggestions"]
+    assert fix["tables"] == [{"table": "cards", "version": "1.0.0", "membership": {"keys": ["c9"]}}]

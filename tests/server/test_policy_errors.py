@@ -105,3 +105,24 @@ def test_a_fix_naming_request_fields_passes():
 
     provider, route = provider_with(good)
     assert provider.handle(route, {"plan": "basic"}).status == 422
+
+
+def test_an_origin_wide_fix_with_a_scope_names_the_policy_the_fix_and_the_field():
+    @policy("region_policy")
+    def wide_but_scoped(request: Mapping[str, Any], tables: TrackedTables) -> Violation:
+        tables["plans"].get("basic")
+        return Violation(
+            "USE_REGION",
+            "m",
+            {"promo_code": "P1"},
+            Action.ADD_FIELD,
+            scope={"plan": request["plan"]},
+            origin_wide=True,
+        )
+
+    provider, route = provider_with(wide_but_scoped)
+    with pytest.raises(PolicyError) as caught:
+        provider.handle(route, {"plan": "basic"})
+
+    assert (caught.value.policy, caught.value.field) == ("region_policy", "plan")
+    assert "USE_REGION origin-wide with scope {'plan': 'basic'}" in str(caught.value)

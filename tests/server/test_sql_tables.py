@@ -10,6 +10,7 @@ from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import SQLTable
 from invalidation_contracts.server.sql import DeclarationError, SQLSource, bind
+from invalidation_contracts.server.sql.declare import BoundTable
 from invalidation_contracts.server.sql.engine import make_engine
 
 
@@ -18,10 +19,10 @@ def pdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
     yield from provider_db(request, tmp_path)
 
 
-def declare(pdb: ProviderDB, table: SQLTable, name: str = "plans") -> None:
+def declare(pdb: ProviderDB, table: SQLTable, name: str = "plans") -> BoundTable:
     engine = make_engine(pdb.url)
     try:
-        bind(engine, name, table)
+        return bind(engine, name, table)
     finally:
         engine.dispose()
 
@@ -88,7 +89,8 @@ def test_an_unsupported_column_type_is_named_with_the_table(pdb: ProviderDB, sql
 
 def test_a_column_left_out_of_the_declaration_is_not_checked(pdb: ProviderDB) -> None:
     pdb.script("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT, starts DATE)")
-    declare(pdb, SQLTable("plans", columns=["funding"]))
+    binding = declare(pdb, SQLTable("plans", columns=["funding"]))
+    assert [column.name for column in binding.columns] == ["funding"]
 
 
 def test_a_float_key_is_refused(pdb: ProviderDB) -> None:

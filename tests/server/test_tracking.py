@@ -30,10 +30,48 @@ def test_get_records_the_key_even_when_the_row_is_missing():
     assert tracker.reads() == {"t1": frozenset({"absent"})}
 
 
-def test_iterating_a_table_depends_on_the_whole_table():
+def test_iterating_a_table_depends_on_its_key_set_and_no_row():
     tracker = ReadTracker()
-    list(view(tracker)["t2"])
-    assert tracker.dependencies({"t2": "2.0.0"})[0].keys is None
+    assert sorted(view(tracker)["t2"]) == KEYS[2:]
+    [dep] = tracker.dependencies({"t2": "2.0.0"})
+    assert dep.keys is None
+    assert dep.membership is not None and dep.membership.keys == []
+    assert tracker.key_sets == {"t2"}
+
+
+def test_taking_a_tables_length_depends_on_its_key_set():
+    tracker = ReadTracker()
+    assert len(view(tracker)["t1"]) == 4
+    assert tracker.key_sets == {"t1"}
+    assert tracker.reads() == {"t1": frozenset()}
+
+
+def test_listing_keys_then_reading_one_row_depends_on_the_key_set_and_that_row():
+    tracker = ReadTracker()
+    t1 = view(tracker)["t1"]
+    first = next(iter(t1))
+    t1[first]
+    t1.get("absent")
+    [dep] = tracker.dependencies({"t1": "1.0.0"})
+    assert dep.membership is not None and dep.membership.keys == ["absent", first]
+
+
+def test_reading_the_key_set_and_every_row_is_a_whole_table_read():
+    tracker = ReadTracker()
+    dict(view(tracker)["t1"].items())
+    [dep] = tracker.dependencies({"t1": "1.0.0"})
+    assert dep.keys is None and dep.membership is None
+    assert tracker.key_sets == frozenset()
+    assert tracker.reads() == {"t1": None}
+
+
+def test_a_key_lookup_after_a_key_set_read_of_another_table_stays_a_row_read():
+    tracker = ReadTracker()
+    tables = view(tracker)
+    len(tables["t1"])
+    tables["t2"].get("k2")
+    assert tracker.key_sets == {"t1"}
+    assert tracker.reads() == {"t1": frozenset(), "t2": frozenset({"k2"})}
 
 
 def test_a_rule_found_is_a_rule_dependency_and_a_rule_found_absent_an_absent_one():

@@ -96,7 +96,9 @@ def test_without_contract_since_the_full_dictionary_is_sent(client, admin):
     assert response.json()["table_versions"] == {"funding_types": "2.0.0", "plans": "1.1.0"}
 
 
-@pytest.mark.parametrize("value", ["abc", "-1", "1.5"])
+@pytest.mark.parametrize(
+    "value", ["abc", "-1", "1.5", "+1", "1.0", "1e0", "1_0", str(2**53)]
+)  # "+1", "1.0": reliability audit 2, N15 (SPEC §3.1: ASCII digits only)
 def test_invalid_contract_since_is_an_invalid_request_problem(client, value):
     response = client.post("/v1/orders", json={"plan": "basic"}, headers={"Contract-Since": value})
     assert response.status_code == 422
@@ -104,6 +106,14 @@ def test_invalid_contract_since_is_an_invalid_request_problem(client, value):
     assert body["type"] == "urn:invalidation-contracts:problem:invalid-request"
     assert body["errors"][0]["loc"] == ["header", "Contract-Since"]
     assert body["table_versions"] == {"funding_types": "2.0.0", "plans": "1.0.0"}
+
+
+@pytest.mark.parametrize("epoch", ["e p", "ep\u00e9".encode("latin-1"), "e" * 129], ids=str)
+def test_a_contract_epoch_outside_visible_ascii_is_an_invalid_request_problem(client, epoch):
+    headers = {"Contract-Since": "0", "Contract-Epoch": epoch}
+    response = client.post("/v1/orders", json={"plan": "basic"}, headers=headers)
+    assert response.status_code == 422
+    assert response.json()["errors"][0]["loc"] == ["header", "Contract-Epoch"]
 
 
 def test_schema_mismatch_on_a_domain_route_carries_the_contract(client):

@@ -28,9 +28,10 @@ STARTER = ACME.family("control-partner-starter").draft()  # a row the rotation l
 
 def learn_both(url: str, memory_path: Path) -> None:
     """Session 1: the agent learns the growth and the starter plans' CSM codes, then exits."""
-    with FixMemory("row", store=memory_path) as memory, contract_client(
-        memory, base_url=url
-    ) as client:
+    with (
+        FixMemory("row", store=memory_path) as memory,
+        contract_client(memory, base_url=url) as client,
+    ):
         for draft in (GROWTH, STARTER):
             assert client.post(ROUTE, json=draft).status_code == 422
             (fix,) = memory.relevant(url, draft, operation=OPERATION)
@@ -72,9 +73,7 @@ def test_a_new_sync_session_serves_no_stale_fix_after_drift_while_away(tmp_path)
             with contract_client(memory, base_url=url, listener=served.append) as client:
                 growth = memory.relevant(url, GROWTH, operation=OPERATION)
                 (starter,) = memory.relevant(url, STARTER, operation=OPERATION)
-                reply = client.post(
-                    ROUTE, json={**STARTER, **starter.suggestion.parameters}
-                )
+                reply = client.post(ROUTE, json={**STARTER, **starter.suggestion.parameters})
             tombstones = memory.tombstones(url)
 
     assert before.entries == () and isinstance(before.needs[0], FetchChanges)
@@ -93,9 +92,7 @@ def test_a_new_async_session_serves_no_stale_fix_after_drift_while_away(tmp_path
             async with async_contract_client(memory, base_url=url) as client:
                 growth = await memory.arelevant(url, GROWTH, operation=OPERATION)
                 (starter,) = await memory.arelevant(url, STARTER, operation=OPERATION)
-                reply = await client.post(
-                    ROUTE, json={**STARTER, **starter.suggestion.parameters}
-                )
+                reply = await client.post(ROUTE, json={**STARTER, **starter.suggestion.parameters})
                 return [e.id for e in growth], reply.status_code
 
     with serving(args(registry), tmp_path / "logs", port=port) as url:

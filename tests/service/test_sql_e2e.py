@@ -206,3 +206,29 @@ def test_an_admin_reload_over_http_writes_the_providers_database(tmp_path: Path)
             "SELECT code FROM active_csm_codes WHERE key = 'plan_partner_growth'"
         ).fetchall()
     assert code == rotation.rows["plan_partner_growth"]["code"]
+
+
+def test_an_unreadable_capture_record_is_quarantined_and_listed_not_a_503(
+    tmp_path: Path, serve: Callable[..., Any]
+) -> None:
+    database = Database("sqlite", f"sqlite:///{tmp_path / 'acme.db'}", str(tmp_path / "acme.db"))
+    create_tables(database.url, get_domain("acme_billing"))
+    domain = sql_domain(get_domain("acme_billing"))
+    app = create_app(
+        domain, store=tmp_path / "registry.sqlite", database=database.url, admin_token=TOKEN
+    )
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with serve(app) as url:
+        assert httpx.get(url + "/admin/quarantine", headers=auth).json() == {"quarantined": []}
+        database.run_elsewhere(  # what a release without the value checks could have captured
+            "INSERT INTO ic_capture (table_name, op, key, row) VALUES ('active_csm_codes',"
+            " 'upsert', '[\"plan_forged\"]', '{\"code\": 9007199254740993}')"
+        )
+        database.run_elsewhere(ROTATE)
+        wait_for_version(url, "active_csm_codes", "1.0.0")
+        assert httpx.get(url + "/contract/versions").status_code == 200
+        [entry] = httpx.get(url + "/admin/quarantine", headers=auth).json()["quarantined"]
+        assert entry["type"] == PROBLEM_BASE + "unservable-row"
+        assert (entry["table"], entry["key"]) == ("active_csm_codes", "plan_forged")
+        assert "9007199254740993" in entry["detail"]
+        assert httpx.get(url + "/admin/quarantine").status_code == 401

@@ -33,7 +33,7 @@ from trust_helpers import (
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import Evicted, Restamped
 from invalidation_contracts.client.memory import FixMemory
-from invalidation_contracts.protocol import ProblemType
+from invalidation_contracts.protocol import ProblemType, Suggestion
 from invalidation_contracts.server import Rule
 from invalidation_contracts.server.opaque import OpaqueNames
 from invalidation_contracts.server.trust import TrustOptions
@@ -201,3 +201,19 @@ def test_equal_keys_in_two_tables_get_unrelated_tags():
 def test_a_short_secret_is_refused():
     with pytest.raises(ValueError, match="16 bytes"):
         OpaqueNames(b"short")
+
+
+def test_a_key_set_dependency_is_tagged_like_row_keys():
+    names = OpaqueNames(SECRET)
+    plain = Suggestion.model_validate(
+        {
+            "type": "T",
+            "parameters": {},
+            "action": "add_field",
+            "tables": [{"table": "cards", "version": "1", "membership": {"keys": ["c9"]}}],
+        }
+    )
+    [dep] = names.suggestion(plain).tables or []
+    assert dep.table == names.table("cards")
+    assert dep.membership is not None and dep.membership.keys == [names.row("cards", "c9")]
+    assert dep.keys is None

@@ -38,9 +38,16 @@ COLORS = (
 LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
 #: One marker per planner series, so series with equal values stay distinguishable.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-#: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another.
-OFFSET = 0.045
+#: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another
+#: and no marker covers its neighbour's.
+OFFSET = 0.09
 DASH = "–"
+#: The height (percentage points) of the stub that shows a zero bar in its series' colour.
+ZERO_STUB = 1.5
+#: The colour of legend keys that stand for a line style rather than a series.
+STYLE_KEY = "#555555"
+#: Line plots start below zero so a series at 0 is drawn above the axis, not under its spine.
+LINE_FLOOR = -5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,31 +112,38 @@ def _bars(
     """Grouped bars: one group per arm, one bar per planner, seed std as error bars."""
 
     def draw(fig: Any) -> None:
+        from matplotlib.patches import Patch
+
         index = _index(cells)
         series = _series(cells)
         codes = {c.arm: c.arm_code for c in cells}
         ax = fig.add_subplot()
         width = 0.8 / max(len(series), 1)
+        # Plain swatches: a series whose first bar is a zero stub keeps an unhatched key.
+        handles = [
+            Patch(facecolor=COLORS[i % len(COLORS)], label=_label(s, cells))
+            for i, s in enumerate(series)
+        ]
         for i, s in enumerate(series):
             values = [_percent(index.get((s, scenario, a)), metric) for a in arms]
             xs = [j - 0.4 + width * (i + 0.5) for j in range(len(arms))]
             ax.bar(
                 xs,
-                [v for v, _ in values],
+                # A zero is a short hatched stub in the series' colour, so every series shows.
+                [ZERO_STUB if v == 0 else v for v, _ in values],
                 width,
+                hatch=["////" if v == 0 else "" for v, _ in values],
                 yerr=[e for _, e in values],
                 capsize=2,
                 error_kw={"ecolor": "#444444", "elinewidth": 0.8},
                 color=COLORS[i % len(COLORS)],
-                label=_label(s, cells),
             )
             for x, (v, _) in zip(xs, values, strict=True):
                 if math.isnan(v) or v == 0:
-                    ax.text(
-                        x, 1, DASH if math.isnan(v) else "0", ha="center", va="bottom", fontsize=7
-                    )
+                    label, y = (DASH, 1.0) if math.isnan(v) else ("0", ZERO_STUB + 0.5)
+                    ax.text(x, y, label, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
-        _finish(fig, ax, ylabel, title, legend_title="planner")
+        _finish(fig, ax, ylabel, title, legend_title="planner", handles=handles)
 
     return draw
 
@@ -165,9 +179,15 @@ def coincidences(
 
 
 def _finish(
-    fig: Any, ax: Any, ylabel: str, title: str, legend_title: str | None = None, handles: Any = None
+    fig: Any,
+    ax: Any,
+    ylabel: str,
+    title: str,
+    legend_title: str | None = None,
+    handles: Any = None,
+    floor: float = 0.0,
 ) -> None:
-    ax.set_ylim(0, 105)
+    ax.set_ylim(floor, 105)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
@@ -209,6 +229,7 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
                     marker=MARKERS[i % len(MARKERS)],
                     markerfacecolor=COLORS[i % len(COLORS)] if arm == "row" else "white",
                     color=COLORS[i % len(COLORS)],
+                    clip_on=False,
                 )
         ax.set_xticks(sorted(set(points.values())))
         ax.set_xlabel("table rotations in the stream")
@@ -223,10 +244,10 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
             for i, s in enumerate(series)
         ]
         handles += [
-            Line2D([], [], color="black", linestyle="-", label=codes.get("row", "A2D")),
-            Line2D([], [], color="black", linestyle="--", label=codes.get("naive", "A1")),
+            Line2D([], [], color=STYLE_KEY, linestyle="-", label=codes.get("row", "A2D")),
+            Line2D([], [], color=STYLE_KEY, linestyle="--", label=codes.get("naive", "A1")),
         ]
-        _finish(fig, ax, "Compliance (%)", title, handles=handles)
+        _finish(fig, ax, "Compliance (%)", title, handles=handles, floor=LINE_FLOOR)
 
     return draw
 
@@ -257,6 +278,7 @@ def _targeted(
                     LINESTYLES[j % len(LINESTYLES)],
                     marker=MARKERS[i % len(MARKERS)],
                     color=COLORS[i % len(COLORS)],
+                    clip_on=False,
                 )
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
         handles = [
@@ -270,17 +292,25 @@ def _targeted(
             for i, s in enumerate(series)
         ]
         targeted = {c.scenario: c.targeted_class for c in cells}
-        handles += [
-            Line2D(
-                [],
-                [],
-                color="black",
-                linestyle=LINESTYLES[j % len(LINESTYLES)],
-                label=f"{sc} ({targeted[sc]})",
-            )
-            for j, sc in enumerate(scenarios)
-        ]
-        _finish(fig, ax, "First-try on the targeted class (%)", title, handles=handles)
+        if len(scenarios) > 1:  # one stream needs no style key: the caption names it
+            handles += [
+                Line2D(
+                    [],
+                    [],
+                    color=STYLE_KEY,
+                    linestyle=LINESTYLES[j % len(LINESTYLES)],
+                    label=f"{sc} ({targeted[sc]})",
+                )
+                for j, sc in enumerate(scenarios)
+            ]
+        _finish(
+            fig,
+            ax,
+            "First-try on the targeted class (%)",
+            title,
+            handles=handles,
+            floor=LINE_FLOOR,
+        )
 
     return draw
 
@@ -324,7 +354,8 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                     "First-try rate on the governed class over its injection-eligible episodes "
                     "(the stale slots left out), by arm; for a memory arm this is its compliance, "
                     "and A0, which keeps no memory, shows the zero floor of §6.2. Bars are means "
-                    "over seeds, whiskers the sample std.",
+                    "over seeds, whiskers the sample std; a zero is a short hatched stub marked "
+                    "0, so every planner's colour shows.",
                     _bars(
                         cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title
                     ),
@@ -338,7 +369,8 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 FigureSpec(
                     f"fig4-post-drift-funding-{_slug(scenario)}.png",
                     title,
-                    f"First-try rate on the funding episodes after {_last_event(cs)}, by arm.",
+                    f"First-try rate on the funding episodes after {_last_event(cs)}, by arm; "
+                    "a zero is a short hatched stub marked 0.",
                     _bars(
                         cs,
                         scenario,
@@ -387,8 +419,12 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 "fig6-targeted-class.png",
                 title,
                 "First-try rate on the class each stream's drift targets (the class of its stale "
-                "slots), by arm; one line style per stream: "
-                + ", ".join(f"`{s}`" for s in targeted)
+                "slots), by arm, "
+                + (
+                    "one line style per stream: " + ", ".join(f"`{s}`" for s in targeted)
+                    if len(targeted) > 1
+                    else f"on `{targeted[0]}`"
+                )
                 + "; one colour and marker per planner."
                 + _coincide_note(notes),
                 _targeted(cs, targeted, title),

@@ -160,7 +160,7 @@ async def mcp_agent(
 def _tool_of(contract: ContractSession, catalog: DomainCatalog) -> str:
     operation = f"{catalog.route.method.upper()} {catalog.route.path}"
     for tool in contract.tools.values():
-        if (tool.meta or {}).get(names.OPERATION) == operation:
+        if names.meta_value(tool.meta, names.OPERATION) == operation:
             return tool.name
     raise ServerUnavailable(f"the MCP server offers no tool for {operation}")
 

@@ -195,6 +195,11 @@ class Admission:
             bound, detail, cap, actual = refusal
             refuse(tx, bound, detail, suggestion_type=suggestion.type, cap=cap, actual=actual)
             return False
+        if suggestion.origin_wide and not suggestion.scope and not self.trust.allow_origin_wide:
+            self._not_stored(
+                tx, suggestion, "refused: the trust policy does not keep origin-wide fixes"
+            )
+            return False
         if self.trust.guard_parameters:
             refused = self.trust.injection(suggestion, tx.state.patchable)
             if refused is not None:

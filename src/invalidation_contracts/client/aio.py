@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
 from .ledger import Ledger
+from .limits import Refusal
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
 from .steps import run_async
@@ -75,6 +77,7 @@ class AsyncCalls:
         response_id: str | None = None,
         signature: str | None = None,
         operation: str | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
         response = Response(
             request,
@@ -86,6 +89,7 @@ class AsyncCalls:
             contract_bytes,
             response_id,
             signature,
+            refused,
         )
         steps = self._signals.observe(origin, response, episode, operation)
         return await run_async(self.store, steps)
@@ -99,8 +103,9 @@ class AsyncCalls:
         episode: int | None = None,
         signature: str | None = None,
         body_bytes: int | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
-        steps = self._signals.answer(need, status, body, episode, signature, body_bytes)
+        steps = self._signals.answer(need, status, body, episode, signature, body_bytes, refused)
         return await run_async(self.store, steps)
 
     async def afetch_failed(
@@ -136,8 +141,9 @@ class AsyncCalls:
 
 
 def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
-    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one."""
-    if since is None:
+    """``Contract-Since`` (and ``Contract-Epoch``) for a known position; empty without one, or
+    when the stored position does not validate (the next memory call drops it)."""
+    if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
     return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
 

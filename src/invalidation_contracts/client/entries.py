@@ -118,24 +118,37 @@ class Dependency:
     version: str
     keys: tuple[str, ...] | None = None
     """Sorted row keys the policy read; ``None`` means the whole table (table granularity)."""
+    membership: bool = False
+    """The policy read the table's key set: adding or removing a key invalidates (``keys`` then
+    lists the rows whose contents it also read)."""
 
     @property
     def nodes(self) -> tuple[str, ...]:
         """The L5 graph nodes (``table:key``) this dependency reads; empty at table granularity."""
         return tuple(f"{self.table}:{key}" for key in self.keys or ())
 
+    def stamped(self, version: str) -> Dependency:
+        """The same dependency at another version."""
+        return Dependency(self.table, version, self.keys, self.membership)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "table": self.table,
             "version": self.version,
             "keys": list(self.keys) if self.keys is not None else None,
         }
+        if self.membership:
+            data["membership"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Dependency:
         keys = data.get("keys")
         return cls(
-            str(data["table"]), str(data["version"]), tuple(keys) if keys is not None else None
+            str(data["table"]),
+            str(data["version"]),
+            tuple(keys) if keys is not None else None,
+            bool(data.get("membership", False)) and keys is not None,
         )
 
 
@@ -145,19 +158,25 @@ def dependencies_of(
     """The dependency vector of a suggestion: ``tables`` when present (L4), else ``table`` (L1).
 
     ``version_of`` supplies the version of an L1 ``table`` (from the response's ``table_versions``).
-    Repeated tables merge: their keys are united, and a keyless item widens the table to all rows.
+    Repeated tables merge: their keys are united, a key-set read (``membership``) is kept, and a
+    keyless item widens the table to all rows. ``membership`` takes precedence over ``keys``.
     """
     if suggestion.tables:
-        merged: dict[str, tuple[str, set[str] | None]] = {}
+        merged: dict[str, tuple[str, set[str] | None, bool]] = {}
         for item in suggestion.tables:
-            keys = set(item.keys) if item.keys is not None else None
+            key_set = item.membership is not None
+            if item.membership is not None:
+                keys: set[str] | None = set(item.membership.keys)
+            else:
+                keys = set(item.keys) if item.keys is not None else None
             if item.table in merged:
-                _, known = merged[item.table]
+                _, known, known_set = merged[item.table]
                 keys = None if known is None or keys is None else known | keys
-            merged[item.table] = (item.version, keys)
+                key_set = key_set or known_set
+            merged[item.table] = (item.version, keys, key_set and keys is not None)
         return tuple(
-            Dependency(table, version, tuple(sorted(keys)) if keys is not None else None)
-            for table, (version, keys) in sorted(merged.items())
+            Dependency(table, version, tuple(sorted(keys)) if keys is not None else None, key_set)
+            for table, (version, keys, key_set) in sorted(merged.items())
         )
     if suggestion.table:
         return (Dependency(suggestion.table, version_of(suggestion.table), None),)
@@ -248,10 +267,7 @@ class MemoryEntry:
         deps = self.dependencies
         if versions:
             deps = tuple(
-                Dependency(dep.table, versions[dep.table], dep.keys)
-                if dep.table in versions
-                else dep
-                for dep in deps
+                dep.stamped(versions[dep.table]) if dep.table in versions else dep for dep in deps
             )
         return self.revalidated(
             dependencies=deps,

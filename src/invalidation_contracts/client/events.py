@@ -129,6 +129,24 @@ class Ignored(MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PositionDropped(MemoryEvent):
+    """The stored contract position no longer validates (an epoch or seq out of the rules of
+    ``protocol.position``): it was forgotten, as after a resync, and is never sent."""
+
+    kind: ClassVar[str] = "position-dropped"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemoryFailed(MemoryEvent):
+    """A memory call failed (the store could not be read or written: disk full, locked). The
+    transport reports it and still hands the agent the server's answer; nothing was learned."""
+
+    kind: ClassVar[str] = "memory-failed"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Refused(MemoryEvent):
     """Input a server controls broke a client-side bound; none of it was stored or acted on.
 

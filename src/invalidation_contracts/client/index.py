@@ -36,6 +36,7 @@ class OriginIndex:
         self._by_table: dict[str, Bucket] = {}
         self._by_row: dict[tuple[str, str], Bucket] = {}
         self._whole: dict[str, Bucket] = {}
+        self._key_set: dict[str, Bucket] = {}
         self._by_rule: dict[RuleTriple, Bucket] = {}
         self._by_type: dict[str, Bucket] = {}
         self._rule_dependent: Bucket = {}
@@ -69,6 +70,8 @@ class OriginIndex:
             self._by_table.setdefault(dep.table, {})[eid] = None
             if dep.keys is None:
                 self._whole.setdefault(dep.table, {})[eid] = None
+            if dep.membership:
+                self._key_set.setdefault(dep.table, {})[eid] = None
             for key in dep.keys or ():
                 self._by_row.setdefault((dep.table, key), {})[eid] = None
         if entry.rules:
@@ -97,6 +100,8 @@ class OriginIndex:
             _discard(self._by_table, dep.table, entry_id)
             if dep.keys is None:
                 _discard(self._whole, dep.table, entry_id)
+            if dep.membership:
+                _discard(self._key_set, dep.table, entry_id)
             for key in dep.keys or ():
                 _discard(self._by_row, (dep.table, key), entry_id)
         self._rule_dependent.pop(entry_id, None)
@@ -129,6 +134,10 @@ class OriginIndex:
     def whole_table(self, table: str) -> list[MemoryEntry]:
         """Entries that depend on ``table`` at table granularity (no keys)."""
         return self._in_order(self._whole.get(table, {}))
+
+    def on_key_set(self, table: str) -> list[MemoryEntry]:
+        """Entries that read which keys ``table`` holds (a key added or removed concerns them)."""
+        return self._in_order(self._key_set.get(table, {}))
 
     def with_rule(self, rule: RuleTriple) -> list[MemoryEntry]:
         return self._in_order(self._by_rule.get(rule, {}))

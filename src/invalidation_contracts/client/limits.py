@@ -29,12 +29,20 @@ class Limits:
     max_entries_per_origin: int = 10_000
     """Live entries of one origin; past it new fixes are refused (a replacement is allowed)."""
     max_body_bytes: int = 1 * MIB
-    """Bytes of a response body the memory parses for its contract; a larger one is not read."""
+    """Decoded bytes of a response body the memory parses for its contract; a larger one is not
+    read (the transport stops decoding there)."""
     max_feed_bytes: int = 4 * MIB
     """Bytes of a ``/contract/changes`` or ``/contract/rules`` answer; the transport stops
     reading there, and the memory treats the feed as lost history (a resync)."""
     max_feed_items: int = 100_000
     """Row changes, table transitions and rule changes in one changes-feed answer."""
+    max_decoding_ratio: int = 1_000
+    """Decoded bytes per encoded byte of a compressed body (past its first 64 KiB); a body that
+    decodes further is refused there, as one over its byte cap is (body and feed caps count
+    decoded bytes)."""
+    max_json_depth: int = 128
+    """How deeply a body (a response, a feed, a listing) may nest arrays and objects; a deeper
+    one is refused before it is parsed."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -44,3 +52,12 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A bound a body broke while it was read: the ``Limits`` field, and the size (or depth, or
+    ratio) it reached."""
+
+    bound: str
+    actual: int

@@ -42,7 +42,7 @@ from .entries import EvictionReason, MemoryEntry, Tombstone
 from .events import Need, Observation
 from .invalidation import Invalidation
 from .layout import load_tombstones, stored_origins
-from .limits import DEFAULT_LIMITS, Limits
+from .limits import DEFAULT_LIMITS, Limits, Refusal
 from .replica import Replicas
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
@@ -180,6 +180,7 @@ class FixMemory(AsyncCalls):
         response_id: str | None = None,
         signature: str | None = None,
         operation: str | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
         """Feed one response from ``origin`` to the memory.
 
@@ -192,7 +193,9 @@ class FixMemory(AsyncCalls):
         against ``body`` as received when the trust policy has keys. ``response_bytes``: the
         body's size; over ``limits.max_body_bytes`` its contract is not read.
         ``contract_bytes``: the body's contract bytes when the caller measured them already
-        (``protocol.wirecost``); else the memory measures them.
+        (``protocol.wirecost``); else the memory measures them. ``refused``: a bound the body
+        broke while the caller read it (decoding ratio, nesting depth, decoded size): the
+        response is then counted, the refusal reported, and nothing of it read.
         """
         response = Response(
             request,
@@ -204,6 +207,7 @@ class FixMemory(AsyncCalls):
             contract_bytes,
             response_id,
             signature,
+            refused,
         )
         return run_sync(self.store, self._signals.observe(origin, response, episode, operation))
 
@@ -258,6 +262,7 @@ class FixMemory(AsyncCalls):
         episode: int | None = None,
         signature: str | None = None,
         body_bytes: int | None = None,
+        refused: Refusal | None = None,
     ) -> Observation:
         """Feed the HTTP answer to a need, whatever it was: the one call an adapter makes.
 
@@ -267,7 +272,7 @@ class FixMemory(AsyncCalls):
         ``limits.max_feed_bytes`` the answer is refused unread, and a changes feed is treated as
         lost history (a resync; with ``require_signatures``, as an unverified answer).
         """
-        steps = self._signals.answer(need, status, body, episode, signature, body_bytes)
+        steps = self._signals.answer(need, status, body, episode, signature, body_bytes, refused)
         return run_sync(self.store, steps)
 
     def need_failed(self, need: Need, *, episode: int | None = None) -> Observation:

@@ -13,6 +13,7 @@ from .._extras import require_extra
 
 require_extra("cli", "rich")
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
@@ -155,29 +156,58 @@ def stats_table(rows: list[dict[str, Any]]) -> Table:
 
 
 def entries_table(rows: list[dict[str, Any]], *, tombstones: bool = False) -> Table:
-    """One row per entry (or tombstone); the origin is a column only when there are several."""
+    """One block per entry (or tombstone): what the fix does, where it applies, what it depends on.
+
+    Two columns only, the second wrapped by word, so the listing reads at 80 columns; the origin
+    is named in the title when there is one, and in each block when there are several.
+    """
     origins = sorted({row["origin"] for row in rows})
     title = "Fix memory: " + ("tombstones" if tombstones else "live entries")
-    table = Table(title=Text(title + (f" of {origins[0]}" if len(origins) == 1 else "")))
-    columns = (["origin"] if len(origins) > 1 else []) + [
-        "id",
-        "type",
-        "scope",
-        "depends on",
-        "episode",
-    ]
-    columns += ["reason", "detail"] if tombstones else ["restamps", "derived from"]
-    for column in columns:
-        table.add_column(column, no_wrap=column in ("id", "type"), overflow="fold")
+    table = Table(
+        title=Text(title + (f" of {origins[0]}" if len(origins) == 1 else "")),
+        show_lines=True,
+        expand=False,
+    )
+    table.add_column("id", no_wrap=True)
+    table.add_column("fix", overflow="fold", ratio=1)
     for row in rows:
-        cells = [row["origin"]] if len(origins) > 1 else []
-        cells += [row["id"], row["type"], row["scope"], row["depends_on"], _text(row["episode"])]
-        if tombstones:
-            cells += [row["reason"], row["detail"]]
-        else:
-            cells += [str(row["restamps"]), ", ".join(row["derived_from"]) or "-"]
-        table.add_row(*(Text(cell) for cell in cells))
+        table.add_row(
+            Text(row["id"]), _entry_block(row, several=len(origins) > 1, tombstone=tombstones)
+        )
     return table
+
+
+def _entry_block(row: dict[str, Any], *, several: bool, tombstone: bool) -> Text:
+    """The lines of one entry, each led by a bold label."""
+    head = f"{row['type']} on {row['operation'] or '(unnamed operation)'}"
+    facts = [f"episode {_text(row['episode'])}", f"restamps {row['restamps']}"]
+    lines = [("", head + " · " + " · ".join(facts))]
+    if several:
+        lines.append(("origin", row["origin"]))
+    lines += [
+        ("sets", _parameters(row["parameters"])),
+        ("scope", _parameters(json.loads(row["scope"])) or "(origin-wide)"),
+        ("depends on", row["depends_on"]),
+    ]
+    if row["derived_from"]:
+        lines.append(("derived from", ", ".join(row["derived_from"])))
+    if tombstone:
+        lines.append(("evicted", row["reason"] + (f": {row['detail']}" if row["detail"] else "")))
+    block = Text()
+    for i, (label, value) in enumerate(lines):
+        if i:
+            block.append("\n")
+        if label:
+            block.append(f"{label}: ", style="bold")
+        block.append(value)
+    return block
+
+
+def _parameters(values: dict[str, Any]) -> str:
+    """``name=value`` pairs, values as JSON, in the order the server gave them."""
+    return ", ".join(
+        f"{name}={json.dumps(value, ensure_ascii=False)}" for name, value in values.items()
+    )
 
 
 def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
@@ -185,9 +215,12 @@ def _entry_row(entry: MemoryEntry) -> dict[str, Any]:
         "origin": entry.origin,
         "id": entry.id,
         "type": entry.type,
+        "operation": entry.key.operation,
+        "parameters": dict(entry.suggestion.parameters),
         "scope": entry.key.scope,
         "depends_on": "; ".join(
             f"{dep.table}@{dep.version}"
+            + ("[keys]" if dep.membership else "")
             + (f"[{','.join(dep.keys)}]" if dep.keys is not None else "[*]")
             for dep in entry.dependencies
         )

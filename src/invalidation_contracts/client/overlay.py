@@ -67,6 +67,9 @@ class IndexOverlay:
     def whole_table(self, table: str) -> list[MemoryEntry]:
         return self._seen(self.base.whole_table(table)) + self.new.whole_table(table)
 
+    def on_key_set(self, table: str) -> list[MemoryEntry]:
+        return self._seen(self.base.on_key_set(table)) + self.new.on_key_set(table)
+
     def with_rule(self, rule: RuleTriple) -> list[MemoryEntry]:
         return self._seen(self.base.with_rule(rule)) + self.new.with_rule(rule)
 

@@ -83,6 +83,9 @@ class Serving:
         if not entry.key.scope_items and not entry.suggestion.origin_wide:
             tx.quarantine(entry.id, "its scope is empty and the server did not mark it origin_wide")
             return False
+        if not entry.key.scope_items and not self.trust.allow_origin_wide:
+            tx.quarantine(entry.id, "the trust policy does not keep origin-wide fixes")
+            return False
         if self.trust.guard_parameters:
             refused = self.trust.injection(entry.suggestion, tx.state.patchable)
             if refused is not None:

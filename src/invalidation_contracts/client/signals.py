@@ -15,13 +15,14 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ..protocol.models import ChangesFeed, RulesListing
+from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
 from .entries import EvictionReason
 from .events import FetchChanges, FetchFailed, Need, Observation
 from .invalidation import Invalidation
 from .ledger import Ledger
-from .limits import Limits
+from .limits import Limits, Refusal
 from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import Transactions
@@ -30,6 +31,7 @@ from .wire import (
     carries_contract,
     feed_items,
     instance_of,
+    position_error,
     read_contract,
     read_suggestions,
     refuse,
@@ -51,6 +53,8 @@ class Response:
     contract_bytes: int | None = None
     response_id: str | None = None
     signature: str | None = None
+    refused: Refusal | None = None
+    """A bound the body broke while it was read (its contract is then not read)."""
 
 
 class Signals:
@@ -96,11 +100,23 @@ class Signals:
             self._read(tx, response)
 
         call = yield from self.calls.run(origin, episode, work, operation=operation)
+        telemetry.injected(origin, len(response.injected))
         return call.observation
 
     def _read(self, tx: Ledger, r: Response) -> None:
         body: Mapping[str, Any] = r.body if isinstance(r.body, Mapping) else {}
         tx.stats.responses += 1
+        if r.refused is not None:
+            bound, actual = r.refused.bound, r.refused.actual
+            cap = getattr(self.limits, bound)
+            refuse(
+                tx,
+                bound,
+                f"a body over {bound}={cap}; its contract was not read",
+                cap=cap,
+                actual=actual,
+            )
+            return
         if r.response_bytes is not None:
             tx.stats.response_bytes += r.response_bytes
             if r.response_bytes > self.limits.max_body_bytes:
@@ -209,12 +225,18 @@ class Signals:
         episode: int | None,
         signature: str | None,
         body_bytes: int | None,
+        refused: Refusal | None = None,
     ) -> Steps[Observation]:
         origin, changes = need.origin, isinstance(need, FetchChanges)
+        if refused is not None:
+            if changes:
+                return (yield from self._lost_feed(origin, episode, refused.bound, refused.actual))
+            return (yield from self._listing_too_large(origin, episode, refused))
         if body_bytes is not None and body_bytes > self.limits.max_feed_bytes:
             if changes:
                 return (yield from self._lost_feed(origin, episode, "max_feed_bytes", body_bytes))
-            return (yield from self._listing_too_large(origin, episode, body_bytes))
+            refusal = Refusal("max_feed_bytes", body_bytes)
+            return (yield from self._listing_too_large(origin, episode, refusal))
         if status == 410:
             problem = body if isinstance(body, Mapping) else None
             return (yield from self.resync_required(origin, episode, problem, signature))
@@ -223,7 +245,8 @@ class Signals:
                 items = feed_items(body)
                 if items > self.limits.max_feed_items:
                     return (yield from self._lost_feed(origin, episode, "max_feed_items", items))
-                feed = _parsed(ChangesFeed, body)
+                valid = position_error(body, "contract_epoch", "last_seq") is None
+                feed = _parsed(ChangesFeed, body) if valid else None
                 if feed is not None:
                     return (yield from self._feed(origin, body, feed, episode, signature))
             else:
@@ -355,18 +378,18 @@ class Signals:
         return call.observation
 
     def _listing_too_large(
-        self, origin: str, episode: int | None, actual: int
+        self, origin: str, episode: int | None, refused: Refusal
     ) -> Steps[Observation]:
-        """A rule listing over the byte cap: refused unread, as if no listing were served."""
-        cap = self.limits.max_feed_bytes
+        """A rule listing over a bound: refused unread, as if no listing were served."""
+        cap = getattr(self.limits, refused.bound)
 
         def work(tx: Ledger) -> None:
             refuse(
                 tx,
-                "max_feed_bytes",
+                refused.bound,
                 "a rule listing over the cap was not read",
                 cap=cap,
-                actual=actual,
+                actual=refused.actual,
             )
             self.strategy.on_rules_unavailable(tx)
 

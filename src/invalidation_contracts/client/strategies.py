@@ -6,7 +6,9 @@ into a need (``FetchChanges``/``FetchRules``) for the adapter to fulfil. Entries
 longer match the origin's known versions are *withheld* (not served) until that need is answered.
 
 Every row-level and rules strategy extends ``RowInvalidation`` (A2D): it also invalidates tables at
-row granularity. An L1 entry (a ``table`` and no dependency vector) names its row through its scope:
+row granularity. An entry that read a table's key set (``membership``) goes when a key is added or
+removed, not when only a row's contents change. An L1 entry (a ``table`` and no dependency
+vector) names its row through its scope:
 the diff's changed keys are matched to the scope values it was stored under, as the paper's A2D
 does with L1 stamps and the reload diff. Any other dependency without keys (an L4 policy that
 scanned the table) is handled at table granularity: any row change in its table evicts it, a touch
@@ -374,13 +376,23 @@ def _matches(triple: RuleTriple, pattern: RulePattern) -> bool:
 
 
 def evict_changed_rows(tx: Ledger, feed: ChangesFeed) -> None:
-    """Row-level judgement: evict entries on changed rows; an L1 entry when a changed key is one of
-    its scope values; any other keyless entry on any content change of its table."""
+    """Row-level judgement: evict entries on changed rows, entries that read a table's key set when
+    a key is added or removed; an L1 entry when a changed key is one of its scope values; any other
+    keyless entry on any content change of its table."""
     rows = sorted(feed.rows, key=lambda r: r.seq)
     for change in rows:
         for entry in tx.index.on_row(change.table, change.key):
             if _after(change.seq, entry):
                 detail = f"{change.table}:{change.key} {change.op} at seq {change.seq}"
+                tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
+        if change.op == "changed":
+            continue
+        for entry in tx.index.on_key_set(change.table):
+            if _after(change.seq, entry):
+                detail = (
+                    f"{change.table}:{change.key} {change.op} at seq {change.seq} "
+                    "(the fix read the table's key set)"
+                )
                 tx.evict(entry.id, EvictionReason.ROW_CHANGED, detail)
     for tr in sorted(feed.tables, key=lambda t: t.seq):
         if tr.touch:

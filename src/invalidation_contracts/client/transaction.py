@@ -16,9 +16,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ..protocol.position import valid_epoch, valid_seq
+from . import telemetry
 from .admission import Admission, Lesson
 from .confirmation import Confirmations
-from .events import FetchChanges, FetchFailed, MemoryEvent, Need, Observation, Refused
+from .events import (
+    FetchChanges,
+    FetchFailed,
+    MemoryEvent,
+    Need,
+    Observation,
+    PositionDropped,
+    Refused,
+)
 from .invalidation import Invalidation
 from .layout import commit_ops
 from .ledger import Ledger
@@ -101,6 +111,7 @@ class Transactions:
                     self._lessons[origin] = tx.lessons
                     self.confirmations.settle(origin, call.confirms)
                     _log(tx.events)
+                    telemetry.record(origin, tx.stats, tx.events)
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
@@ -115,6 +126,7 @@ class Transactions:
                 self._lessons[origin] = tx.lessons
             self.confirmations.settle(origin, call.confirms)
             _log(tx.events)
+            telemetry.record(origin, tx.stats, tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
 
@@ -155,6 +167,10 @@ class Transactions:
             operation=operation,
         )
         tx.lessons = list(self._lessons.get(origin, ()))
+        detail = _invalid_position(tx)
+        if detail is not None:
+            tx.emit(PositionDropped(origin=tx.origin, episode=tx.episode, detail=detail))
+            self.invalidation.resync(tx, detail)
         result = work(tx)
         self.settle(tx)
         needs = self.invalidation.needs(tx)
@@ -164,6 +180,25 @@ class Transactions:
             needs.insert(0, self.confirmations.need(tx))
         confirms = tx.confirmed or not len(tx.index)
         return Call(tx, result, tuple(needs), confirms)
+
+
+def _invalid_position(tx: Ledger) -> str | None:
+    """Why the stored position no longer validates (written by an older version, or by hand),
+    else None. Sending it would make every request fail: the memory drops it and resyncs, as
+    after a 410."""
+    st = tx.state
+    bad = [
+        name
+        for name, value, ok in (
+            ("contract_epoch", st.epoch, valid_epoch),
+            ("known_seq", st.known_seq, valid_seq),
+            ("synced_seq", st.synced_seq, valid_seq),
+        )
+        if value is not None and not ok(value)
+    ]
+    if not bad:
+        return None
+    return f"the stored {' and '.join(bad)} no longer validates; the position is dropped"
 
 
 def _log(events: Sequence[MemoryEvent]) -> None:
@@ -177,6 +212,8 @@ def _log(events: Sequence[MemoryEvent]) -> None:
                 event.detail,
                 f" [{event.suggestion_type}]" if event.suggestion_type else "",
             )
+        elif isinstance(event, PositionDropped):
+            logger.warning("%s: %s", event.origin, event.detail)
         elif isinstance(event, FetchFailed):
             logger.warning(
                 "%s: could not fetch %s (%s); %d entries withheld until it is",

@@ -30,16 +30,19 @@ in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory an
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Generator, Iterable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 from ..protocol.wirecost import wire_cost
-from .events import FetchChanges, MemoryEvent, Need, Observation
+from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .stores import StoreError
 
 CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
@@ -53,9 +56,13 @@ OPERATION_EXTENSION = "invalidation_contracts.operation"
 LISTENER_EXTENSION = "invalidation_contracts.listener"
 #: Response extension: the ``WireCost`` of a JSON object body, as the memory was given it.
 WIRE_COST_EXTENSION = "invalidation_contracts.wire_cost"
+#: Response extension: the ``Refusal`` (a ``Limits`` bound) that stopped the memory reading the
+#: body; the agent still gets the body as the server sent it.
+REFUSED_EXTENSION = "invalidation_contracts.refused"
 #: How many rounds of needs one response may trigger (a need can lead to another).
 MAX_NEED_ROUNDS = 3
 _FORWARDED_HEADERS = ("authorization",)
+logger = logging.getLogger("invalidation_contracts.client")
 
 Listener = Callable[[MemoryEvent], None]
 
@@ -113,55 +120,75 @@ class _Contract:
         length = _content_length(response)
         return is_json(response) and (length is None or length <= self.memory.limits.max_body_bytes)
 
-    def read(self, response: httpx.Response) -> None:
-        """Read a body for the memory, up to the body cap; past it, leave it to the agent.
+    def body(self, response: httpx.Response, bound: str) -> BoundedBody:
+        """An empty bounded reading of ``response``'s body (one already read: of its content)."""
+        limits = self.memory.limits
+        cap = limits.max_body_bytes if bound == "max_body_bytes" else limits.max_feed_bytes
+        if not response.is_stream_consumed:
+            return BoundedBody.of(response.headers, cap, limits, bound)
+        body = BoundedBody([], cap, limits.max_decoding_ratio, bound)
+        body.feed(response.content)
+        return body
 
-        Without a ``Content-Length`` the size shows only while reading: the chunks read so far
-        are replayed ahead of the rest, so the agent still gets the whole body.
+    def read(self, response: httpx.Response) -> BoundedBody:
+        """Read a body for the memory, decoding it as it streams and stopping at the first bound
+        broken (decoded size, decoding ratio); past a bound, leave the rest to the agent.
+
+        The agent gets the server's bytes unchanged: the raw chunks read so far are replayed
+        ahead of the rest; a body within the bounds is read for it (``response.content``).
         """
-        if _content_length(response) is not None:
+        body = self.body(response, "max_body_bytes")
+        if response.is_stream_consumed:
+            return body
+        rest = iter(cast(httpx.SyncByteStream, response.stream))
+        for chunk in rest:
+            if not body.feed(chunk):
+                response.stream = Replay(body.raw, rest, response.stream)
+                return body
+        settle(response, body)
+        if body.finish() is not None:
             response.read()
-            return
-        chunks, rest = _take(response.stream, self.memory.limits.max_body_bytes)
-        if rest is None:
-            response.stream = httpx.ByteStream(b"".join(chunks))
-            response.read()
-        else:
-            response.stream = _Replay(chunks, rest, response.stream)
+        return body
 
-    async def aread(self, response: httpx.Response) -> None:
-        if _content_length(response) is not None:
+    async def aread(self, response: httpx.Response) -> BoundedBody:
+        body = self.body(response, "max_body_bytes")
+        if response.is_stream_consumed:
+            return body
+        rest = aiter(cast(httpx.AsyncByteStream, response.stream))
+        async for chunk in rest:
+            if not body.feed(chunk):
+                response.stream = AsyncReplay(body.raw, rest, response.stream)
+                return body
+        await asettle(response, body)
+        if body.finish() is not None:
             await response.aread()
-            return
-        chunks, rest = await _atake(response.stream, self.memory.limits.max_body_bytes)
-        if rest is None:
-            response.stream = httpx.ByteStream(b"".join(chunks))
-            await response.aread()
-        else:
-            response.stream = _AsyncReplay(chunks, rest, response.stream)
+        return body
 
     def observation(
-        self, request: httpx.Request, response: httpx.Response, sent: int | None
+        self,
+        request: httpx.Request,
+        response: httpx.Response,
+        sent: int | None,
+        read: BoundedBody | None,
     ) -> dict[str, Any]:
-        """The keyword arguments of ``observe`` for one response (its body already read)."""
-        if is_json(response) and response.is_stream_consumed:
-            size: int | None = len(response.content)
-        elif isinstance(response.stream, _Replay | _AsyncReplay):
-            size = sum(len(chunk) for chunk in response.stream.head)  # at least: over the cap
-        else:
-            size = _content_length(response)
-        body = (
-            _json_body(response)
-            if size is None or size <= self.memory.limits.max_body_bytes
-            else None
-        )
-        cost = wire_cost(body) if isinstance(body, dict) else None
+        """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
+        parsed, refused, size = None, None, _content_length(response)
+        if read is not None:
+            size, content = read.size, read.finish()
+            refused = None if read.over_size() else read.refusal
+            if content is not None:
+                parsed, refused = parse_json(content, self.memory.limits.max_json_depth)
+        if refused is not None:
+            response.extensions[REFUSED_EXTENSION] = refused
+        elif read is not None and read.over_size():
+            response.extensions[REFUSED_EXTENSION] = read.refusal
+        cost = wire_cost(parsed) if isinstance(parsed, dict) else None
         if cost is not None:
             response.extensions[WIRE_COST_EXTENSION] = cost
         return {
             "request": _request_body(request),
             "status": response.status_code,
-            "body": body if isinstance(body, dict) else {},
+            "body": parsed if isinstance(parsed, dict) else {},
             "episode": _episode(request),
             "injected": _injected(request),
             "delta_since": _echo(response, sent),
@@ -170,6 +197,7 @@ class _Contract:
             "response_id": response.headers.get("x-request-id"),
             "signature": response.headers.get(CONTRACT_SIGNATURE),
             "operation": operation_of(request),
+            "refused": refused,
         }
 
     def need_request(
@@ -197,20 +225,27 @@ class _Contract:
             "GET", url, params=params, headers=headers, extensions=_timeout(template)
         )
 
-    def answer(self, response: httpx.Response, content: bytes | None, size: int) -> dict[str, Any]:
-        """``answer``'s keyword arguments for a need's response (``content`` None: over the cap)."""
-        body = None
+    def answer(self, response: httpx.Response, read: BoundedBody) -> dict[str, Any]:
+        """``answer``'s keyword arguments for a need's response, as read (bounded)."""
+        body, content = None, read.finish()
+        refused = None if read.over_size() else read.refusal
         if content is not None and is_json(response):
-            try:
-                body = json.loads(content)
-            except ValueError:
-                body = None
+            body, refused = parse_json(content, self.memory.limits.max_json_depth)
         return {
             "status": response.status_code,
             "body": body,
             "signature": response.headers.get(CONTRACT_SIGNATURE),
-            "body_bytes": size,
+            "body_bytes": read.size,
+            "refused": refused,
         }
+
+    @staticmethod
+    def failed(origin: str, request: httpx.Request, exc: StoreError) -> Observation:
+        """A memory call that failed (disk full, store locked): an event and a warning; the
+        agent still gets the server's answer, and nothing of it was learned."""
+        logger.warning("%s: the fix memory failed (%s); nothing was learned", origin, exc)
+        event = MemoryFailed(origin=origin, episode=_episode(request), detail=str(exc))
+        return Observation((event,))
 
     def emit(self, obs: Observation, request: httpx.Request) -> None:
         """Hand each event to the transport's listener, then to the request's own."""
@@ -264,12 +299,20 @@ class ContractTransport(httpx.BaseTransport):
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, self.memory.conditional_headers(origin))
+            try:
+                sent = contract.position(request, self.memory.conditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = self.wrapped.handle_request(request)
-        if contract.readable(response):
-            contract.read(response)
-        obs = self.memory.observe(origin, **contract.observation(request, response, sent))
+        read = contract.read(response) if contract.readable(response) else None
+        try:
+            obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         self._rounds(obs.needs, request)
         return response
@@ -301,24 +344,31 @@ class ContractTransport(httpx.BaseTransport):
             return outstanding
 
     def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
-        cap = self.memory.limits.max_feed_bytes
         position = self.memory.conditional_headers(need.origin)
         try:
             response = self.wrapped.handle_request(
                 self._contract.need_request(need, template, position)
             )
+            read = self._contract.body(response, "max_feed_bytes")
             try:
-                content, size = _read_capped(response.iter_bytes(), cap)
+                for chunk in () if response.is_stream_consumed else response.iter_raw():
+                    if not read.feed(chunk):
+                        break
             finally:
                 response.close()
         except httpx.TransportError as exc:
             obs = self.memory.fetch_failed(need, _describe(exc), episode=episode)
             self._contract.emit(obs, template)
             return None
-        obs = self.memory.answer(
-            need, episode=episode, **self._contract.answer(response, content, size)
-        )
+        obs = self.memory.answer(need, episode=episode, **self._contract.answer(response, read))
         self._contract.emit(obs, template)
         return obs.needs
 
@@ -368,12 +418,21 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         contract = self._contract
         origin = contract.sign(request)
         sent = None
+        failed: Observation | None = None
         if contract.wants_position(request):
-            sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            try:
+                sent = contract.position(request, await self.memory.aconditional_headers(origin))
+            except StoreError as exc:
+                failed = contract.failed(origin, request, exc)
         response = await self.wrapped.handle_async_request(request)
-        if contract.readable(response):
-            await contract.aread(response)
-        obs = await self.memory.aobserve(origin, **contract.observation(request, response, sent))
+        read = await contract.aread(response) if contract.readable(response) else None
+        kwargs = contract.observation(request, response, sent, read)
+        try:
+            obs = await self.memory.aobserve(origin, **kwargs)
+        except StoreError as exc:
+            obs = contract.failed(origin, request, exc)
+        if failed is not None:
+            contract.emit(failed, request)
         contract.emit(obs, request)
         await self._rounds(obs.needs, request)
         return response
@@ -401,15 +460,25 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             return outstanding
 
     async def _fulfil(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
+        try:
+            return await self._fetch(need, template)
+        except StoreError as exc:  # the need stays outstanding
+            self._contract.emit(self._contract.failed(need.origin, template, exc), template)
+            return None
+
+    async def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
-        cap = self.memory.limits.max_feed_bytes
         position = await self.memory.aconditional_headers(need.origin)
         try:
             response = await self.wrapped.handle_async_request(
                 self._contract.need_request(need, template, position)
             )
+            read = self._contract.body(response, "max_feed_bytes")
             try:
-                content, size = await _aread_capped(response.aiter_bytes(), cap)
+                if not response.is_stream_consumed:
+                    async for chunk in response.aiter_raw():
+                        if not read.feed(chunk):
+                            break
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
@@ -417,7 +486,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             self._contract.emit(obs, template)
             return None
         obs = await self.memory.aanswer(
-            need, episode=episode, **self._contract.answer(response, content, size)
+            need, episode=episode, **self._contract.answer(response, read)
         )
         self._contract.emit(obs, template)
         return obs.needs
@@ -503,78 +572,6 @@ def is_json(response: httpx.Response) -> bool:
     return bool(kind == "application/json" or kind.endswith("+json"))
 
 
-def _read_capped(chunks: Iterator[bytes], cap: int) -> tuple[bytes | None, int]:
-    """The body, read chunk by chunk; ``(None, bytes read)`` as soon as it passes ``cap``."""
-    buffer = bytearray()
-    for chunk in chunks:
-        buffer += chunk
-        if len(buffer) > cap:
-            return None, len(buffer)
-    return bytes(buffer), len(buffer)
-
-
-async def _aread_capped(chunks: AsyncIterator[bytes], cap: int) -> tuple[bytes | None, int]:
-    buffer = bytearray()
-    async for chunk in chunks:
-        buffer += chunk
-        if len(buffer) > cap:
-            return None, len(buffer)
-    return bytes(buffer), len(buffer)
-
-
-def _take(stream: Any, cap: int) -> tuple[list[bytes], Iterator[bytes] | None]:
-    """A raw stream's chunks up to ``cap`` bytes, and its rest if it goes past (else None)."""
-    chunks: list[bytes] = []
-    size = 0
-    rest = iter(stream)
-    for chunk in rest:
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            return chunks, rest
-    return chunks, None
-
-
-async def _atake(stream: Any, cap: int) -> tuple[list[bytes], AsyncIterator[bytes] | None]:
-    chunks: list[bytes] = []
-    size = 0
-    rest = aiter(stream)
-    async for chunk in rest:
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > cap:
-            return chunks, rest
-    return chunks, None
-
-
-class _Replay(httpx.SyncByteStream):
-    """The chunks read already, then the rest of the original stream (closed with it)."""
-
-    def __init__(self, head: list[bytes], rest: Iterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    def __iter__(self) -> Iterator[bytes]:
-        yield from self.head
-        yield from self.rest
-
-    def close(self) -> None:
-        self.original.close()
-
-
-class _AsyncReplay(httpx.AsyncByteStream):
-    def __init__(self, head: list[bytes], rest: AsyncIterator[bytes], original: Any) -> None:
-        self.head, self.rest, self.original = head, rest, original
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        for chunk in self.head:
-            yield chunk
-        async for chunk in self.rest:
-            yield chunk
-
-    async def aclose(self) -> None:
-        await self.original.aclose()
-
-
 def _describe(exc: Exception) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -583,15 +580,6 @@ def _describe(exc: Exception) -> str:
 def _content_length(response: httpx.Response) -> int | None:
     value = response.headers.get("content-length", "")
     return int(value) if value.isdigit() and value.isascii() and len(value) < 20 else None
-
-
-def _json_body(response: httpx.Response) -> Any:
-    if not is_json(response) or not response.is_stream_consumed:
-        return None
-    try:
-        return json.loads(response.content)
-    except ValueError:
-        return None
 
 
 def _request_body(request: httpx.Request) -> dict[str, Any] | None:

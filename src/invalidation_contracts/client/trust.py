@@ -13,6 +13,8 @@ and with every one off the memory behaves exactly as without a policy:
   not extend it, so a server that never bumps (or only touches) cannot pin a fix forever.
 - ``guard_parameters``: a fix is kept and served only if every parameter it merges and every
   path its patch writes is one of the origin's patchable paths (``FixMemory.set_patchable``).
+- ``allow_origin_wide``: whether a fix the server marks ``origin_wide`` (no scope: served to every
+  request of its operation) is kept at all; kept ones stay under every bound above.
 
 Sans-IO: pure decisions over what the memory already holds.
 """
@@ -53,6 +55,9 @@ class TrustPolicy:
     window_s: float = DEFAULT_WINDOW_S
     default_max_age_s: float | None = None
     guard_parameters: bool = False
+    allow_origin_wide: bool = True
+    """Keep fixes the server marks ``origin_wide`` (served to every request of their operation);
+    False refuses them. Either way an origin-wide fix passes every other check here."""
 
     def __post_init__(self) -> None:
         keys: dict[str, Ed25519PublicKey] = {}

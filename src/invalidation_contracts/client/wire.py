@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..protocol.models import ContractFields, Suggestion
+from ..protocol.position import valid_epoch, valid_seq
 from ..protocol.wirecost import ENVELOPE_FIELDS
 from .events import Ignored, NotStored, Refused
 from .ledger import Ledger
@@ -31,8 +32,26 @@ def carries_contract(body: Mapping[str, Any]) -> bool:
     return any(body.get(name) is not None for name in ENVELOPE_FIELDS)
 
 
+def position_error(body: Mapping[str, Any], epoch: str, seq: str) -> str | None:
+    """Why a body's position fields break ``protocol.position`` (None: absent or valid)."""
+    if body.get(epoch) is not None and not valid_epoch(body[epoch]):
+        return f"{epoch}: not 1-128 visible ASCII characters"
+    if body.get(seq) is not None and not valid_seq(body[seq]):
+        return f"{seq}: not an integer from 0 to 2^53-1"
+    return None
+
+
 def read_contract(tx: Ledger, body: Mapping[str, Any]) -> ContractFields | None:
-    """``contract_of``, with malformed fields reported as ``Ignored`` (and nothing read)."""
+    """``contract_of``, with malformed fields reported as ``Ignored`` (and nothing read).
+
+    The position (``contract_epoch``, ``contract_seq``) is checked first, by the rules the server
+    checks the headers that echo it with: a response cannot plant a position that would make
+    every later request fail.
+    """
+    error = position_error(body, "contract_epoch", "contract_seq")
+    if error is not None:
+        tx.emit(Ignored(origin=tx.origin, episode=tx.episode, detail=f"malformed {error}"))
+        return None
     try:
         return contract_of(body)
     except ValidationError as exc:

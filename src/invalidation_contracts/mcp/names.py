@@ -8,8 +8,14 @@ Pure values and parsing, no SDK: the server publishes these, the client reads th
 - ``contract://rules``, ``contract://graph`` — the rule declarations and the L5 graph.
 
 A request's contract position travels in its ``_meta`` (``SINCE``, ``EPOCH``: the HTTP binding's
-``Contract-Since`` / ``Contract-Epoch`` headers); a result's ``_meta`` echoes ``SINCE`` when its
-``table_versions`` is a delta, and carries ``SIGNATURE`` when signing was asked for (``SIGN``).
+``Contract-Since`` / ``Contract-Epoch`` headers); a result's ``_meta`` carries the contract answer
+itself (``CONTRACT``, the ``meta`` envelope: the content is left to the model view), echoes
+``SINCE`` when its ``table_versions`` is a delta, and carries ``SIGNATURE`` when signing was asked
+for (``SIGN``).
+
+The keys use the reverse-DNS prefix ``io.github.invalidation-contracts/`` (MCP's ``_meta`` naming
+rule). The ``inline`` envelope (the wire form of 0.1: the contract in the content) uses the legacy
+prefix ``invalidation-contracts/``; both ends read either (``meta_value``).
 """
 
 from __future__ import annotations
@@ -33,7 +39,15 @@ GRAPH = "contract://graph"
 VERSIONS_TEMPLATE = "contract://versions{?since,epoch}"
 CHANGES_TEMPLATE = "contract://changes{?since,epoch,tables}"
 
-PREFIX = "invalidation-contracts/"
+#: The extension's identifier (reverse DNS) and the prefix of every ``_meta`` key it defines.
+EXTENSION = "io.github.invalidation-contracts/contract"
+PREFIX = "io.github.invalidation-contracts/"
+#: The version of the extension's wire form a server advertises (docs/mcp-extension.md).
+EXTENSION_VERSION = 1
+#: The prefix of the ``inline`` envelope (0.1's wire form), read by both ends.
+LEGACY_PREFIX = "invalidation-contracts/"
+#: Result ``_meta`` (``meta`` envelope): the contract answer, as the HTTP binding's body.
+CONTRACT = PREFIX + "contract"
 #: Request ``_meta``: the ``contract_seq`` the client's known versions are accurate at.
 SINCE = PREFIX + "since"
 #: Request ``_meta``: the epoch ``SINCE`` belongs to.
@@ -46,6 +60,12 @@ SIGNATURE = PREFIX + "signature"
 PATCHABLE = PREFIX + "patchable"
 #: Tool ``_meta``: the operation (``METHOD /route``) the tool performs over HTTP.
 OPERATION = PREFIX + "operation"
+
+#: Where a tool result carries the contract: in its ``_meta`` (the model is shown the content
+#: only), or in its content and structured content (0.1's form, for 0.1 clients).
+META_ENVELOPE = "meta"
+INLINE_ENVELOPE = "inline"
+ENVELOPES = (META_ENVELOPE, INLINE_ENVELOPE)
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 JSON_MEDIA_TYPE = "application/json"
@@ -60,11 +80,12 @@ class Position:
     since: int | None = None
     epoch: str | None = None
 
-    def to_meta(self) -> dict[str, Any]:
-        """The request ``_meta`` entries (none without a seq)."""
+    def to_meta(self, envelope: str = META_ENVELOPE) -> dict[str, Any]:
+        """The request ``_meta`` entries (none without a seq), spelled for ``envelope``."""
         if self.since is None:
             return {}
-        return {SINCE: self.since, **({EPOCH: self.epoch} if self.epoch else {})}
+        since, epoch = key_for(SINCE, envelope), key_for(EPOCH, envelope)
+        return {since: self.since, **({epoch: self.epoch} if self.epoch else {})}
 
     def query(self) -> str:
         """``?since=N&epoch=E`` for a resource URI (empty without a seq)."""
@@ -74,12 +95,36 @@ class Position:
         return f"?since={self.since}{epoch}"
 
 
+def extension_settings(envelope: str) -> dict[str, Any]:
+    """What a server advertises under ``capabilities.extensions[EXTENSION]``."""
+    return {"version": EXTENSION_VERSION, "envelope": envelope}
+
+
+def legacy(key: str) -> str:
+    """``key`` under the legacy prefix (the ``inline`` envelope's keys)."""
+    return LEGACY_PREFIX + key.removeprefix(PREFIX)
+
+
+def key_for(key: str, envelope: str) -> str:
+    """The spelling of ``key`` in ``envelope``'s wire form."""
+    return legacy(key) if envelope == INLINE_ENVELOPE else key
+
+
+def meta_value(meta: Mapping[str, Any] | None, key: str) -> Any:
+    """``meta[key]``, else the value under its legacy spelling, else None."""
+    if not meta:
+        return None
+    if key in meta:
+        return meta[key]
+    return meta.get(legacy(key))
+
+
 def position_of(meta: Mapping[str, Any] | None) -> Position:
     """The position a request's ``_meta`` names; ``ProtocolError`` (invalid-request) when it is
     malformed, as a malformed ``Contract-Since`` header is on HTTP."""
     if not meta:
         return Position()
-    since, epoch = meta.get(SINCE), meta.get(EPOCH)
+    since, epoch = meta_value(meta, SINCE), meta_value(meta, EPOCH)
     if since is None:
         return Position()
     return Position(_seq(since, SINCE), _epoch(epoch, EPOCH))
@@ -87,7 +132,8 @@ def position_of(meta: Mapping[str, Any] | None) -> Position:
 
 def wants_signature(meta: Mapping[str, Any] | None) -> bool:
     """Whether a request's ``_meta`` asks for a signed freshness statement (``SIGN`` is 1)."""
-    return meta is not None and str(meta.get(SIGN, "0")).strip() == "1"
+    value = meta_value(meta, SIGN)
+    return value is not None and str(value).strip() == "1"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
 """Reading MCP results for the memory: a tool result as a response, a resource read as an answer.
 
 Pure functions over the SDK's result models. A tool result is a response whose status is 200, or
-for ``isError`` the problem document's ``status``; its body is the structured content, as
-received, for the memory (the model is shown ``client.modelview``). An ``isError`` result whose
-structured content is not a problem document, or structured content that is not a JSON object,
+for ``isError`` the problem document's ``status``; its body is the contract answer, as received,
+for the memory (the model is shown ``client.modelview``): the result's ``_meta`` ``CONTRACT``
+when the server sends it (the ``meta`` envelope), else its structured content (the ``inline``
+envelope, or a server that does not speak the contract). An ``isError`` result whose answer is
+not a problem document, an answer that is not a JSON object, or a ``CONTRACT`` that is not one,
 is not a contract answer: the memory is not given it, and the call reports an ``Ignored`` event.
 """
 
@@ -41,6 +43,14 @@ def read_tool_result(result: types.CallToolResult) -> ToolAnswer:
     """What the memory reads of a tool result."""
     meta = result.meta or {}
     structured = result.structured_content
+    if names.CONTRACT in meta:
+        structured = meta[names.CONTRACT]
+        if not isinstance(structured, dict):
+            return ToolAnswer(
+                UNREADABLE_STATUS if result.is_error else 200,
+                {},
+                ignored=f"the _meta contract is a JSON {type(structured).__name__}, not an object",
+            )
     if structured is None:
         plain = UNREADABLE_STATUS if result.is_error else 200
         return ToolAnswer(plain, {}, size=_text_size(result))
@@ -61,8 +71,8 @@ def read_tool_result(result: types.CallToolResult) -> ToolAnswer:
     return ToolAnswer(
         status,
         structured,
-        delta_since=_seq(meta.get(names.SINCE)),
-        signature=_text(meta.get(names.SIGNATURE)),
+        delta_since=_seq(names.meta_value(meta, names.SINCE)),
+        signature=_text(names.meta_value(meta, names.SIGNATURE)),
         size=len(compact(structured)),
         cost=wire_cost(structured),
     )
@@ -92,11 +102,11 @@ def read_resource_result(result: types.ReadResourceResult) -> ResourceAnswer:
     except ValueError:
         body = None
     meta = content.meta or {}
-    signature = _text(meta.get(names.SIGNATURE))
+    signature = _text(names.meta_value(meta, names.SIGNATURE))
     if content.mime_type == names.PROBLEM_MEDIA_TYPE:
         status = problem_status(body) if isinstance(body, dict) else None
         return ResourceAnswer(status or UNREADABLE_STATUS, body, signature, size)
-    return ResourceAnswer(200, body, signature, size, _seq(meta.get(names.SINCE)))
+    return ResourceAnswer(200, body, signature, size, _seq(names.meta_value(meta, names.SINCE)))
 
 
 def problem_status(body: Mapping[str, Any]) -> int | None:

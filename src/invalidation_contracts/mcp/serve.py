@@ -50,13 +50,14 @@ def serve_mcp(
     name: str | None = None,
     tool_names: Mapping[str, str] | None = None,
     announce: Announce | None = None,
+    envelope: str = "meta",
 ) -> None:
     """Serve ``source`` until the client (stdio) or a signal (HTTP) ends it.
 
     ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
     listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
     """
-    server = contract_server(source, name=name, tool_names=tool_names)
+    server = contract_server(source, name=name, tool_names=tool_names, envelope=envelope)
     if transport == "stdio":
         anyio.run(run_stdio, server)
         return

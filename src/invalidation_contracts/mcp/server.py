@@ -6,7 +6,8 @@ Built on the SDK's low-level ``Server`` over the sans-IO ``Provider`` (or a work
     server = contract_server(Provider(acme_billing.domain()))
     await run_stdio(server)                          # or: server.streamable_http_app()
 
-Every tool result carries the contract (``tools``); the contract routes are resources
+Every tool result carries the contract (``tools``; in its ``_meta`` by default, so hosts show
+the model only the model view); the contract routes are resources
 (``resources``); a subscribed client is told ``resources/updated`` when a table or the rules
 move (``notify``). SEP-2549 caching hints: the listings of tools, resources and templates do not
 change while the server runs (``list_ttl_ms``); a resource read is stale the moment a table
@@ -53,8 +54,10 @@ class ContractHandlers:
         tools: ToolTable,
         resources: ContractResources,
         notifier: ChangeNotifier,
+        envelope: str = names.META_ENVELOPE,
     ) -> None:
         self.source = source
+        self.envelope = envelope
         self.tools = tools
         self.resources = resources
         self.notifier = notifier
@@ -76,7 +79,7 @@ class ContractHandlers:
         signature = None
         if names.wants_signature(ctx.meta) and self.source.signer is not None:
             signature = self.source.signer.sign(body.to_wire(), since)
-        return tool_result(body, since=since, signature=signature)
+        return tool_result(body, since=since, signature=signature, envelope=self.envelope)
 
     def _answer(
         self, entry: ToolRoute, arguments: Any, meta: Mapping[str, Any] | None
@@ -121,9 +124,11 @@ class ContractHandlers:
             raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}")
         meta: dict[str, Any] = {}
         if answer.since is not None:
-            meta[names.SINCE] = answer.since
+            meta[names.key_for(names.SINCE, self.envelope)] = answer.since
         if names.wants_signature(ctx.meta) and self.source.signer is not None:
-            meta[names.SIGNATURE] = self.source.signer.sign(answer.body.to_wire(), answer.since)
+            meta[names.key_for(names.SIGNATURE, self.envelope)] = self.source.signer.sign(
+                answer.body.to_wire(), answer.since
+            )
         content = types.TextResourceContents(
             uri=uri,
             mime_type=answer.media_type,
@@ -154,25 +159,34 @@ def contract_server(
     instructions: str | None = None,
     bus: SubscriptionBus | None = None,
     list_ttl_ms: int = DEFAULT_LIST_TTL_MS,
+    envelope: str = names.META_ENVELOPE,
 ) -> Server[Any]:
     """The MCP server of ``source``'s domain (the SDK's low-level ``Server``).
 
     ``name``: the server's identity (default: the domain's name), which clients key their fix
     memory by. ``tool_names``: rename tools, ``{"POST /v1/subscriptions": "create_subscription"}``
     (default: ``post_v1_subscriptions``). ``bus``: the ``subscriptions/listen`` fan-out (default:
-    in process; pass a shared one to fan out across replicas). Raises ``ValueError`` for a tool
-    name MCP does not accept, or two routes with one name.
+    in process; pass a shared one to fan out across replicas). ``envelope``: ``"meta"`` carries
+    the contract in each tool result's ``_meta`` and shows hosts only the model view; ``"inline"``
+    is 0.1's wire form (the contract in the content), for 0.1 clients. Raises ``ValueError`` for
+    a tool name MCP does not accept, two routes with one name, or an unknown envelope.
     """
+    if envelope not in names.ENVELOPES:
+        raise ValueError(f"envelope must be one of {names.ENVELOPES}, not {envelope!r}")
     contract = as_source(source)
     provider = contract.provider
     domain = provider.domain
     bus = bus if bus is not None else InMemorySubscriptionBus()
     notifier = ChangeNotifier(provider.registry, bus, graph=provider.level.graph)
     handlers = ContractHandlers(
-        contract, ToolTable(domain, tool_names), ContractResources(contract), notifier
+        contract,
+        ToolTable(domain, tool_names, envelope),
+        ContractResources(contract),
+        notifier,
+        envelope,
     )
     listing = CacheHint(ttl_ms=list_ttl_ms, scope="public")
-    return Server(
+    server: Server[Any] = Server(
         name or domain.name,
         version=version,
         description=domain.description or None,
@@ -193,6 +207,8 @@ def contract_server(
         on_unsubscribe_resource=handlers.unsubscribe,
         on_subscriptions_listen=ListenHandler(bus),
     )
+    server.extensions[names.EXTENSION] = names.extension_settings(envelope)
+    return server
 
 
 async def run_stdio(server: Server[Any]) -> None:

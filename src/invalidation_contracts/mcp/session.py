@@ -150,7 +150,7 @@ class ContractSession:
             {
                 str(name)
                 for tool in listing.tools
-                for name in ((tool.meta or {}).get(names.PATCHABLE) or ())
+                for name in (names.meta_value(tool.meta, names.PATCHABLE) or ())
             }
         )
         if patchable:
@@ -226,9 +226,10 @@ class ContractSession:
         this result record them as ``derived_from``. ``listener`` gets this call's events.
         """
         request = dict(arguments or {})
-        call_meta: dict[str, Any] = {**(await self._position()).to_meta(), **(meta or {})}
+        position = (await self._position()).to_meta(self.spelling)
+        call_meta: dict[str, Any] = {**position, **(meta or {})}
         if self.memory.trust.requests_signatures:
-            call_meta[names.SIGN] = "1"
+            call_meta[names.key_for(names.SIGN, self.spelling)] = "1"
         result = await self.session.call_tool(
             name, request, read_timeout_seconds, meta=_meta(call_meta)
         )
@@ -360,7 +361,19 @@ class ContractSession:
         return names.Position(int(headers["Contract-Since"]), headers.get("Contract-Epoch"))
 
     def _sign_meta(self) -> dict[str, Any]:
-        return {names.SIGN: "1"} if self.memory.trust.requests_signatures else {}
+        if not self.memory.trust.requests_signatures:
+            return {}
+        return {names.key_for(names.SIGN, self.spelling): "1"}
+
+    @property
+    def spelling(self) -> str:
+        """How this server spells the ``_meta`` keys: ``meta`` (reverse DNS) when it advertises
+        the extension, else ``inline`` (0.1's prefix, which every server reads)."""
+        capabilities = self.session.server_capabilities
+        extensions = capabilities.extensions if capabilities is not None else None
+        if extensions and names.EXTENSION in extensions:
+            return names.META_ENVELOPE
+        return names.INLINE_ENVELOPE
 
     def _subscribable(self) -> bool:
         capabilities = self.session.server_capabilities

@@ -2,10 +2,15 @@
 
 One tool per route: its name (``names.tool_name`` unless the caller names it), its input schema
 the route's request model, its ``_meta`` the operation it performs over HTTP and the fields a
-client may patch. A success is a result whose structured content is the ``SuccessResponse``
-(result and response-level contract); any problem (a policy violation, a body that does not match
-the schema, a worker that cannot vouch for its state) is ``isError`` with the problem document as
-structured content. Either way the text content is the same JSON, for hosts that show only text.
+client may patch. A success answers the ``SuccessResponse``; any problem (a policy violation, a
+body that does not match the schema, a worker that cannot vouch for its state) is ``isError``
+with the problem document.
+
+Where the answer goes is the envelope. ``meta`` (the default): the whole answer, contract
+included, is the result's ``_meta`` ``names.CONTRACT``; the structured content and the text are
+its model view (``client.modelview``: no contract metadata), so a host that shows results to the
+model as they are shows it only what it acts on. ``inline`` (0.1's wire form, for 0.1 clients):
+the answer is the structured content and the text.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 
 import mcp_types as types
 
+from ..client.modelview import model_text, model_view
 from ..protocol.models import Problem, SuccessResponse
 from ..server.domain import Domain, Route
 from . import names
@@ -29,15 +35,15 @@ class ToolRoute:
     operation: str
     route: Route[Any]
 
-    def tool(self, domain: Domain) -> types.Tool:
+    def tool(self, domain: Domain, envelope: str = names.META_ENVELOPE) -> types.Tool:
         route = self.route
         return types.Tool(
             name=self.name,
             description=route.summary or domain.description or f"{self.operation} ({domain.name})",
             input_schema=route.request_model.model_json_schema(),
             _meta={
-                names.OPERATION: self.operation,
-                names.PATCHABLE: sorted(route.patchable_fields),
+                names.key_for(names.OPERATION, envelope): self.operation,
+                names.key_for(names.PATCHABLE, envelope): sorted(route.patchable_fields),
             },
         )
 
@@ -45,7 +51,12 @@ class ToolRoute:
 class ToolTable:
     """The tools of a domain, by name."""
 
-    def __init__(self, domain: Domain, tool_names: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        domain: Domain,
+        tool_names: Mapping[str, str] | None = None,
+        envelope: str = names.META_ENVELOPE,
+    ) -> None:
         """``tool_names``: ``{"POST /v1/subscriptions": "create_subscription"}`` to rename."""
         self.domain = domain
         chosen = dict(tool_names or {})
@@ -60,7 +71,7 @@ class ToolTable:
             self.routes[name] = ToolRoute(name, operation, route)
         if chosen:
             raise ValueError(f"tool_names names no route of {domain.name}: {sorted(chosen)}")
-        self.tools = [entry.tool(domain) for entry in self.routes.values()]
+        self.tools = [entry.tool(domain, envelope) for entry in self.routes.values()]
 
     def get(self, name: str) -> ToolRoute | None:
         return self.routes.get(name)
@@ -71,16 +82,23 @@ def tool_result(
     *,
     since: int | None = None,
     signature: str | None = None,
+    envelope: str = names.META_ENVELOPE,
 ) -> types.CallToolResult:
     """The result of a tool call that ``body`` answers; ``since`` echoed when it is a delta."""
     meta: dict[str, Any] = {}
+    wire = body.to_wire()
+    if envelope == names.INLINE_ENVELOPE:
+        structured, text = wire, body.to_json().decode()
+    else:
+        meta[names.CONTRACT] = wire
+        structured, text = model_view(wire), model_text(wire)
     if since is not None:
-        meta[names.SINCE] = since
+        meta[names.key_for(names.SINCE, envelope)] = since
     if signature is not None:
-        meta[names.SIGNATURE] = signature
+        meta[names.key_for(names.SIGNATURE, envelope)] = signature
     return types.CallToolResult(
-        content=[types.TextContent(type="text", text=body.to_json().decode())],
-        structured_content=body.to_wire(),
+        content=[types.TextContent(type="text", text=text)],
+        structured_content=structured,
         is_error=isinstance(body, Problem),
         _meta=meta or None,
     )

@@ -61,6 +61,19 @@ class Action(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is
     CONDITIONAL_REWRITE = "conditional_rewrite"
 
 
+class Membership(WireModel):
+    """(ext) A read of a table's key set (iterating it, taking its length), and the rows also read.
+
+    The fix depends on *which keys* the table holds — adding or removing a key can change it — and
+    on the contents of the rows in ``keys``; a change to any other row's contents cannot.
+    """
+
+    keys: list[str] = Field(
+        default_factory=list,
+        description="Rows of the table whose contents the fix also read (absent ones included).",
+    )
+
+
 class TableDependency(WireModel):
     """One entry of a suggestion's dependency vector (L4)."""
 
@@ -68,6 +81,14 @@ class TableDependency(WireModel):
     version: str
     keys: list[str] | None = Field(
         default=None, description="(ext) The rows of `table` the fix read; absent means the table."
+    )
+    membership: Membership | None = Field(
+        default=None,
+        description=(
+            "(ext) The fix read the table's key set: it depends on which keys the table holds and "
+            "on the contents of `membership.keys`. `keys` is then absent, so a client that does "
+            "not know this field holds the fix at table granularity."
+        ),
     )
 
 
@@ -213,6 +234,25 @@ class PatchTableRequest(WireModel):
     version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
 
 
+class QuarantinedRow(WireModel):
+    """(ext) A row the contract cannot carry, set aside (SPEC §8.3): an RFC 9457 problem object."""
+
+    type: str = "urn:invalidation-contracts:problem:unservable-row"
+    title: str = "A row of a reference table cannot be carried"
+    detail: str
+    table: str
+    key: str
+    capture_id: int | None = Field(
+        default=None, description="The capture record's id; absent when a full read found it."
+    )
+
+
+class QuarantineListing(WireModel):
+    """(ext) `GET /admin/quarantine`: every quarantined row; each keeps its last carried image."""
+
+    quarantined: list[QuarantinedRow] = Field(default_factory=list)
+
+
 class ReloadResult(WireModel):
     table: str
     old_version: str
@@ -341,6 +381,7 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
     for model in (
         Suggestion,
         TableDependency,
+        Membership,
         PatchOperation,
         RecoveryFeedback,
         ContractFields,

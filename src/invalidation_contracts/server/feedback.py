@@ -91,6 +91,7 @@ def suggestion(
         "action": v.action,
         "cache_hint": hint,
         "scope": dict(v.scope) or None,
+        "origin_wide": True if v.origin_wide else None,
         "max_age_s": v.max_age_s,
     }
     if hint is CacheHint.CACHEABLE:
@@ -100,7 +101,7 @@ def suggestion(
         fields["patch"] = patch_for(finding)
     if level.dependency_vectors and finding.reads:
         fields["tables"] = [
-            {"table": table, "version": state.tables[table].version, "keys": _keys(keys)}
+            _dependency(table, state.tables[table].version, keys, table in finding.key_sets)
             for table in finding.tables_in_read_order
             for keys in (finding.reads[table],)
         ]
@@ -180,5 +181,12 @@ def success_document(
     return SuccessResponse(result=dict(result) if result is not None else None, **fields)
 
 
-def _keys(keys: frozenset[str] | None) -> list[str] | None:
-    return None if keys is None else sorted(keys)
+def _dependency(
+    table: str, version: str, keys: frozenset[str] | None, key_set: bool
+) -> dict[str, Any]:
+    """A dependency-vector item as JSON: whole table, rows, or the key set and rows."""
+    if keys is None:
+        return {"table": table, "version": version}
+    if key_set:
+        return {"table": table, "version": version, "membership": {"keys": sorted(keys)}}
+    return {"table": table, "version": version, "keys": sorted(keys)}

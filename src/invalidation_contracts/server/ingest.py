@@ -13,8 +13,9 @@ from typing import Any
 
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProtocolError
+from .origin import change_origin
 from .registry import Registry, RegistryTransaction
-from .tables import Snapshot
+from .tables import Snapshot, thaw
 from .versions import next_version
 
 logger = logging.getLogger(__name__)
@@ -33,7 +34,7 @@ def ingest(
     opens the registry): a difference the capture does not explain starts a new epoch. ``head``:
     the capture head the caller just read (saves reading it again).
     """
-    with registry.transaction() as tx:
+    with change_origin("captured"), registry.transaction() as tx:
         after = tx.position(source.name)
         if after is not None and not verify and head == after:
             return False
@@ -51,25 +52,52 @@ def consume(
 
     Returns each change set's transaction id and per-table results, in order.
     """
-    from .sql.images import change_sets, gap
+    from .sql.images import change_sets, gap, screen
 
     after = tx.position(source.name)
     batch = source.read(after, full=verify or after is None)
     reason = "the capture position is unknown" if after is None else gap(after, batch)
+    good, bad = screen(batch.records)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
-        sets = change_sets(batch.records, by_transaction=source.by_transaction)
+        sets = change_sets(good, by_transaction=source.by_transaction)
         applied = _apply(tx, source, sets)
+        source.set_aside(bad)
+        source.release(_written(good, bad))
         if batch.contents is not None:
-            reason = _differs(tx, source, batch.contents)
+            reason = _differs(tx, source, _carried(tx, batch))
     if reason is not None:
         if batch.contents is None:
             batch = source.read(None, full=True)
         assert batch.contents is not None
-        _restart(tx, source, batch.contents, reason)
+        _restart(tx, source, _carried(tx, batch), reason)
         applied = []
+    if batch.contents is not None:
+        source.set_aside(batch.unreadable, replace=True)
     tx.set_position(source.name, batch.head)
     return applied
+
+
+def _written(good: list[Any], bad: list[Any]) -> list[tuple[str, str]]:
+    """The rows whose last record is carriable (their quarantine entries are cleared)."""
+    from .sql.images import DELETE, UPSERT, key_text
+
+    last_bad = {(q.table, q.key): q.capture_id for q in bad}
+    last_good: dict[tuple[str, str], int] = {}
+    for r in good:
+        if r.op in (UPSERT, DELETE) and r.key is not None:
+            last_good[(r.table, key_text(r.key))] = r.id
+    return sorted(p for p, i in last_good.items() if i > (last_bad.get(p) or -1))
+
+
+def _carried(tx: RegistryTransaction, batch: Any) -> dict[str, dict[str, Any]]:
+    """A full read's tables, with each unreadable row at its last carried image (or absent)."""
+    contents = {name: dict(rows) for name, rows in batch.contents.items()}
+    for entry in batch.unreadable:
+        current = tx.state.tables[entry.table]
+        if entry.key in current.rows:
+            contents[entry.table][entry.key] = thaw(current.rows[entry.key])
+    return contents
 
 
 def trim(source: Any, position: int) -> None:

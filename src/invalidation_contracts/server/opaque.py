@@ -25,6 +25,7 @@ from ..protocol.models import (
     GraphEdge,
     GraphListing,
     GraphNode,
+    Membership,
     RuleChange,
     RuleDeclaration,
     RulePattern,
@@ -207,7 +208,14 @@ class OpaqueNames:
 
     def _dependency(self, dep: TableDependency) -> TableDependency:
         keys = None if dep.keys is None else sorted(self.row(dep.table, k) for k in dep.keys)
-        return TableDependency(table=self.table(dep.table), version=dep.version, keys=keys)
+        membership = (
+            None
+            if dep.membership is None
+            else Membership(keys=sorted(self.row(dep.table, k) for k in dep.membership.keys))
+        )
+        return TableDependency(
+            table=self.table(dep.table), version=dep.version, keys=keys, membership=membership
+        )
 
     def _rule_change(self, change: RuleChange) -> RuleChange:
         return change.model_copy(

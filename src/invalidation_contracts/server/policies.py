@@ -19,7 +19,8 @@ class Violation:
 
     ``precondition`` holds the request values a conditional rewrite assumes (they become JSON Patch
     ``test`` operations); ``scope`` the request fields the fix is keyed on; ``table`` overrides the
-    primary table (by default the last table the policy read).
+    primary table (by default the last table the policy read). ``origin_wide``: the fix holds for
+    every request of the route, whatever its fields (SPEC §5.2); it then has no scope.
     """
 
     type: str
@@ -31,6 +32,7 @@ class Violation:
     table: str | None = None
     no_store: bool = False
     max_age_s: int | None = None
+    origin_wide: bool = False
 
 
 @runtime_checkable
@@ -101,6 +103,9 @@ class Finding:
     rules: tuple[RuleTriple, ...]
     absent_rules: tuple[RulePattern, ...] = ()
     """Rule lookups the fix relied on; a matching rule declared later can change it."""
+    key_sets: frozenset[str] = frozenset()
+    """Tables whose key set the policy read (membership dependencies); their ``reads`` entry
+    lists the rows whose contents it also read."""
 
     @property
     def cacheable(self) -> bool:
@@ -140,13 +145,20 @@ def evaluate(
             continue
         reads = tracker.reads()
         order, found = tuple(tracker.tables), tuple(tracker.rules)
-        absent = tuple(tracker.absent_rules)
+        absent, key_sets = tuple(tracker.absent_rules), tracker.key_sets
         for violation in violations:
-            findings.append(Finding(pol.name, violation, reads, order, found, absent))
+            findings.append(Finding(pol.name, violation, reads, order, found, absent, key_sets))
     return findings
 
 
 def _check_fields(violation: Violation, fields: Collection[str] | None) -> None:
+    if violation.origin_wide and violation.scope:
+        raise PolicyError(
+            f"suggests {violation.type} origin-wide with scope {dict(violation.scope)!r}; an "
+            "origin-wide fix holds for every request of the route, so it has no scope (drop "
+            "origin_wide, or the scope)",
+            field=next(iter(violation.scope)),
+        )
     if fields is None:
         return
     for what, names in (

@@ -8,8 +8,9 @@ state (``RenderCache``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -25,6 +26,28 @@ from .render_cache import RenderCache
 from .state import RegistryState
 
 C = TypeVar("C", bound=ContractFields)
+
+
+class Telemetry(Protocol):
+    """What a provider tells an observer (``observe.ProviderTelemetry``); it must never raise."""
+
+    def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
+        """A context around one policy evaluation (a span carrying the state's position)."""
+        ...
+
+    def checked(
+        self,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        refusal: Outcome | None,
+    ) -> None:
+        """A valid request's policy check: None when it passed, else the 422 answer."""
+        ...
+
+    def answered(self, route: Route[Any], outcome: Outcome) -> None:
+        """An answer of ``handle`` other than a 422: the 400 of an invalid body, or a 200."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +118,8 @@ class Provider:
         self.level = Level.parse(level)
         self.opaque = opaque
         self.rendered = RenderCache(self.level, self._present)
+        self.telemetry: Telemetry | None = None
+        """Told of every policy evaluation and answer when set (``observe.instrument``)."""
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
@@ -134,14 +159,20 @@ class Provider:
                 errors=validation_errors(exc),
                 instance=instance,
             )
-            return Outcome(body.status, body, (), state, body.to_json())
+            invalid = Outcome(body.status, body, (), state, body.to_json())
+            if self.telemetry is not None:
+                self.telemetry.answered(route, invalid)
+            return invalid
         refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
         if refusal is not None:
             return refusal
         result = route.on_success(model, state) if route.on_success is not None else None
         contract = self.rendered.raw_contract(state, since, epoch)
         passed = self._present(feedback.success_document(contract, result))
-        return Outcome(200, passed, (), state, passed.to_json())
+        outcome = Outcome(200, passed, (), state, passed.to_json())
+        if self.telemetry is not None:
+            self.telemetry.answered(route, outcome)
+        return outcome
 
     def check(
         self,
@@ -155,8 +186,15 @@ class Provider:
     ) -> Outcome | None:
         """The 422 answer when a validated request violates a policy on ``state``, else None."""
         request = model.model_dump(mode="json")
-        found = tuple(_evaluate(route, request, state))
+        telemetry = self.telemetry
+        if telemetry is None:
+            found = tuple(_evaluate(route, request, state))
+        else:
+            with telemetry.evaluating(route, state):
+                found = tuple(_evaluate(route, request, state))
         if not found:
+            if telemetry is not None:
+                telemetry.checked(route, request, state, None)
             return None
         failure = self.rendered.failure(
             found,
@@ -166,7 +204,10 @@ class Provider:
             patchable=route.patchable_fields,
             instance=instance,
         )
-        return Outcome(failure.body.status, failure.body, found, state, failure.content)
+        refusal = Outcome(failure.body.status, failure.body, found, state, failure.content)
+        if telemetry is not None:
+            telemetry.checked(route, request, state, refusal)
+        return refusal
 
     def _present(self, body: C) -> C:
         return self.opaque.contract(body) if self.opaque is not None else body

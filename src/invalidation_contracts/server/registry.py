@@ -22,6 +22,7 @@ from ..protocol.problems import ProblemType, ProtocolError
 from .changelog import ChangeLog, LogRecord
 from .graph import KnowledgeGraph
 from .history import Advance, Catchup, History, HistoryWrite, Restore, advance
+from .origin import change_origin
 from .rules import Rule, RuleSet
 from .state import RegistryState
 from .tables import Snapshot
@@ -267,7 +268,7 @@ class Registry:
         history = self._history
         if history is None:
             return False
-        with self._lock:
+        with self._lock, change_origin("adopted"):
             before = self._state
             self._adopt(history.catch_up(before))
             self._announce(before)

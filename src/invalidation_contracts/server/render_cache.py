@@ -106,6 +106,10 @@ class RenderCache:
         self._present: Callable[[Any], Any] = present if present is not None else _identity
         self._capacity = capacity
         self._generation = _Generation(None, capacity)
+        self.hits = 0
+        """Policy-violation documents served from the cache (read by the telemetry)."""
+        self.misses = 0
+        """Policy-violation documents rendered (not cached yet, or not cacheable)."""
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
@@ -151,7 +155,9 @@ class RenderCache:
                 key = None
             else:
                 if found is not None:
+                    self.hits += 1
                     return found
+        self.misses += 1
         if self.level.structured:
             conditional = since is not None
             document = feedback.failure_document(
@@ -213,13 +219,22 @@ def finding_key(finding: Finding) -> Hashable | None:
         and (v.table is None or type(v.table) is str)
         and type(v.no_store) is bool
         and (v.max_age_s is None or type(v.max_age_s) is int)
+        and type(v.origin_wide) is bool
     ):
         return None
     parameters, scope, precondition = v.parameters, v.scope, v.precondition
     if not (_plain_object(parameters) and _plain_object(scope) and _plain_object(precondition)):
         return None
     try:
-        values = (v.type, v.message, _ACTION_VALUES[v.action], v.table, v.no_store, v.max_age_s)
+        values = (
+            v.type,
+            v.message,
+            _ACTION_VALUES[v.action],
+            v.table,
+            v.no_store,
+            v.max_age_s,
+            v.origin_wide,
+        )
         objects = (
             parameters if type(parameters) is dict else dict(parameters),
             scope if type(scope) is dict else dict(scope),
@@ -231,6 +246,7 @@ def finding_key(finding: Finding) -> Hashable | None:
             finding.tables_in_read_order,
             finding.rules,
             finding.absent_rules,
+            finding.key_sets,
         )
         hash(key)
     except (TypeError, ValueError):

@@ -20,6 +20,7 @@ from ..protocol.problems import ProblemType, ProtocolError
 from .domain import Domain
 from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_POLL_INTERVAL_S, Follower
 from .ingest import SourceError, consume, ingest, trim
+from .origin import change_origin
 from .registry import Registry
 from .tables import Snapshot
 from .transitions import TableChange
@@ -72,9 +73,10 @@ class Runtime:
         self, table: str, rows: Mapping[str, Any], version: str | None = None
     ) -> ReloadResult:
         """``POST /admin/reload-table``: for a SQL table, written to the database and captured."""
-        if self.source_of(table) is None:
-            return self.registry.reload(table, rows, version)
-        return self._write_sql(table, TableChange.reload(rows, version))
+        with change_origin("admin"):
+            if self.source_of(table) is None:
+                return self.registry.reload(table, rows, version)
+            return self._write_sql(table, TableChange.reload(rows, version))
 
     def patch(
         self,
@@ -84,9 +86,10 @@ class Runtime:
         version: str | None = None,
     ) -> ReloadResult:
         """``POST /admin/patch-table``: for a SQL table, written to the database and captured."""
-        if self.source_of(table) is None:
-            return self.registry.patch(table, upsert, delete, version)
-        return self._write_sql(table, TableChange.patch(upsert, delete, version))
+        with change_origin("admin"):
+            if self.source_of(table) is None:
+                return self.registry.patch(table, upsert, delete, version)
+            return self._write_sql(table, TableChange.patch(upsert, delete, version))
 
     def _write_sql(self, table: str, change: TableChange) -> ReloadResult:
         source = self.source_of(table)
@@ -111,6 +114,10 @@ class Runtime:
             result = mine[-1][table]
         trim(source, tx.positions[source.name])
         return result
+
+    def quarantined(self) -> list[Any]:
+        """Every SQL source's quarantined rows (``sql.images.Quarantined``; reads the database)."""
+        return [entry for source in self.sources for entry in source.quarantined()]
 
     @property
     def available(self) -> bool:

@@ -2,15 +2,19 @@
 
 Policies never hand-write their dependencies; they read tables (and rules) through these views,
 and whatever they touched is what the suggestion depends on. A fix that read nothing is
-``recompute``.
+``recompute``. Looking a key up (``t[k]``, ``t.get(k)``, ``k in t``) depends on that row;
+iterating a table or taking its length depends on its *key set* (a membership dependency: adding
+or removing a key can change the fix, a change to a row's contents cannot, unless that row was
+also read). Reading the key set and every row is the same as depending on the whole table, and is
+reported so.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
-from ..protocol.models import RulePattern, RuleTriple, TableDependency
+from ..protocol.models import Membership, RulePattern, RuleTriple, TableDependency
 from .faults import PolicyError
 from .rules import Rule, RuleSet
 from .tables import Snapshot
@@ -22,10 +26,11 @@ _UNREAD: Any = object()
 class ReadTracker:
     """The ordered record of what one policy evaluation read."""
 
-    __slots__ = ("_absent_rules", "_reads", "_rules")
+    __slots__ = ("_absent_rules", "_key_sets", "_reads", "_rules")
 
     def __init__(self) -> None:
         self._reads: dict[str, set[str] | None] = {}
+        self._key_sets: dict[str, Collection[str]] = {}
         self._rules: dict[RuleTriple, None] = {}
         self._absent_rules: dict[RulePattern, None] = {}
 
@@ -37,7 +42,18 @@ class ReadTracker:
             keys.add(key)
 
     def read_table(self, table: str) -> None:
+        """Depend on every row of ``table`` (its key set and all contents)."""
         self._reads[table] = WHOLE_TABLE
+        self._key_sets.pop(table, None)
+
+    def read_key_set(self, table: str, keys: Collection[str]) -> None:
+        """Depend on which keys ``table`` holds (``keys``: its current key set, not copied)."""
+        current = self._reads.get(table, _UNREAD)
+        if current is _UNREAD:
+            self._reads[table] = set()
+        elif current is None:
+            return
+        self._key_sets[table] = keys
 
     def read_rule(self, triple: RuleTriple) -> None:
         self._rules[triple] = None
@@ -62,19 +78,52 @@ class ReadTracker:
         return list(self._absent_rules)
 
     def reads(self) -> dict[str, frozenset[str] | None]:
-        """table → keys read (None: the whole table was scanned)."""
-        return {t: (None if k is None else frozenset(k)) for t, k in self._reads.items()}
+        """table → rows read (None: the whole table, including its key set and every row)."""
+        return {t: (None if k is None else frozenset(k)) for t, k in self._normalized()}
+
+    @property
+    def key_sets(self) -> frozenset[str]:
+        """Tables whose key set was read and not every row (membership dependencies)."""
+        return frozenset(t for t, k in self._normalized() if k is not None and t in self._key_sets)
 
     def dependencies(self, versions: Mapping[str, str]) -> list[TableDependency]:
         """The dependency vector, stamped with ``versions``; tables in first-read order."""
+        key_sets = self.key_sets
         return [
-            TableDependency(table=t, version=versions[t], keys=None if k is None else sorted(k))
-            for t, k in self._reads.items()
+            table_dependency(t, versions[t], None if k is None else frozenset(k), t in key_sets)
+            for t, k in self._normalized()
         ]
+
+    def _normalized(self) -> list[tuple[str, set[str] | None]]:
+        """Reads in first-read order; a key set read together with every row is the table."""
+        out: list[tuple[str, set[str] | None]] = []
+        for table, keys in self._reads.items():
+            members = self._key_sets.get(table)
+            if keys is not None and members is not None and keys.issuperset(members):
+                keys = None
+            out.append((table, keys))
+        return out
+
+
+def table_dependency(
+    table: str, version: str, keys: frozenset[str] | None, key_set: bool
+) -> TableDependency:
+    """One dependency-vector item: whole table, rows, or (``key_set``) the key set and rows."""
+    if keys is None:
+        return TableDependency(table=table, version=version)
+    if key_set:
+        return TableDependency(
+            table=table, version=version, membership=Membership(keys=sorted(keys))
+        )
+    return TableDependency(table=table, version=version, keys=sorted(keys))
 
 
 class TrackedTable(Mapping[str, Mapping[str, Any]]):
-    """A read-only, read-recording view of one snapshot. Scanning it depends on the whole table."""
+    """A read-only, read-recording view of one snapshot.
+
+    A key lookup depends on that row; iterating or ``len`` on the key set; ``items()`` or
+    ``values()`` (the key set and every row) on the whole table.
+    """
 
     __slots__ = ("_snapshot", "_tracker")
 
@@ -100,12 +149,14 @@ class TrackedTable(Mapping[str, Mapping[str, Any]]):
         return key in self._snapshot.rows
 
     def __iter__(self) -> Iterator[str]:
-        self._tracker.read_table(self._snapshot.name)
-        return iter(self._snapshot.rows)
+        rows = self._snapshot.rows
+        self._tracker.read_key_set(self._snapshot.name, rows.keys())
+        return iter(rows)
 
     def __len__(self) -> int:
-        self._tracker.read_table(self._snapshot.name)
-        return len(self._snapshot.rows)
+        rows = self._snapshot.rows
+        self._tracker.read_key_set(self._snapshot.name, rows.keys())
+        return len(rows)
 
 
 class TrackedRules:

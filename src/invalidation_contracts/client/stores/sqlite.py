@@ -15,6 +15,7 @@ step; a file of another application or a newer version is refused.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
@@ -155,7 +156,7 @@ class SQLiteStore(Store):
                     results = [self._run(op) for op in prepared]
                     self._db.execute("COMMIT")
                 except BaseException:
-                    self._db.execute("ROLLBACK")
+                    _rollback(self._db)
                     raise
             except sqlite3.DatabaseError as exc:
                 raise StoreError(f"{self.path}: {exc}") from exc
@@ -252,3 +253,12 @@ def _item(row: tuple[str, str, str, float, float]) -> Item:
         datetime.fromtimestamp(created, UTC),
         datetime.fromtimestamp(updated, UTC),
     )
+
+
+def _rollback(db: sqlite3.Connection) -> None:
+    """Roll back what a failed batch began, keeping the error that failed it: after
+    ``SQLITE_FULL`` or an I/O error SQLite has already rolled back, and an explicit ``ROLLBACK``
+    would raise "cannot rollback - no transaction is active" over "database or disk is full"."""
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.DatabaseError):
+            db.execute("ROLLBACK")

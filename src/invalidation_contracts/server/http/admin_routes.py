@@ -14,6 +14,7 @@ from starlette.responses import Response
 
 from ...protocol.models import (
     PatchTableRequest,
+    QuarantineListing,
     ReloadRequest,
     ReloadResult,
     RulesRequest,
@@ -90,5 +91,17 @@ def admin_router(service: Any, **options: Any) -> APIRouter:
         body = await read_model(request, RulesRequest, service.max_body_bytes)
         rules = [Rule.from_declaration(declaration) for declaration in body.rules]
         return wire(await run_in_threadpool(service.set_rules, rules))
+
+    @router.get(
+        "/admin/quarantine",
+        dependencies=admin,
+        tags=["admin"],
+        summary="Rows of SQL tables the contract cannot carry, set aside (SPEC 8.3)",
+        responses=responses(
+            QuarantineListing, "Every quarantined row, as a problem object.", *AUTH_ERRORS, 503
+        ),
+    )
+    async def quarantine() -> Response:
+        return wire(await run_in_threadpool(service.quarantined))
 
     return router

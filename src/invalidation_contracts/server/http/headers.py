@@ -5,19 +5,31 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Header
-from pydantic import WithJsonSchema
+from pydantic import BeforeValidator, WithJsonSchema
 from starlette.requests import Request
 
+from ...protocol.position import MAX_EPOCH_LENGTH, parse_seq
 from ..tables import MAX_SAFE_INTEGER
 
 CONTRACT_SINCE = "Contract-Since"
 CONTRACT_EPOCH = "Contract-Epoch"
-_SINCE_DIGITS = len(str(MAX_SAFE_INTEGER))
+#: What a ``Contract-Epoch`` header may hold: visible ASCII (empty: the 410 of SPEC §8.1).
+EPOCH_HEADER_PATTERN = r"^[\x21-\x7e]*$"
+
+
+def _digits(value: object) -> object:
+    """A ``Contract-Since`` must be ASCII digits (SPEC §3.1): no sign, point, space or exponent,
+    which pydantic's lax integer parsing would take."""
+    if isinstance(value, str) and parse_seq(value) is None:
+        raise ValueError("must be ASCII digits, from 0 to 2^53-1")
+    return value
+
 
 # Optional parameters are published without ``null`` (WithJsonSchema): absent is fine, null is not.
 _SINCE_DOC = "Conditional contract: only the tables whose version moved after this seq."
 ContractSince = Annotated[
     int | None,
+    BeforeValidator(_digits),
     Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_SINCE_DOC),
     WithJsonSchema(
         {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _SINCE_DOC}
@@ -30,6 +42,7 @@ _POSITION_DOC = (
 )
 ContractPosition = Annotated[
     int | None,
+    BeforeValidator(_digits),
     Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_POSITION_DOC),
     WithJsonSchema(
         {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _POSITION_DOC}
@@ -42,8 +55,20 @@ _EPOCH_DOC = (
 )
 ContractEpoch = Annotated[
     str | None,
-    Header(alias=CONTRACT_EPOCH, max_length=128, description=_EPOCH_DOC),
-    WithJsonSchema({"type": "string", "maxLength": 128, "description": _EPOCH_DOC}),
+    Header(
+        alias=CONTRACT_EPOCH,
+        max_length=MAX_EPOCH_LENGTH,
+        pattern=EPOCH_HEADER_PATTERN,
+        description=_EPOCH_DOC,
+    ),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": MAX_EPOCH_LENGTH,
+            "pattern": EPOCH_HEADER_PATTERN,
+            "description": _EPOCH_DOC,
+        }
+    ),
 ]
 
 
@@ -52,14 +77,10 @@ def lenient_since(request: Request) -> int | None:
 
     Used where the header was not validated: no header value can make an answer fail.
     """
-    value = request.headers.get(CONTRACT_SINCE, "").strip()
-    if not (value.isascii() and value.isdigit() and len(value) <= _SINCE_DIGITS):
-        return None
-    since = int(value)
-    return since if since <= MAX_SAFE_INTEGER else None
+    return parse_seq(request.headers.get(CONTRACT_SINCE, "").strip())
 
 
 def lenient_epoch(request: Request) -> str | None:
     """The request's ``Contract-Epoch`` when it may be echoed back (bounded), else None."""
     value = request.headers.get(CONTRACT_EPOCH)
-    return value if value is not None and len(value) <= 128 else None
+    return value if value is not None and len(value) <= MAX_EPOCH_LENGTH else None

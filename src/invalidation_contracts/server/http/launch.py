@@ -33,6 +33,8 @@ class AppSpec:
     protect_graph: bool = False
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
+    metrics: bool = False
+    """Instrument the contract and serve its metrics route (``observe.instrument``)."""
 
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -46,7 +48,7 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        return create_app(
+        app = create_app(
             domain,
             level=self.level,
             store=self.store,
@@ -55,6 +57,11 @@ class AppSpec:
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
         )
+        if self.metrics:
+            from ...observe import instrument
+
+            instrument(app, app.state.service)
+        return app
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))

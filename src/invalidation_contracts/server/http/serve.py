@@ -10,6 +10,7 @@ an app factory (``module:function``) and share the history through the store.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from ..._extras import require_extra
@@ -37,6 +38,12 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
+def address_of(sock: socket.socket) -> str:
+    """The ``http://host:port`` a listening socket answers at (IPv6 hosts in brackets)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
 def serve(
     app: Any,
     *,
@@ -45,17 +52,21 @@ def serve(
     workers: int = 1,
     log_level: str = "info",
     factory: bool = False,
+    listening: Callable[[str], None] | None = None,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
     ``app`` is an ASGI app, or (required for ``workers`` > 1) an import string ``module:attr``;
-    with ``factory`` the attribute is called to build the app in each worker.
+    with ``factory`` the attribute is called to build the app in each worker. ``listening`` is
+    called with the bound address (``http://host:port``) before the first request is accepted.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if workers > 1 and not isinstance(app, str):
         raise ValueError("several workers build their own app: pass an import string")
     listener = listen(host, port)
+    if listening is not None:
+        listening(address_of(listener))
     config = uvicorn.Config(app, log_level=log_level, workers=workers, factory=factory)
     with listener:
         if workers == 1:

@@ -23,11 +23,18 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
-from ...protocol.models import ContractFields, ReloadResult, RulesResult
+from ...protocol.models import (
+    ContractFields,
+    QuarantinedRow,
+    QuarantineListing,
+    ReloadResult,
+    RulesResult,
+)
 from ...protocol.problems import ProblemType, ProtocolError
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
 from ..domain import Domain, Route
 from ..http_errors import DEFAULT_MAX_BODY_BYTES
+from ..ingest import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule
@@ -199,6 +206,19 @@ class ContractService:
     ) -> ReloadResult:
         self._writable()
         return self.runtime.patch(table, upsert, delete, version)
+
+    def quarantined(self) -> QuarantineListing:
+        """``GET /admin/quarantine``: the rows the contract could not carry (reads the database)."""
+        try:
+            entries = self.runtime.quarantined()
+        except (StorageError, SourceError) as exc:
+            raise unavailable(str(exc)) from None
+        return QuarantineListing(
+            quarantined=[
+                QuarantinedRow(detail=e.reason, table=e.table, key=e.key, capture_id=e.capture_id)
+                for e in entries
+            ]
+        )
 
     def set_rules(self, rules: list[Rule]) -> RulesResult:
         self._writable()

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..._extras import require_extra
 from .declare import BoundTable, Column
+from .guards import pg_declared_check, pg_value_checks, sqlite_checks
 from .images import Captured
+from .quarantine import QuarantineTable
 
 require_extra("sql", "sqlalchemy")
 
@@ -42,6 +44,7 @@ class CaptureDialect(ABC):
 
     by_transaction: bool
     """Whether records carry their transaction (so a change set is exactly one transaction)."""
+    quarantine: QuarantineTable
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -110,11 +113,16 @@ class SQLiteCapture(CaptureDialect):
     by_transaction = False
     TABLE = "ic_capture"
 
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.quarantine = QuarantineTable("ic_quarantine")
+
     def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT,"
             " table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT, row TEXT)"
         )
+        conn.exec_driver_sql(self.quarantine.create_sql())
         for table in tables:
             for event, body in self._triggers(table).items():
                 name = self._quote(f"ic_capture_{table.name}_{event}")
@@ -130,6 +138,7 @@ class SQLiteCapture(CaptureDialect):
         insert = f"INSERT INTO {self.TABLE} (table_name, op, key, row) "
         name = literal(table.name)
         upsert = (
+            f"{sqlite_checks(table, 'NEW', self._quote)} "
             f"{insert}VALUES ({name}, 'upsert', {self.key_expr(table, 'NEW')}, "
             f"{self.row_expr(table, 'NEW')});"
         )
@@ -198,6 +207,7 @@ class PostgresCapture(CaptureDialect):
         s = self._quote(schema)
         self.capture = f"{s}.capture"
         self.counter = f"{s}.capture_head"
+        self.quarantine = QuarantineTable(f"{s}.quarantine")
 
     def begin_read(self, conn: Connection) -> Connection:
         return conn.execution_options(isolation_level="REPEATABLE READ")
@@ -220,6 +230,7 @@ class PostgresCapture(CaptureDialect):
             f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
             " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
         )
+        conn.exec_driver_sql(self.quarantine.create_sql())
         for table in tables:
             function = f"{s}.{self._quote('capture_' + _digest(table))}"
             conn.exec_driver_sql(self._function(table, function))
@@ -245,40 +256,60 @@ class PostgresCapture(CaptureDialect):
             f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row)"
             f" VALUES (n, pg_current_xact_id()::text, {name},"
         )
+        old_key = self._key_of(table, "o")
+        new_key = self._key_of(table, "j")
         return f"""CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $ic$
-DECLARE n bigint; old_key text; new_key text;
+DECLARE n bigint; o jsonb; j jsonb; old_key text; new_key text;
 BEGIN
   IF TG_OP = 'TRUNCATE' THEN
     {record}
     {insert} 'truncate', NULL, NULL);
   ELSE
-    IF TG_OP IN ('UPDATE', 'DELETE') THEN old_key := {self.key_expr(table, "OLD")}; END IF;
-    IF TG_OP IN ('INSERT', 'UPDATE') THEN new_key := {self.key_expr(table, "NEW")}; END IF;
+    IF TG_OP IN ('UPDATE', 'DELETE') THEN
+      o := to_jsonb(OLD);
+      {pg_declared_check(table, "o", key_only=True)}
+      old_key := {old_key};
+    END IF;
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+      j := to_jsonb(NEW);
+      {pg_declared_check(table, "j", key_only=False)}
+      new_key := {new_key};
+      {pg_value_checks(table, "j", "new_key")}
+    END IF;
     IF old_key IS NOT NULL AND old_key IS DISTINCT FROM new_key THEN
       {record}
       {insert} 'delete', old_key, NULL);
     END IF;
     IF new_key IS NOT NULL THEN
       {record}
-      {insert} 'upsert', new_key, {self.row_expr(table, "NEW")});
+      {insert} 'upsert', new_key, {self._row_of(table, "j")});
     END IF;
   END IF;
   PERFORM pg_notify({literal(self.channel)}, '');
   RETURN NULL;
 END $ic$"""
 
+    def _key_of(self, table: BoundTable, var: str) -> str:
+        refs = ", ".join(f"{var}->{literal(c.name)}" for c in table.key)
+        return f"jsonb_build_array({refs})::text"
+
+    def _row_of(self, table: BoundTable, var: str) -> str:
+        """The row image from the jsonb row ``var``: the same JSON ``row_expr`` renders."""
+        return self._object(table, lambda c: f"{var}->{literal(c.name)}")
+
     def key_expr(self, table: BoundTable, alias: str) -> str:
         refs = ", ".join(f"{alias}.{self._quote(c.name)}" for c in table.key)
         return f"jsonb_build_array({refs})::text"
 
     def row_expr(self, table: BoundTable, alias: str) -> str:
+        return self._object(table, lambda c: f"{alias}.{self._quote(c.name)}")
+
+    def _object(self, table: BoundTable, ref: Callable[[Column], str]) -> str:
         if not table.columns:
             return "'{}'"
         chunks = [table.columns[i : i + 40] for i in range(0, len(table.columns), 40)]
         parts = [
-            "jsonb_build_object("
-            + ", ".join(f"{literal(c.name)}, {alias}.{self._quote(c.name)}" for c in chunk)
-            + ")"
+            "jsonb_build_object(" + ", ".join(f"{literal(c.name)}, {ref(c)}" for c in chunk) + ")"
             for chunk in chunks
         ]
         return "(" + " || ".join(parts) + ")::text"

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...protocol.canonical import canonical_json
 from ...protocol.problems import ProblemType, ProtocolError
-from ..tables import Snapshot
+from ..tables import Snapshot, freeze
 from ..transitions import TableChange
 from ..versions import check_forward
 
@@ -41,6 +41,18 @@ class Captured:
 
 
 @dataclass(frozen=True, slots=True)
+class Quarantined:
+    """A captured record, or a row read in full, the contract cannot carry: set aside, reported."""
+
+    table: str
+    key: str
+    """The key as the database rendered it (a JSON array), or the row key when it has one."""
+    reason: str
+    capture_id: int | None = None
+    """The capture record's id (None: found by a full read of the table)."""
+
+
+@dataclass(frozen=True, slots=True)
 class CaptureBatch:
     """What one read of the capture table saw, in one snapshot of the database."""
 
@@ -49,6 +61,8 @@ class CaptureBatch:
     records: tuple[Captured, ...]
     contents: Mapping[str, Mapping[str, Any]] | None = None
     """With a full read: every declared table's rows (key → row) in the same snapshot."""
+    unreadable: tuple[Quarantined, ...] = ()
+    """With a full read: rows the contract cannot carry (left out of ``contents``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +130,39 @@ def row_value(text: str | None) -> dict[str, Any]:
     if not isinstance(row, dict):
         raise ProtocolError(ProblemType.INVALID_REQUEST, f"row image {text!r} is not an object")
     return row
+
+
+def screen(records: Iterable[Captured]) -> tuple[list[Captured], list[Quarantined]]:
+    """Split ``records`` into those the contract can carry and those it cannot (quarantined).
+
+    A delete of a row whose key is NULL is dropped: such a row was never carried.
+    """
+    good: list[Captured] = []
+    bad: list[Quarantined] = []
+    for record in records:
+        reason, key = None, record.key or ""
+        if record.op in (UPSERT, DELETE):
+            try:
+                key = key_text(record.key or "")
+                if record.op == UPSERT:
+                    freeze(row_value(record.row), f"{record.table}[{key!r}]")
+            except (ProtocolError, ValueError) as exc:
+                if record.op == DELETE and _null_key(record.key):
+                    continue
+                reason = exc.detail if isinstance(exc, ProtocolError) else str(exc)
+        if reason is None:
+            good.append(record)
+        else:
+            bad.append(Quarantined(record.table, key, reason, record.id))
+    return good, bad
+
+
+def _null_key(rendered: str | None) -> bool:
+    try:
+        values = json.loads(rendered or "")
+    except ValueError:
+        return False
+    return isinstance(values, list) and None in values
 
 
 def gap(after: int, batch: CaptureBatch) -> str | None:

@@ -17,11 +17,11 @@ from ..._extras import require_extra
 from ...protocol.problems import ProblemType, ProtocolError
 from ..domain import SQLTable
 from ..ingest import SourceError
-from ..tables import Snapshot
+from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .declare import BoundTable, bind
 from .engine import make_engine
-from .images import CaptureBatch, key_text, row_value
+from .images import CaptureBatch, Quarantined, key_text, row_value
 
 require_extra("sql", "sqlalchemy")
 
@@ -75,6 +75,7 @@ class SQLSource:
         """Every declared table (at its declared initial version), and the capture position."""
         batch = self.read(None, full=True)
         assert batch.contents is not None
+        self.set_aside(batch.unreadable, replace=True)
         snapshots = {
             name: self.snapshot(name, self.declared[name].version, rows)
             for name, rows in batch.contents.items()
@@ -93,10 +94,42 @@ class SQLSource:
             with self._connect() as conn, conn.begin():
                 head = self.dialect.head(conn)
                 records = self.dialect.records(conn, after) if after is not None else []
-                contents = self._contents(conn) if full else None
+                contents, unreadable = self._contents(conn) if full else (None, [])
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
-        return CaptureBatch(head, tuple(records), contents)
+        return CaptureBatch(head, tuple(records), contents, tuple(unreadable))
+
+    def set_aside(self, entries: Iterable[Quarantined], *, replace: bool = False) -> None:
+        """Quarantine ``entries``; ``replace``: after a full read, they are all there is."""
+        entries = list(entries)
+        if not entries and not replace:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                if replace:
+                    self.dialect.quarantine.clear_tables(conn, self.bound)
+                self.dialect.quarantine.add(conn, entries)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+
+    def release(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Clear the quarantine of rows (table, key) a carriable write has replaced."""
+        pairs = list(pairs)
+        if not pairs:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                self.dialect.quarantine.clear(conn, pairs)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+
+    def quarantined(self) -> list[Quarantined]:
+        """What the contract could not carry and set aside (for the admin routes and readiness)."""
+        try:
+            with self._connect() as conn, conn.begin():
+                return self.dialect.quarantine.entries(conn)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
 
     def head(self) -> int:
         """The last capture id handed out (cheap: one row)."""
@@ -233,21 +266,25 @@ class SQLSource:
             return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
         return conn if write else self.dialect.begin_read(conn)
 
-    def _contents(self, conn: Any) -> dict[str, dict[str, Any]]:
+    def _contents(self, conn: Any) -> tuple[dict[str, dict[str, Any]], list[Quarantined]]:
         out: dict[str, dict[str, Any]] = {}
+        unreadable: list[Quarantined] = []
         for name, table in self.bound.items():
             rows: dict[str, Any] = {}
             for key, row in conn.exec_driver_sql(self.dialect.select_sql(table)):
+                rendered = key if isinstance(key, str) else str(key)
                 try:
-                    text = key_text(key)
+                    text = rendered = key_text(key)
                     value = row_value(row)
+                    freeze(value, f"{name}[{text!r}]")
                 except ProtocolError as exc:
-                    raise SourceError(f"{table.where}: {exc.detail}") from None
+                    unreadable.append(Quarantined(name, rendered, f"{table.where}: {exc.detail}"))
+                    continue
                 if text in rows:
                     raise SourceError(f"{table.where}: two rows have the key {text!r}")
                 rows[text] = value
             out[name] = rows
-        return out
+        return out, unreadable
 
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)

@@ -1,0 +1,116 @@
+"""``instrument``: turn a contract service's telemetry on, and serve its metrics route.
+
+``instrument(app, service)`` attaches a ``ProviderTelemetry`` to the service's provider and
+registry and adds ``GET {prefix}/contract/metrics`` (the Prometheus text format, admin token
+required) to ``app``. Works for ``create_app``'s app and for an existing app that includes the
+service's routers (pass the same ``prefix``). Without it, a provider records nothing at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .._extras import require_extra
+
+require_extra("otel", "opentelemetry")
+require_extra("server", "fastapi")
+
+from fastapi import APIRouter, Depends  # noqa: E402
+from opentelemetry import metrics, trace  # noqa: E402
+from starlette.responses import Response  # noqa: E402
+
+from ..protocol.models import Problem  # noqa: E402
+from ..server.http.auth import admin_dependency  # noqa: E402
+from ..server.http.errors import problem_route_class  # noqa: E402
+from ..server.http.openapi import AUTH_ERRORS, responses  # noqa: E402
+from .journal import ChangeJournal  # noqa: E402
+from .provider import ProviderTelemetry  # noqa: E402
+
+METRICS_PATH = "/contract/metrics"
+
+
+@dataclass
+class Observability:
+    """What ``instrument`` set up; ``close`` detaches it from the service."""
+
+    telemetry: ProviderTelemetry
+    prometheus: Any = None
+    """The ``PrometheusExposition`` the metrics route reads (None: no route)."""
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._undo.clear()
+        if self.prometheus is not None:
+            self.prometheus.shutdown()
+
+
+def instrument(
+    app: Any,
+    service: Any,
+    *,
+    prefix: str = "",
+    prometheus: bool | Any = True,
+    meter_provider: metrics.MeterProvider | None = None,
+    tracer_provider: trace.TracerProvider | None = None,
+    journal: ChangeJournal | None = None,
+) -> Observability:
+    """Instrument ``service`` (a ``ContractService``) and add its metrics route to ``app``.
+
+    ``prometheus``: True builds a ``PrometheusExposition`` whose meter provider the telemetry
+    uses and whose output ``GET {prefix}/contract/metrics`` serves; an exposition you built to
+    share it; False for no route (``meter_provider``, else the global one, e.g. OTLP).
+    """
+    exposition = None
+    if prometheus is True:
+        from .prometheus import PrometheusExposition
+
+        exposition = PrometheusExposition(service.domain.name)
+    elif prometheus:
+        exposition = prometheus
+    if meter_provider is None and exposition is not None:
+        meter_provider = exposition.meter_provider
+    telemetry = ProviderTelemetry(
+        service,
+        meter_provider=meter_provider,
+        tracer_provider=tracer_provider,
+        journal=journal,
+    )
+    observed = Observability(telemetry, exposition)
+    service.provider.telemetry = telemetry
+    observed._undo.append(lambda: setattr(service.provider, "telemetry", None))
+    observed._undo.append(service.registry.subscribe(telemetry.moved))
+    if exposition is not None and app is not None:
+        app.include_router(metrics_router(service, exposition, prefix=prefix))
+    app_state = getattr(app, "state", None)
+    if app_state is not None:
+        app_state.observability = observed
+    return observed
+
+
+def metrics_router(service: Any, exposition: Any, **options: Any) -> APIRouter:
+    """``GET /contract/metrics`` behind the admin token; ``options`` go to ``APIRouter``."""
+    router = APIRouter(route_class=problem_route_class(service), **options)
+
+    @router.get(
+        METRICS_PATH,
+        dependencies=[Depends(admin_dependency(service))],
+        tags=["operators"],
+        summary="The provider's metrics in the Prometheus text format (admin token)",
+        responses={
+            **responses(Problem, "", *AUTH_ERRORS),
+            200: {
+                "description": "The Prometheus text exposition format 0.0.4.",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+        },
+    )
+    async def metrics_route() -> Response:
+        from .prometheus import CONTENT_TYPE
+
+        return Response(exposition.render(), media_type=CONTENT_TYPE)
+
+    return router

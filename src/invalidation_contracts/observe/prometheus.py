@@ -1,0 +1,42 @@
+"""A Prometheus exposition of the telemetry: the official OpenTelemetry reader on its own registry.
+
+``PrometheusExposition`` owns a ``MeterProvider`` whose only reader is the OpenTelemetry
+Prometheus reader, registered in a ``prometheus_client`` registry of its own (never the process
+global one, so several services in one process do not mix). ``render`` is what the metrics route
+answers. Pull-based: a Prometheus server that is down or slow only misses scrapes; nothing is
+queued or sent on a request's path.
+"""
+
+from __future__ import annotations
+
+from .._extras import require_extra
+
+require_extra("otel", "opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client")
+
+from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
+from prometheus_client.exposition import CONTENT_TYPE_LATEST  # noqa: E402
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+"""The Prometheus text exposition format's media type."""
+
+
+class PrometheusExposition:
+    """A meter provider read by Prometheus scrapes (see the module docstring)."""
+
+    def __init__(self, service_name: str = "invalidation-contracts") -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.reader = PrometheusMetricReader(registry=self.registry)
+        self.meter_provider = MeterProvider(
+            metric_readers=[self.reader],
+            resource=Resource.create({"service.name": service_name}),
+        )
+
+    def render(self) -> bytes:
+        """The current metrics in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+    def shutdown(self) -> None:
+        self.meter_provider.shutdown()

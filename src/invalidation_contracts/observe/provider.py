@@ -1,0 +1,288 @@
+"""Provider instrumentation: the contract's life as OpenTelemetry metrics and spans.
+
+``ProviderTelemetry`` is what a ``Provider`` and its registry tell (``Provider.telemetry``, a
+registry listener): change sets per table and origin, rows changed, changes adopted from other
+workers, answers by route and status, 422 suggestions by type and route, contract bytes per
+response, render-cache hits, and the worker's position, availability and time since it last
+checked the shared head. A span around each policy evaluation and each change carries the
+position (``contract.epoch``, ``contract.seq``).
+
+It reads the global meter and tracer providers unless given its own, so with no SDK configured
+every instrument is the API's no-op. It never raises into a request: a failure inside it is
+counted (``invalidation_contracts.telemetry.dropped``) and logged once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager
+from typing import Any
+
+from .._extras import require_extra
+
+require_extra("otel", "opentelemetry")
+
+from opentelemetry import metrics, trace  # noqa: E402
+from opentelemetry.metrics import CallbackOptions, Observation  # noqa: E402
+
+from .. import __version__  # noqa: E402
+from ..client.stats import contract_bytes  # noqa: E402
+from ..protocol.problems import ProtocolError  # noqa: E402
+from ..server.domain import Route  # noqa: E402
+from ..server.origin import current_origin  # noqa: E402
+from ..server.provider import Outcome  # noqa: E402
+from ..server.state import RegistryState  # noqa: E402
+from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+SCOPE = "invalidation_contracts.server"
+"""The instrumentation scope of every provider instrument."""
+_BYTES_CACHE = 512
+"""Contract-byte counts remembered per encoded answer (a cached 422 is the same bytes object)."""
+
+ChangeHook = Callable[[ChangeSet, RegistryState, RegistryState], None]
+CheckHook = Callable[[Route[Any], Mapping[str, Any], RegistryState, Outcome | None], None]
+
+
+class ProviderTelemetry:
+    """The instruments of one worker's contract (see the module docstring)."""
+
+    def __init__(
+        self,
+        service: Any,
+        *,
+        meter_provider: metrics.MeterProvider | None = None,
+        tracer_provider: trace.TracerProvider | None = None,
+        journal: ChangeJournal | None = None,
+        worker: str | None = None,
+    ) -> None:
+        self.service = service
+        self.worker = worker if worker is not None else str(os.getpid())
+        self.journal = journal if journal is not None else ChangeJournal()
+        self.change_hooks: list[ChangeHook] = []
+        self.check_hooks: list[CheckHook] = []
+        meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, __version__)
+        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
+            SCOPE, __version__
+        )
+        counter = meter.create_counter
+        self.changes = counter(
+            "invalidation_contracts.contract.changes",
+            unit="{change}",
+            description="Change sets that moved a table, by table and origin "
+            "(captured, admin, reconciled, direct); counted by the worker that made them.",
+        )
+        self.rows_changed = counter(
+            "invalidation_contracts.contract.rows_changed",
+            unit="{row}",
+            description="Rows added, removed or changed, by table and origin.",
+        )
+        self.adopted = counter(
+            "invalidation_contracts.worker.adopted_changes",
+            unit="{change}",
+            description="Change sets this worker adopted from the shared history.",
+        )
+        self.responses = counter(
+            "invalidation_contracts.http.responses",
+            unit="{response}",
+            description="Answers of the domain's routes, by route and status.",
+        )
+        self.refusals = counter(
+            "invalidation_contracts.http.refusals",
+            unit="{suggestion}",
+            description="Violations answered 422, by route and suggestion type.",
+        )
+        self.contract_bytes = meter.create_histogram(
+            "invalidation_contracts.http.contract_bytes",
+            unit="By",
+            description="Bytes of each answer that are contract (protocol.wirecost), by route "
+            "and status.",
+        )
+        self.dropped = counter(
+            "invalidation_contracts.telemetry.dropped",
+            unit="{event}",
+            description="Telemetry this worker could not record (an error inside it).",
+        )
+        meter.create_observable_counter(
+            "invalidation_contracts.render_cache.hits",
+            callbacks=[self._cache(hits=True)],
+            unit="{document}",
+            description="422 documents served from the render cache.",
+        )
+        meter.create_observable_counter(
+            "invalidation_contracts.render_cache.misses",
+            callbacks=[self._cache(hits=False)],
+            unit="{document}",
+            description="422 documents rendered afresh.",
+        )
+        meter.create_observable_gauge(
+            "invalidation_contracts.worker.seq",
+            callbacks=[self._seq],
+            unit="{change}",
+            description="The contract_seq this worker serves, by worker and epoch.",
+        )
+        meter.create_observable_gauge(
+            "invalidation_contracts.worker.available",
+            callbacks=[self._available],
+            description="1 while the worker can vouch for its state (its follower reaches the "
+            "databases), 0 while it answers 503.",
+        )
+        meter.create_observable_gauge(
+            "invalidation_contracts.worker.check_age",
+            callbacks=[self._check_age],
+            unit="s",
+            description="Seconds since the worker's follower last reached the shared head: "
+            "how far behind a captured change it can be.",
+        )
+        self._bytes: dict[bytes, int] = {}
+        self._warned = False
+
+    # -- what a Provider tells (server.provider.Telemetry) ---------------------------------------
+
+    def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
+        return self.tracer.start_as_current_span(
+            "invalidation_contracts.policy_evaluation",
+            attributes={
+                "http.route": route.path,
+                "contract.epoch": state.epoch,
+                "contract.seq": state.seq,
+            },
+        )
+
+    def checked(
+        self,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        refusal: Outcome | None,
+    ) -> None:
+        try:
+            if refusal is not None:
+                for finding in refusal.findings:
+                    self.refusals.add(
+                        1,
+                        {"http.route": route.path, "suggestion.type": finding.violation.type},
+                    )
+                self.answered(route, refusal)
+            for hook in self.check_hooks:
+                hook(route, request, state, refusal)
+        except Exception:
+            self._failed("a policy check")
+
+    def answered(self, route: Route[Any], outcome: Outcome) -> None:
+        try:
+            attributes: dict[str, str | int] = {
+                "http.route": route.path,
+                "http.status_code": outcome.status,
+            }
+            self.responses.add(1, attributes)
+            size = self._contract_bytes(outcome.content, cache=outcome.status == 422)
+            self.contract_bytes.record(size, attributes)
+        except Exception:
+            self._failed("an answer")
+
+    # -- what the registry tells (Registry.subscribe) -------------------------------------------
+
+    def moved(self, before: RegistryState, after: RegistryState) -> None:
+        """A registry listener: count the change set, journal it, tell the change hooks."""
+        try:
+            origin = current_origin()
+            worker = {"worker": self.worker}
+            if origin == "adopted":
+                same = after.epoch == before.epoch
+                self.adopted.add(after.seq - before.seq if same else 1, worker)
+            elif after.epoch != before.epoch:
+                origin = "reconciled"
+            origin = origin or "direct"
+            with self.tracer.start_as_current_span(
+                "invalidation_contracts.change",
+                attributes={
+                    "contract.epoch": after.epoch,
+                    "contract.seq": after.seq,
+                    "contract.origin": origin,
+                },
+            ):
+                change = change_set(
+                    before,
+                    after,
+                    origin,
+                    keys=self._keys(before, after),
+                    max_rows=self.journal.max_rows,
+                )
+            if origin != "adopted":
+                for move in change.tables:
+                    labels = {"table": move.table, "origin": origin}
+                    self.changes.add(1, labels)
+                    self.rows_changed.add(move.changed_rows, labels)
+            self.journal.add(change)
+            for hook in self.change_hooks:
+                hook(change, before, after)
+        except Exception:
+            self._failed("a registry change")
+
+    def _keys(self, before: RegistryState, after: RegistryState) -> dict[str, list[str]] | None:
+        """The row keys each table's change records name (None: compare whole tables)."""
+        if before.epoch != after.epoch:
+            return None
+        try:
+            feed = self.service.registry.log.since(before.seq, after.seq, after.epoch)
+        except ProtocolError:
+            return None
+        keys: dict[str, list[str]] = {t.table: [] for t in feed.tables}
+        for row in feed.rows:
+            keys.setdefault(row.table, []).append(row.key)
+        return keys
+
+    # -- observable instruments -----------------------------------------------------------------
+
+    def _cache(self, *, hits: bool) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            cache = self.service.provider.rendered
+            yield Observation(cache.hits if hits else cache.misses, {"worker": self.worker})
+
+        return observe
+
+    def _seq(self, _options: CallbackOptions) -> Iterable[Observation]:
+        state = self.service.registry.state
+        yield Observation(state.seq, {"worker": self.worker, "contract.epoch": state.epoch})
+
+    def _available(self, _options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(1 if self.service.available else 0, {"worker": self.worker})
+
+    def _check_age(self, _options: CallbackOptions) -> Iterable[Observation]:
+        follower = self.service.runtime.follower
+        if follower is not None:
+            age = time.monotonic() - follower.health.last_ok
+            yield Observation(age, {"worker": self.worker})
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _contract_bytes(self, content: bytes, *, cache: bool) -> int:
+        """The contract's bytes in an answer; a 422 (the render cache's same bytes object) is
+        remembered, a 200 (its own result each time) is measured every time."""
+        found = self._bytes.get(content) if cache else None
+        if found is None:
+            try:
+                document = json.loads(content)
+            except ValueError:
+                return 0
+            found = contract_bytes(document) if isinstance(document, dict) else 0
+            if cache:
+                if len(self._bytes) >= _BYTES_CACHE:
+                    self._bytes.clear()
+                self._bytes[content] = found
+        return found
+
+    def _failed(self, what: str) -> None:
+        try:
+            self.dropped.add(1, {"worker": self.worker})
+        except Exception:  # noqa: S110 - the telemetry must never fail the request
+            pass
+        if not self._warned:
+            self._warned = True
+            logger.exception("telemetry could not record %s; the request is unaffected", what)

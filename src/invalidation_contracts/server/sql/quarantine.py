@@ -1,0 +1,92 @@
+"""Quarantine: captured records and table rows the contract cannot carry, kept aside and reported.
+
+A row image the contract cannot carry (a NULL key, an integer beyond ±(2^53−1), a value with no JSON
+form) can only reach the capture from before the triggers refused it (an upgrade) or by a write
+around them. It must neither take every route down nor block a worker's start: the record is set
+aside in ``<schema>.quarantine`` (SQLite ``ic_quarantine``), logged, and listed for the admin routes
+and readiness; the registry keeps the row's last carried image (or its absence) until a write
+makes the row carriable again, which clears the entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+from ..._extras import require_extra
+from .images import Quarantined
+
+require_extra("sql", "sqlalchemy")
+
+from sqlalchemy import text  # noqa: E402
+from sqlalchemy.engine import Connection  # noqa: E402
+
+logger = logging.getLogger(__name__)
+
+#: Most entries kept (the oldest go first); a flood of bad rows must not grow a table unbounded.
+MAX_ENTRIES = 10_000
+
+
+class QuarantineTable:
+    """The quarantine table of one capture schema."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def create_sql(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.name} (table_name TEXT NOT NULL, key TEXT NOT NULL,"
+            " capture_id BIGINT, reason TEXT NOT NULL, PRIMARY KEY (table_name, key))"
+        )
+
+    def add(self, conn: Connection, entries: Iterable[Quarantined]) -> None:
+        rows = [
+            {"t": e.table, "k": e.key, "i": e.capture_id, "r": e.reason[:2000]} for e in entries
+        ]
+        if not rows:
+            return
+        conn.execute(
+            text(
+                f"INSERT INTO {self.name} (table_name, key, capture_id, reason)"
+                " VALUES (:t, :k, :i, :r) ON CONFLICT (table_name, key)"
+                " DO UPDATE SET capture_id = excluded.capture_id, reason = excluded.reason"
+            ),
+            rows,
+        )
+        for row in rows:
+            logger.error(
+                "capture: %s[%r] cannot be carried (%s); quarantined, serving its last carried"
+                " image until a write fixes the row",
+                row["t"],
+                row["k"],
+                row["r"],
+            )
+        (count,) = conn.execute(text(f"SELECT count(*) FROM {self.name}")).one()
+        if count > MAX_ENTRIES:
+            conn.execute(
+                text(
+                    f"DELETE FROM {self.name} WHERE (table_name, key) IN (SELECT table_name, key"
+                    f" FROM {self.name} ORDER BY capture_id NULLS FIRST LIMIT :n)"
+                ),
+                {"n": count - MAX_ENTRIES},
+            )
+
+    def clear(self, conn: Connection, pairs: Iterable[tuple[str, str]]) -> None:
+        rows = [{"t": t, "k": k} for t, k in pairs]
+        if rows:
+            conn.execute(text(f"DELETE FROM {self.name} WHERE table_name = :t AND key = :k"), rows)
+
+    def clear_tables(self, conn: Connection, tables: Iterable[str]) -> None:
+        rows = [{"t": t} for t in tables]
+        if rows:
+            conn.execute(text(f"DELETE FROM {self.name} WHERE table_name = :t"), rows)
+
+    def entries(self, conn: Connection) -> list[Quarantined]:
+        result: Any = conn.execute(
+            text(
+                f"SELECT table_name, key, reason, capture_id FROM {self.name}"
+                " ORDER BY table_name, key"
+            )
+        )
+        return [Quarantined(t, k, r, None if i is None else int(i)) for t, k, r, i in result]

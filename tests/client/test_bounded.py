@@ -1,0 +1,111 @@
+"""Bounded body reading (client/bounded.py) against brute-force oracles: decoding in bounded
+steps gives exactly what decoding at once gives, a body is refused exactly when its decoded size
+passes the cap, and the nesting depth found without parsing is the parsed value's depth."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from typing import Any
+
+import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from invalidation_contracts.client import Limits
+from invalidation_contracts.client.bounded import BoundedBody, json_depth, parse_json
+
+LIMITS = Limits(max_decoding_ratio=1 << 30)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(alphabet='ab"\\[]{}\u00e9 '),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=30,
+)
+
+
+def encode(data: bytes, coding: str) -> bytes:
+    if coding == "gzip":
+        return gzip.compress(data)
+    if coding == "deflate":
+        return zlib.compress(data)
+    raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate, also "deflate"
+    return raw.compress(data) + raw.flush()
+
+
+def encoded(body: bytes, codings: list[str]) -> bytes:
+    for coding in codings:
+        body = encode(body, coding)
+    return body
+
+
+def read(body: bytes, codings: list[str], cap: int, cuts: list[int]) -> BoundedBody:
+    body = encoded(body, codings)
+    names = ", ".join("deflate" if c == "raw" else c for c in reversed(codings))
+    headers = httpx.Headers({"content-encoding": names} if names else {})
+    reading = BoundedBody.of(headers, cap, LIMITS, "max_body_bytes")
+    points = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
+    for start, end in zip(points, points[1:], strict=False):
+        if not reading.feed(body[start:end]):
+            break
+    return reading
+
+
+def depth(value: Any) -> int:
+    if isinstance(value, list):
+        return 1 + max((depth(v) for v in value), default=0)
+    if isinstance(value, dict):
+        return 1 + max((depth(v) for v in value.values()), default=0)
+    return 0
+
+
+codings = st.lists(st.sampled_from(["gzip", "deflate", "raw"]), max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_values, codings, st.lists(st.integers(min_value=0), max_size=6))
+def test_a_body_within_the_cap_decodes_to_exactly_its_bytes(value, chain, cuts):
+    body = json.dumps(value).encode()
+
+    assert read(body, chain, 1 << 20, cuts).finish() == body
+
+
+@settings(max_examples=150, deadline=None)
+@given(json_values, codings, st.integers(min_value=1, max_value=200), st.lists(st.integers()))
+def test_a_body_is_refused_exactly_when_its_decoded_size_passes_the_cap(value, chain, cap, cuts):
+    body = json.dumps(value).encode()
+    reading = read(body, chain, cap, cuts)
+
+    content = reading.finish()
+    over = len(body) > cap or len(encoded(body, chain)) > cap  # decoded, or as sent
+    assert content == (None if over else body)
+    assert (reading.refusal is not None) == over
+    if over:
+        assert reading.refusal.bound == "max_body_bytes" and reading.size > cap
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_the_depth_found_without_parsing_is_the_parsed_depth(value):
+    assert json_depth(json.dumps(value).encode()) == depth(value)
+
+
+@given(json_values, st.integers(min_value=0, max_value=6))
+def test_parse_json_refuses_exactly_the_bodies_nested_deeper_than_the_bound(value, bound):
+    parsed, refusal = parse_json(json.dumps(value).encode(), bound)
+
+    if depth(value) > bound:
+        assert parsed is None and refusal is not None and refusal.actual == depth(value)
+    else:
+        assert parsed == value and refusal is None
+
+
+def test_a_decoding_step_never_produces_more_than_64_kib_from_a_bomb():
+    body = gzip.compress(b"0" * (32 << 20))
+    reading = BoundedBody.of(
+        httpx.Headers({"content-encoding": "gzip"}), 1 << 20, LIMITS, "max_body_bytes"
+    )
+
+    assert not reading.feed(body)
+    assert reading.refusal is not None and reading.size <= (1 << 20) + 64 * 1024

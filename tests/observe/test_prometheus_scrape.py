@@ -1,0 +1,152 @@
+"""The Prometheus exposition, scraped for real over 127.0.0.1 from a uvicorn server."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from prometheus_client.parser import text_string_to_metric_families
+from tests.observe.conftest import ADMIN, ORDERS
+from tests.service.conftest import TOKEN, make_domain, running
+
+from invalidation_contracts.domains import get_domain
+from invalidation_contracts.observe import instrument
+from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.sql import create_tables, sql_domain
+
+ENTERPRISE = {"plan": "enterprise", "funding_type": "card"}
+
+
+def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus text exposition, by name and labels."""
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return sum(
+        v
+        for (n, found), v in samples(text).items()
+        if n == name and set(labels.items()) <= set(found)
+    )
+
+
+def instrumented_app(**options):
+    app = create_app(options.pop("domain", None) or make_domain(), admin_token=TOKEN, **options)
+    instrument(app, app.state.service)
+    return app
+
+
+def test_the_metrics_route_is_scraped_over_loopback_in_prometheus_format():
+    with running(instrumented_app()) as url:
+        assert httpx.post(url + ORDERS, json=ENTERPRISE).status_code == 422
+        scrape = httpx.get(url + "/contract/metrics", headers=ADMIN)
+    assert scrape.status_code == 200
+    assert scrape.headers["content-type"].startswith("text/plain")
+    refusals = "invalidation_contracts_http_refusals_total"
+    assert value(scrape.text, refusals, suggestion_type="USE_REQUIRED_FUNDING_TYPE") == 1
+    assert value(scrape.text, "invalidation_contracts_worker_available") == 1
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "problem"),
+    [({}, 401, "unauthorized"), ({"Authorization": "Bearer wrong"}, 403, "forbidden")],
+)
+def test_the_metrics_route_without_the_admin_token_is_a_problem(headers, status, problem):
+    with running(instrumented_app()) as url:
+        reply = httpx.get(url + "/contract/metrics", headers=headers)
+    assert reply.status_code == status
+    assert reply.headers["content-type"] == "application/problem+json"
+    assert reply.json()["type"].endswith(problem)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_metrics_backend_that_is_down_never_fails_a_request():
+    dead = f"http://127.0.0.1:{closed_port()}"
+    meters = MeterProvider(
+        metric_readers=[
+            PeriodicExportingMetricReader(
+                OTLPMetricExporter(endpoint=dead + "/v1/metrics", timeout=1),
+                export_interval_millis=50,
+            )
+        ]
+    )
+    tracers = TracerProvider()
+    tracers.add_span_processor(
+        BatchSpanProcessor(OTLPSpanExporter(endpoint=dead + "/v1/traces", timeout=1))
+    )
+    app = create_app(make_domain(), admin_token=TOKEN)
+    instrument(
+        app, app.state.service, prometheus=False, meter_provider=meters, tracer_provider=tracers
+    )
+    try:
+        with running(app) as url, httpx.Client(base_url=url) as client:
+            statuses = [client.post(ORDERS, json=ENTERPRISE).status_code for _ in range(50)]
+    finally:
+        meters.shutdown(timeout_millis=2000)
+        tracers.shutdown()
+    assert statuses == [422] * 50
+
+
+def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: Path):
+    database = tmp_path / "acme.db"
+    create_tables(f"sqlite:///{database}", get_domain("acme_billing"))
+    app = create_app(
+        sql_domain(get_domain("acme_billing")),
+        store=tmp_path / "registry.sqlite",
+        database=f"sqlite:///{database}",
+        admin_token=TOKEN,
+    )
+    instrument(app, app.state.service)
+    update = "UPDATE active_csm_codes SET code = 'WINTERLAUNCH26' WHERE key = 'plan_partner_growth'"
+    code = (
+        "import sqlite3, sys; db = sqlite3.connect(sys.argv[1]); "
+        "db.execute(sys.argv[2]); db.commit()"
+    )
+    with running(app) as url:
+        subprocess.run([sys.executable, "-c", code, str(database), update], check=True, timeout=60)
+        deadline = time.monotonic() + 30
+        while True:
+            scrape = httpx.get(url + "/contract/metrics", headers=ADMIN).text
+            name = "invalidation_contracts_contract_changes_total"
+            if value(scrape, name, table="active_csm_codes", origin="captured") == 1:
+                break
+            assert time.monotonic() < deadline, "the captured change was never counted"
+            time.sleep(0.05)
+    assert value(scrape, "invalidation_contracts_contract_rows_changed_total") == 1
+
+
+@pytest.mark.workers
+def test_serve_with_two_workers_and_metrics_answers_every_scrape_from_some_worker(tmp_path):
+    from tests.service.processes import serving
+
+    args = ["--domain", "acme_billing", "--db", str(tmp_path / "r.sqlite"), "--workers", "2"]
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    with serving([*args, "--metrics"], tmp_path / "logs", env=env) as url:
+        workers = set()
+        for _ in range(20):
+            scrape = httpx.get(url + "/contract/metrics", headers=ADMIN)
+            assert scrape.status_code == 200
+            for (name, labels), _v in samples(scrape.text).items():
+                if name == "invalidation_contracts_worker_seq":
+                    workers.add(dict(labels)["worker"])
+    assert workers  # each scrape names the worker that answered it

@@ -1,0 +1,126 @@
+"""Provider instrumentation read through the OpenTelemetry SDK's in-memory reader."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+from tests.observe.conftest import ADMIN, ORDERS
+from tests.service.conftest import make_domain
+
+from invalidation_contracts.server.app import create_app
+
+ENTERPRISE = {"plan": "enterprise", "funding_type": "card", "promo_code": "ENT10"}
+
+
+def test_a_422_is_counted_by_route_and_suggestion_type(observed_client, readings):
+    client = observed_client()
+    assert client.post(ORDERS, json=ENTERPRISE).status_code == 422
+    assert client.post(ORDERS, json={"plan": "enterprise"}).status_code == 422
+    refusals = "invalidation_contracts.http.refusals"
+    assert readings.value(refusals, **{"suggestion.type": "USE_REQUIRED_FUNDING_TYPE"}) == 2
+    assert readings.value(refusals, **{"suggestion.type": "ADD_REQUIRED_PROMO_CODE"}) == 1
+    assert {p.attributes["http.route"] for p in readings.points(refusals)} == {ORDERS}
+
+
+def test_answers_are_counted_by_status_with_their_contract_bytes(observed_client, readings):
+    client = observed_client()
+    passed = client.post(ORDERS, json={"plan": "basic", "funding_type": "card"})
+    refused = client.post(ORDERS, json=ENTERPRISE)
+    invalid = client.post(ORDERS, json={"plan": ""})
+    assert (passed.status_code, refused.status_code, invalid.status_code) == (200, 422, 422)
+    responses = "invalidation_contracts.http.responses"
+    assert readings.value(responses, **{"http.status_code": 200}) == 1
+    assert readings.value(responses, **{"http.status_code": 422}) == 2
+    (success,) = [
+        p
+        for p in readings.points("invalidation_contracts.http.contract_bytes")
+        if p.attributes["http.status_code"] == 200
+    ]
+    body = passed.json()
+    envelope = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
+    assert success.count == 1 and success.sum > sum(len(str(body[k])) for k in envelope)
+
+
+def test_render_cache_hits_are_counted(observed_client, readings):
+    client = observed_client()
+    for _ in range(3):
+        client.post(ORDERS, json=ENTERPRISE)
+    assert readings.value("invalidation_contracts.render_cache.misses") == 1
+    assert readings.value("invalidation_contracts.render_cache.hits") == 2
+
+
+def test_an_admin_reload_counts_a_change_of_that_table_with_admin_origin(observed_client, readings):
+    client = observed_client()
+    rows = {"basic": {"funding": "invoice"}, "starter": {"funding": "card"}}
+    reply = client.post("/admin/reload-table", json={"table": "plans", "rows": rows}, headers=ADMIN)
+    assert reply.status_code == 200
+    changes = "invalidation_contracts.contract.changes"
+    assert readings.value(changes, table="plans", origin="admin") == 1
+    assert readings.value(changes, table="funding_types") == 0
+    # basic changed, enterprise removed
+    assert readings.value("invalidation_contracts.contract.rows_changed", table="plans") == 2
+
+
+def test_the_journal_keeps_the_row_diff_with_old_and_new_values(observed_client):
+    client = observed_client()
+    rows = {"basic": {"funding": "invoice"}, "starter": {"funding": "card"}}
+    client.post("/admin/reload-table", json={"table": "plans", "rows": rows}, headers=ADMIN)
+    journal = client.app.state.observability.telemetry.journal
+    (change,) = journal.recent()
+    (move,) = change.tables
+    assert (change.origin, change.seq, move.table) == ("admin", 1, "plans")
+    by_key = {row.key: row for row in move.rows}
+    assert by_key["basic"].op == "changed"
+    assert by_key["basic"].old == {"funding": "card"}
+    assert by_key["basic"].new == {"funding": "invoice"}
+    assert by_key["enterprise"].op == "removed" and by_key["enterprise"].new is None
+
+
+def test_policy_evaluation_spans_carry_the_position(observed_client, readings):
+    client = observed_client()
+    client.post(ORDERS, json=ENTERPRISE)
+    seq = client.get("/contract/versions").json()["contract_seq"]
+    epoch = client.get("/contract/versions").json()["contract_epoch"]
+    (span,) = [
+        s
+        for s in readings.spans.get_finished_spans()
+        if s.name == "invalidation_contracts.policy_evaluation"
+    ]
+    assert span.attributes["contract.epoch"] == epoch
+    assert span.attributes["contract.seq"] == seq
+    assert span.attributes["http.route"] == ORDERS
+
+
+def test_worker_gauges_report_position_and_availability(observed_client, readings):
+    client = observed_client()
+    epoch = client.get("/contract/versions").json()["contract_epoch"]
+    (seq,) = readings.points("invalidation_contracts.worker.seq")
+    assert seq.value == 0 and seq.attributes["contract.epoch"] == epoch
+    assert readings.value("invalidation_contracts.worker.available") == 1
+
+
+def test_a_failing_hook_never_fails_the_request_and_is_counted(observed_client, readings):
+    client = observed_client()
+
+    def broken(*_args):
+        raise RuntimeError("an exporter bug")
+
+    client.app.state.observability.telemetry.check_hooks.append(broken)
+    assert client.post(ORDERS, json=ENTERPRISE).status_code == 422
+    assert client.post(ORDERS, json={"plan": "basic", "funding_type": "card"}).status_code == 200
+    assert readings.value("invalidation_contracts.telemetry.dropped") == 2
+
+
+def test_an_uninstrumented_provider_has_no_telemetry():
+    app = create_app(make_domain())
+    with TestClient(app) as client:
+        assert app.state.service.provider.telemetry is None
+        assert client.post(ORDERS, json=ENTERPRISE).status_code == 422
+    assert not hasattr(app.state, "observability")
+
+
+def test_closing_the_observability_detaches_it(observed_client, readings):
+    client = observed_client()
+    client.app.state.observability.close()
+    client.post(ORDERS, json=ENTERPRISE)
+    assert client.app.state.service.provider.telemetry is None
+    assert readings.value("invalidation_contracts.http.refusals") == 0

@@ -1,0 +1,177 @@
+"""Capture is total or refuses: a value the contract cannot carry fails the writer's transaction
+with a message naming the table, the column (and, on PostgreSQL, the row); a capture record or a
+row that is already unreadable is quarantined and reported, never a failure of every read or of
+a worker's start. The writers here are plain ``sqlite3`` / ``psycopg``, not the library."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
+
+from invalidation_contracts.server import Domain, SQLTable
+from invalidation_contracts.server.runtime import Runtime, ingest, open_runtime
+
+
+def poisoned() -> Domain:
+    return Domain("poisoned", {"poison": SQLTable("poison", key="k")}, [], [])
+
+
+@pytest.fixture(params=BACKENDS)
+def pdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
+    yield from provider_db(request, tmp_path)
+
+
+@pytest.fixture
+def worker(pdb: ProviderDB, tmp_path: Path) -> Iterator[Runtime]:
+    pdb.script(
+        f"CREATE TABLE poison (k TEXT UNIQUE, b BIGINT, f {pdb.type('float')}, "
+        f"j {pdb.type('json')})",
+        "INSERT INTO poison VALUES ('a', 1, 1.5, '{\"n\": 1}')",
+    )
+    store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
+    runtime = open_runtime(poisoned(), store=store, database=pdb.url)
+    yield runtime
+    runtime.close()
+
+
+def rows(runtime: Runtime) -> dict[str, Any]:
+    return runtime.registry.state.tables["poison"].plain_rows()
+
+
+def refused(pdb: ProviderDB, statement: str) -> str:
+    with pytest.raises(Exception) as caught:
+        pdb.script(statement)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("statement", "column"),
+    [
+        ("UPDATE poison SET b = 9007199254740993 WHERE k = 'a'", "b"),
+        ("UPDATE poison SET b = -9007199254740993 WHERE k = 'a'", "b"),
+        ("UPDATE poison SET j = '{\"n\": 9007199254740993}' WHERE k = 'a'", "j"),
+        ("UPDATE poison SET j = '[1, [2, 1e300]]' WHERE k = 'a'", "j"),
+    ],
+)
+def test_a_value_outside_i_json_is_refused_in_the_writers_transaction(
+    pdb: ProviderDB, worker: Runtime, statement: str, column: str
+) -> None:
+    message = refused(pdb, statement)
+    assert "reference table 'poison'" in message and f"column '{column}'" in message
+    if pdb.kind == "postgres":
+        assert '"k": "a"' in message or '["a"]' in message, "the row is named"
+    assert pdb.query("SELECT b FROM poison WHERE k = 'a'") == [(1,)], "nothing committed"
+
+
+def test_the_largest_interoperable_integer_is_carried(pdb: ProviderDB, worker: Runtime) -> None:
+    pdb.script("UPDATE poison SET b = 9007199254740991 WHERE k = 'a'")
+    ingest(worker.registry, worker.sources[0])
+    assert rows(worker)["a"]["b"] == 9007199254740991
+
+
+def test_a_null_key_is_refused(pdb: ProviderDB, worker: Runtime) -> None:
+    message = refused(pdb, "INSERT INTO poison VALUES (NULL, 2, 2.5, NULL)")
+    assert "key column 'k' is NULL" in message and "reference table 'poison'" in message
+    assert pdb.query("SELECT count(*) FROM poison") == [(1,)]
+
+
+def test_infinity_is_refused(pdb: ProviderDB, worker: Runtime) -> None:
+    value = "'Infinity'" if pdb.kind == "postgres" else "9e999"
+    message = refused(pdb, f"UPDATE poison SET f = {value} WHERE k = 'a'")
+    assert "column 'f'" in message and "Infinity" in message
+
+
+@pytest.mark.postgres
+def test_nan_is_refused_on_postgresql(postgres_url: str, tmp_path: Path) -> None:
+    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+    pdb.script(
+        "CREATE TABLE poison (k TEXT UNIQUE, b BIGINT, f DOUBLE PRECISION, j JSONB)",
+        "INSERT INTO poison VALUES ('a', 1, 1.5, NULL)",
+    )
+    runtime = open_runtime(poisoned(), store=postgres_url, database=postgres_url)
+    try:
+        message = refused(pdb, "UPDATE poison SET f = 'NaN' WHERE k = 'a'")
+        assert "column 'f'" in message and "not a finite number" in message
+    finally:
+        runtime.close()
+
+
+def test_a_blob_is_refused_on_sqlite(tmp_path: Path) -> None:
+    pdb = ProviderDB("sqlite", f"sqlite:///{tmp_path / 'p.db'}", str(tmp_path / "p.db"))
+    pdb.script("CREATE TABLE poison (k TEXT UNIQUE, b BIGINT, f REAL, j JSON)")
+    runtime = open_runtime(poisoned(), store=str(tmp_path / "r.sqlite"), database=pdb.url)
+    try:
+        message = refused(pdb, "INSERT INTO poison VALUES ('x', X'00ff', NULL, NULL)")
+        assert "column 'b' holds a BLOB" in message
+    finally:
+        runtime.close()
+
+
+def forge(pdb: ProviderDB, op: str, key: str, row: str | None) -> None:
+    """A capture record as an older release (without the checks) could have written it."""
+    values = f"'poison', '{op}', '{key}', " + ("NULL" if row is None else f"'{row}'")
+    if pdb.kind == "sqlite":
+        pdb.script(f"INSERT INTO ic_capture (table_name, op, key, row) VALUES ({values})")
+        return
+    pdb.script(
+        "WITH n AS (UPDATE invalidation_contracts.capture_head SET last_id = last_id + 1"
+        " RETURNING last_id) INSERT INTO invalidation_contracts.capture"
+        f" SELECT last_id, pg_current_xact_id()::text, {values} FROM n"
+    )
+
+
+def quarantined(runtime: Runtime) -> list[tuple[str, str]]:
+    return [(q.table, q.key) for q in runtime.sources[0].quarantined()]
+
+
+def test_an_unreadable_capture_record_is_quarantined_and_the_rest_is_served(
+    pdb: ProviderDB, worker: Runtime
+) -> None:
+    forge(pdb, "upsert", '["a"]', '{"b": 9007199254740993, "f": 1.5, "j": null}')
+    pdb.script("INSERT INTO poison VALUES ('c', 3, 3.5, NULL)")
+    assert ingest(worker.registry, worker.sources[0]) is True, "no exception: the rest is served"
+    assert rows(worker)["a"]["b"] == 1, "the last carried image stays"
+    assert rows(worker)["c"]["b"] == 3
+    assert quarantined(worker) == [("poison", "a")]
+    [entry] = worker.sources[0].quarantined()
+    assert "9007199254740993" in entry.reason and entry.capture_id is not None
+
+
+def test_a_carriable_write_to_a_quarantined_row_clears_it(pdb: ProviderDB, worker: Runtime) -> None:
+    forge(pdb, "upsert", "[null]", '{"b": 1, "f": null, "j": null}')
+    forge(pdb, "upsert", '["a"]', '{"b": 9007199254740993, "f": 1.5, "j": null}')
+    ingest(worker.registry, worker.sources[0])
+    assert quarantined(worker) == [("poison", "[null]"), ("poison", "a")]
+    pdb.script("UPDATE poison SET b = 7 WHERE k = 'a'")
+    ingest(worker.registry, worker.sources[0])
+    assert rows(worker)["a"]["b"] == 7
+    assert quarantined(worker) == [("poison", "[null]")]
+
+
+def test_an_unreadable_row_does_not_block_a_worker_from_starting(
+    pdb: ProviderDB, worker: Runtime, tmp_path: Path
+) -> None:
+    epoch = worker.registry.state.epoch
+    worker.close()
+    drop = (
+        "DROP TRIGGER ic_capture_poison_insert"
+        if pdb.kind == "sqlite"
+        else ("DROP TRIGGER ic_capture ON poison")
+    )
+    pdb.script(
+        drop,
+        "INSERT INTO poison VALUES (NULL, 5, 5.5, NULL)",
+        "INSERT INTO poison VALUES ('big', 9007199254740993, 1.0, NULL)",
+    )
+    store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
+    again = open_runtime(poisoned(), store=store, database=pdb.url)
+    try:
+        assert again.registry.state.epoch == epoch
+        assert set(rows(again)) == {"a"}, "what cannot be carried is left out, not served"
+        assert quarantined(again) == [("poison", "[null]"), ("poison", "big")]
+    finally:
+        again.close()
