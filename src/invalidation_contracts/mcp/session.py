@@ -41,6 +41,7 @@ from ..client.transport import need_loop
 from ..protocol.levels import Level
 from ..protocol.wirecost import WireCost
 from . import names
+from .origins import named_origin, target_origin
 from .results import read_resource_result, read_tool_result
 from .watch import Watcher, follow
 
@@ -83,8 +84,10 @@ class ToolReply:
 class ContractSession:
     """An entered ``ClientSession`` whose tool results feed ``memory``.
 
-    ``origin``: the memory's key for this server (default ``mcp://`` + the name the server gave
-    in its ``serverInfo``). ``conditional``: send the memory's position, so results carry only
+    ``origin``: the memory's key for this server; ``connect`` binds it to the transport target
+    (``mcp.origins``); without one, ``mcp://`` + the name the server gave in its ``serverInfo``
+    (a name two servers may share: pass ``origin=`` when you wrap a session yourself).
+    ``conditional``: send the memory's position, so results carry only
     the tables moved since. ``watch``: follow ``resources/updated`` for the versions (eager
     detection without polling; only for strategies that invalidate). ``listener``: given every
     memory event, the ones notifications cause included; ``watch_listener``: given only those
@@ -119,7 +122,11 @@ class ContractSession:
             info = self.session.server_info
             if info is None or not info.name:
                 raise ValueError("the server gave no name: pass origin= to ContractSession")
-            self._origin = f"mcp://{info.name}"
+            self._origin = named_origin(info.name)
+            logger.info(
+                "%s: origin from the server's name alone; pass origin= to tell servers apart",
+                self._origin,
+            )
         return self._origin
 
     async def __aenter__(self) -> Self:
@@ -417,7 +424,8 @@ async def connect(
 ) -> AsyncIterator[ContractSession]:
     """Connect to ``server`` with the SDK's ``Client`` (a URL: streamable HTTP; a
     ``StdioServerParameters``: a subprocess over stdio; a ``Server``: in process) and wrap its
-    session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...)."""
+    session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...).
+    The origin is bound to the target (``mcp.origins.target_origin``) unless ``origin`` names it."""
     wired: list[ContractSession] = []
     user_handler = client_options.pop("message_handler", None)
 
@@ -431,7 +439,7 @@ async def connect(
         contract = ContractSession(
             client.session,
             memory,
-            origin=origin,
+            origin=origin if origin is not None else target_origin(server),
             conditional=conditional,
             watch=watch,
             listener=listener,
