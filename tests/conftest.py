@@ -27,7 +27,7 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 #: Markers of tests that need a real component; skipping one under CI fails the run.
-REAL_COMPONENT_MARKERS = ("postgres", "real_model", "workers", "mcp")
+REAL_COMPONENT_MARKERS = ("postgres", "real_model", "workers", "mcp", "watch", "browser")
 
 
 def _in_ci() -> bool:

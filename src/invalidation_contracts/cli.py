@@ -333,6 +333,14 @@ def _add_service(sub: Subparsers) -> None:
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
     p.add_argument(
+        "--max-lag",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a worker that has not confirmed it is current for this long answers 503 "
+        "(default 2; must exceed the 1 s heartbeat)",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
@@ -378,6 +386,16 @@ def _add_service(sub: Subparsers) -> None:
             p.set_defaults(handler=_reload)
         else:
             p.set_defaults(handler=_graph)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
 
 
 def _level(text: str) -> int:
@@ -461,6 +479,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
+        max_lag_s=args.max_lag,
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -1136,6 +1155,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1143,6 +1168,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 

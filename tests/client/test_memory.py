@@ -431,3 +431,46 @@ def test_contract_bytes_agree_with_the_wire_cost_definition(body, suggestions):
         body["recovery_feedback"] = {"suggestions": suggestions}
 
     assert contract_bytes(body) == wire_cost(body).contract
+
+
+def _two_operations(server) -> FixMemory:
+    """Two fixes of ``create`` (plans a and b) and one of ``refund``."""
+    memory = FixMemory("row")
+    for plan, code in (("plan_a", "SUMMER"), ("plan_b", "WINTER")):
+        fix = server.fix(
+            "ADD_PROMO", {"promo_code": code}, scope={"plan": plan}, reads={"codes": [plan]}
+        )
+        memory.observe(server.url, {"plan": plan}, 422, server.failure(fix), operation="create")
+    fix = server.fix("ROUND", {"amount": 10}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
+    memory.observe(server.url, {"plan": "plan_a"}, 422, server.failure(fix), operation="refund")
+    return memory
+
+
+def test_fixes_for_an_operation_lists_its_fixes_whatever_the_draft(server):
+    memory = _two_operations(server)
+
+    shown = memory.fixes_for(server.url, "create")
+
+    assert [e.suggestion.parameters for e in shown] == [
+        {"promo_code": "SUMMER"},
+        {"promo_code": "WINTER"},
+    ]
+    assert [e.key.operation for e in memory.fixes_for(server.url, "refund")] == ["refund"]
+
+
+def test_fixes_for_is_not_counted_as_a_lookup(server):
+    memory = _two_operations(server)
+
+    memory.fixes_for(server.url, "create")
+
+    assert (memory.stats(server.url).lookups, memory.stats(server.url).hits) == (0, 0)
+
+
+def test_fixes_for_leaves_out_fixes_awaiting_the_row_diff(server):
+    memory = _two_operations(server)
+    server.touch("codes")
+    need = memory.observe(server.url, None, 200, server.success()).needs[0]
+
+    assert memory.fixes_for(server.url, "create") == []
+    memory.apply_changes(server.url, server.changes(need.since))
+    assert len(memory.fixes_for(server.url, "create")) == 2

@@ -95,3 +95,20 @@ def test_any_body_is_shown_without_contract_members_and_the_view_is_idempotent(b
         for item in feedback["suggestions"]:
             assert not isinstance(item, dict) or set(item) <= set(SUGGESTION_MEMBERS)
     assert model_view(seen) == seen
+
+
+def test_a_detail_that_only_joins_the_messages_is_dropped_for_hosts():
+    body = _acme_problem()
+
+    seen = model_view(body, joined_detail=False)
+
+    assert "detail" not in seen and seen["title"] == body["title"]
+    assert [s["message"] for s in seen["recovery_feedback"]["suggestions"]] == [
+        s["message"] for s in body["recovery_feedback"]["suggestions"]
+    ]
+
+
+def test_a_detail_that_says_more_than_the_messages_is_kept_for_hosts():
+    body = {**_acme_problem(), "detail": "the plan is closed to new customers"}
+
+    assert model_view(body, joined_detail=False)["detail"] == body["detail"]

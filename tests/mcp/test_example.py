@@ -25,6 +25,6 @@ def test_the_mcp_agent_example_learns_a_fix_sees_the_rotation_and_stops_injectin
     ]
     assert "after the rotation, before any call: evicted ['row-changed']" in lines
     assert (
-        "kept from the model: ['contract_epoch', 'contract_seq', 'rules_version', "
+        "kept from the model: ['contract_epoch', 'contract_seq', 'detail', 'rules_version', "
         "'table_versions']" in lines
     )

@@ -140,16 +140,25 @@ def client(make_client) -> TestClient:
 
 
 @contextmanager
-def running(app, *, lifespan: str = "on") -> Iterator[str]:
+def running(
+    app, *, lifespan: str = "on", graceful_s: float | None = None, port: int = 0
+) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free loopback port in a background thread; yield its URL.
 
     ``lifespan="off"``: the app's startup never runs (a shared-store worker then never follows
-    the history by itself, so it lags until a request makes it catch up).
+    the history by itself, so it lags until a request makes it catch up). ``graceful_s``: how
+    long a stop waits for open responses (watch streams) before closing them; ``port``: serve on
+    this one (a restart on the same address), else a free one.
     """
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    listener.bind(("127.0.0.1", 0))
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
     port = listener.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", lifespan=lifespan, timeout_graceful_shutdown=graceful_s
+        )
+    )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10

@@ -54,8 +54,14 @@ def test_no_input_gets_a_server_error_and_every_answer_matches_the_document(doma
     app = create_app(domain, admin_token=TOKEN, store=tmp_path / "fuzz.db")
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     document = app.openapi()
-    operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 8
+    # The watch stream never ends by itself, and the ASGI transport buffers a whole answer: its
+    # bad input is covered in test_watch.py against a real server.
+    operations = [
+        op
+        for op in (result.ok() for result in schema.get_all_operations())
+        if op.path != "/contract/watch"
+    ]
+    assert len(operations) == 11
     if mode is GenerationMode.NEGATIVE:
         operations = [op for op in operations if op.body or op.query or op.headers]
     try:

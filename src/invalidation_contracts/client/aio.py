@@ -24,8 +24,8 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``aneeds``, ``alookup``, ``arelevant``, ``aobserve``, ``aanswer``,
-    ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
+    """``abegin_episode``, ``aneeds``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``,
+    ``aanswer``, ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
     strategy: Strategy
@@ -60,6 +60,12 @@ class AsyncCalls:
         operation: str | None = None,
     ) -> list[MemoryEntry]:
         found = await self.alookup(origin, draft, episode=episode, operation=operation)
+        return list(found.entries)
+
+    async def afixes_for(
+        self, origin: str, operation: str, *, episode: int | None = None
+    ) -> list[MemoryEntry]:
+        found = await run_async(self.store, self._serving.fixes_for(origin, episode, operation))
         return list(found.entries)
 
     async def aobserve(

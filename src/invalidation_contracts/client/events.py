@@ -176,6 +176,26 @@ class FetchFailed(MemoryEvent):
     withheld: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchOpened(MemoryEvent):
+    """A watch stream on the origin is open: changes are pushed before the next request."""
+
+    kind: ClassVar[str] = "watch-opened"
+    since: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WatchLost(MemoryEvent):
+    """The watch stream on the origin could not be kept; until it is again, the memory detects
+    changes from responses only (response-time detection). ``permanent``: no more attempts
+    (the server has no watch stream); else one after ``retry_in_s`` seconds."""
+
+    kind: ClassVar[str] = "watch-lost"
+    detail: str
+    permanent: bool = False
+    retry_in_s: float | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class FetchChanges:
     """Need: ``GET {origin}/contract/changes?since={since}[&epoch={epoch}]``, then ``answer``.

@@ -165,6 +165,15 @@ class FixMemory(AsyncCalls):
         """``lookup(...).entries`` as a list: the entries to inject into this draft."""
         return list(self.lookup(origin, draft, episode=episode, operation=operation).entries)
 
+    def fixes_for(
+        self, origin: str, operation: str, *, episode: int | None = None
+    ) -> list[MemoryEntry]:
+        """Every fix of ``operation`` the memory would serve, whatever the draft: for a prompt
+        written before the model has drafted a call (L2 lists each with its condition). Entries
+        the strategy withholds or the trust policy refuses are left out, as from a lookup."""
+        steps = self._serving.fixes_for(origin, episode, operation)
+        return list(run_sync(self.store, steps).entries)
+
     def observe(
         self,
         origin: str,

@@ -7,6 +7,11 @@ model acts on — its ``type``, ``action``, ``message`` and ``parameters`` — s
 scopes, patches, rule vectors and cache hints (and any later contract extension) never reach it.
 Everything else (the problem's title and detail, validation errors, a success's result) stays.
 The memory keeps the raw body; this is a copy.
+
+``joined_detail=False`` (what MCP hosts and adapters show) also drops a problem's ``detail`` when
+it is only its suggestions' messages joined by ``"; "`` (the provider's detail of a policy
+violation): the model reads each message once, beside the fix it explains. The harness keeps the
+detail, so the prompts of recorded runs stay byte for byte what they were.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from ..protocol.wirecost import ENVELOPE_FIELDS
 SUGGESTION_MEMBERS = ("type", "action", "message", "parameters")
 
 
-def model_view(body: Mapping[str, Any]) -> dict[str, Any]:
+def model_view(body: Mapping[str, Any], *, joined_detail: bool = True) -> dict[str, Any]:
     """``body`` (a response or tool result's JSON object) as the model is shown it."""
     out = {name: value for name, value in body.items() if name not in ENVELOPE_FIELDS}
     feedback = out.get("recovery_feedback")
@@ -35,12 +40,19 @@ def model_view(body: Mapping[str, Any]) -> dict[str, Any]:
                 else {}
             ),
         }
+        if not joined_detail and isinstance(suggestions, list) and suggestions:
+            messages = [s.get("message") for s in suggestions if isinstance(s, Mapping)]
+            texts = [m for m in messages if isinstance(m, str)]
+            if len(texts) == len(suggestions) and out.get("detail") == "; ".join(texts):
+                del out["detail"]
     return out
 
 
-def model_text(body: Mapping[str, Any]) -> str:
+def model_text(body: Mapping[str, Any], *, joined_detail: bool = True) -> str:
     """``model_view(body)`` as the JSON text a prompt quotes (sorted keys, UTF-8)."""
-    return json.dumps(model_view(body), sort_keys=True, ensure_ascii=False)
+    return json.dumps(
+        model_view(body, joined_detail=joined_detail), sort_keys=True, ensure_ascii=False
+    )
 
 
 def _suggestion(item: Any) -> Any:

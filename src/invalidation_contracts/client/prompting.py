@@ -4,7 +4,8 @@ Pure functions from memory to prompt text, deterministic byte for byte (the gold
 
 - L2 adds ``L2_SENTENCE`` to the system prompt; the memory block is an instruction list of fixes.
 - L3 keeps the sentence and presents each fix as an amendment already applied to the task input,
-  so the planner reads one description of the request rather than a request plus a correction.
+  so the planner reads one description of the request rather than a request plus a correction;
+  without a draft (nothing to apply it to yet) the block says the values are still to be put in.
 
 Levels above L3 are wire levels and consume as L3 (L3 subsumes L2). Below L2 the block is the same
 instruction list, without the sentence.
@@ -29,6 +30,10 @@ L2_SENTENCE = (
 
 INSTRUCTION_HEADER = "Previously learned fixes for this API (apply each one whose condition holds):"
 AMENDED_HEADER = "Amended input (already applied; send these values as they are):"
+#: L3 before the model has drafted anything (a framework's instructions): nothing is applied yet.
+DRAFTLESS_HEADER = (
+    "Amended input (not applied yet; put these values in your request when their condition holds):"
+)
 
 _VERBS = {
     Action.ADD_FIELD: "add parameters {} to the request",
@@ -58,7 +63,8 @@ def render_memory_block(
     """The memory block for ``fixes`` (entries or suggestions), in their order; ``""`` for none.
 
     At L3+ with a ``draft`` (the task's request values), each amended field says whether it was
-    added or what it replaces.
+    added or what it replaces; without one, the block says nothing is applied yet (it is true
+    for a prompt written before the model drafts a call).
     """
     suggestions = memory_suggestions(fixes)
     if not suggestions:
@@ -114,7 +120,7 @@ def _instruction_block(suggestions: Sequence[Suggestion]) -> str:
 
 
 def _amended_block(suggestions: Sequence[Suggestion], draft: Mapping[str, Any] | None) -> str:
-    lines = [AMENDED_HEADER]
+    lines = [AMENDED_HEADER if draft is not None else DRAFTLESS_HEADER]
     for s in suggestions:
         condition = _condition(s)
         for name in sorted(s.parameters):

@@ -78,6 +78,22 @@ class Serving:
         call = yield from self.calls.run(origin, episode, work, operation=operation)
         return Lookup(call.result, tuple(call.tx.events), call.needs)
 
+    def fixes_for(self, origin: str, episode: int | None, operation: str) -> Steps[Lookup]:
+        """Every entry of ``operation`` a lookup could serve, whatever the draft: what a prompt
+        written before the model has drafted anything may list (L2). Not counted as a lookup."""
+
+        def work(tx: Ledger) -> tuple[MemoryEntry, ...]:
+            if not self.strategy.stores:
+                return ()
+            mine = [entry for entry in tx.index if entry.key.operation == operation]
+            served = [entry for entry in mine if self._serves(tx, entry)]
+            for entry in served:
+                tx.emit(Served(origin=origin, episode=tx.episode, entry_id=entry.id, key=entry.key))
+            return tuple(served)
+
+        call = yield from self.calls.run(origin, episode, work, operation=operation)
+        return Lookup(call.result, tuple(call.tx.events))
+
     def _serves(self, tx: Ledger, entry: MemoryEntry) -> bool:
         """Whether a lookup may serve a matching entry (quarantining or evicting it otherwise)."""
         if not entry.key.scope_items and not entry.suggestion.origin_wide:

@@ -43,6 +43,7 @@ from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, sett
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
 from .stores import StoreError
+from .watch import Watches, WatchOptions, watch_options
 
 CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
@@ -269,11 +270,13 @@ class ContractTransport(httpx.BaseTransport):
         listener: Callable[[MemoryEvent], None] | None = None,
         confirm: Iterable[str] = (),
         confirm_headers: Mapping[str, str] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.HTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
         self._opening = _Opening(tuple(confirm), confirm_headers)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     def __enter__(self) -> ContractTransport:
         self.wrapped.__enter__()
@@ -315,6 +318,7 @@ class ContractTransport(httpx.BaseTransport):
             contract.emit(failed, request)
         contract.emit(obs, request)
         self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request)
         return response
 
     def fulfil(
@@ -373,6 +377,7 @@ class ContractTransport(httpx.BaseTransport):
         return obs.needs
 
     def close(self) -> None:
+        self.watches.close()
         self.wrapped.close()
 
 
@@ -390,11 +395,13 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         listener: Callable[[MemoryEvent], None] | None = None,
         confirm: Iterable[str] = (),
         confirm_headers: Mapping[str, str] | None = None,
+        watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
         self._opening = _Opening(tuple(confirm), confirm_headers)
+        self.watches = Watches(self, watch_options(watch), listener)
 
     async def __aenter__(self) -> AsyncContractTransport:
         await self.wrapped.__aenter__()
@@ -435,6 +442,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             contract.emit(failed, request)
         contract.emit(obs, request)
         await self._rounds(obs.needs, request)
+        self.watches.ensure(origin, request, asynchronous=True)
         return response
 
     async def fulfil(
@@ -492,6 +500,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         return obs.needs
 
     async def aclose(self) -> None:
+        await self.watches.aclose()
         await self.wrapped.aclose()
 
 
@@ -502,6 +511,7 @@ def contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.Client:
     """An ``httpx.Client`` whose responses feed ``memory``; ``client_kwargs`` go to the client.
@@ -517,6 +527,7 @@ def contract_client(
         conditional=conditional,
         listener=listener,
         **_opening_of(origin_of, client_kwargs),
+        watch=watch,
     )
     return httpx.Client(transport=wrapped, **client_kwargs)
 
@@ -528,6 +539,7 @@ def async_contract_client(
     origin_of: Callable[[httpx.URL], str] = default_origin,
     conditional: bool = True,
     listener: Callable[[MemoryEvent], None] | None = None,
+    watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` whose responses feed ``memory``; ``client_kwargs`` go to it.
@@ -542,6 +554,7 @@ def async_contract_client(
         conditional=conditional,
         listener=listener,
         **_opening_of(origin_of, client_kwargs),
+        watch=watch,
     )
     return httpx.AsyncClient(transport=wrapped, **client_kwargs)
 
@@ -621,10 +634,6 @@ def _timeout(template: httpx.Request) -> dict[str, Any]:
     return {"timeout": timeout} if timeout is not None else {}
 
 
-def _unique(needs: Iterable[Need]) -> list[Need]:
-    return list(dict.fromkeys(needs))
-
-
 def need_loop(
     needs: tuple[Need, ...],
 ) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
@@ -634,14 +643,14 @@ def need_loop(
     outstanding: list[Need] = []
     for _ in range(MAX_NEED_ROUNDS):
         follow: list[Need] = []
-        for need in _unique(needs):
+        for need in dict.fromkeys(needs):
             answered = yield need
             if answered is None:
                 outstanding.append(need)
             else:
                 follow.extend(answered)
         needs = tuple(follow)
-    return tuple(_unique([*outstanding, *needs]))
+    return tuple(dict.fromkeys([*outstanding, *needs]))
 
 
 def _template(

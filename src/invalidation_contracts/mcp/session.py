@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Self, cast
 
@@ -34,13 +34,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..client.entries import MemoryEntry
 from ..client.events import Ignored, MemoryEvent, Need, Observation
-from ..client.memory import FixMemory, Lookup, PatchOutcome
-from ..client.modelview import model_text
-from ..client.prompting import Consumption, consumption
+from ..client.memory import FixMemory
+from ..client.modelview import model_text, model_view
 from ..client.transport import need_loop
-from ..protocol.levels import Level
 from ..protocol.wirecost import WireCost
-from . import names
+from . import calls, names
 from .origins import named_origin, target_origin
 from .results import read_resource_result, read_tool_result
 from .watch import Watcher, follow
@@ -72,16 +70,26 @@ class ToolReply:
 
     @property
     def for_model(self) -> str:
-        """The result as the model is shown it: the structured content without the contract's
+        """The result as the model is shown it: the contract answer without the contract's
         metadata (``client.modelview``), else the result's text."""
         if self.body:
-            return model_text(self.body)
+            return model_text(self.body, joined_detail=False)
         return "\n".join(
             block.text for block in self.result.content if isinstance(block, types.TextContent)
         )
 
+    def to_call_tool_result(self) -> types.CallToolResult:
+        """The model view as a ``CallToolResult`` (for a framework that shows results as they
+        are): ``for_model`` as its text, the model view as its structured content, no
+        ``_meta``."""
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=self.for_model)],
+            structured_content=model_view(self.body, joined_detail=False) if self.body else None,
+            is_error=self.is_error,
+        )
 
-class ContractSession:
+
+class ContractSession(calls.AgentCalls):
     """An entered ``ClientSession`` whose tool results feed ``memory``.
 
     ``origin``: the memory's key for this server; ``connect`` binds it to the transport target
@@ -91,7 +99,13 @@ class ContractSession:
     the tables moved since. ``watch``: follow ``resources/updated`` for the versions (eager
     detection without polling; only for strategies that invalidate). ``listener``: given every
     memory event, the ones notifications cause included; ``watch_listener``: given only those
-    (the events of no call, e.g. an eviction between two episodes).
+    (the events of no call, e.g. an eviction between two episodes). ``apply``: how ``hook``
+    uses the fixes, ``"client"`` (patched into the arguments) or ``"model"`` (shown in the
+    prompt, ``fixes_for``).
+
+    ``session`` may be one a framework opened (PydanticAI's, the Agents SDK's): any entered
+    ``ClientSession``. On a connection before 2026-07-28, route its message handler to
+    ``on_message`` so ``resources/updated`` reaches the watcher (``connect`` does).
     """
 
     def __init__(
@@ -104,7 +118,9 @@ class ContractSession:
         watch: bool = True,
         listener: Listener | None = None,
         watch_listener: Listener | None = None,
+        apply: str = "client",
     ) -> None:
+        self.apply = calls.check_apply(apply)
         self.session = session
         self.memory = memory
         self.conditional = conditional
@@ -163,41 +179,6 @@ class ContractSession:
         if patchable:
             await anyio.to_thread.run_sync(self.memory.set_patchable, self.origin, patchable)
         return list(listing.tools)
-
-    async def lookup(
-        self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
-    ) -> Lookup:
-        """The fixes of ``tool`` whose scope matches ``arguments`` (with the lookup's events)."""
-        return await self.memory.alookup(self.origin, arguments, episode=episode, operation=tool)
-
-    async def relevant(
-        self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
-    ) -> list[MemoryEntry]:
-        """The fixes to inject into a call of ``tool`` with ``arguments``."""
-        return list((await self.lookup(tool, arguments, episode=episode)).entries)
-
-    @staticmethod
-    def prompt(
-        base_system: str,
-        entries: Sequence[MemoryEntry],
-        level: Level | int | str,
-        draft: Mapping[str, Any] | None = None,
-    ) -> Consumption:
-        """The system prompt and memory block for ``entries`` at consumption level L2 or L3."""
-        return consumption(base_system, entries, level, draft)
-
-    async def apply_patches(
-        self,
-        tool: str,
-        arguments: Mapping[str, Any],
-        entries: Sequence[MemoryEntry],
-        *,
-        episode: int | None = None,
-    ) -> PatchOutcome:
-        """Client apply mode: the fixes' cached patches applied to a copy of the arguments."""
-        return await self.memory.aapply_patches(
-            self.origin, arguments, entries, episode=episode, operation=tool
-        )
 
     async def confirm(self, *, listener: Listener | None = None) -> tuple[Need, ...]:
         """Confirm the origin before its fixes are served (``client.confirmation``): what moved
@@ -420,6 +401,7 @@ async def connect(
     watch: bool = True,
     listener: Listener | None = None,
     watch_listener: Listener | None = None,
+    apply: str = "client",
     **client_options: Any,
 ) -> AsyncIterator[ContractSession]:
     """Connect to ``server`` with the SDK's ``Client`` (a URL: streamable HTTP; a
@@ -444,6 +426,7 @@ async def connect(
             watch=watch,
             listener=listener,
             watch_listener=watch_listener,
+            apply=apply,
         )
         wired.append(contract)
         async with contract:

@@ -8,7 +8,8 @@ with the problem document.
 
 Where the answer goes is the envelope. ``meta`` (the default): the whole answer, contract
 included, is the result's ``_meta`` ``names.CONTRACT``; the structured content and the text are
-its model view (``client.modelview``: no contract metadata), so a host that shows results to the
+its model view (``client.modelview``: no contract metadata, no detail that only repeats the
+suggestions' messages), so a host that shows results to the
 model as they are shows it only what it acts on. ``inline`` (0.1's wire form, for 0.1 clients):
 the answer is the structured content and the text.
 """
@@ -91,7 +92,8 @@ def tool_result(
         structured, text = wire, body.to_json().decode()
     else:
         meta[names.CONTRACT] = wire
-        structured, text = model_view(wire), model_text(wire)
+        structured = model_view(wire, joined_detail=False)
+        text = model_text(wire, joined_detail=False)
     if since is not None:
         meta[names.key_for(names.SINCE, envelope)] = since
     if signature is not None:

@@ -20,6 +20,9 @@ require_extra("server", "fastapi", "uvicorn")
 import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
+#: Seconds a stopping server waits for open responses (watch streams never end by themselves).
+GRACEFUL_SHUTDOWN_S = 5
+
 
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket as uvicorn makes one (``TCP_NODELAY`` reaches every connection)."""
@@ -67,7 +70,13 @@ def serve(
     listener = listen(host, port)
     if listening is not None:
         listening(address_of(listener))
-    config = uvicorn.Config(app, log_level=log_level, workers=workers, factory=factory)
+    config = uvicorn.Config(
+        app,
+        log_level=log_level,
+        workers=workers,
+        factory=factory,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+    )
     with listener:
         if workers == 1:
             uvicorn.Server(config).run(sockets=[listener])

@@ -1,0 +1,101 @@
+"""The pieces adapters stand on: the call hook, the model-view result, draft-less fixes, and a
+``ContractSession`` over a session someone else opened. Real SDK client and server, in process."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+from tests.mcp.conftest import TOOL, run
+
+from invalidation_contracts.client import FixMemory
+from invalidation_contracts.mcp import ContractSession, connect
+from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
+
+pytestmark = pytest.mark.mcp
+
+
+def test_the_hook_answers_the_model_view_and_whether_it_is_an_error(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> list[tuple[str, bool]]:
+        async with connect(server, FixMemory("row")) as tools:
+            return [await tools.hook(TOOL, growth), await tools.hook(TOOL, growth)]
+
+    (first, failed), (second, ok) = run(body)
+
+    assert failed and "SUMMERSALE25" in first and not set(ENVELOPE_FIELDS) & set(json.loads(first))
+    assert not ok and json.loads(second)["success"] is True  # the fix was patched in
+
+
+def test_in_model_mode_the_hook_sends_the_arguments_as_they_are(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[bool, int]:
+        async with connect(server, FixMemory("row"), apply="model") as tools:
+            await tools.hook(TOOL, growth)
+            _, failed = await tools.hook(TOOL, growth)  # the model did not add the code
+            fixed = await tools.answer(TOOL, {**growth, "promo_code": "SUMMERSALE25"})
+            return failed, fixed.status
+
+    failed, status = run(body)
+
+    assert failed  # nothing was patched in
+    assert status == 200  # the model applied the fix it was shown
+
+
+def test_an_unknown_apply_mode_is_refused(server):
+    async def body() -> None:
+        async with Client(server) as client:
+            with pytest.raises(ValueError, match="apply must be one of"):
+                ContractSession(client.session, FixMemory("row"), apply="auto")
+
+    run(body)
+
+
+def test_a_reply_converts_to_a_result_that_carries_only_the_model_view(server, acme):
+    async def body() -> tuple[types.CallToolResult, str]:
+        async with connect(server, FixMemory("row")) as tools:
+            reply = await tools.call_tool(TOOL, acme.family("governed-partner-growth").draft())
+            return reply.to_call_tool_result(), reply.for_model
+
+    result, for_model = run(body)
+
+    (text,) = result.content
+    assert isinstance(text, types.TextContent) and text.text == for_model
+    assert result.is_error and result.meta is None
+    assert result.structured_content == json.loads(for_model)
+
+
+def test_fixes_for_a_tool_lists_what_a_prompt_before_any_draft_may_show(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+    starter = acme.family("plain-starter-monthly").draft()
+
+    async def body() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        async with connect(server, FixMemory("row")) as tools:
+            await tools.call_tool(TOOL, growth)
+            await tools.call_tool(TOOL, starter)
+            fixes = await tools.fixes_for(TOOL)
+            other = await tools.fixes_for("another_tool")
+            return [e.suggestion.parameters for e in fixes], [e.key.scope for e in other]
+
+    assert run(body) == ([{"promo_code": "SUMMERSALE25"}], [])
+
+
+def test_a_contract_session_wraps_a_session_a_framework_opened(server, acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> str:
+        async with Client(server) as client:  # the framework's connection
+            async with ContractSession(client.session, memory) as tools:
+                await tools.hook(TOOL, growth)
+            # the framework's session outlives the wrapper and still works
+            result = await client.call_tool(TOOL, {**growth, "promo_code": "SUMMERSALE25"})
+            return "ok" if not result.is_error else "error"
+
+    assert run(body) == "ok"
+    assert [e.type for e in memory.entries("mcp://acme_billing")] == ["ADD_REQUIRED_PROMO_CODE"]
