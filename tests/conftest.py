@@ -1,7 +1,8 @@
 """Suite-wide settings.
 
 - Under CI, property tests draw the same examples on every run.
-- Tests of real components carry a marker (``postgres``, ``real_model``, ``workers``, ``mcp``).
+- Tests of real components carry a marker (``postgres``, ``real_model``, ``workers``, ``mcp``,
+  ``frameworks``).
   Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
   prove the real path, not skip it.
 - ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
@@ -21,7 +22,15 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 #: Markers of tests that need a real component; skipping one under CI fails the run.
-REAL_COMPONENT_MARKERS = ("postgres", "real_model", "workers", "mcp", "watch")
+REAL_COMPONENT_MARKERS = (
+    "postgres",
+    "real_model",
+    "workers",
+    "mcp",
+    "watch",
+    "browser",
+    "frameworks",
+)
 
 
 def _in_ci() -> bool:

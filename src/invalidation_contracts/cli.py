@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from ._extras import MissingExtra
+from .private_files import PrivateFileError, exposure, write_private
 
 if TYPE_CHECKING:
     from .bench.grid import Grid
@@ -215,6 +216,9 @@ def _admin_token(args: argparse.Namespace) -> str | None:
 
     path: Path | None = args.admin_token_file
     if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the admin token file {exposed}", file=sys.stderr)
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -437,13 +441,14 @@ def _keygen(args: argparse.Namespace) -> int:
     ed25519 = _ed25519()
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-    if args.out.exists():
-        raise CommandError(f"{args.out} exists; refusing to overwrite a key")
+    if os.path.lexists(args.out):
+        raise CommandError(f"{args.out} exists (or is a link); refusing to overwrite a key")
     key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     try:
-        args.out.write_bytes(pem)
-        args.out.chmod(0o600)
+        write_private(args.out, pem)
+    except PrivateFileError as exc:
+        raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     print(f"key id {args.out.stem}; public key (give it to clients): {public_key_text(key)}")
@@ -1129,6 +1134,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1136,6 +1147,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 

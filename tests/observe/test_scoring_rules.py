@@ -117,3 +117,22 @@ def test_a_request_without_a_token_is_keyed_by_its_address():
 def test_bounds_below_one_are_refused(bad):
     with pytest.raises(ValueError):
         ClientScores(max_attempts=bad)
+
+
+def test_the_totals_are_exported_as_counters_and_outlive_forgotten_clients(readings):
+    app = create_app(make_domain(), admin_token=TOKEN)
+    scores = ClientScores(max_clients=1)
+    instrument(
+        app,
+        app.state.service,
+        prometheus=False,
+        meter_provider=readings.meter_provider,
+        scores=scores,
+        client_key=ClientKey.header("X-Client", secret=b"k"),
+    )
+    with TestClient(app) as client:
+        for name in "ab":
+            client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+    assert len(scores.snapshot()) == 1
+    assert readings.value("invalidation_contracts.clients.episodes") == 2
+    assert readings.value("invalidation_contracts.clients.first_try") == 2

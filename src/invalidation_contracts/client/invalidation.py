@@ -34,6 +34,12 @@ class Invalidation:
         old_epoch = fold.epoch_moved(contract.contract_epoch)
         if old_epoch is not None:
             self.resync(tx, f"contract_epoch moved from {old_epoch} to {contract.contract_epoch}")
+        elif fold.behind(contract, delta_since):
+            self.resync(
+                tx,
+                f"the server's head {contract.contract_seq} is behind the position "
+                f"{delta_since} it was sent, in the same epoch (a restored history)",
+            )
         reading = fold.read(contract, delta_since)
         if reading is None:
             return  # an older response than the memory's position: nothing new in it

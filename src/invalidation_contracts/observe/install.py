@@ -1,9 +1,10 @@
-"""``instrument``: turn a contract service's telemetry on, and serve its metrics route.
+"""``instrument``: turn a contract service's telemetry on, and serve its operator routes.
 
 ``instrument(app, service)`` attaches a ``ProviderTelemetry`` to the service's provider and
-registry and adds ``GET {prefix}/contract/metrics`` (the Prometheus text format, admin token
-required) to ``app``. Works for ``create_app``'s app and for an existing app that includes the
-service's routers (pass the same ``prefix``). Without it, a provider records nothing at all.
+registry and adds ``GET {prefix}/contract/metrics`` (the Prometheus text format) and the operator
+page (``GET {prefix}/contract/operator``), both behind the admin token, to ``app``. Works for
+``create_app``'s app and for an existing app that includes the service's routers (pass the same
+``prefix``). Without it, a provider records nothing at all.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ def instrument(
     journal: ChangeJournal | None = None,
     client_key: ClientKey | None = None,
     scores: ClientScores | None = None,
+    page: bool = True,
 ) -> Observability:
     """Instrument ``service`` (a ``ContractService``) and add its metrics route to ``app``.
 
@@ -71,7 +73,8 @@ def instrument(
     share it; False for no route (``meter_provider``, else the global one, e.g. OTLP).
     ``client_key``: how a request names its client for the per-client scores (default: a keyed
     hash of the bearer token, else the address); ``scores``: the ``ClientScores`` to fold into
-    (default: a new one, 5 attempts per episode).
+    (default: a new one, 5 attempts per episode). ``page``: serve the operator page at
+    ``GET {prefix}/contract/operator`` (admin token; ``observe.page``).
     """
     exposition = None
     if prometheus is True:
@@ -90,6 +93,7 @@ def instrument(
     )
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
+    telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(
             current_client(), route, request, state, refusal.findings if refusal else ()
@@ -102,6 +106,10 @@ def instrument(
         app.add_middleware(ClientKeyMiddleware, key=client_key)
     if exposition is not None and app is not None:
         app.include_router(metrics_router(service, exposition, prefix=prefix))
+    if page and app is not None:
+        from .page import operator_router
+
+        app.include_router(operator_router(service, observed, prefix=prefix))
     app_state = getattr(app, "state", None)
     if app_state is not None:
         app_state.observability = observed

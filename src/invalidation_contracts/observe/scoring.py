@@ -114,6 +114,7 @@ class ClientScores:
         self.max_clients = max_clients
         self.max_fixes = max_fixes
         self._clients: OrderedDict[str, _Client] = OrderedDict()
+        self._totals = ClientFigures()
         self._lock = threading.Lock()
 
     def checked(
@@ -127,24 +128,43 @@ class ClientScores:
         """One valid request of ``client`` and the findings it drew (none: it passed)."""
         with self._lock:
             known = self._client(client)
-            figures = known.figures
-            figures.requests += 1
-            streak = known.streak.get(route.path, 0)
-            opening = streak == 0 or streak >= self.max_attempts
-            if opening:
-                figures.episodes += 1
-                figures.stale_injections += self._stale(known, route, request, state)
-                if not findings:
-                    figures.first_try += 1
-            else:
-                figures.retries += 1
-            if findings:
-                figures.refused += 1
-                known.streak[route.path] = 1 if opening else streak + 1
-                for finding in findings:
-                    self._teach(known, Taught.of(finding))
-            else:
-                known.streak.pop(route.path, None)
+            before = ClientFigures(**vars(known.figures))
+            self._fold(known, route, request, state, findings)
+            for name, value in vars(known.figures).items():
+                moved = value - getattr(before, name)
+                setattr(self._totals, name, getattr(self._totals, name) + moved)
+
+    def totals(self) -> ClientFigures:
+        """Every client's figures summed, forgotten clients included (for counters)."""
+        with self._lock:
+            return ClientFigures(**vars(self._totals))
+
+    def _fold(
+        self,
+        known: _Client,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        findings: tuple[Finding, ...],
+    ) -> None:
+        figures = known.figures
+        figures.requests += 1
+        streak = known.streak.get(route.path, 0)
+        opening = streak == 0 or streak >= self.max_attempts
+        if opening:
+            figures.episodes += 1
+            figures.stale_injections += self._stale(known, route, request, state)
+            if not findings:
+                figures.first_try += 1
+        else:
+            figures.retries += 1
+        if findings:
+            figures.refused += 1
+            known.streak[route.path] = 1 if opening else streak + 1
+            for finding in findings:
+                self._teach(known, Taught.of(finding))
+        else:
+            known.streak.pop(route.path, None)
 
     def figures(self, client: str) -> ClientFigures | None:
         with self._lock:

@@ -22,6 +22,7 @@ from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, ca
 from .declare import BoundTable, bind
 from .engine import make_engine
 from .images import CaptureBatch, Quarantined, key_text, row_value
+from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 
 require_extra("sql", "sqlalchemy")
 
@@ -46,8 +47,16 @@ class SQLSource:
         *,
         name: str = "sql",
         capture_schema: str = DEFAULT_CAPTURE_SCHEMA,
+        install: InstallMode = "auto",
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
     ) -> None:
-        """``database``: a URL (an engine is made and owned) or an engine (the caller's)."""
+        """``database``: a URL (an engine is made and owned) or an engine (the caller's).
+
+        ``install``: ``"auto"`` installs a stale capture at open; ``"check"`` refuses to open
+        (run ``invalidation-contracts db upgrade`` first). ``lock_timeout_s`` bounds each install's
+        wait for a table's lock (PostgreSQL)."""
+        self.install: InstallMode = install
+        self.lock_timeout_s = lock_timeout_s
         self._owned = not isinstance(database, Engine)
         self.engine = make_engine(database) if not isinstance(database, Engine) else database
         self.name = name
@@ -61,14 +70,37 @@ class SQLSource:
         return self.dialect.by_transaction
 
     def open(self) -> None:
-        """Check every declaration (``DeclarationError``) and install the capture triggers."""
-        try:
+        """Check every declaration (``DeclarationError``) and install the capture where stale.
+
+        Installs nothing (and takes no lock) when every table's capture is current; with
+        ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
+        """
+        self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
+        self.upgrade(mode=self.install)
+
+    def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
+        """Install the capture where it is stale (``db upgrade``); the tables installed."""
+        if not self.bound:
             self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
-            with self._connect(write=True) as conn, conn.begin():
-                self.dialect.install(conn, list(self.bound.values()))
+        try:
+            return ensure_installed(
+                lambda: self._connect(write=True),
+                self.dialect,
+                list(self.bound.values()),
+                mode=mode,
+                lock_timeout_s=self.lock_timeout_s,
+            )
+        except CaptureOutdated as exc:
+            raise SourceError(f"{self._where()}: {exc}") from None
         except SQLAlchemyError as exc:
+            hint = ""
+            if "lock timeout" in str(exc):
+                hint = (
+                    f"; a transaction held a declared table for over {self.lock_timeout_s:g} s."
+                    " Retry, or run `invalidation-contracts db upgrade` at a quiet moment"
+                )
             raise SourceError(
-                f"{self._where()}: cannot install the change capture ({_reason(exc)})"
+                f"{self._where()}: cannot install the change capture ({_reason(exc)}){hint}"
             ) from exc
 
     def load(self) -> tuple[dict[str, Snapshot], int]:
