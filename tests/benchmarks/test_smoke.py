@@ -11,12 +11,20 @@ from benchmarks import __main__ as cli
 from benchmarks import (
     client_cost,
     harness_throughput,
+    observe_overhead,
     provider_load,
     reload_cost,
     wire_cost,
 )
 
-STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
+STUDIES = [
+    wire_cost,
+    provider_load,
+    reload_cost,
+    client_cost,
+    harness_throughput,
+    observe_overhead,
+]
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda m: m.NAME)
