@@ -1,4 +1,4 @@
-"""Study 8 — membership dependencies: row precision on a stream whose errors list valid keys, and
+"""Study — membership dependencies: row precision on a stream whose errors list valid keys, and
 the cost of key-set tracking on the provider's failure path.
 
 The domain is a card wallet in the style of ``docs/examples/wrapped_validator.py``: a payment with
