@@ -30,9 +30,7 @@ from .errors import Handler, ProblemRoute, answer, problem_of, wire
 from .headers import CONTRACT_SINCE, strict_epoch, strict_since
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
-
-STATE_ATTRIBUTE = "contract_state"
-"""``request.state.contract_state``: the registry state the request was checked against."""
+from .snapshot import STATE_ATTRIBUTE
 
 
 class ContractRoute(ProblemRoute):
