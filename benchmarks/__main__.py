@@ -24,7 +24,9 @@ from typing import Any
 
 from . import (
     client_cost,
+    dependencies,
     harness_throughput,
+    observe_overhead,
     production,
     provider_load,
     reload_cost,
@@ -42,6 +44,8 @@ MODULES: tuple[ModuleType, ...] = (
     harness_throughput,
     serve_latency,
     production,
+    observe_overhead,
+    dependencies,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
