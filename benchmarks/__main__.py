@@ -24,6 +24,7 @@ from typing import Any
 
 from . import (
     client_cost,
+    dependencies,
     harness_throughput,
     observe_overhead,
     production,
@@ -44,6 +45,7 @@ MODULES: tuple[ModuleType, ...] = (
     serve_latency,
     production,
     observe_overhead,
+    dependencies,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -10,6 +10,7 @@ import pytest
 from benchmarks import __main__ as cli
 from benchmarks import (
     client_cost,
+    dependencies,
     harness_throughput,
     observe_overhead,
     provider_load,
@@ -24,6 +25,7 @@ STUDIES = [
     client_cost,
     harness_throughput,
     observe_overhead,
+    dependencies,
 ]
 
 

@@ -23,6 +23,7 @@ from .declare import BoundTable, bind
 from .engine import make_engine
 from .images import CaptureBatch, Quarantined, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
+from .upsert import write_rows
 
 require_extra("sql", "sqlalchemy")
 
@@ -206,7 +207,10 @@ class SQLSource:
                         sql_table.delete().where(*(sql_table.c[k] == values[k] for k in key_names))
                     )
                 if rows:
-                    conn.execute(self._upsert(sql_table, key_names, sorted(allowed)), rows)
+                    upsert = self._upsert(sql_table, key_names, sorted(allowed))
+                    write_rows(
+                        conn, sql_table, key_names, sorted(allowed), rows, table.where, upsert
+                    )
                 if version is not None:
                     self.dialect.record_version(conn, name, version)
                 return self.dialect.transaction_id(conn)
