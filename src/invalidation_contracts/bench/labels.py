@@ -89,8 +89,8 @@ def apply_event(catalog: DomainCatalog, registry: Registry, event: DriftEvent) -
         result = registry.reload(snap.table, snap.rows, event.version or snap.version)
         return bool(result.diff)
     assert event.rules is not None
-    result = registry.set_rules(catalog.read_rule_set(event.rules))
-    return bool(result.added or result.removed)
+    changed = registry.set_rules(catalog.read_rule_set(event.rules))
+    return bool(changed.added or changed.removed)
 
 
 def check_labels(scenario: Scenario, catalog: DomainCatalog) -> list[str]:
