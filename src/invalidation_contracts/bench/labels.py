@@ -86,11 +86,11 @@ def apply_event(catalog: DomainCatalog, registry: Registry, event: DriftEvent) -
     """Apply one drift event as the harness does; whether any row or rule changed."""
     if event.table is not None and event.snapshot is not None:
         snap = catalog.read_snapshot(event.snapshot)
-        result = registry.reload(snap.table, snap.rows, event.version or snap.version)
-        return bool(result.diff)
+        reloaded = registry.reload(snap.table, snap.rows, event.version or snap.version)
+        return bool(reloaded.diff)
     assert event.rules is not None
-    changed = registry.set_rules(catalog.read_rule_set(event.rules))
-    return bool(changed.added or changed.removed)
+    ruled = registry.set_rules(catalog.read_rule_set(event.rules))
+    return bool(ruled.added or ruled.removed)
 
 
 def check_labels(scenario: Scenario, catalog: DomainCatalog) -> list[str]:
