@@ -29,6 +29,7 @@ from . import (
     observe_overhead,
     production,
     provider_load,
+    recovery,
     reload_cost,
     serve_latency,
     wire_cost,
@@ -46,6 +47,7 @@ MODULES: tuple[ModuleType, ...] = (
     production,
     observe_overhead,
     dependencies,
+    recovery,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
