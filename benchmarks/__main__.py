@@ -27,6 +27,7 @@ from . import (
     harness_throughput,
     production,
     provider_load,
+    push_contention,
     reload_cost,
     serve_latency,
     wire_cost,
@@ -42,6 +43,7 @@ MODULES: tuple[ModuleType, ...] = (
     harness_throughput,
     serve_latency,
     production,
+    push_contention,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
