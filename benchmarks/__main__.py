@@ -24,7 +24,9 @@ from typing import Any
 
 from . import (
     client_cost,
+    dependencies,
     harness_throughput,
+    observe_overhead,
     production,
     provider_load,
     push_contention,
@@ -43,6 +45,8 @@ MODULES: tuple[ModuleType, ...] = (
     harness_throughput,
     serve_latency,
     production,
+    observe_overhead,
+    dependencies,
     push_contention,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}

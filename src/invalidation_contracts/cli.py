@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from ._extras import MissingExtra
+from .private_files import PrivateFileError, exposure, write_private
 
 if TYPE_CHECKING:
     from .bench.grid import Grid
@@ -215,6 +216,9 @@ def _admin_token(args: argparse.Namespace) -> str | None:
 
     path: Path | None = args.admin_token_file
     if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the admin token file {exposed}", file=sys.stderr)
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -299,13 +303,7 @@ def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="PATH|URL",
-        help="registry store: a SQLite file or a postgresql:// URL, shared by every worker "
-        "(default: memory)",
-    )
+    _add_history(p, "shared by every worker")
     p.add_argument(
         "--database",
         default=None,
@@ -332,11 +330,19 @@ def _add_service(sub: Subparsers) -> None:
         "--workers",
         type=_positive_int,
         default=1,
-        help="worker processes sharing one registry (default 1; more need --db)",
+        help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
+    )
+    p.add_argument(
+        "--max-lag",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a worker that has not confirmed it is current for this long answers 503 "
+        "(default 2; must exceed the 1 s heartbeat)",
     )
     p.add_argument(
         "--metrics",
@@ -386,6 +392,16 @@ def _add_service(sub: Subparsers) -> None:
             p.set_defaults(handler=_graph)
 
 
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
 def _level(text: str) -> int:
     from .protocol.levels import Level
 
@@ -419,13 +435,14 @@ def _keygen(args: argparse.Namespace) -> int:
     ed25519 = _ed25519()
     from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
-    if args.out.exists():
-        raise CommandError(f"{args.out} exists; refusing to overwrite a key")
+    if os.path.lexists(args.out):
+        raise CommandError(f"{args.out} exists (or is a link); refusing to overwrite a key")
     key = ed25519.Ed25519PrivateKey.generate()
     pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
     try:
-        args.out.write_bytes(pem)
-        args.out.chmod(0o600)
+        write_private(args.out, pem)
+    except PrivateFileError as exc:
+        raise CommandError(str(exc)) from None
     except OSError as exc:
         raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
     print(f"key id {args.out.stem}; public key (give it to clients): {public_key_text(key)}")
@@ -439,11 +456,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .server.http.launch import FACTORY, SPEC_ENV, AppSpec
     from .server.store import StorageError
 
-    if args.workers > 1 and args.db is None:
-        raise UsageError("--workers needs --db: workers share one registry store")
+    if args.workers > 1 and args.ephemeral:
+        raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
     if (args.declare or args.create_tables) and args.database is None:
         raise UsageError("--declare and --create-tables need --database")
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
+    store, notice = _history(args)
     token = _admin_token(args)
     if token:
         # Each worker reads the token from its environment, never from its argv.
@@ -458,7 +476,7 @@ def _serve(args: argparse.Namespace) -> int:
     spec = AppSpec(
         domain=args.domain,
         level=args.level,
-        store=str(args.db) if args.db is not None else None,
+        store=store,
         database=args.database,
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
@@ -466,6 +484,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
+        max_lag_s=args.max_lag,
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -480,6 +499,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot load the domain: {exc}") from exc
     except (StorageError, ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from exc
+    print(notice, file=sys.stderr)
     try:
         if args.workers == 1:
             _listen(app, args)
@@ -492,6 +512,42 @@ def _serve(args: argparse.Namespace) -> int:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise CommandError(f"cannot listen on {where}: {reason}") from None
     return 0
+
+
+def _add_history(p: argparse.ArgumentParser, shared: str) -> None:
+    """``--db`` and ``--ephemeral``: where the domain's contract history is kept."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help=f"registry store: a SQLite file or a postgresql:// URL, {shared} (default: "
+        "$XDG_STATE_HOME/invalidation-contracts/DOMAIN.sqlite, ~/.local/state/... without it)",
+    )
+    where.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the history in memory: it ends with the process (tests, demos); every "
+        "client's memory of this server is evicted at the next start",
+    )
+
+
+def _history(args: argparse.Namespace, domain: str | None = None) -> tuple[str | None, str]:
+    """The registry store to serve from (None: in memory), and the line that says so on stderr
+    once the store opened (a new history is said before the file exists)."""
+    from .server.store.location import default_registry, history_notice
+
+    if args.ephemeral:
+        target = None
+    elif args.db is not None:
+        target = str(args.db)
+    else:
+        if domain is None:
+            from .domains import get_domain
+
+            domain = get_domain(args.domain).name
+        target = str(default_registry(domain))
+    return target, f"invalidation-contracts: {history_notice(target)}"
 
 
 def _known_domain(name: str) -> None:
@@ -1020,13 +1076,7 @@ def _add_mcp(sub: Subparsers) -> None:
     )
     p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="PATH|URL",
-        help="registry store shared with other workers (SQLite file or postgresql:// URL; needs "
-        "the server extra; default: memory)",
-    )
+    _add_history(p, "shared with other workers, HTTP ones included")
     p.add_argument(
         "--transport",
         choices=("stdio", "http"),
@@ -1081,14 +1131,14 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     trust = _trust_options(args)
+    store, notice = _history(args, domain.name)
     try:
-        source, close = open_source(
-            domain, level=args.level, store=str(args.db) if args.db else None, trust=trust
-        )
+        source, close = open_source(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
         raise
     except (ValueError, RuntimeError, OSError) as exc:
         raise CommandError(str(exc)) from exc
+    print(notice, file=sys.stderr)
     try:
         serve_mcp(
             source,
@@ -1110,6 +1160,12 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_db(sub: Subparsers) -> None:
+    from .cli_db import add_db
+
+    add_db(sub)
+
+
 _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_bench,
     _add_schema,
@@ -1117,6 +1173,7 @@ _REGISTRARS: list[Callable[[Subparsers], None]] = [
     _add_service,
     _add_mcp,
     _add_memory,
+    _add_db,
 ]
 
 

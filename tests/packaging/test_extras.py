@@ -32,6 +32,11 @@ EDGE_DEPENDENCIES = (
     "opentelemetry",
     "prometheus_client",
     "selenium",
+    "pydantic_ai",
+    "fastmcp",
+    "agents",
+    "langchain_core",
+    "langgraph",
 )
 
 BLOCKER = """
@@ -81,6 +86,9 @@ else:
         ("invalidation_contracts.planners.openai", ("openai",), "openai"),
         ("invalidation_contracts.observe", ("opentelemetry",), "otel"),
         ("invalidation_contracts.observe.prometheus", ("prometheus_client",), "otel"),
+        ("invalidation_contracts.pydantic_ai", ("pydantic_ai",), "pydantic-ai"),
+        ("invalidation_contracts.openai_agents", ("agents",), "openai-agents"),
+        ("invalidation_contracts.langchain", ("langchain_core",), "langchain"),
     ],
 )
 def test_an_edge_module_without_its_extra_names_the_extra(module, blocked, extra):

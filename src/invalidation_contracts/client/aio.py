@@ -13,6 +13,7 @@ from typing import Any
 from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
+from .ledger import Ledger
 from .limits import Refusal
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
@@ -23,8 +24,8 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``, ``aanswer``,
-    ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
+    """``abegin_episode``, ``aneeds``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``,
+    ``aanswer``, ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
     strategy: Strategy
@@ -35,6 +36,10 @@ class AsyncCalls:
 
     async def abegin_episode(self, origin: str, episode: int) -> list[Need]:
         return await run_async(self.store, self._signals.begin_episode(origin, episode))
+
+    async def aneeds(self, origin: str) -> list[Need]:
+        call = await run_async(self.store, self._calls.run(origin, None, nothing))
+        return list(call.needs)
 
     async def alookup(
         self,
@@ -147,3 +152,7 @@ def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
     if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
     return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
+
+
+def nothing(tx: Ledger) -> None:
+    """A call that changes nothing: it only brings the replica current and reports the needs."""

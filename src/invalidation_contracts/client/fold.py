@@ -54,6 +54,24 @@ class ContractFold:
         old = self.state.epoch
         return old if epoch is not None and old is not None and epoch != old else None
 
+    def behind(self, contract: ContractFields, delta_since: int | None) -> bool:
+        """Whether the server's head is behind the position it was sent, in the state's epoch.
+
+        The server echoed ``Contract-Since: delta_since`` yet answered at a lower
+        ``contract_seq``: its history does not reach a position it once served (a restore). An
+        older response to a concurrent request is not this: its echo is its own, lower, position.
+        Like a 410, this is a resync (SPEC §3.1).
+        """
+        seq, epoch = contract.contract_seq, contract.contract_epoch
+        same_epoch = epoch is None or epoch == self.state.epoch
+        return (
+            self.state.known_seq is not None
+            and delta_since is not None
+            and seq is not None
+            and seq < delta_since
+            and same_epoch
+        )
+
     def read(self, contract: ContractFields, delta_since: int | None) -> StampReading | None:
         """Fold one response's fields; None when it is older than the state's position.
 

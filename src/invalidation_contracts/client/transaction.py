@@ -19,7 +19,16 @@ from typing import Any, Generic, TypeVar
 from ..protocol.position import valid_epoch, valid_seq
 from . import telemetry
 from .admission import Admission, Lesson
-from .events import FetchFailed, MemoryEvent, Need, Observation, PositionDropped, Refused
+from .confirmation import Confirmations
+from .events import (
+    FetchChanges,
+    FetchFailed,
+    MemoryEvent,
+    Need,
+    Observation,
+    PositionDropped,
+    Refused,
+)
 from .invalidation import Invalidation
 from .layout import commit_ops
 from .ledger import Ledger
@@ -42,6 +51,8 @@ class Call(Generic[T]):
     tx: Ledger
     result: T
     needs: tuple[Need, ...]
+    confirms: bool = False
+    """Once committed, the origin counts as confirmed (``Confirmations.settle``)."""
 
     @property
     def observation(self) -> Observation:
@@ -59,8 +70,12 @@ class Transactions:
         *,
         lock: threading.RLock,
         clock: Callable[[], float] = time.time,
+        confirmations: Confirmations | None = None,
     ) -> None:
         self.replicas = replicas
+        self.confirmations = (
+            confirmations if confirmations is not None else Confirmations(active=False)
+        )
         self.invalidation = invalidation
         self.admission = admission
         self.lock = lock
@@ -73,7 +88,9 @@ class Transactions:
         """The origin's replica, current with what is committed."""
         if not origin:
             raise ValueError("origin must be a non-empty string")
-        return (yield from self.replicas.fresh(origin))
+        replica = yield from self.replicas.fresh(origin)
+        self.confirmations.first_sight(origin, len(replica.index) > 0)
+        return replica
 
     def run(
         self,
@@ -97,6 +114,7 @@ class Transactions:
                 ):
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
+                    self.confirmations.settle(origin, call.confirms)
                     _log(tx.events)
                     telemetry.record(origin, tx.stats, tx.events)
                     return call
@@ -112,6 +130,7 @@ class Transactions:
             self.replicas.committed(replica, tx, base, total, flushed)
             with self.lock:
                 self._lessons[origin] = tx.lessons
+            self.confirmations.settle(origin, call.confirms)
             _log(tx.events)
             telemetry.record(origin, tx.stats, tx.events)
             return call
@@ -160,7 +179,13 @@ class Transactions:
             self.invalidation.resync(tx, detail)
         result = work(tx)
         self.settle(tx)
-        return Call(tx, result, tuple(self.invalidation.needs(tx)))
+        needs = self.invalidation.needs(tx)
+        if self.confirmations.pending(tx) and not any(
+            isinstance(need, FetchChanges) for need in needs
+        ):
+            needs.insert(0, self.confirmations.need(tx))
+        confirms = tx.confirmed or not len(tx.index)
+        return Call(tx, result, tuple(needs), confirms)
 
 
 def _invalid_position(tx: Ledger) -> str | None:

@@ -65,7 +65,7 @@ def serve_mcp(
         raise ValueError(f"transport must be stdio or http, not {transport!r}")
     import uvicorn
 
-    with socket.create_server((host, port)) as listener:
+    with listen(host, port) as listener:
         app = server.streamable_http_app(host=host)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
@@ -80,7 +80,7 @@ async def running_http(
     ``host:port`` (0: a free port); yields its URL, and stops it on exit."""
     import uvicorn
 
-    with socket.create_server((host, port)) as listener:
+    with listen(host, port) as listener:
         app = server.streamable_http_app(host=host)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         runner = uvicorn.Server(config)
@@ -103,6 +103,24 @@ async def running_http(
                 yield _url(host, listener)
             finally:
                 runner.should_exit = True
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A listening socket made with ``IPPROTO_TCP``, as ``serve``'s: asyncio sets
+    ``TCP_NODELAY`` on the connections of such a socket only, and without it each keep-alive
+    answer waits for Nagle's delayed ACK (reliability audit 2, N6: 48 ms instead of 4-8)."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 def _url(host: str, listener: socket.socket) -> str:

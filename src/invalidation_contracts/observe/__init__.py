@@ -1,25 +1,33 @@
 """Live instrumentation of the contract (an edge: the ``otel`` extra).
 
 Provider side: ``instrument(app, service)`` turns on ``ProviderTelemetry`` (OpenTelemetry metrics
-and spans) and serves ``GET /contract/metrics`` in the Prometheus format. Agent side: the fix
-memory reports through the global meter provider by itself (``client.telemetry``); nothing to
-call. docs/operators.md lists every metric.
+and spans) and serves ``GET /contract/metrics`` in the Prometheus format; ``ClientScores`` folds
+each client's requests (an opaque ``ClientKey``) into stale-injection and first-try figures.
+Agent side: the fix memory reports through the global meter provider by itself
+(``client.telemetry``); nothing to call. docs/operators.md lists every metric.
 """
 
 from __future__ import annotations
 
+from .clients import ClientKey, ClientKeyMiddleware, current_client
 from .install import METRICS_PATH, Observability, instrument, metrics_router
 from .journal import ChangeJournal, ChangeSet, RowDiff, TableMove
 from .provider import ProviderTelemetry
+from .scoring import ClientFigures, ClientScores
 
 __all__ = [
     "METRICS_PATH",
     "ChangeJournal",
     "ChangeSet",
+    "ClientFigures",
+    "ClientKey",
+    "ClientKeyMiddleware",
+    "ClientScores",
     "Observability",
     "ProviderTelemetry",
     "RowDiff",
     "TableMove",
+    "current_client",
     "instrument",
     "metrics_router",
 ]

@@ -1,9 +1,10 @@
-"""``instrument``: turn a contract service's telemetry on, and serve its metrics route.
+"""``instrument``: turn a contract service's telemetry on, and serve its operator routes.
 
 ``instrument(app, service)`` attaches a ``ProviderTelemetry`` to the service's provider and
-registry and adds ``GET {prefix}/contract/metrics`` (the Prometheus text format, admin token
-required) to ``app``. Works for ``create_app``'s app and for an existing app that includes the
-service's routers (pass the same ``prefix``). Without it, a provider records nothing at all.
+registry and adds ``GET {prefix}/contract/metrics`` (the Prometheus text format) and the operator
+page (``GET {prefix}/contract/operator``), both behind the admin token, to ``app``. Works for
+``create_app``'s app and for an existing app that includes the service's routers (pass the same
+``prefix``). Without it, a provider records nothing at all.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from ..protocol.models import Problem  # noqa: E402
 from ..server.http.auth import admin_dependency  # noqa: E402
 from ..server.http.errors import problem_route_class  # noqa: E402
 from ..server.http.openapi import AUTH_ERRORS, responses  # noqa: E402
+from .clients import ClientKey, ClientKeyMiddleware, current_client  # noqa: E402
 from .journal import ChangeJournal  # noqa: E402
 from .provider import ProviderTelemetry  # noqa: E402
+from .scoring import ClientScores  # noqa: E402
 
 METRICS_PATH = "/contract/metrics"
 
@@ -38,6 +41,8 @@ class Observability:
     telemetry: ProviderTelemetry
     prometheus: Any = None
     """The ``PrometheusExposition`` the metrics route reads (None: no route)."""
+    scores: ClientScores | None = None
+    """The per-client figures folded from the requests (paper §6.5)."""
     _undo: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -57,12 +62,19 @@ def instrument(
     meter_provider: metrics.MeterProvider | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     journal: ChangeJournal | None = None,
+    client_key: ClientKey | None = None,
+    scores: ClientScores | None = None,
+    page: bool = True,
 ) -> Observability:
     """Instrument ``service`` (a ``ContractService``) and add its metrics route to ``app``.
 
     ``prometheus``: True builds a ``PrometheusExposition`` whose meter provider the telemetry
     uses and whose output ``GET {prefix}/contract/metrics`` serves; an exposition you built to
     share it; False for no route (``meter_provider``, else the global one, e.g. OTLP).
+    ``client_key``: how a request names its client for the per-client scores (default: a keyed
+    hash of the bearer token, else the address); ``scores``: the ``ClientScores`` to fold into
+    (default: a new one, 5 attempts per episode). ``page``: serve the operator page at
+    ``GET {prefix}/contract/operator`` (admin token; ``observe.page``).
     """
     exposition = None
     if prometheus is True:
@@ -79,12 +91,25 @@ def instrument(
         tracer_provider=tracer_provider,
         journal=journal,
     )
-    observed = Observability(telemetry, exposition)
+    scores = scores if scores is not None else ClientScores()
+    observed = Observability(telemetry, exposition, scores)
+    telemetry.watch_scores(scores)
+    telemetry.check_hooks.append(
+        lambda route, request, state, refusal: scores.checked(
+            current_client(), route, request, state, refusal.findings if refusal else ()
+        )
+    )
     service.provider.telemetry = telemetry
     observed._undo.append(lambda: setattr(service.provider, "telemetry", None))
     observed._undo.append(service.registry.subscribe(telemetry.moved))
+    if app is not None and hasattr(app, "add_middleware"):
+        app.add_middleware(ClientKeyMiddleware, key=client_key)
     if exposition is not None and app is not None:
         app.include_router(metrics_router(service, exposition, prefix=prefix))
+    if page and app is not None:
+        from .page import operator_router
+
+        app.include_router(operator_router(service, observed, prefix=prefix))
     app_state = getattr(app, "state", None)
     if app_state is not None:
         app_state.observability = observed

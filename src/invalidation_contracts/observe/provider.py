@@ -67,6 +67,7 @@ class ProviderTelemetry:
         self.change_hooks: list[ChangeHook] = []
         self.check_hooks: list[CheckHook] = []
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, __version__)
+        self.meter = meter
         self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
             SCOPE, __version__
         )
@@ -237,6 +238,28 @@ class ProviderTelemetry:
         for row in feed.rows:
             keys.setdefault(row.table, []).append(row.key)
         return keys
+
+    def watch_scores(self, scores: Any) -> None:
+        """Export the per-client figures summed over clients (``ClientScores.totals``); the
+        per-client ones stay on the operator page (a label per client would be unbounded)."""
+        for name, description in (
+            ("episodes", "Episodes opened by clients, from requests alone."),
+            ("first_try", "Episodes whose opening request passed every policy."),
+            ("retries", "Requests that followed a 422 on the same route."),
+            ("stale_injections", "Opening requests carrying a taught fix a change made stale."),
+        ):
+            self.meter.create_observable_counter(
+                f"invalidation_contracts.clients.{name}",
+                callbacks=[self._total(scores, name)],
+                unit="{request}" if name in ("retries", "stale_injections") else "{episode}",
+                description=description,
+            )
+
+    def _total(self, scores: Any, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            yield Observation(getattr(scores.totals(), name), {"worker": self.worker})
+
+        return observe
 
     # -- observable instruments -----------------------------------------------------------------
 

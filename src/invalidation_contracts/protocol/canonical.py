@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import rfc8785
@@ -25,12 +25,15 @@ def fingerprint(value: Any, length: int = 64) -> str:
     return hashlib.sha256(canonical_json(value)).hexdigest()[:length]
 
 
-def rules_version(triples: Iterable[tuple[str, str, str]]) -> str:
-    """The L6 rules fingerprint: sha256[:12] over the sorted list of (from, to, relation) triples.
+def rules_version(declarations: Iterable[Sequence[str | None]]) -> str:
+    """The L6 rules fingerprint: sha256[:12] over the sorted list of declarations.
 
-    Duplicate declarations count once, so redeclaring an existing rule leaves it unchanged.
+    A declaration is ``(from, to, relation)`` or ``(from, to, relation, via)``: a rule without
+    ``via`` enters as its triple (so such rule sets keep the fingerprint they always had), one
+    with ``via`` as the four strings, since ``via`` changes which rows a rule links and so the
+    fix a policy gives (reliability audit 2, N13). Duplicates count once.
     """
-    ordered = sorted({(str(a), str(b), str(c)) for a, b, c in triples})
+    ordered = sorted({tuple(str(part) for part in d if part is not None) for d in declarations})
     return fingerprint([list(t) for t in ordered], RULES_VERSION_LENGTH)
 
 

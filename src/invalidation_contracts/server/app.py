@@ -28,6 +28,7 @@ from .http.serve import serve  # noqa: E402
 from .http.service import ContractService  # noqa: E402
 from .http_errors import DEFAULT_MAX_BODY_BYTES  # noqa: E402
 from .registry import Registry  # noqa: E402
+from .runtime import DEFAULT_MAX_LAG_S  # noqa: E402
 from .signing import SigningMiddleware  # noqa: E402
 from .store import DEFAULT_LOG_CAPACITY, RegistryStore  # noqa: E402
 from .trust import TrustOptions  # noqa: E402
@@ -48,6 +49,7 @@ def create_app(
     log_capacity: int = DEFAULT_LOG_CAPACITY,
     trust: TrustOptions | None = None,
     store_schema: str | None = None,
+    max_lag_s: float = DEFAULT_MAX_LAG_S,
 ) -> FastAPI:
     """The ASGI app serving ``domain`` at ``level``.
 
@@ -57,7 +59,8 @@ def create_app(
     serves an existing in-memory registry instead; with none, a fresh in-memory registry.
     ``admin_token`` defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin
     routes answer 401. ``trust`` turns on signed freshness and opaque names (docs/SPEC.md,
-    "Trust extensions").
+    "Trust extensions"). ``max_lag_s``: a worker that has not confirmed it is current for this
+    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2).
     """
     service = ContractService.open(
         domain,
@@ -71,6 +74,7 @@ def create_app(
         log_capacity=log_capacity,
         trust=trust,
         store_schema=store_schema,
+        max_lag_s=max_lag_s,
     )
     try:
         domain_routes = service.domain_router()

@@ -1,19 +1,23 @@
 """The follower: a worker's background thread that keeps its registry at the shared head.
 
 It wakes on PostgreSQL ``NOTIFY`` (or polls SQLite), adopts what other workers committed and,
-as the leader of a source, consumes its new captures (``ingest``). While it cannot reach the
-databases, the worker is *unavailable*: the HTTP layer answers 503 rather than stamps it cannot
-vouch for.
+as the leader of a source, consumes its new captures (``ingest``). Every round that reads the
+databases without error *confirms* the worker's position; a worker whose last confirmation is
+older than ``max_lag_s`` (or whose last round failed) is *unavailable*: the HTTP layer answers 503
+rather than stamps it cannot vouch for. Every failure — opening a listener, waiting on it,
+checking, taking the lead — is caught, logged once per outage and retried with bounded, jittered
+backoff, so a worker recovers by itself as soon as its databases answer again.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import select
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from .ingest import ingest
 from .registry import Registry
@@ -24,8 +28,16 @@ DEFAULT_POLL_INTERVAL_S = 0.02
 """How often a worker looks for changes where it cannot be woken (SQLite)."""
 DEFAULT_HEARTBEAT_S = 1.0
 """How often a worker that is woken by NOTIFY checks the databases anyway."""
-DEFAULT_STALE_AFTER_S = 10.0
-"""A worker whose last successful check is older than this answers 503."""
+DEFAULT_MAX_LAG_S = 2.0
+"""A worker whose last confirmation that it is current is older than this answers 503."""
+DEFAULT_RETRY_BASE_S = 0.05
+"""The first wait after a failure; it doubles on each further failure, up to ``RETRY_MAX_S``."""
+DEFAULT_RETRY_MAX_S = 1.0
+"""The longest wait between two attempts while the databases fail."""
+STUCK_AFTER_S = 30.0
+"""A follower whose loop has not turned for this long is not live (a hung database call)."""
+
+FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
 
 
 class Listener(Protocol):
@@ -36,13 +48,32 @@ class Listener(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class Health:
-    """Whether this worker can vouch for its state, and why not."""
+    """Whether this worker can vouch for its state, and why not.
+
+    ``last_ok``: the monotonic time at which the last successful round *started* (what it read
+    was current then); ``reason``: the last failure's one-line reason, while it lasts.
+    """
 
     available: bool = True
     reason: str | None = None
     last_ok: float = field(default_factory=time.monotonic)
+
+
+def check_timing(poll_interval_s: float, heartbeat_s: float, max_lag_s: float) -> None:
+    """Refuse a lag bound a worker cannot keep: it confirms once per poll or heartbeat."""
+    if not 0 < poll_interval_s < max_lag_s or not 0 < heartbeat_s < max_lag_s:
+        raise ValueError(
+            f"max_lag_s ({max_lag_s:g}) must exceed poll_interval_s ({poll_interval_s:g}) and "
+            f"heartbeat_s ({heartbeat_s:g}), both positive: a worker confirms once per interval"
+        )
+
+
+def backoff(failures: int, base_s: float, max_s: float, rng: random.Random) -> float:
+    """The wait after ``failures`` consecutive failures: exponential, capped, jittered (50-100%)."""
+    ceiling = min(max_s, base_s * 2.0 ** min(failures - 1, 30))
+    return ceiling * (0.5 + rng.random() / 2)
 
 
 class Follower:
@@ -56,23 +87,34 @@ class Follower:
         store: Any = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
-        stale_after_s: float = DEFAULT_STALE_AFTER_S,
+        max_lag_s: float = DEFAULT_MAX_LAG_S,
+        retry_base_s: float = DEFAULT_RETRY_BASE_S,
+        retry_max_s: float = DEFAULT_RETRY_MAX_S,
     ) -> None:
+        check_timing(poll_interval_s, heartbeat_s, max_lag_s)
+        if not 0 < retry_base_s <= retry_max_s:
+            raise ValueError("retry_base_s must be positive and at most retry_max_s")
         self.registry = registry
         self.sources = sources
         self.store = store
         self.poll_interval_s = poll_interval_s
         self.heartbeat_s = heartbeat_s
-        self.stale_after_s = stale_after_s
+        self.max_lag_s = max_lag_s
+        self.retry_base_s = retry_base_s
+        self.retry_max_s = retry_max_s
         self.health = Health()
+        self.failures = 0
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._listeners: dict[str, Listener] | None = None
+        self._turned = time.monotonic()
+        self._rng = random.Random()  # noqa: S311 - jitter, not security
 
     def start(self) -> None:
         if self._thread is None:
             self._stop.clear()
+            self._turned = time.monotonic()
             self._thread = threading.Thread(
                 target=self._run, name="invalidation-contracts-follower", daemon=True
             )
@@ -85,17 +127,55 @@ class Follower:
             self._thread = None
         self._close_listeners()
 
+    # -- what the HTTP layer reads (no I/O) ------------------------------------------------------
+
+    @property
+    def lag_s(self) -> float:
+        """Seconds since the start of the last round that confirmed this worker current."""
+        return max(0.0, time.monotonic() - self.health.last_ok)
+
     @property
     def available(self) -> bool:
+        """Whether this worker may stamp: its last round succeeded, within ``max_lag_s``."""
         health = self.health
-        fresh = time.monotonic() - health.last_ok < self.stale_after_s
-        return health.available and (fresh or self._thread is None)
+        if self._thread is None:  # not started (tests, scripts): as fresh as its last check
+            return health.available
+        return health.available and self.lag_s < self.max_lag_s
+
+    @property
+    def live(self) -> bool:
+        """Whether the follower thread runs and its loop turns (else only a restart helps)."""
+        thread = self._thread
+        if thread is None:
+            return True  # not started, or stopped on purpose
+        return thread.is_alive() and time.monotonic() - self._turned < STUCK_AFTER_S
+
+    @property
+    def state(self) -> FollowerState:
+        thread = self._thread
+        if thread is None:
+            return "stopped" if self._stop.is_set() else "idle"
+        if not thread.is_alive():
+            return "dead"
+        return "retrying" if self.failures else "following"
 
     @property
     def reason(self) -> str | None:
-        if self.health.reason is not None:
+        if self.health.reason is not None and not self.available:
             return self.health.reason
-        return None if self.available else "the registry has not been checked recently"
+        if self.available:
+            return None
+        return (
+            f"this worker has not confirmed it is current for {self.lag_s:.1f} s "
+            f"(the bound is {self.max_lag_s:g} s)"
+        )
+
+    def leads(self) -> dict[str, bool]:
+        """For each source, whether this worker consumes its capture now (the capture leader)."""
+        listeners = self._listeners or {}
+        return {source.name: self._leads(source) and bool(listeners) for source in self.sources}
+
+    # -- the loop ------------------------------------------------------------------------------
 
     def check(self, *, everything: bool = True, notified: frozenset[str] = frozenset()) -> None:
         """One round: consume new captures (as the leader, or ``everything``), else catch up.
@@ -113,7 +193,8 @@ class Follower:
             if not (everything or self._leads(source)):
                 continue
             head = source.head()
-            if head != self._seen.get(source.name):
+            due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
+            if head != self._seen.get(source.name) or (due is not None and due()):
                 ingest(self.registry, source, head=head)
                 self._seen[source.name] = head
                 ingested = True
@@ -127,18 +208,26 @@ class Follower:
     def _run(self) -> None:
         everything, notified = True, frozenset[str]()
         while not self._stop.is_set():
+            self._turned = time.monotonic()
+            # A round woken by one database confirms only that one: at least once a heartbeat,
+            # a round reads every database, and only such a round confirms the worker current.
+            everything = everything or self._turned - self.health.last_ok >= self.heartbeat_s
             try:
                 if self._listeners is None:
                     self._listeners = self._open_listeners()
+                started = time.monotonic()
                 self.check(everything=everything, notified=notified)
             except Exception as exc:  # a worker must keep trying, and say why it cannot serve
                 self._failed(exc)
-                self._close_listeners()
-                self._stop.wait(min(1.0, 10 * self.poll_interval_s))
                 everything, notified = True, frozenset()
                 continue
-            self._ok()
-            everything, notified = self._wait()
+            if everything:
+                self._ok(started)
+            try:
+                everything, notified = self._wait()
+            except Exception as exc:  # a dropped LISTEN connection: reconnect, then check all
+                self._listener_failed(exc)
+                everything, notified = True, frozenset()
 
     def _wait(self) -> tuple[bool, frozenset[str]]:
         """Wait for a change: whether the next round looks at everything (a timeout, or polling),
@@ -167,11 +256,16 @@ class Follower:
     def _open_listeners(self) -> dict[str, Listener]:
         """One per database that can wake this worker: "" for the store, else the source's name."""
         listeners: dict[str, Listener] = {}
-        for name, owner in self._owners():
-            make = getattr(owner, "listener", None)
-            listener = make() if make is not None else None
-            if listener is not None:
-                listeners[name] = listener
+        try:
+            for name, owner in self._owners():
+                make = getattr(owner, "listener", None)
+                listener = make() if make is not None else None
+                if listener is not None:
+                    listeners[name] = listener
+        except BaseException:
+            for listener in listeners.values():
+                _close_quietly(listener)
+            raise
         return listeners
 
     def _owners(self) -> list[tuple[str, Any]]:
@@ -180,19 +274,43 @@ class Follower:
 
     def _close_listeners(self) -> None:
         for listener in (self._listeners or {}).values():
-            try:
-                listener.close()
-            except Exception:  # noqa: S110 - a broken connection closes as best it can
-                pass
+            _close_quietly(listener)
         self._listeners = None
 
-    def _ok(self) -> None:
-        if not self.health.available:
-            logger.warning("registry reachable again; serving")
-        self.health = Health(True, None, time.monotonic())
+    def _ok(self, started: float) -> None:
+        if not self.health.available or self.failures:
+            logger.warning(
+                "registry reachable again after %d failed attempt(s); serving", self.failures
+            )
+        self.failures = 0
+        self.health = Health(True, None, started)
 
     def _failed(self, exc: Exception) -> None:
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        """A round failed: unavailable at once; reconnect everything after a backoff."""
+        reason = _one_line(exc)
         if self.health.available:
             logger.error("registry unavailable, answering 503: %s", reason)
         self.health = Health(False, reason, self.health.last_ok)
+        self._retry()
+
+    def _listener_failed(self, exc: Exception) -> None:
+        """A wake-up connection failed: still available within the lag bound; reconnect."""
+        logger.warning("lost a wake-up connection (%s); reconnecting", _one_line(exc))
+        self._retry()
+
+    def _retry(self) -> None:
+        self._close_listeners()
+        self.failures += 1
+        self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
+
+
+def _close_quietly(listener: Listener) -> None:
+    try:
+        listener.close()
+    except Exception:  # noqa: S110 - a broken connection closes as best it can
+        pass
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

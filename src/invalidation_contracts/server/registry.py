@@ -73,7 +73,11 @@ class RegistryTransaction:
     """
 
     def __init__(
-        self, state: RegistryState, store: HistoryWrite | None, positions: Mapping[str, int]
+        self,
+        state: RegistryState,
+        store: HistoryWrite | None,
+        positions: Mapping[str, int],
+        log: ChangeLog | None = None,
     ) -> None:
         self.base = state
         self.state = state
@@ -81,10 +85,22 @@ class RegistryTransaction:
         self.positions: dict[str, int] = {}
         self._store = store
         self._known_positions = positions
+        self._log = log
+
+    def served(self, table: str) -> set[str]:
+        """Every version ``table`` has had in this epoch as far as the log reaches (SPEC §7: a
+        version is never served twice within an epoch), this transaction's changes included."""
+        records = [*(self._log.records() if self._log is not None else ()), *self.records]
+        versions = {self.base.snapshot(table).version} if table in self.base.tables else set()
+        for record in records:
+            for move in record.transitions:
+                if move.table == table:
+                    versions.update((move.old_version, move.new_version or ""))
+        return versions
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """One change set over one or more tables (one ``seq``); a result per table named."""
-        applied = apply_changes(self.state, changes)
+        applied = apply_changes(self.state, changes, self.served)
         self._moved(applied.state, applied.record)
         return applied.results
 
@@ -223,12 +239,12 @@ class Registry:
             before = self._state
             history = self._history
             if history is None:
-                tx = RegistryTransaction(self._state, None, self._positions)
+                tx = RegistryTransaction(self._state, None, self._positions, self._log)
                 yield tx
             else:
                 with history.writing() as store:
                     self._adopt(store.catch_up(self._state))
-                    tx = RegistryTransaction(self._state, store, {})
+                    tx = RegistryTransaction(self._state, store, {}, self._log)
                     yield tx
                     if tx.changed:
                         store.save(tx.base, tx.state, tx.records, tx.positions)

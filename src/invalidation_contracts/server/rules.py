@@ -56,7 +56,7 @@ class RuleSet:
     __slots__ = ("__dict__", "rules")
 
     def __init__(self, rules: Iterable[Rule] = ()) -> None:
-        ordered = tuple(sorted(set(rules), key=lambda r: (r.triple, r.via or "")))
+        ordered = tuple(sorted(rules, key=lambda r: (r.triple, r.via or "")))
         seen: dict[RuleTriple, Rule] = {}
         for rule in ordered:
             if not (rule.from_table and rule.to_table and rule.relation):
@@ -69,16 +69,19 @@ class RuleSet:
                     f"rule {rule.triple}: 'via' names no field (omit it instead)",
                 )
             if rule.triple in seen:
+                same = seen[rule.triple] == rule
                 raise ProtocolError(
                     ProblemType.INVALID_RULES,
-                    f"rule {rule.triple} is declared twice with different 'via'",
+                    f"rule {rule.triple} is declared twice"
+                    + ("" if same else " with different 'via'"),
                 )
             seen[rule.triple] = rule
         self.rules: tuple[Rule, ...] = ordered
 
     @cached_property
     def version(self) -> str:
-        return rules_version(rule.triple for rule in self.rules)
+        """The fingerprint: over each rule's triple and its ``via`` (SPEC §6)."""
+        return rules_version((*rule.triple, rule.via) for rule in self.rules)
 
     @cached_property
     def triples(self) -> frozenset[RuleTriple]:

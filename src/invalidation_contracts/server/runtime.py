@@ -18,7 +18,14 @@ from typing import Any
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProblemType, ProtocolError
 from .domain import Domain
-from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_POLL_INTERVAL_S, Follower
+from .follower import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MAX_LAG_S,
+    DEFAULT_POLL_INTERVAL_S,
+    Follower,
+    FollowerState,
+    check_timing,
+)
 from .ingest import SourceError, consume, ingest, trim
 from .origin import change_origin
 from .registry import Registry
@@ -28,9 +35,11 @@ from .versions import check_forward
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
+    "DEFAULT_MAX_LAG_S",
     "DEFAULT_POLL_INTERVAL_S",
     "Follower",
     "Runtime",
+    "WorkerHealth",
     "SourceError",
     "ingest",
     "open_runtime",
@@ -41,6 +50,27 @@ def _log_capacity_default() -> int:
     from .store.base import DEFAULT_LOG_CAPACITY
 
     return DEFAULT_LOG_CAPACITY
+
+
+@dataclass(frozen=True)
+class WorkerHealth:
+    """What a worker knows of itself (no I/O): the liveness and readiness probes' answer.
+
+    ``ready``: it may stamp (confirmed current within ``max_lag_s``); ``live``: its follower runs
+    (if not, only a restart helps); ``lag_s``: seconds since it last confirmed it was current (0
+    for a registry nothing else writes); ``leads``: per SQL source, whether this worker consumes
+    its capture.
+    """
+
+    live: bool
+    ready: bool
+    state: FollowerState | str
+    epoch: str
+    seq: int
+    lag_s: float
+    max_lag_s: float
+    leads: Mapping[str, bool]
+    reason: str | None
 
 
 @dataclass
@@ -127,6 +157,26 @@ class Runtime:
     def unavailable_reason(self) -> str | None:
         return None if self.follower is None else self.follower.reason
 
+    def health(self) -> WorkerHealth:
+        """This worker's liveness and readiness, with its last confirmed position (no I/O)."""
+        state = self.registry.state
+        follower = self.follower
+        if follower is None:
+            return WorkerHealth(
+                True, True, "standalone", state.epoch, state.seq, 0.0, 0.0, {}, None
+            )
+        return WorkerHealth(
+            live=follower.live,
+            ready=follower.available,
+            state=follower.state,
+            epoch=state.epoch,
+            seq=state.seq,
+            lag_s=round(follower.lag_s, 3),
+            max_lag_s=follower.max_lag_s,
+            leads=follower.leads(),
+            reason=follower.reason,
+        )
+
 
 def open_runtime(
     domain: Domain,
@@ -138,6 +188,7 @@ def open_runtime(
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
     heartbeat_s: float = DEFAULT_HEARTBEAT_S,
     store_schema: str | None = None,
+    max_lag_s: float = DEFAULT_MAX_LAG_S,
 ) -> Runtime:
     """Open the registry ``domain`` is served from.
 
@@ -145,9 +196,12 @@ def open_runtime(
     store (the caller closes it); ``database``: the provider's database holding the domain's
     ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an existing
     in-memory registry instead (no store, no SQL tables). With neither store nor registry, a
-    fresh in-memory registry.
+    fresh in-memory registry. ``max_lag_s``: a worker that has not confirmed it is current for
+    this long answers 503 (docs/SPEC.md §8.2); it confirms every ``heartbeat_s`` (woken by
+    PostgreSQL) or ``poll_interval_s`` (SQLite).
     """
     capacity = log_capacity if log_capacity is not None else _log_capacity_default()
+    check_timing(poll_interval_s, heartbeat_s, max_lag_s)
     if registry is not None and (store is not None or database is not None):
         raise ValueError("pass either a registry or a store/database, not both")
     if domain.sql_tables and database is None and registry is None:
@@ -193,6 +247,7 @@ def open_runtime(
             store=opened,
             poll_interval_s=poll_interval_s,
             heartbeat_s=heartbeat_s,
+            max_lag_s=max_lag_s,
         )
     return Runtime(registry, opened, sources, follower, owned)
 

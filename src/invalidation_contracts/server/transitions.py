@@ -7,7 +7,7 @@ was. ``Registry`` serializes writers and persists; this module only computes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -26,7 +26,7 @@ from .graph import KnowledgeGraph, node_id
 from .rules import RuleSet
 from .state import RegistryState
 from .tables import Snapshot, diff
-from .versions import check_forward, next_version
+from .versions import check_forward, check_unserved, fresh_version
 
 _NO_ROWS: Mapping[str, Any] = MappingProxyType({})
 
@@ -43,6 +43,8 @@ class TableChange:
     delete: frozenset[str] = frozenset()
     replace: bool = False
     version: str | None = None
+    reconciled: bool = False
+    """Found by comparing the table with its database, not by the capture (labelled in the feed)."""
 
     @classmethod
     def reload(cls, rows: Mapping[str, Any], version: str | None = None) -> TableChange:
@@ -86,7 +88,11 @@ class Applied:
     results: Mapping[str, ReloadResult]
 
 
-def apply_changes(state: RegistryState, changes: Mapping[str, TableChange]) -> Applied:
+def apply_changes(
+    state: RegistryState,
+    changes: Mapping[str, TableChange],
+    served: Callable[[str], Collection[str]] | None = None,
+) -> Applied:
     """Apply one change set (one ``seq`` for every table it moves).
 
     Tables whose rows do not change and that name no version are left alone; if none moves, the
@@ -98,12 +104,14 @@ def apply_changes(state: RegistryState, changes: Mapping[str, TableChange]) -> A
         change = changes[name]
         old = state.snapshot(name)
         candidate, delta = change.candidate(old)
+        before = served(name) if served is not None else ()
         if change.version is not None:
             check_forward(change.version, old.version, name)
+            check_unserved(change.version, before, name)
         if not delta and change.version is None:
             noop[name] = _result(old, old.version, delta, [], state.seq, state.epoch)
             continue
-        moved.append((old, candidate, delta, change.version or next_version(old.version)))
+        moved.append((old, candidate, delta, change.version or fresh_version(old.version, before)))
     if not moved:
         return Applied(state, None, noop)
     seq = state.seq + 1
@@ -128,6 +136,7 @@ def apply_changes(state: RegistryState, changes: Mapping[str, TableChange]) -> A
                 new_version=new_version,
                 touch=not delta,
                 affected_downstream=downstream,
+                reconciled=True if changes[old.name].reconciled else None,
             )
         )
         rows.extend(

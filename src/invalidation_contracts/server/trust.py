@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -9,6 +10,8 @@ from typing import TYPE_CHECKING
 
 from .opaque import OpaqueNames
 from .signing import DEFAULT_STAMP_TTL_S, StampSigner
+
+logger = logging.getLogger("invalidation_contracts.server")
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -55,11 +58,16 @@ class TrustOptions:
         import os
         from pathlib import Path
 
+        from ..private_files import exposure
+
         keys: dict[str, Ed25519PrivateKey] = {}
         if signing_keys:
             from cryptography.hazmat.primitives.serialization import load_pem_private_key
 
             for path in map(Path, signing_keys):
+                exposed = exposure(path)
+                if exposed is not None:
+                    logger.warning("signing key %s", exposed)
                 try:
                     key = load_pem_private_key(path.read_bytes(), password=None)
                 except (OSError, ValueError, TypeError) as exc:

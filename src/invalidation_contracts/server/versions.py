@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from ..protocol.models import MAX_VERSION_LENGTH
 from ..protocol.problems import ProblemType, ProtocolError
 
@@ -44,8 +46,36 @@ def next_version(current: str) -> str:
             f"version {current!r} is not dotted-numeric, so it cannot be bumped; pass a version",
         )
     if len(parts) == 1:
-        return _plus_one(parts[0])
-    return ".".join((parts[0], _plus_one(parts[1]), *(["0"] * (len(parts) - 2))))
+        bumped = _plus_one(parts[0])
+    else:
+        bumped = ".".join((parts[0], _plus_one(parts[1]), *(["0"] * (len(parts) - 2))))
+    if len(bumped) > MAX_VERSION_LENGTH:
+        raise ProtocolError(
+            ProblemType.VERSION_CONFLICT,
+            f"the bump of version {current[:40]!r}… would pass {MAX_VERSION_LENGTH} characters; "
+            "pass a version",
+        )
+    return bumped
+
+
+def fresh_version(current: str, served: Collection[str]) -> str:
+    """The automatic bump of ``current``, past every version already ``served`` in the epoch."""
+    candidate = next_version(current)
+    for _ in range(len(served)):
+        if candidate not in served:
+            break
+        candidate = next_version(candidate)
+    return candidate
+
+
+def check_unserved(candidate: str, served: Collection[str], table: str) -> None:
+    """Refuse an operator version the table already had in this epoch (an ABA: a client holding
+    it would take the new rows for the old ones)."""
+    if candidate in served:
+        raise ProtocolError(
+            ProblemType.VERSION_CONFLICT,
+            f"table {table!r}: version {candidate!r} was already served in this epoch",
+        )
 
 
 def _plus_one(digits: str) -> str:
@@ -59,7 +89,12 @@ def _plus_one(digits: str) -> str:
 
 def check_forward(candidate: str, current: str, table: str) -> None:
     """Refuse an operator version that equals or precedes the current one."""
-    if not candidate or candidate != candidate.strip() or len(candidate) > MAX_VERSION_LENGTH:
+    if (
+        not candidate
+        or candidate != candidate.strip()
+        or len(candidate) > MAX_VERSION_LENGTH
+        or not candidate.isprintable()
+    ):
         shown = candidate if len(candidate) <= 40 else candidate[:40] + "…"
         raise ProtocolError(
             ProblemType.VERSION_CONFLICT, f"version {shown!r} is not a valid version"

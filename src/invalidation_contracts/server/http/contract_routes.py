@@ -1,4 +1,5 @@
-"""The contract's read routes: ``/contract/versions``, ``/changes``, ``/graph``, ``/rules``."""
+"""The contract's read routes: ``/contract/versions``, ``/changes``, ``/graph``, ``/rules``, and
+the worker's probes ``/contract/live`` and ``/contract/ready`` (``health``)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ..tables import MAX_SAFE_INTEGER
 from .auth import admin_dependency
 from .errors import problem_route_class, wire
 from .headers import ContractEpoch, ContractPosition, ContractSince
+from .health import add_health_routes
 from .openapi import AUTH_ERRORS, responses
 from .watch_routes import add_watch_route
 
@@ -114,5 +116,6 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         opaque = service.provider.opaque
         return wire(opaque.rules_listing(listing) if opaque is not None else listing)
 
+    add_health_routes(router, service)
     add_watch_route(router, service)
     return router

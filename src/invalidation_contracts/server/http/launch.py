@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..auth import ADMIN_TOKEN_ENV
+from ..follower import DEFAULT_MAX_LAG_S
 from ..trust import TrustOptions
 
 SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
@@ -33,6 +34,7 @@ class AppSpec:
     protect_graph: bool = False
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
+    max_lag_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
 
@@ -56,6 +58,7 @@ class AppSpec:
             admin_token=os.environ.get(self.admin_token_env) or "",
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
+            max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
         )
         if self.metrics:
             from ...observe import instrument

@@ -38,7 +38,13 @@ from ..ingest import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule
-from ..runtime import DEFAULT_POLL_INTERVAL_S, Runtime, open_runtime
+from ..runtime import (
+    DEFAULT_MAX_LAG_S,
+    DEFAULT_POLL_INTERVAL_S,
+    Runtime,
+    WorkerHealth,
+    open_runtime,
+)
 from ..state import RegistryState
 from ..store import StorageError
 from ..trust import TrustOptions
@@ -67,6 +73,8 @@ class ContractService:
         self.trust = trust if trust is not None else TrustOptions()
         self.signer = self.trust.signer()
         self._route_class: type[APIRoute] | None = None
+        self.contract_bases: dict[int, str | None] = {}
+        """Per app: where its contract routes live (``discovery``)."""
         self._started = False
 
     @classmethod
@@ -85,6 +93,7 @@ class ContractService:
         trust: TrustOptions | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         store_schema: str | None = None,
+        max_lag_s: float = DEFAULT_MAX_LAG_S,
     ) -> ContractService:
         """Open the registry of ``domain`` and build the service around it.
 
@@ -92,6 +101,7 @@ class ContractService:
         workers may point at one); ``database``: the provider's database holding the domain's
         ``SQLTable``\\ s; ``registry``: an existing in-memory registry instead. ``admin_token``
         defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401.
+        ``max_lag_s``: a worker that has not confirmed it is current for this long answers 503.
         """
         trust = trust if trust is not None else TrustOptions()
         runtime = open_runtime(
@@ -102,6 +112,7 @@ class ContractService:
             log_capacity=log_capacity,
             poll_interval_s=poll_interval_s,
             store_schema=store_schema,
+            max_lag_s=max_lag_s,
         )
         token = admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)
         return cls(
@@ -130,6 +141,11 @@ class ContractService:
     @property
     def available(self) -> bool:
         return self.runtime.available
+
+    def health(self) -> WorkerHealth:
+        """This worker's liveness, readiness and last confirmed position (no I/O): for an app's
+        own health check, or the ``/contract/live`` and ``/contract/ready`` routes."""
+        return self.runtime.health()
 
     def contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
@@ -242,8 +258,16 @@ class ContractService:
         self._started = False
 
     @asynccontextmanager
-    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
-        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan."""
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan.
+
+        Given the app, it first checks that every domain route is served where the domain says
+        (``RuntimeError`` otherwise: a policy that never runs must not start).
+        """
+        if app is not None:
+            from .retrofit import check_routes
+
+            check_routes(self, app)
         self.start()
         try:
             yield

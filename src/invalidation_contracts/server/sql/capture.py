@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ..._extras import require_extra
 from .declare import BoundTable, Column
@@ -32,6 +32,8 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import Connection, Engine  # noqa: E402
 
 DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
+CAPTURE_FORMAT = "ic-capture/3"
+"""The capture's schema version: part of every installed table's digest."""
 
 
 def literal(value: str) -> str:
@@ -55,8 +57,53 @@ class CaptureDialect(ABC):
         return f"{self._quote(table.sql.schema)}.{name}" if table.sql.schema else name
 
     @abstractmethod
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
-        """Create the capture table and (re)create every declared table's triggers."""
+    def install_base(self, conn: Connection) -> None:
+        """Create the capture's own tables (idempotent; takes no lock on a declared table)."""
+
+    @abstractmethod
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        """The statements that (re)create ``table``'s capture triggers."""
+
+    @abstractmethod
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        """Whether ``table``'s triggers exist and fire (not disabled)."""
+
+    @property
+    @abstractmethod
+    def installed_table(self) -> str:
+        """The table recording, per declared SQL table, the digest of its installed triggers."""
+
+    def lock(self, conn: Connection, lock_timeout_s: float) -> None:  # noqa: B027 - SQLite: none
+        """Serialise installers (and bound their waits) for the rest of ``conn``'s transaction."""
+
+    def digest(self, table: BoundTable) -> str:
+        """What identifies ``table``'s installed capture: a change of it means install again."""
+        text_ = "\n".join([CAPTURE_FORMAT, *self.table_ddl(table)])
+        return hashlib.sha256(text_.encode("utf-8")).hexdigest()
+
+    @abstractmethod
+    def has_base(self, conn: Connection) -> bool:
+        """Whether the capture's own tables exist (a read of the catalog)."""
+
+    def current(self, conn: Connection, table: BoundTable) -> bool:
+        """Whether ``table``'s capture is installed at this release's schema version, live."""
+        row = conn.execute(
+            text(f"SELECT digest FROM {self.installed_table} WHERE table_name = :t"),
+            {"t": self.qualified(table)},
+        ).first()
+        return row is not None and row[0] == self.digest(table) and self.triggers_live(conn, table)
+
+    def install_table(self, conn: Connection, table: BoundTable) -> None:
+        """(Re)create ``table``'s triggers and record their digest, in ``conn``'s transaction."""
+        for statement in self.table_ddl(table):
+            conn.exec_driver_sql(statement)
+        conn.execute(
+            text(
+                f"INSERT INTO {self.installed_table} (table_name, digest) VALUES (:t, :d)"
+                " ON CONFLICT (table_name) DO UPDATE SET digest = excluded.digest"
+            ),
+            {"t": self.qualified(table), "d": self.digest(table)},
+        )
 
     @abstractmethod
     def key_expr(self, table: BoundTable, alias: str) -> str:
@@ -77,6 +124,31 @@ class CaptureDialect(ABC):
     @abstractmethod
     def trim_sql(self) -> str:
         """SQL deleting the records up to ``:upto``."""
+
+    verified_table: str | None = None
+    """Per table, the digest last verified equal to the registry, and at which version."""
+
+    def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
+        """Each table's content digest, computed in the database (none where it cannot)."""
+        return {}
+
+    def verified(self, conn: Connection) -> dict[str, tuple[str, str]]:
+        if self.verified_table is None:
+            return {}
+        rows = conn.exec_driver_sql(f"SELECT table_name, digest, mark FROM {self.verified_table}")
+        return {name: (digest, mark) for name, digest, mark in rows}
+
+    def mark_verified(self, conn: Connection, marks: Mapping[str, tuple[str, str]]) -> None:
+        if self.verified_table is None or not marks:
+            return
+        conn.execute(
+            text(
+                f"INSERT INTO {self.verified_table} (table_name, digest, mark) VALUES (:t, :d, :m)"
+                " ON CONFLICT (table_name) DO UPDATE SET digest = excluded.digest,"
+                " mark = excluded.mark"
+            ),
+            [{"t": t, "d": d, "m": m} for t, (d, m) in sorted(marks.items())],
+        )
 
     def begin_read(self, conn: Connection) -> Connection:
         """``conn`` set up for one consistent read snapshot."""
@@ -117,22 +189,51 @@ class SQLiteCapture(CaptureDialect):
         super().__init__(engine)
         self.quarantine = QuarantineTable("ic_quarantine")
 
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
+    installed_table = "ic_installed"
+
+    def install_base(self, conn: Connection) -> None:
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.TABLE} (id INTEGER PRIMARY KEY AUTOINCREMENT,"
             " table_name TEXT NOT NULL, op TEXT NOT NULL, key TEXT, row TEXT)"
         )
         conn.exec_driver_sql(self.quarantine.create_sql())
-        for table in tables:
-            for event, body in self._triggers(table).items():
-                name = self._quote(f"ic_capture_{table.name}_{event}")
-                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-                target = self._quote(table.sql.table)
-                schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
-                conn.exec_driver_sql(
-                    f"CREATE TRIGGER {schema}{name} AFTER {event.upper()} ON {target} "
-                    f"BEGIN {body} END"
-                )
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name TEXT PRIMARY KEY,"
+            " digest TEXT NOT NULL)"
+        )
+
+    def has_base(self, conn: Connection) -> bool:
+        return (
+            conn.exec_driver_sql(
+                f"SELECT 1 FROM sqlite_master WHERE name = {literal(self.installed_table)}"
+            ).first()
+            is not None
+        )
+
+    def _trigger_names(self, table: BoundTable) -> list[str]:
+        return [f"ic_capture_{table.name}_{event}" for event in ("insert", "update", "delete")]
+
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        out = []
+        target = self._quote(table.sql.table)
+        schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
+        for event, body in self._triggers(table).items():
+            name = self._quote(f"ic_capture_{table.name}_{event}")
+            out.append(f"DROP TRIGGER IF EXISTS {schema}{name}")
+            out.append(
+                f"CREATE TRIGGER {schema}{name} AFTER {event.upper()} ON {target} BEGIN {body} END"
+            )
+        return out
+
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        schema = f"{self._quote(table.sql.schema)}." if table.sql.schema else ""
+        found = {
+            row[0]
+            for row in conn.exec_driver_sql(
+                f"SELECT name FROM {schema}sqlite_master WHERE type = 'trigger'"
+            )
+        }
+        return set(self._trigger_names(table)) <= found
 
     def _triggers(self, table: BoundTable) -> dict[str, str]:
         insert = f"INSERT INTO {self.TABLE} (table_name, op, key, row) "
@@ -208,16 +309,41 @@ class PostgresCapture(CaptureDialect):
         self.capture = f"{s}.capture"
         self.counter = f"{s}.capture_head"
         self.quarantine = QuarantineTable(f"{s}.quarantine")
+        self.verified_table = f"{s}.verified"
 
     def begin_read(self, conn: Connection) -> Connection:
         return conn.execution_options(isolation_level="REPEATABLE READ")
 
-    def install(self, conn: Connection, tables: Sequence[BoundTable]) -> None:
-        s = self._quote(self.schema)
+    @property
+    def installed_table(self) -> str:
+        return f"{self._quote(self.schema)}.installed"
+
+    def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
+        out = {}
+        for table in tables:
+            (digest,) = conn.exec_driver_sql(
+                "SELECT count(*)::text || ':' || coalesce(sum(hashtextextended(k || r, 0)), 0)"
+                f" FROM ({self.select_sql(table)}) AS s (k, r)"
+            ).one()
+            out[table.name] = str(digest)
+        return out
+
+    def has_base(self, conn: Connection) -> bool:
+        return bool(
+            conn.execute(
+                text("SELECT to_regclass(:t) IS NOT NULL"), {"t": self.installed_table}
+            ).scalar_one()
+        )
+
+    def lock(self, conn: Connection, lock_timeout_s: float) -> None:
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{max(1, int(lock_timeout_s * 1000))}ms'")
         conn.execute(
             text("SELECT pg_advisory_xact_lock(hashtextextended(:k, 0))"),
             {"k": f"ic-capture:{self.schema}"},
         )
+
+    def install_base(self, conn: Connection) -> None:
+        s = self._quote(self.schema)
         conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.counter} (id int PRIMARY KEY CHECK (id = 1),"
@@ -231,18 +357,38 @@ class PostgresCapture(CaptureDialect):
             " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
         )
         conn.exec_driver_sql(self.quarantine.create_sql())
-        for table in tables:
-            function = f"{s}.{self._quote('capture_' + _digest(table))}"
-            conn.exec_driver_sql(self._function(table, function))
-            target = self.qualified(table)
-            conn.exec_driver_sql(
-                f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
-                f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()"
-            )
-            conn.exec_driver_sql(
-                f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
-                f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()"
-            )
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"
+            " digest text NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.verified_table} (table_name text PRIMARY KEY,"
+            " digest text NOT NULL, mark text NOT NULL)"
+        )
+
+    def table_ddl(self, table: BoundTable) -> list[str]:
+        function = f"{self._quote(self.schema)}.{self._quote('capture_' + _digest(table))}"
+        target = self.qualified(table)
+        # ENABLE ALWAYS: the triggers fire under session_replication_role = replica too.
+        return [
+            self._function(table, function),
+            f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
+            f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()",
+            f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
+            f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture_truncate",
+        ]
+
+    def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
+        (count,) = conn.execute(
+            text(
+                "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
+                " AND tgname IN ('ic_capture', 'ic_capture_truncate') AND tgenabled = 'A'"
+            ),
+            {"t": self.qualified(table)},
+        ).one()
+        return int(count) == 2
 
     def _function(self, table: BoundTable, function: str) -> str:
         name = literal(table.name)

@@ -34,6 +34,7 @@ from ..registry import Registry
 from ..state import RegistryState
 from . import reader, writer
 from .dialect import Dialect, SQLLoader, Statements, StorageError
+from .highwater import Mark, discontinuity, read_mark, write_mark
 
 DEFAULT_LOG_CAPACITY = 10_000
 
@@ -80,7 +81,8 @@ class SQLRegistryStore:
                 if "domain" not in meta:
                     loaded = writer.initialise(s, domain, load_sql)
                 else:
-                    loaded = writer.load_or_repair(s, domain, meta)
+                    loaded = writer.load_or_repair(s, domain, meta, self._restored(meta))
+                self._mark(loaded.state.epoch, loaded.state.seq)
         registry = Registry.restore(
             loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
         )
@@ -111,6 +113,7 @@ class SQLRegistryStore:
             write = _Write(s, self._capacity)
             yield write
             if write.saved is not None:
+                self._mark(*write.saved_at)
                 self._dialect.committed(s.db, write.saved)
 
     def catch_up(self, state: RegistryState) -> Catchup | None:
@@ -129,6 +132,25 @@ class SQLRegistryStore:
         return meta.get("epoch", ""), int(meta.get("seq", "0"))
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _restored(self, meta: Mapping[str, str]) -> str | None:
+        """Why the stored history is not a clean continuation of what was served (None: it is)."""
+        path = self._dialect.mark_path()
+        if path is None:
+            return None
+        seq = meta.get("seq", "")
+        return discontinuity(
+            read_mark(path), meta.get("epoch", ""), int(seq) if seq.isdigit() else -1
+        )
+
+    def _mark(self, epoch: str, seq: int) -> None:
+        """Record the furthest position served, before the commit that reaches it."""
+        path = self._dialect.mark_path()
+        if path is not None:
+            try:
+                write_mark(path, Mark(epoch, seq))
+            except OSError as exc:
+                raise StorageError(f"{self.where}: cannot write {path} ({exc})") from exc
 
     def _connection(self) -> Any:
         if self._db is None:
@@ -171,6 +193,7 @@ class _Write:
         self._s = statements
         self._capacity = capacity
         self.saved: int | None = None
+        self.saved_at: tuple[str, int] = ("", 0)
 
     def catch_up(self, state: RegistryState) -> Catchup | None:
         return reader.catch_up(self._s, state)
@@ -187,3 +210,4 @@ class _Write:
     ) -> None:
         writer.save(self._s, before, after, records, positions, self._capacity)
         self.saved = after.seq
+        self.saved_at = (after.epoch, after.seq)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
 from typing import Any
 
 from ..tables import Snapshot
@@ -50,6 +51,10 @@ class Dialect(ABC):
     @abstractmethod
     def table(self, name: str) -> str:
         """The SQL name of one of ``TABLES``."""
+
+    def mark_path(self) -> Path | None:
+        """Where the store keeps its high-water mark (``highwater``); None: it keeps none."""
+        return None
 
     def usable(self, db: Any) -> bool:
         """False when the connection is lost and must be opened again."""

@@ -147,6 +147,10 @@ class PostgresRegistryStore(SQLRegistryStore):
         super().__init__(PostgresDialect(url, schema))
 
 
+LISTENER_APPLICATION_NAME = "invalidation-contracts-listener"
+"""``application_name`` of a worker's wake-up connections (find them in ``pg_stat_activity``)."""
+
+
 class PostgresListener:
     """A connection that ``LISTEN``s on channels: a worker's wake-up (select on ``fileno``).
 
@@ -156,14 +160,20 @@ class PostgresListener:
     """
 
     def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
-        self._conn = psycopg.connect(url, autocommit=True)
+        self._conn = psycopg.connect(
+            url, autocommit=True, application_name=LISTENER_APPLICATION_NAME, connect_timeout=10
+        )
         self._channels = channels
         self._lead = lead
         self.leader = lead is None
-        if self.leader:
-            self._listen()
-        else:
-            self.try_lead()
+        try:
+            if self.leader:
+                self._listen()
+            else:
+                self.try_lead()
+        except BaseException:
+            self._conn.close()
+            raise
 
     def try_lead(self) -> bool:
         """Take the lead if no other worker holds it; True when this listener leads."""

@@ -16,6 +16,7 @@ from typing import Any
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
+from .highwater import mark_path
 
 APPLICATION_ID = 0x49435231  # "ICR1"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -80,6 +81,9 @@ class SQLiteDialect(Dialect):
             SCHEMA.ensure(db, self.where)
         except SchemaMismatch as exc:
             raise StorageError(str(exc)) from None
+
+    def mark_path(self) -> Path | None:
+        return mark_path(self.path)
 
     def begin_write(self, db: Any) -> None:
         db.execute("BEGIN IMMEDIATE")

@@ -154,8 +154,11 @@ def save_records(
     s.set_meta(seq=after.seq, log_floor=floor)
 
 
-def load_or_repair(s: Statements, domain: Domain, meta: Mapping[str, str]) -> Loaded:
-    """The stored registry of ``domain``; lost or inconsistent history starts a new epoch."""
+def load_or_repair(
+    s: Statements, domain: Domain, meta: Mapping[str, str], restored: str | None = None
+) -> Loaded:
+    """The stored registry of ``domain``; lost or inconsistent history starts a new epoch, and
+    so does a history that is not a clean continuation of what was served (``restored``)."""
     if meta.get("domain") != domain.name:
         raise StorageError(
             f"{s.where} holds the registry of domain {meta.get('domain')!r}, not {domain.name!r}"
@@ -167,6 +170,8 @@ def load_or_repair(s: Statements, domain: Domain, meta: Mapping[str, str]) -> Lo
             f"{domain.name!r} declares {sorted(domain.tables)}"
         )
     rules = read_rules(s, snapshots)
+    if restored is not None:
+        return start_epoch(s, meta, snapshots, changed_at, rules, restored)
     try:
         return read_history(s, meta, snapshots, changed_at, rules)
     except HistoryLost as lost:

@@ -1,0 +1,69 @@
+"""``invalidation-contracts db upgrade``: install the change capture once per schema version.
+
+Run it from a deploy step (before the new workers start) with the same ``--domain``,
+``--database`` and ``--declare`` as ``serve``: it checks every declaration and (re)installs the
+capture triggers of the tables whose capture is missing or out of date, under an advisory lock and
+a ``lock_timeout``. Workers opened afterwards find the capture current and take no lock.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def add_db(sub: Any) -> None:
+    p = sub.add_parser("db", help="manage the change capture in the provider's database")
+    actions = p.add_subparsers(dest="db_action", metavar="ACTION", required=True)
+    up = actions.add_parser(
+        "upgrade", help="install or upgrade the capture triggers of every declared table"
+    )
+    up.add_argument("--domain", required=True, help="the domain whose tables to capture")
+    up.add_argument("--database", required=True, metavar="URL", help="the provider's database")
+    up.add_argument("--declare", type=Path, default=None, metavar="TOML", help="as for serve")
+    up.add_argument(
+        "--lock-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long to wait for one table's lock (default 5)",
+    )
+    up.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 when an upgrade is due"
+    )
+    up.set_defaults(handler=_upgrade)
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from .cli import CommandError, UsageError
+    from .domains import get_domain
+    from .server.ingest import SourceError
+    from .server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
+    from .server.sql.install import DEFAULT_LOCK_TIMEOUT_S
+
+    if args.lock_timeout is not None and args.lock_timeout <= 0:
+        raise UsageError("--lock-timeout must be positive")
+    try:
+        declared = read_declarations(args.declare) if args.declare else None
+        domain = sql_domain(get_domain(args.domain), declared)
+    except KeyError as exc:
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+    source = SQLSource(
+        args.database,
+        domain.sql_tables,
+        lock_timeout_s=args.lock_timeout or DEFAULT_LOCK_TIMEOUT_S,
+    )
+    try:
+        done = source.upgrade(mode="check" if args.check else "auto")
+    except (DeclarationError, SourceError) as exc:
+        raise CommandError(str(exc)) from exc
+    finally:
+        source.close()
+    if done:
+        print(f"installed the change capture on {', '.join(done)}")
+    else:
+        print(f"the change capture of {len(domain.sql_tables)} table(s) is up to date")
+    return 0

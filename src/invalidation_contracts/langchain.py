@@ -1,0 +1,67 @@
+"""LangChain / LangGraph: tools built from a ``ContractSession`` (the ``langchain`` extra).
+
+One ``StructuredTool`` per tool of the session, its arguments schema the tool's input schema;
+calling it goes through ``ContractSession.hook`` (the relevant fixes patched in, or left to the
+model with ``apply="model"``), feeds the memory, and answers the model view. A failing call
+raises ``ToolException`` with that view, which LangChain turns into a ``ToolMessage`` with
+``status="error"``, so the model reads the suggestions and retries. Adoption on top of
+LangGraph's example::
+
+    async with contract_tools(url, memory) as tools:
+        agent = create_react_agent(model, tools)
+
+``load_contract_tools(contract)`` builds them on a session already entered.
+langchain-mcp-adapters is not used: its releases pin ``mcp<2`` (docs/decisions.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ._extras import require_extra
+
+require_extra("langchain", "langchain_core")
+require_extra("mcp", "mcp")
+
+from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
+
+from .client.memory import FixMemory  # noqa: E402
+from .mcp.session import ContractSession, connect  # noqa: E402
+
+__all__ = ["contract_tools", "load_contract_tools"]
+
+
+def load_contract_tools(contract: ContractSession) -> list[StructuredTool]:
+    """A LangChain tool for each tool of ``contract`` (an entered session), in name order."""
+    return [_tool(contract, name) for name in sorted(contract.tools)]
+
+
+@contextlib.asynccontextmanager
+async def contract_tools(
+    server: Any, memory: FixMemory, **connect_options: Any
+) -> AsyncIterator[list[StructuredTool]]:
+    """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
+    ``memory`` and yield its tools; ``connect_options`` go to ``connect`` (``apply``,
+    ``watch_listener``, ...)."""
+    async with connect(server, memory, **connect_options) as contract:
+        yield load_contract_tools(contract)
+
+
+def _tool(contract: ContractSession, name: str) -> StructuredTool:
+    spec = contract.tools[name]
+
+    async def call(**arguments: Any) -> str:
+        text, is_error = await contract.hook(name, arguments)
+        if is_error:
+            raise ToolException(text)
+        return text
+
+    return StructuredTool(
+        name=name,
+        description=spec.description or name,
+        args_schema=dict(spec.input_schema),
+        coroutine=call,
+        handle_tool_error=True,
+    )

@@ -1,0 +1,128 @@
+// The operator page's live updates: poll the state document, re-render each section from it.
+// Plain DOM (textContent only: no HTML from data), no build step. Served by observe/page.py.
+"use strict";
+(function () {
+  const body = document.body;
+  const stateUrl = body.dataset.stateUrl;
+  const pollMs = Number(body.dataset.pollMs) || 500;
+  const node = body.dataset.node;
+  let lastSeq = null;
+  let lastEpoch = null;
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (k === "class") e.className = v; else e.setAttribute(k, v);
+    }
+    for (const c of children) e.append(c instanceof Node ? c : String(c ?? ""));
+    return e;
+  }
+  const code = (text) => el("code", {}, text);
+  const json = (value) => code(JSON.stringify(value === undefined ? null : sortKeys(value)));
+  function sortKeys(v) {
+    if (Array.isArray(v)) return v.map(sortKeys);
+    if (v && typeof v === "object") {
+      return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortKeys(v[k])]));
+    }
+    return v;
+  }
+  function table(caption, heads, rows) {
+    const head = el("tr", {}, ...heads.map((h) => el("th", { scope: "col" }, h)));
+    return el("table", {}, el("caption", {}, caption), el("thead", {}, head),
+      el("tbody", {}, ...rows));
+  }
+  function replace(id, ...children) {
+    const box = document.getElementById(id);
+    box.replaceChildren(...children);
+  }
+
+  function worker(w) {
+    const status = w.available ? el("span", { class: "ok" }, "available")
+      : el("span", { class: "bad" }, "unavailable");
+    const lag = w.check_age_s === null ? "in memory (no shared history)"
+      : `${w.check_age_s} s since last check`;
+    const parts = [`Worker `, code(w.worker), ": ", status];
+    if (!w.available) parts.push(`: ${w.reason ?? ""}`);
+    parts.push(`; ${lag}.`);
+    return el("p", {}, ...parts);
+  }
+  function tables(ts) {
+    return table("Every table at the served seq", ["Table", "Version", "Rows", "Changed at seq"],
+      ts.map((t) => el("tr", { "data-table": t.table }, el("th", { scope: "row" }, t.table),
+        el("td", { class: "version" }, t.version), el("td", {}, t.rows),
+        el("td", {}, t.changed_at))));
+  }
+  function changes(cs) {
+    if (!cs.length) return [el("p", {}, "No change since this worker started.")];
+    const out = [];
+    for (const c of cs) {
+      for (const m of c.tables) {
+        const more = m.changed_rows - m.rows.length;
+        const caption = `seq ${c.seq} (${c.origin}): ${m.table} ${m.old_version} → ` +
+          `${m.new_version}, ${m.changed_rows} row(s)${more > 0 ? `, ${more} not shown` : ""}`;
+        const t = table(caption, ["Change", "Key", "Before", "After"], m.rows.map((r) =>
+          el("tr", { class: r.op }, el("td", {}, r.op), el("td", {}, code(r.key)),
+            el("td", {}, json(r.old)), el("td", {}, json(r.new)))));
+        t.className = "change";
+        t.dataset.seq = c.seq;
+        out.push(t);
+      }
+    }
+    return out;
+  }
+  function graph(g) {
+    if (!g) return [el("p", {}, "Name a node to see its edges.")];
+    if (!g.exists) return [el("p", {}, "No row ", code(g.node), ".")];
+    const items = [
+      ...g.out.map((e) => el("li", {}, "→ ", code(e.to), ` (${e.relation})`)),
+      ...g.in.map((e) => el("li", {}, "← ", code(e.from), ` (${e.relation})`)),
+    ];
+    return [el("p", {}, code(g.node), " = ", json(g.row)),
+      el("ul", { "aria-label": `edges of ${g.node}` }, ...items)];
+  }
+  function clients(cs) {
+    if (!cs.length) return [el("p", {}, "No scored request yet.")];
+    const rate = (v) => (v === null ? "–" : v.toFixed(2));
+    return [table("Per client, from requests alone",
+      ["Client key", "Requests", "Episodes", "First tries", "First-try rate", "Retries",
+        "Stale injections"],
+      cs.map((c) => el("tr", {}, el("th", { scope: "row" }, code(c.client)),
+        el("td", {}, c.requests), el("td", {}, c.episodes), el("td", {}, c.first_try),
+        el("td", {}, rate(c.first_try_rate)), el("td", {}, c.retries),
+        el("td", {}, c.stale_injections))))];
+  }
+
+  function render(s) {
+    document.getElementById("epoch").textContent = s.epoch;
+    document.getElementById("seq").textContent = s.seq;
+    document.title = `Contract operator — seq ${s.seq}`;
+    replace("worker", worker(s.worker));
+    replace("tables", tables(s.tables));
+    replace("graph", ...graph(s.graph));
+    replace("clients", ...clients(s.clients));
+    if (s.seq !== lastSeq || s.epoch !== lastEpoch) {
+      replace("changes", ...changes(s.changes));
+      if (lastSeq !== null) {
+        document.getElementById("updated").textContent = `Updated to seq ${s.seq}.`;
+      }
+      lastSeq = s.seq;
+      lastEpoch = s.epoch;
+    }
+  }
+
+  async function poll() {
+    try {
+      const url = node ? `${stateUrl}?node=${encodeURIComponent(node)}` : stateUrl;
+      const reply = await fetch(url, { credentials: "same-origin", cache: "no-store" });
+      if (reply.ok) render(await reply.json());
+      else document.getElementById("updated").textContent = `Update failed: ${reply.status}.`;
+    } catch (err) {
+      document.getElementById("updated").textContent = "Update failed: the server is unreachable.";
+    } finally {
+      setTimeout(poll, pollMs);
+    }
+  }
+  lastSeq = Number(document.getElementById("seq").textContent);
+  lastEpoch = document.getElementById("epoch").textContent;
+  setTimeout(poll, pollMs);
+})();

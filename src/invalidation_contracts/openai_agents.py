@@ -1,0 +1,172 @@
+"""OpenAI Agents SDK: MCP server classes whose tool results feed a fix memory (the
+``openai-agents`` extra).
+
+``ContractMCPServerStdio`` and ``ContractMCPServerStreamableHttp`` are the SDK's own
+``MCPServerStdio`` / ``MCPServerStreamableHttp`` taking ``memory=``, so adoption is one argument
+on top of the framework's example::
+
+    async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as server:
+        agent = Agent(name="billing", model=model, mcp_servers=[server])
+
+Each binds a ``ContractSession`` to the session the SDK opens on ``connect`` and routes every
+``call_tool`` through it (``ContractSession.answer``): the relevant fixes are patched into the
+model's arguments (``apply="client"``, the default; ``"model"`` sends them as the model wrote
+them), the result feeds the memory, and the SDK is handed the model view as a ``CallToolResult``
+(``ToolReply.to_call_tool_result``), which it shows the model as it shows any tool result.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._extras import require_extra
+
+require_extra("openai-agents", "agents")
+require_extra("mcp", "mcp")
+
+import mcp_types as types  # noqa: E402
+from agents.mcp import MCPServerStdio, MCPServerStreamableHttp  # noqa: E402
+from mcp import StdioServerParameters  # noqa: E402
+
+from .client.memory import FixMemory  # noqa: E402
+from .mcp.calls import check_apply  # noqa: E402
+from .mcp.origins import target_origin  # noqa: E402
+from .mcp.session import ContractSession, Listener  # noqa: E402
+
+__all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
+
+
+class ContractServer:
+    """What both server classes add to the SDK's: the memory, the contract session bound on
+    ``connect`` and closed on ``cleanup``, and ``call_tool`` through it."""
+
+    session: Any
+    memory: FixMemory
+    contract: ContractSession | None
+
+    def _bind(
+        self,
+        memory: FixMemory,
+        apply: str,
+        origin: str | None,
+        watch: bool,
+        listener: Listener | None,
+        watch_listener: Listener | None,
+    ) -> None:
+        self.memory = memory
+        self.contract = None
+        self._contract_options: dict[str, Any] = {
+            "apply": check_apply(apply),
+            "origin": origin,
+            "watch": watch,
+            "listener": listener,
+            "watch_listener": watch_listener,
+        }
+
+    async def _open_contract(self) -> None:
+        contract = ContractSession(self.session, self.memory, **self._contract_options)
+        await contract.__aenter__()
+        self.contract = contract
+
+    async def _close_contract(self) -> None:
+        contract, self.contract = self.contract, None
+        if contract is not None:
+            await contract.__aexit__(None, None, None)
+
+    async def _on_message(self, message: Any) -> None:
+        if self.contract is not None:
+            await self.contract.on_message(message)
+
+    async def _contract_call(
+        self, tool_name: str, arguments: dict[str, Any] | None
+    ) -> types.CallToolResult:
+        if self.contract is None:
+            raise RuntimeError("the server is not connected: call connect() first")
+        reply = await self.contract.answer(tool_name, arguments)
+        return reply.to_call_tool_result()
+
+
+def _handler(server: ContractServer, user: Any) -> Any:
+    async def on_message(message: Any) -> None:
+        await server._on_message(message)
+        if user is not None:
+            await user(message)
+
+    return on_message
+
+
+class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
+    """``MCPServerStreamableHttp`` bound to ``memory`` (``apply``, ``origin``, ``watch``,
+    ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
+    URL's, ``mcp.origins``)."""
+
+    def __init__(
+        self,
+        params: Any,
+        *,
+        memory: FixMemory,
+        apply: str = "client",
+        origin: str | None = None,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+        **options: Any,
+    ) -> None:
+        options["message_handler"] = _handler(self, options.get("message_handler"))
+        MCPServerStreamableHttp.__init__(self, params, **options)
+        origin = origin if origin is not None else target_origin(str(params.get("url", "")))
+        self._bind(memory, apply, origin, watch, listener, watch_listener)
+
+    async def connect(self) -> None:
+        await MCPServerStreamableHttp.connect(self)  # type: ignore[no-untyped-call]
+        await self._open_contract()
+
+    async def cleanup(self) -> None:
+        await self._close_contract()
+        await MCPServerStreamableHttp.cleanup(self)  # type: ignore[no-untyped-call]
+
+    async def call_tool(
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        return await self._contract_call(tool_name, arguments)
+
+
+class ContractMCPServerStdio(ContractServer, MCPServerStdio):
+    """``MCPServerStdio`` bound to ``memory`` (options as ``ContractMCPServerStreamableHttp``;
+    the origin defaults to the command line's)."""
+
+    def __init__(
+        self,
+        params: Any,
+        *,
+        memory: FixMemory,
+        apply: str = "client",
+        origin: str | None = None,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+        **options: Any,
+    ) -> None:
+        options["message_handler"] = _handler(self, options.get("message_handler"))
+        MCPServerStdio.__init__(self, params, **options)
+        if origin is None and params.get("command"):
+            line = StdioServerParameters(
+                command=params["command"],
+                args=list(params.get("args") or ()),
+                cwd=params.get("cwd"),
+            )
+            origin = target_origin(line)
+        self._bind(memory, apply, origin, watch, listener, watch_listener)
+
+    async def connect(self) -> None:
+        await MCPServerStdio.connect(self)  # type: ignore[no-untyped-call]
+        await self._open_contract()
+
+    async def cleanup(self) -> None:
+        await self._close_contract()
+        await MCPServerStdio.cleanup(self)  # type: ignore[no-untyped-call]
+
+    async def call_tool(
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        return await self._contract_call(tool_name, arguments)

@@ -1,0 +1,149 @@
+"""PydanticAI: an MCP toolset whose tool results feed a fix memory (the ``pydantic-ai`` extra).
+
+``ContractToolset`` is PydanticAI's own ``MCPToolset`` with a ``ContractSession`` bound to the
+session it opens, so adoption is one line on top of the framework's example::
+
+    agent = Agent(model, toolsets=[ContractToolset("http://127.0.0.1:8000/mcp", memory)])
+
+Every tool call goes through ``ContractSession.hook``: the fixes relevant to the model's
+arguments are patched in (``apply="client"``, the default) or listed in the toolset's
+instructions for the model to apply (``apply="model"``: each tool's fixes at L2, before any
+draft exists); the result feeds the memory, and the model is shown the model view. A failing
+call raises ``ModelRetry`` with that view, so the model retries with the suggestions in hand;
+PydanticAI's own prompt path is unchanged. The watcher follows ``resources/updated`` on the
+toolset's session, so a fix a table move made stale is evicted before the next call.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._extras import require_extra
+
+require_extra("pydantic-ai", "pydantic_ai", "fastmcp")
+require_extra("mcp", "mcp")
+
+from mcp import StdioServerParameters  # noqa: E402
+from pydantic_ai import ModelRetry, RunContext  # noqa: E402
+from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
+
+from .client.memory import FixMemory  # noqa: E402
+from .client.prompting import consumption  # noqa: E402
+from .mcp.calls import check_apply  # noqa: E402
+from .mcp.origins import target_origin  # noqa: E402
+from .mcp.session import ContractSession, Listener  # noqa: E402
+from .protocol.levels import Level  # noqa: E402
+
+__all__ = ["ContractToolset", "model_value"]
+
+
+class ContractToolset(MCPToolset[Any]):
+    """``MCPToolset`` over ``client`` (a URL, a FastMCP transport or client, ...) bound to
+    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments;
+    ``"model"`` lists every fix in the toolset's instructions instead. ``origin``, ``watch``,
+    ``listener``, ``watch_listener``: as for ``ContractSession`` (the origin defaults to the target:
+    the URL, or a stdio transport's command line, ``mcp.origins``). Other keyword arguments go to
+    ``MCPToolset``."""
+
+    def __init__(
+        self,
+        client: MCPToolsetClient,
+        memory: FixMemory,
+        *,
+        apply: str = "client",
+        origin: str | None = None,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+        **options: Any,
+    ) -> None:
+        if "process_tool_call" in options:
+            raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
+        user_handler = options.pop("message_handler", None)
+
+        async def on_message(message: Any) -> None:
+            if self.contract is not None:
+                await self.contract.on_message(message)
+            if user_handler is not None:
+                await user_handler(message)
+
+        super().__init__(
+            client, process_tool_call=self._process, message_handler=on_message, **options
+        )
+        self.memory = memory
+        self.apply_mode = check_apply(apply)
+        self.contract: ContractSession | None = None
+        self._contract_options: dict[str, Any] = {
+            "origin": origin if origin is not None else _origin_of(client),
+            "watch": watch,
+            "listener": listener,
+            "watch_listener": watch_listener,
+            "apply": apply,
+        }
+
+    async def __aenter__(self) -> ContractToolset:
+        await super().__aenter__()
+        if self.contract is None and self.is_running:
+            contract = ContractSession(self.client.session, self.memory, **self._contract_options)
+            try:
+                await contract.__aenter__()
+            except BaseException:
+                await super().__aexit__(None, None, None)
+                raise
+            self.contract = contract
+        return self
+
+    async def __aexit__(self, *args: Any) -> bool | None:
+        if self._running_count == 1 and self.contract is not None:
+            contract, self.contract = self.contract, None
+            await contract.__aexit__(None, None, None)
+        return await super().__aexit__(*args)
+
+    async def _process(
+        self, ctx: RunContext[Any], call_tool: CallToolFunc, name: str, args: dict[str, Any]
+    ) -> Any:
+        """The toolset's ``process_tool_call``: the call through the contract session."""
+        if self.contract is None:  # entered per run without a session (auth resolved per run)
+            return await call_tool(name, args)
+        text, is_error = await self.contract.hook(name, args)
+        if is_error:
+            raise ModelRetry(text)
+        return model_value(text)
+
+    async def get_instructions(self, ctx: RunContext[Any]) -> Any:
+        """The server's instructions (``include_instructions``), and in model apply mode the
+        fixes of each tool at L2 (nothing is drafted yet, so each comes with its condition)."""
+        own = await super().get_instructions(ctx)
+        if self.apply_mode != "model" or self.contract is None:
+            return own
+        blocks = []
+        for tool in sorted(self.contract.tools):
+            fixes = await self.contract.fixes_for(tool)
+            if fixes:
+                shown = consumption("", fixes, Level.PATCH_PROTOCOL)
+                blocks.append(f"Tool {tool}: {shown.system_prompt}\n{shown.memory_block}")
+        if not blocks:
+            return own
+        return [part for part in (own, "\n\n".join(blocks)) if part]
+
+
+def _origin_of(client: Any) -> str | None:
+    """The origin of a toolset's target (``mcp.origins``): a URL, or a stdio transport's
+    command line; None (the server's name) for anything else."""
+    if isinstance(client, str):
+        return target_origin(client)
+    command, args = getattr(client, "command", None), getattr(client, "args", None)
+    if isinstance(command, str) and isinstance(args, list):
+        cwd = getattr(client, "cwd", None)
+        return target_origin(StdioServerParameters(command=command, args=args, cwd=cwd))
+    return None
+
+
+def model_value(text: str) -> Any:
+    """The model view's text as the value a framework returns to the model: its JSON object,
+    or the text when it is not JSON (a tool answer the contract does not cover)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,125 @@
+"""LangChain / LangGraph: tools built from a ``ContractSession`` serve LangGraph's prebuilt
+ReAct agent, driven by a scripted LangChain chat model, real tool calls to a real MCP server."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from typing import Any
+
+import anyio
+import pytest
+from mcp import StdioServerParameters
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langgraph")
+
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
+from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langgraph.prebuilt import create_react_agent  # noqa: E402
+
+from invalidation_contracts.client import FixMemory  # noqa: E402
+from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
+from invalidation_contracts.langchain import contract_tools, load_contract_tools  # noqa: E402
+from invalidation_contracts.mcp import connect  # noqa: E402
+from invalidation_contracts.mcp.serve import running_http  # noqa: E402
+
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.mcp,
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+_ids = itertools.count(1)
+
+
+class Scripted(GenericFakeChatModel):
+    """LangChain's fake chat model, playing a planner that reads the tool messages' text."""
+
+    planner: Any = None
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
+        return self
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
+        planner: Planner = self.planner
+        last = messages[-1]
+        if not isinstance(last, ToolMessage):
+            message = self._call(planner.first())
+        elif last.status == "error":
+            message = self._call(planner.retry(str(last.content)))
+        else:
+            planner.shown.append(str(last.content))
+            message = AIMessage(content="done")
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+    @staticmethod
+    def _call(arguments: dict[str, Any]) -> AIMessage:
+        call = {"name": TOOL, "args": arguments, "id": f"call_{next(_ids)}", "type": "tool_call"}
+        return AIMessage(content="", tool_calls=[call])
+
+
+async def episode(tools: list[Any], draft: dict[str, Any]) -> Planner:
+    planner = Planner(draft)
+    agent = create_react_agent(Scripted(messages=iter(()), planner=planner), tools)
+    await agent.ainvoke({"messages": [("user", "subscribe the customer")]})
+    return planner
+
+
+def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                tools = load_contract_tools(contract)
+                runs = [await episode(tools, growth), await episode(tools, growth)]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                runs += [await episode(tools, growth), await episode(tools, growth)]
+                return runs
+
+    learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert len(after.calls) == 2 and len(relearned.calls) == 1
+    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "WINTERLAUNCH26"}
+    ]
+
+
+def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
+    memory = FixMemory("row")
+
+    async def body() -> Planner:
+        async with running_http(server) as url, contract_tools(url, memory) as tools:
+            return await episode(tools, acme.family("governed-partner-growth").draft())
+
+    failure, success = anyio.run(body).shown
+    assert "SUMMERSALE25" in failure and '"success": true' in success
+    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
+        assert member not in failure and member not in success
+
+
+def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> list[Planner]:
+        params = StdioServerParameters(command=PYTHON, args=SERVE_MCP)
+        async with contract_tools(params, memory) as tools:
+            return [await episode(tools, growth), await episode(tools, growth)]
+
+    learn, reuse = anyio.run(body)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target

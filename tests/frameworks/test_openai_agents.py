@@ -1,0 +1,156 @@
+"""OpenAI Agents SDK: ``ContractMCPServerStreamableHttp`` / ``ContractMCPServerStdio`` serve a
+scripted implementation of the SDK's own ``Model`` interface real tool calls to a real MCP
+server; the memory learns, reuses, and drops what a rotation made stale."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+
+pytest.importorskip("agents")
+
+from agents import Agent, Runner, set_tracing_disabled  # noqa: E402
+from agents.items import ModelResponse  # noqa: E402
+from agents.models.interface import Model  # noqa: E402
+from agents.usage import Usage  # noqa: E402
+from openai.types.responses import (  # noqa: E402
+    ResponseFunctionToolCall,
+    ResponseOutputMessage,
+    ResponseOutputText,
+)
+
+from invalidation_contracts.client import FixMemory  # noqa: E402
+from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
+from invalidation_contracts.mcp.serve import running_http  # noqa: E402
+from invalidation_contracts.openai_agents import (  # noqa: E402
+    ContractMCPServerStdio,
+    ContractMCPServerStreamableHttp,
+)
+
+pytestmark = [pytest.mark.frameworks, pytest.mark.mcp, pytest.mark.timeout(120)]
+set_tracing_disabled(True)  # the SDK would try to export traces to its vendor
+
+
+def output_text(item: Any) -> str:
+    """The text the SDK put in front of the model for a tool's output."""
+    output = item.get("output")
+    if isinstance(output, list):
+        return "".join(part.get("text", "") for part in output if isinstance(part, dict))
+    return str(output)
+
+
+class Scripted(Model):
+    """The SDK's model interface playing ``planner``: it reads the tool outputs' text."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.calls = 0
+
+    def _call(self, arguments: dict[str, Any]) -> ModelResponse:
+        self.calls += 1
+        call = ResponseFunctionToolCall(
+            type="function_call",
+            call_id=f"call_{self.calls}",
+            name=TOOL,
+            arguments=json.dumps(arguments),
+        )
+        return ModelResponse(output=[call], usage=Usage(), response_id=None)
+
+    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kw: Any):
+        outputs = [
+            i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        if not outputs:
+            return self._call(self.planner.first())
+        shown = output_text(outputs[-1])
+        if '"success": true' not in shown:
+            return self._call(self.planner.retry(shown))
+        self.planner.shown.append(shown)
+        done = ResponseOutputMessage(
+            id="msg_1",
+            type="message",
+            role="assistant",
+            status="completed",
+            content=[ResponseOutputText(type="output_text", text="done", annotations=[])],
+        )
+        return ModelResponse(output=[done], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kw: Any) -> AsyncIterator[Any]:
+        raise NotImplementedError
+
+
+async def episode(server: Any, draft: dict[str, Any]) -> Planner:
+    planner = Planner(draft)
+    agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[server])
+    await Runner.run(agent, "subscribe the customer", max_turns=6)
+    return planner
+
+
+def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            mcp = ContractMCPServerStreamableHttp(
+                {"url": url}, memory=memory, watch_listener=heard.append
+            )
+            async with mcp:
+                runs = [await episode(mcp, growth), await episode(mcp, growth)]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                assert mcp.contract is not None
+                await mcp.contract.caught_up(seq)
+                runs += [await episode(mcp, growth), await episode(mcp, growth)]
+                return runs
+
+    learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert len(after.calls) == 2 and len(relearned.calls) == 1
+    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "WINTERLAUNCH26"}
+    ]
+
+
+def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
+    memory = FixMemory("row")
+
+    async def body() -> Planner:
+        async with running_http(server) as url:
+            async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as mcp:
+                return await episode(mcp, acme.family("governed-partner-growth").draft())
+
+    planner = anyio.run(body)
+
+    (failure, success) = planner.shown
+    assert "SUMMERSALE25" in failure and '"success": true' in success
+    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
+        assert member not in failure and member not in success
+
+
+def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> list[Planner]:
+        params = {"command": PYTHON, "args": SERVE_MCP}
+        timeout = {"client_session_timeout_seconds": 60}  # a cold child on a shared machine
+        async with ContractMCPServerStdio(params, memory=memory, **timeout) as mcp:
+            return [await episode(mcp, growth), await episode(mcp, growth)]
+
+    learn, reuse = anyio.run(body)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target

@@ -1,0 +1,138 @@
+"""The client scorer's own rules: episodes, retries, first tries, stale values, bounds, keys."""
+
+from __future__ import annotations
+
+import pytest
+from fastapi.testclient import TestClient
+from tests.observe.conftest import ORDERS
+from tests.service.conftest import TOKEN, make_domain
+
+from invalidation_contracts.observe import instrument
+from invalidation_contracts.observe.clients import ClientKey
+from invalidation_contracts.observe.scoring import ClientScores
+from invalidation_contracts.server.app import create_app
+
+ADMIN = {"Authorization": f"Bearer {TOKEN}"}
+GOOD = {"plan": "basic", "funding_type": "card"}
+BAD = {"plan": "basic", "funding_type": "wire"}
+
+
+def scored(**options):
+    app = create_app(make_domain(), admin_token=TOKEN)
+    scores = ClientScores(**options)
+    key = ClientKey.header("X-Client", secret=b"k")
+    instrument(app, app.state.service, prometheus=False, scores=scores, client_key=key)
+    return TestClient(app), scores
+
+
+def only(scores):
+    (figures,) = scores.snapshot().values()
+    return figures
+
+
+def test_a_passing_first_request_is_a_first_try():
+    client, scores = scored()
+    with client:
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+    assert (only(scores).episodes, only(scores).first_try) == (1, 1)
+
+
+def test_a_request_after_a_422_is_a_retry_not_an_episode():
+    client, scores = scored()
+    with client:
+        client.post(ORDERS, json=BAD, headers={"X-Client": "a"})
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+    figures = only(scores)
+    assert (figures.episodes, figures.first_try, figures.retries) == (1, 0, 1)
+
+
+def test_after_the_retry_budget_the_next_request_opens_an_episode():
+    client, scores = scored(max_attempts=2)
+    with client:
+        for _ in range(3):
+            client.post(ORDERS, json=BAD, headers={"X-Client": "a"})
+    assert (only(scores).episodes, only(scores).retries) == (2, 1)
+
+
+def test_clients_are_scored_apart():
+    client, scores = scored()
+    with client:
+        client.post(ORDERS, json=BAD, headers={"X-Client": "a"})
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "b"})
+    assert sorted((f.episodes, f.first_try) for f in scores.snapshot().values()) == [
+        (1, 0),
+        (1, 1),
+    ]
+
+
+def test_a_value_a_change_made_stale_is_a_stale_injection():
+    client, scores = scored()
+    with client:
+        client.post(ORDERS, json={"plan": "basic"}, headers={"X-Client": "a"})  # taught: card
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+        rows = {"basic": {"funding": "wire"}, "enterprise": {"funding": "invoice", "promo": "E"}}
+        client.post("/admin/reload-table", json={"table": "plans", "rows": rows}, headers=ADMIN)
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})  # carries the stale card
+    figures = only(scores)
+    assert (figures.episodes, figures.stale_injections) == (2, 1)
+
+
+def test_a_taught_value_still_current_is_no_stale_injection():
+    client, scores = scored()
+    with client:
+        client.post(ORDERS, json={"plan": "basic"}, headers={"X-Client": "a"})
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+    assert (only(scores).episodes, only(scores).first_try, only(scores).stale_injections) == (
+        2,
+        1,
+        0,
+    )
+
+
+def test_the_scorer_keeps_at_most_max_clients():
+    client, scores = scored(max_clients=2)
+    with client:
+        for name in "abc":
+            client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+    assert len(scores.snapshot()) == 2
+
+
+def test_a_client_key_from_a_credential_never_holds_the_credential():
+    secret_token = "sk_live_very_secret_value"
+    key = ClientKey.bearer(secret=b"server-secret")
+    scope = {"type": "http", "headers": [(b"authorization", f"Bearer {secret_token}".encode())]}
+    derived = key(scope)
+    assert secret_token not in derived and derived.startswith("token:")
+    assert key(scope) == derived  # stable for one secret
+    assert ClientKey.bearer(secret=b"other")(scope) != derived
+
+
+def test_a_request_without_a_token_is_keyed_by_its_address():
+    key = ClientKey.bearer(secret=b"s")
+    assert key({"type": "http", "headers": [], "client": ("10.0.0.7", 5000)}) == "10.0.0.7"
+
+
+@pytest.mark.parametrize("bad", [0, -1])
+def test_bounds_below_one_are_refused(bad):
+    with pytest.raises(ValueError):
+        ClientScores(max_attempts=bad)
+
+
+def test_the_totals_are_exported_as_counters_and_outlive_forgotten_clients(readings):
+    app = create_app(make_domain(), admin_token=TOKEN)
+    scores = ClientScores(max_clients=1)
+    instrument(
+        app,
+        app.state.service,
+        prometheus=False,
+        meter_provider=readings.meter_provider,
+        scores=scores,
+        client_key=ClientKey.header("X-Client", secret=b"k"),
+    )
+    with TestClient(app) as client:
+        for name in "ab":
+            client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+    assert len(scores.snapshot()) == 1
+    assert readings.value("invalidation_contracts.clients.episodes") == 2
+    assert readings.value("invalidation_contracts.clients.first_try") == 2
