@@ -115,8 +115,12 @@ def writer(where: str, name: str, journal: Path, pause_s: float = 0.0) -> None:
 
 
 def reader(where: str, journal: Path) -> None:
-    """Look the fixes up again and again, until killed; journal which ``t0`` fixes were served."""
+    """Look the fixes up again and again, until killed; journal which ``t0`` fixes were served.
+
+    It first confirms the origin with one response (a process serves nothing it has not)."""
     m = memory(where)
+    version = server_version(Path(journal))
+    m.observe(ORIGIN, None, 200, {"success": True, **contract(version)})
     while True:
         start = time.monotonic()
         try:
