@@ -30,6 +30,7 @@ from . import (
     production,
     provider_load,
     push_contention,
+    recovery,
     reload_cost,
     serve_latency,
     wire_cost,
@@ -48,6 +49,7 @@ MODULES: tuple[ModuleType, ...] = (
     observe_overhead,
     dependencies,
     push_contention,
+    recovery,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

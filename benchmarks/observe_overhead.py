@@ -1,13 +1,13 @@
 """Study — what the instrumentation costs, and how fast the operator page follows a COMMIT.
 
 1. **Request overhead.** Two `serve` processes of acme billing at L6, one with `--metrics`
-   (OpenTelemetry SDK, Prometheus reader, client scoring, the operator page) and one without;
-   the failures mix (every draft, answered 422) on one keep-alive connection, rounds alternating
-   the servers; the figure is server CPU per request (from ``/proc``), the ratio the median of
-   per-round ratios. The instrumented server is scraped once per round.
+   (OpenTelemetry SDK, Prometheus reader, client scoring, the operator page) and one without,
+   loaded side by side with the failures mix (every draft, answered 422) on one keep-alive
+   connection each; the figure is server CPU per request (from ``/proc``), the ratio the median
+   of per-round ratios. The instrumented server is scraped once per round.
 2. **Memory lookup overhead.** ``FixMemory.lookup`` on a memory holding the fixes of every
-   acme billing family, in two fresh interpreters: one with no meter provider, one with the SDK's
-   ``MeterProvider`` (an in-memory reader) set globally; rounds alternate them.
+   acme billing family, in two fresh interpreters run at once: one with no meter provider, one
+   with the SDK's ``MeterProvider`` (an in-memory reader) set globally.
 3. **Page update latency from COMMIT.** ``serve --metrics`` over a SQLite database; a plain-SQL
    ``UPDATE`` is committed, and the time until (a) the state document shows the new seq (polled
    every 5 ms: capture → worker propagation) and (b) the page in Debian's headless Chromium shows
@@ -49,20 +49,43 @@ LOOKUP_TARGET = 1.05
 @dataclass(frozen=True, slots=True)
 class Size:
     requests: int
+    """Unused: the request study runs for ``round_s`` per round (side by side)."""
     rounds: int
     warmup: int
     lookups: int
     commits: int
+    round_s: float
+    handle_chunks: int
+    handle_chunk: int
     time_limit_s: float = 120.0
 
 
-FULL = Size(requests=600, rounds=5, warmup=60, lookups=5_000, commits=20)
-QUICK = Size(requests=60, rounds=1, warmup=10, lookups=500, commits=2, time_limit_s=30.0)
+FULL = Size(
+    requests=0,
+    rounds=7,
+    warmup=60,
+    lookups=6_000,
+    commits=20,
+    round_s=8.0,
+    handle_chunks=40,
+    handle_chunk=200,
+)
+QUICK = Size(
+    requests=0,
+    rounds=1,
+    warmup=10,
+    lookups=600,
+    commits=2,
+    round_s=1.0,
+    handle_chunks=2,
+    handle_chunk=20,
+)
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     size = QUICK if quick else FULL
     data: dict[str, Any] = {
+        "handle": _handle_path(size),
         "requests": _requests(size),
         "lookups": _lookups(size),
         "page": _page(size),
@@ -84,31 +107,67 @@ def _requests(size: Size) -> dict[str, Any]:
         servers = {"off": off, "on": on}
         for server in servers.values():
             loadgen.run_trial(server.port, path, bodies, size.warmup, 1, size.time_limit_s)
-        for r in range(size.rounds):
-            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
-                per_request[name].append(_cpu_per_request(servers[name], path, bodies, size))
+        for _ in range(size.rounds):
+            before = {name: _cpu(server) for name, server in servers.items()}
+            trials = loadgen.run_side_by_side([off.port, on.port], path, bodies, 1, size.round_s)
+            for (name, server), trial in zip(servers.items(), trials, strict=True):
+                per_request[name].append((_cpu(server) - before[name]) / len(trial.latencies_s))
             _scrape(on)
     ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
     return {
         "cpu_per_request_us": {k: 1e6 * median(v) for k, v in per_request.items()},
         "ratio": median(ratios),
         "rounds": size.rounds,
-        "requests_per_round": size.requests,
     }
 
 
-def _cpu_per_request(server: Server, path: str, bodies: list[bytes], size: Size) -> float:
-    before = server.cpu_seconds()
-    trial = loadgen.run_trial(server.port, path, bodies, size.requests, 1, size.time_limit_s)
-    after = server.cpu_seconds()
-    if before is None or after is None or not trial.latencies_s:
+def _cpu(server: Server) -> float:
+    seconds = server.cpu_seconds()
+    if seconds is None:
         raise RuntimeError("server CPU time is not readable here (/proc)")
-    return (after - before) / len(trial.latencies_s)
+    return seconds
 
 
 def _scrape(server: Server) -> None:
     reply = httpx.get(f"http://127.0.0.1:{server.port}/contract/metrics", headers=_headers())
     reply.raise_for_status()
+
+
+def _handle_path(size: Size) -> dict[str, Any]:
+    """The provider's request path in one process, with and without ``instrument``, in
+    interleaved chunks (both see the same machine load): ``ContractService.handle``."""
+    from invalidation_contracts.observe import instrument
+    from invalidation_contracts.server.app import create_app
+
+    catalog = get_catalog(DOMAIN)
+    payloads = [json.loads(body) for body in request_mixes()["failures"]]
+    services = {}
+    for name in ("off", "on"):
+        app = create_app(catalog.domain, level=6, registry=catalog.domain.registry())
+        if name == "on":
+            instrument(app, app.state.service)
+        services[name] = app.state.service
+    chunks: dict[str, list[float]] = {"off": [], "on": []}
+    count = size.handle_chunk
+
+    def chunk(service: Any) -> float:
+        start = time.process_time()
+        for i in range(count):
+            service.handle(catalog.route, payloads[i % len(payloads)], instance=catalog.route.path)
+        return (time.process_time() - start) / count
+
+    for name in ("off", "on"):
+        chunk(services[name])  # warm-up
+    for r in range(size.handle_chunks):
+        for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+            chunks[name].append(chunk(services[name]))
+    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
+        "ratio": median(ratios),
+        "chunks": size.handle_chunks,
+        "requests_per_chunk": count,
+    }
 
 
 # -- 2. memory lookup overhead ----------------------------------------------------------------
@@ -133,27 +192,32 @@ for draft in drafts:
     outcome = provider.handle(catalog.route, draft)
     memory.observe(origin, draft, outcome.status, outcome.body.to_wire())
 chunks = []
-for _ in range(10):
+for _ in range(30):
     start = time.perf_counter()
-    for i in range(count // 10):
+    for i in range(count // 30):
         memory.lookup(origin, drafts[i % len(drafts)])
-    chunks.append((time.perf_counter() - start) / (count // 10))
+    chunks.append((time.perf_counter() - start) / (count // 30))
 print(json.dumps(statistics.median(chunks)))
 """
 
 
 def _lookups(size: Size) -> dict[str, Any]:
     per_call: dict[str, list[float]] = {"none": [], "sdk": []}
-    for r in range(size.rounds):
-        for mode in ("none", "sdk") if r % 2 == 0 else ("sdk", "none"):
-            done = subprocess.run(
-                [sys.executable, "-c", textwrap.dedent(_LOOKUPS), mode, str(size.lookups)],
-                capture_output=True,
+    code = textwrap.dedent(_LOOKUPS)
+    for _ in range(size.rounds):
+        running = {
+            mode: subprocess.Popen(
+                [sys.executable, "-c", code, mode, str(size.lookups)],
+                stdout=subprocess.PIPE,
                 text=True,
-                check=True,
-                timeout=600,
             )
-            per_call[mode].append(float(json.loads(done.stdout.strip().splitlines()[-1])))
+            for mode in ("none", "sdk")
+        }
+        for mode, proc in running.items():
+            out, _ = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"the {mode} lookup run failed")
+            per_call[mode].append(float(json.loads(out.strip().splitlines()[-1])))
     ratios = [s / n for n, s in zip(per_call["none"], per_call["sdk"], strict=True)]
     return {
         "per_lookup_us": {k: 1e6 * median(v) for k, v in per_call.items()},
@@ -259,9 +323,17 @@ def _quantiles(values: list[float] | None) -> tuple[str, str]:
 
 def _report(data: dict[str, Any], size: Size) -> StudyResult:
     requests, lookups, page = data["requests"], data["lookups"], data["page"]
+    handle = data["handle"]
     checks = [
         Check(
-            f"server CPU per request with `--metrics` within {REQUEST_TARGET:.2f}× of without",
+            f"provider request path with `instrument` within {REQUEST_TARGET:.2f}× of without "
+            "(in-process, interleaved)",
+            f"{handle['ratio']:.3f}×",
+            handle["ratio"] <= REQUEST_TARGET,
+        ),
+        Check(
+            f"server CPU per request with `--metrics` within {REQUEST_TARGET:.2f}× of without "
+            "(two servers side by side)",
             f"{requests['ratio']:.3f}×",
             requests["ratio"] <= REQUEST_TARGET,
         ),
@@ -273,9 +345,16 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     ]
     cpu = requests["cpu_per_request_us"]
     per = lookups["per_lookup_us"]
+    own = handle["cpu_per_request_us"]
     overhead = markdown_table(
         ["Measure", "Off (µs)", "On (µs)", "On / off"],
         [
+            [
+                "`ContractService.handle`, in-process CPU per request (failures mix, 422)",
+                f"{own['off']:.0f}",
+                f"{own['on']:.0f}",
+                f"**{handle['ratio']:.3f}**",
+            ],
             [
                 "server CPU per request (failures mix, 422)",
                 f"{cpu['off']:.0f}",
@@ -307,11 +386,16 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     md = "\n\n".join(
         [
             (
-                f"{size.rounds} round(s) alternating the configurations. Requests: "
-                f"{size.requests} sequential `POST /v1/subscriptions` of the failures mix per "
-                f"server and round on one keep-alive connection, after {size.warmup} warm-up "
-                f"requests, CPU of the server process from `/proc`. Lookups: "
-                f"{size.lookups} per interpreter and round, the median of ten chunks. Page: "
+                f"{size.rounds} round(s); in each, both configurations run at once, so they see "
+                f"the same machine load. Requests: both servers loaded side by side for "
+                f"{size.round_s:g} s per round, one keep-alive connection each, sequential "
+                f"`POST /v1/subscriptions` of the failures mix (every draft, answered 422), after "
+                f"{size.warmup} warm-up requests; server CPU per request from `/proc`; ratio: the "
+                f"median of per-round ratios. Lookups: two fresh interpreters at once, "
+                f"{size.lookups} lookups each per round, the median of 30 chunks. In-process: "
+                f"{size.handle_chunks} interleaved chunks of {size.handle_chunk} requests "
+                "through `ContractService.handle` (policies, rendering, telemetry and client "
+                "scoring; no HTTP), process CPU time. Page: "
                 f"{size.commits} plain-SQL `UPDATE`s of one row of `active_csm_codes` committed "
                 "to the provider's SQLite database, one at a time."
             ),

@@ -36,9 +36,12 @@ class Answer:
 class ContractResources:
     """The contract resources of one source, at its provider's level."""
 
-    def __init__(self, source: ContractSource) -> None:
+    def __init__(self, source: ContractSource, *, protect_graph: bool = False) -> None:
+        """``protect_graph``: the graph is neither listed nor read (MCP has no admin identity;
+        ``serve --protect-graph`` serves it to the admin token)."""
         self.source = source
         self.level = source.provider.level
+        self.protect_graph = protect_graph
 
     def resources(self) -> list[types.Resource]:
         """The fixed resources (what ``resources/list`` answers); none below level 1."""
@@ -62,7 +65,7 @@ class ContractResources:
                 mime_type=names.JSON_MEDIA_TYPE,
             ),
         ]
-        if self.level.graph:
+        if self.level.graph and not self.protect_graph:
             listed.append(
                 types.Resource(
                     uri=names.GRAPH,
@@ -113,6 +116,12 @@ class ContractResources:
         opaque = provider.opaque
         if request.name == "graph":
             self._require(Level.SUBGRAPH, "contract://graph")
+            if self.protect_graph:
+                raise ProtocolError(
+                    ProblemType.FORBIDDEN,
+                    "contract://graph is protected on this server (read it with the admin token "
+                    "over HTTP: GET /contract/graph)",
+                )
             listing = source.state().graph_listing()
             return Answer(opaque.graph(listing) if opaque is not None else listing)
         self._require(Level.STRUCTURED, f"contract://{request.name}")
