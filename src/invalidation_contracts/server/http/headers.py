@@ -14,6 +14,8 @@ from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import MAX_SAFE_INTEGER
 
 CONTRACT_SINCE = "Contract-Since"
+#: On a domain route's answer: the request fields a client may patch (SPEC §10.4).
+CONTRACT_PATCHABLE = "Contract-Patchable"
 CONTRACT_EPOCH = "Contract-Epoch"
 #: What a ``Contract-Epoch`` header may hold: visible ASCII (empty: the 410 of SPEC §8.1).
 EPOCH_HEADER_PATTERN = r"^[\x21-\x7e]*$"
