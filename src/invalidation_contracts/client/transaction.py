@@ -115,7 +115,7 @@ class Transactions:
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
-                ops = commit_ops(tx, base, total)
+                ops = commit_ops(tx, base, total, self.admission.limits)
             try:
                 yield ops
             except StoreConflict:
