@@ -1096,6 +1096,34 @@ def _add_mcp(sub: Subparsers) -> None:
         help="rename a route's tool, e.g. 'POST /v1/subscriptions=create_subscription'",
     )
     p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with http: another Host header to accept (name, name:port or name:*); needed when "
+        "bound to 0.0.0.0 or ::",
+    )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with http: another Origin to accept (https://app.example)",
+    )
+    _add_admin_token(p, "the bearer token MCP clients must send (required off loopback)")
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="with http: reap a session idle this long (default 600)",
+    )
+    p.add_argument(
+        "--protect-graph",
+        action="store_true",
+        help="do not list or serve contract://graph (serve gives it to the admin token)",
+    )
+    p.add_argument(
         "--envelope",
         choices=("meta", "inline"),
         default="meta",
@@ -1121,6 +1149,7 @@ def _add_mcp(sub: Subparsers) -> None:
 
 def _serve_mcp(args: argparse.Namespace) -> int:
     from .domains import get_domain
+    from .mcp.http import HttpOptions, is_loopback
     from .mcp.serve import open_source, parse_tool_names, serve_mcp
 
     try:
@@ -1131,6 +1160,18 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     trust = _trust_options(args)
+    if not args.idle_timeout > 0:
+        raise UsageError("--idle-timeout must be a positive number of seconds")
+    http = HttpOptions(
+        allowed_hosts=tuple(args.allowed_host),
+        allowed_origins=tuple(args.allowed_origin),
+        # On loopback a token is enforced only when a file names it (the environment's admin
+        # token is for the HTTP workers a harness also runs); off loopback it is required.
+        token=_admin_token(args)
+        if args.admin_token_file is not None or not is_loopback(args.host)
+        else None,
+        idle_timeout_s=args.idle_timeout,
+    )
     store, notice = _history(args, domain.name)
     try:
         source, close = open_source(domain, level=args.level, store=store, trust=trust)
@@ -1148,6 +1189,8 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             name=args.name,
             tool_names=tool_names,
             envelope=args.envelope,
+            http=http,
+            protect_graph=args.protect_graph,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

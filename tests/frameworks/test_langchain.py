@@ -4,12 +4,13 @@ ReAct agent, driven by a scripted LangChain chat model, real tool calls to a rea
 from __future__ import annotations
 
 import itertools
+import shlex
 from typing import Any
 
 import anyio
 import pytest
 from mcp import StdioServerParameters
-from tests.frameworks.conftest import ORIGIN, PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
@@ -86,11 +87,12 @@ def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rot
                 return runs
 
     learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert len(after.calls) == 2 and len(relearned.calls) == 1
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(ORIGIN)] == [
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
         {"promo_code": "WINTERLAUNCH26"}
     ]
 
@@ -120,3 +122,4 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
     learn, reuse = anyio.run(body)
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target

@@ -5,12 +5,13 @@ server; the memory learns, reuses, and drops what a rotation made stale."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from tests.frameworks.conftest import ORIGIN, PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
 
 pytest.importorskip("agents")
 
@@ -113,11 +114,12 @@ def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rot
                 return runs
 
     learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert len(after.calls) == 2 and len(relearned.calls) == 1
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(ORIGIN)] == [
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
         {"promo_code": "WINTERLAUNCH26"}
     ]
 
@@ -144,9 +146,11 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
 
     async def body() -> list[Planner]:
         params = {"command": PYTHON, "args": SERVE_MCP}
-        async with ContractMCPServerStdio(params, memory=memory) as mcp:
+        timeout = {"client_session_timeout_seconds": 60}  # a cold child on a shared machine
+        async with ContractMCPServerStdio(params, memory=memory, **timeout) as mcp:
             return [await episode(mcp, growth), await episode(mcp, growth)]
 
     learn, reuse = anyio.run(body)
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target

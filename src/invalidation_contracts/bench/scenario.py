@@ -170,8 +170,9 @@ def resolve_scenario(name_or_path: str | Path) -> Scenario:
 
 
 def check_scenario(scenario: Scenario, catalog: DomainCatalog) -> None:
-    """Refuse a manifest whose schedule or drift refers to anything the domain lacks, or whose
-    stale slots are not the paper's (an extra exclusion belongs in a ``[[departures]]`` table)."""
+    """Refuse a manifest whose schedule or drift refers to anything the domain lacks, whose drift
+    labels the oracle contradicts (``labels.check_labels``), or whose stale slots are not the
+    paper's (an extra exclusion belongs in a ``[[departures]]`` table)."""
     classes = {family.klass for family in catalog.task_families.values()}
     if scenario.compliance_class not in classes:
         raise ScenarioMismatch(
@@ -199,6 +200,11 @@ def check_scenario(scenario: Scenario, catalog: DomainCatalog) -> None:
                 f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "
                 f"known: {sorted(catalog.rule_sets)}"
             )
+    from .labels import check_labels
+
+    wrong = check_labels(scenario, catalog)
+    if wrong:
+        raise ScenarioMismatch(f"{scenario.name}: {wrong[0]}")
     expected = paper_stale_slots(scenario, catalog)
     extra = sorted(set(scenario.stale_slots) - set(expected))
     if extra:

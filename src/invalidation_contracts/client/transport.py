@@ -40,6 +40,7 @@ import httpx
 from ..protocol.headers import CONTRACT_SIGN, CONTRACT_SIGNATURE, CONTRACT_SINCE, is_json_media_type
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
 from .stores import StoreError
@@ -100,6 +101,7 @@ class _Contract:
         self.origin_of = origin_of
         self.conditional = conditional
         self.listener = listener
+        self.locations = ContractLocations()
 
     def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
@@ -172,6 +174,7 @@ class _Contract:
         read: BoundedBody | None,
     ) -> dict[str, Any]:
         """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
+        self.locations.learn(self.origin_of(request.url), request.url, response.headers)
         parsed, refused, size = None, None, _content_length(response)
         if read is not None:
             size, content = read.size, read.finish()
@@ -220,7 +223,7 @@ class _Contract:
             params = {"since": str(need.since)}
             if need.epoch is not None:
                 params["epoch"] = need.epoch
-        url = httpx.URL(need.origin.rstrip("/") + need.path)
+        url = self.locations.url(need.origin, need.path)
         return httpx.Request(
             "GET", url, params=params, headers=headers, extensions=_timeout(template)
         )
@@ -357,9 +360,8 @@ class ContractTransport(httpx.BaseTransport):
         episode = _episode(template)
         position = self.memory.conditional_headers(need.origin)
         try:
-            response = self.wrapped.handle_request(
-                self._contract.need_request(need, template, position)
-            )
+            fetch = self._contract.need_request(need, template, position)
+            response = self.wrapped.handle_request(fetch)
             read = self._contract.body(response, "max_feed_bytes")
             try:
                 for chunk in () if response.is_stream_consumed else response.iter_raw():
@@ -369,6 +371,10 @@ class ContractTransport(httpx.BaseTransport):
                 response.close()
         except httpx.TransportError as exc:
             obs = self.memory.fetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        if self._contract.locations.deferred(need.origin, fetch.url, response):
+            obs = self.memory.fetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
         obs = self.memory.answer(need, episode=episode, **self._contract.answer(response, read))
@@ -477,9 +483,8 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         episode = _episode(template)
         position = await self.memory.aconditional_headers(need.origin)
         try:
-            response = await self.wrapped.handle_async_request(
-                self._contract.need_request(need, template, position)
-            )
+            fetch = self._contract.need_request(need, template, position)
+            response = await self.wrapped.handle_async_request(fetch)
             read = self._contract.body(response, "max_feed_bytes")
             try:
                 if not response.is_stream_consumed:
@@ -490,6 +495,10 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
         except httpx.TransportError as exc:
             obs = await self.memory.afetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        if self._contract.locations.deferred(need.origin, fetch.url, response):
+            obs = await self.memory.afetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
         obs = await self.memory.aanswer(

@@ -17,7 +17,7 @@ from typing import Any
 import mcp_types as types
 
 from ..protocol.models import Problem, WireModel
-from ..protocol.problems import ProtocolError
+from ..protocol.problems import ProblemType, ProtocolError
 from ..server.reads import ContractRead, require_level
 from . import names
 from .source import ContractSource
@@ -38,9 +38,12 @@ class Answer:
 class ContractResources:
     """The contract resources of one source, at its provider's level."""
 
-    def __init__(self, source: ContractSource) -> None:
+    def __init__(self, source: ContractSource, *, protect_graph: bool = False) -> None:
+        """``protect_graph``: the graph is neither listed nor read (MCP has no admin identity;
+        ``serve --protect-graph`` serves it to the admin token)."""
         self.source = source
         self.level = source.provider.level
+        self.protect_graph = protect_graph
 
     def resources(self) -> list[types.Resource]:
         """The fixed resources (what ``resources/list`` answers); none below level 1."""
@@ -64,7 +67,7 @@ class ContractResources:
                 mime_type=names.JSON_MEDIA_TYPE,
             ),
         ]
-        if self.level.graph:
+        if self.level.graph and not self.protect_graph:
             listed.append(
                 types.Resource(
                     uri=names.GRAPH,
@@ -124,6 +127,12 @@ class ContractResources:
         """The one read API (``Provider.read``) at the state the client's position needs."""
         what = f"contract://{read.name}"
         require_level(self.level, read, what)
+        if read.name == "graph" and self.protect_graph:
+            raise ProtocolError(
+                ProblemType.FORBIDDEN,
+                "contract://graph is protected on this server (read it with the admin token "
+                "over HTTP: GET /contract/graph)",
+            )
         state = self.source.state(read.catch_up, read.epoch)
         body = self.source.provider.read(read, state, what=what)
         return Answer(body, read.since if read.name == "versions" else None)

@@ -322,6 +322,11 @@ class TableTransition(WireModel):
     new_version: str
     touch: bool = False
     affected_downstream: list[str] = Field(default_factory=list)
+    reconciled: Literal[True] | None = Field(
+        default=None,
+        description="(ext) The change was found by comparing the table with the provider's "
+        "database, not recorded by its capture (a write around the triggers). Omitted otherwise.",
+    )
 
 
 class RuleChange(WireModel):

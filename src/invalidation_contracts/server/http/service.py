@@ -73,6 +73,8 @@ class ContractService:
         self.trust = trust if trust is not None else TrustOptions()
         self.signer = self.trust.signer()
         self._route_class: type[APIRoute] | None = None
+        self.contract_bases: dict[int, str | None] = {}
+        """Per app: where its contract routes live (``discovery``)."""
         self._started = False
 
     @classmethod
@@ -256,8 +258,16 @@ class ContractService:
         self._started = False
 
     @asynccontextmanager
-    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
-        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan."""
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan.
+
+        Given the app, it first checks that every domain route is served where the domain says
+        (``RuntimeError`` otherwise: a policy that never runs must not start).
+        """
+        if app is not None:
+            from .retrofit import check_routes
+
+            check_routes(self, app)
         self.start()
         try:
             yield
