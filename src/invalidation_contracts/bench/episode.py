@@ -333,10 +333,14 @@ class EpisodeLoop:
             if name is None:
                 continue
             stale = None
+            fix: dict[str, Any] | None = None
             if isinstance(event, Stored):
                 if live is None:
                     live = {e.id: e.suggestion for e in self._entries()}
-                self.oracle.learned(event, live.get(event.entry_id))
+                learned = live.get(event.entry_id)
+                self.oracle.learned(event, learned)
+                if learned is not None:
+                    fix = {"type": learned.type, "parameters": dict(learned.parameters)}
             elif isinstance(event, Evicted):
                 if event.reason is EvictionReason.SUPERSEDED:
                     name = "supersede"
@@ -353,6 +357,7 @@ class EpisodeLoop:
                 key=event.key.to_dict() if hasattr(event, "key") else None,
                 reason=getattr(getattr(event, "reason", None), "value", None),
                 stale=stale,
+                **({"fix": fix} if fix is not None else {}),
             )
 
 

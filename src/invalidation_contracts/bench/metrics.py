@@ -383,7 +383,8 @@ class WireTotals:
 
 @dataclass(frozen=True, slots=True)
 class DriftWindow:
-    """What a run did between one drift event and the next."""
+    """What a run did between one drift event and the next. Events applied after the same
+    episode are one window (``_change_sets``): nothing runs between them to tell them apart."""
 
     after_episode: int
     kind: str
@@ -605,6 +606,27 @@ def _alert(
     return min(sightings, default=None)
 
 
+KIND_RANK = {"breaking": 0, "benign": 1, "touch": 2}
+
+
+def _change_sets(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events applied after the same episode, as one: no episode runs between them, so what
+    follows answers to all of them together. Its target names each part with its own label
+    (``table a (benign) + table b (breaking)``), its kind is the strongest part's."""
+    merged: list[dict[str, Any]] = []
+    for event in events:
+        if merged and merged[-1]["after_episode"] == event["after_episode"]:
+            last = merged[-1]
+            parts = last.setdefault("parts", [(last["target"], last["kind"])])
+            parts.append((event["target"], event["kind"]))
+            last["target"] = " + ".join(f"{target} ({kind})" for target, kind in parts)
+            last["kind"] = min((k for _, k in parts), key=lambda k: KIND_RANK.get(k, 3))
+            last["rules"] = bool(last["rules"] or event["rules"])
+        else:
+            merged.append(dict(event))
+    return merged
+
+
 def _windows(
     events: list[dict[str, Any]],
     memory: list[dict[str, Any]],
@@ -613,6 +635,7 @@ def _windows(
     detection: str,
 ) -> tuple[DriftWindow, ...]:
     windows = []
+    events = _change_sets(events)
     for i, event in enumerate(events):
         start = event["after_episode"]
         until = events[i + 1]["after_episode"] if i + 1 < len(events) else None
