@@ -228,6 +228,18 @@ def test_events_after_the_same_episode_are_one_window_naming_every_part(tmp_path
     assert (window.kind, window.evictions, window.evictions_correct) == ("breaking", 2, 2)
 
 
+def test_consumer_evictions_descending_from_a_wrong_eviction_are_counted_apart(tmp_path):
+    memory = [
+        {"episode": 6, "event": "evict", "entry": "w", "stale": False},
+        {"episode": 6, "event": "evict", "entry": "c1", "stale": False, "cascaded_from": "w"},
+        {"episode": 6, "event": "evict", "entry": "c2", "stale": True, "cascaded_from": "c1"},
+        {"episode": 7, "event": "evict", "entry": "r", "stale": True},
+        {"episode": 7, "event": "evict", "entry": "c3", "stale": True, "cascaded_from": "r"},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory)
+    assert only(tmp_path).evictions_cascaded_from_wrong == 2
+
+
 RULE_REMOVAL = [{"after_episode": 5, "kind": "breaking", "rules": "rule-removal"}]
 
 

@@ -457,6 +457,10 @@ class RunMetrics:
     evictions_correct: int
     evictions_wrong: int
     evictions_unlabelled: int
+    evictions_cascaded_from_wrong: int
+    """Consumer evictions (A2DC) that followed, directly or through another consumer, an eviction
+    the oracle judged wrong: the arm cannot tell a wrong eviction from a correct one, so it
+    cascades from both; counted apart so a report can say so."""
     restamps: int
     precision: float | None
     recall: float | None
@@ -721,6 +725,18 @@ def _drift_reached(
     return tuple(sorted(reached, key=class_rank))
 
 
+def _cascaded_from_wrong(evicts: Sequence[Mapping[str, Any]]) -> int:
+    """Consumer evictions descending from an eviction the oracle judged wrong (in record order)."""
+    tainted = {str(m.get("entry")) for m in evicts if m.get("stale") is False}
+    count = 0
+    for m in evicts:
+        parent = m.get("cascaded_from")
+        if parent is not None and str(parent) in tainted:
+            tainted.add(str(m.get("entry")))
+            count += 1
+    return count
+
+
 def run_metrics(run: Run) -> RunMetrics:
     """Score one run from its metadata and records."""
     meta, key = run.meta, run.meta.key
@@ -806,6 +822,7 @@ def run_metrics(run: Run) -> RunMetrics:
         evictions_correct=correct,
         evictions_wrong=wrong,
         evictions_unlabelled=len(evicts) - correct - wrong,
+        evictions_cascaded_from_wrong=_cascaded_from_wrong(evicts),
         restamps=sum(1 for m in memory if m.get("event") == "restamp"),
         precision=_ratio(correct, correct + wrong),
         recall=_ratio(stale_evicted, stale_entries),
@@ -876,6 +893,7 @@ CELL_FIELDS = (
     "evictions_correct",
     "evictions_wrong",
     "evictions_unlabelled",
+    "evictions_cascaded_from_wrong",
     "restamps",
     "precision",
     "recall",
