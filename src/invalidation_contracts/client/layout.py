@@ -203,9 +203,15 @@ def journal_key(generation: int) -> str:
 
 
 def commit_ops(
-    tx: Ledger, generation: int, stats: OriginStats, limits: Limits = DEFAULT_LIMITS
+    tx: Ledger,
+    generation: int,
+    stats: OriginStats,
+    turn: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
 ) -> Iterator[Op]:
-    """One call as one batch, valid only at ``generation``: entries, tombstones, meta, journal.
+    """One call as one batch, valid only at ``generation`` and while no other writer holds the
+    origin's turn (``turn``: the one this call holds, released by the batch; ``client.turn``):
+    entries, tombstones (pruned to ``limits``, ``client.retention``), meta, journal.
 
     A generator: each entry's dict is made as the store encodes it and dropped right after, so a
     batch of 10⁵ restamps never holds 10⁵ dicts at once.
@@ -215,6 +221,9 @@ def commit_ops(
     )
     after = generation + 1
     yield CheckOp(meta, "generation", {"generation": generation} if generation else None)
+    yield CheckOp(meta, "turn", turn)
+    if turn is not None:
+        yield PutOp(meta, "turn", None)
     for eid, entry in tx.written.items():
         yield PutOp(entries, eid, entry.to_dict())
     for eid, tomb in tx.removed.items():
