@@ -43,6 +43,7 @@ from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, sett
 from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .published import PublishedPatchable
 from .stores import StoreError
 from .watch import Watches, WatchOptions, watch_options
 
@@ -102,6 +103,7 @@ class _Contract:
         self.conditional = conditional
         self.listener = listener
         self.locations = ContractLocations()
+        self.published = PublishedPatchable(memory)
 
     def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
@@ -175,6 +177,7 @@ class _Contract:
     ) -> dict[str, Any]:
         """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
         self.locations.learn(self.origin_of(request.url), request.url, response.headers)
+        self.published.learn(self.origin_of(request.url), response.headers)
         parsed, refused, size = None, None, _content_length(response)
         if read is not None:
             size, content = read.size, read.finish()

@@ -12,9 +12,12 @@ from .signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
 
 CONTRACT_SINCE = "Contract-Since"
 CONTRACT_EPOCH = "Contract-Epoch"
+#: On a domain route's answer: the request fields a client may patch (SPEC §10.4).
+CONTRACT_PATCHABLE = "Contract-Patchable"
 
 __all__ = [
     "CONTRACT_EPOCH",
+    "CONTRACT_PATCHABLE",
     "CONTRACT_SIGN",
     "CONTRACT_SIGNATURE",
     "CONTRACT_SINCE",

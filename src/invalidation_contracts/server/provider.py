@@ -50,6 +50,10 @@ class Telemetry(Protocol):
         """An answer of ``handle`` other than a 422: the 400 of an invalid body, or a 200."""
         ...
 
+    def stamped(self, route: Route[Any], status: int, content: bytes) -> None:
+        """An existing app's own answer on a declared route, with the contract merged in."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Outcome:

@@ -78,8 +78,11 @@ class ContractRoute(ProblemRoute):
                         return add_link(service, request, refusal)
             except ProtocolError as exc:
                 return answer(service, request, *problem_of(request, exc))
-            response = await original(request)
-            return add_link(service, request, stamp(service, response, state, since, epoch))
+            response = stamp(service, await original(request), state, since, epoch)
+            telemetry = service.provider.telemetry
+            if telemetry is not None and declared is not None:
+                telemetry.stamped(declared, response.status_code, getattr(response, "body", b""))
+            return add_link(service, request, response)
 
         return handler
 
