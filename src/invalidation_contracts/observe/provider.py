@@ -206,6 +206,15 @@ class ProviderTelemetry:
         except Exception:
             self._failed("an answer")
 
+    def stamped(self, route: Route[Any], status: int, content: bytes) -> None:
+        try:
+            labels = (("http.route", route.path), ("http.status_code", status))
+            self.responses.add(1, labels)
+            if isinstance(content, bytes) and content:
+                self.contract_bytes.add(self._contract_bytes(content, cache=False), labels)
+        except Exception:
+            self._failed("an answer")
+
     # -- what the registry tells (Registry.subscribe) -------------------------------------------
 
     def moved(self, before: RegistryState, after: RegistryState) -> None:
