@@ -24,9 +24,13 @@ from typing import Any
 
 from . import (
     client_cost,
+    dependencies,
     harness_throughput,
+    observe_overhead,
     production,
     provider_load,
+    push_contention,
+    recovery,
     reload_cost,
     serve_latency,
     wire_cost,
@@ -42,6 +46,10 @@ MODULES: tuple[ModuleType, ...] = (
     harness_throughput,
     serve_latency,
     production,
+    observe_overhead,
+    dependencies,
+    push_contention,
+    recovery,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -105,7 +105,7 @@ def start(launcher: str, level: int) -> AbstractContextManager[Server]:
     from invalidation_contracts.server.http.launch import AppSpec
 
     if launcher == "serve":
-        return serve_command("--domain", DOMAIN, "--level", str(level))
+        return serve_command("--domain", DOMAIN, "--level", str(level), "--ephemeral")
     return bare_uvicorn(AppSpec(DOMAIN, level).to_env())
 
 

@@ -62,7 +62,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     with tempfile.TemporaryDirectory(prefix="bench-keepalive-") as tmp, ExitStack() as stack:
         root = Path(tmp)
         ports = {
-            "serve": stack.enter_context(serve_command("--domain", DOMAIN)).port,
+            "serve": stack.enter_context(serve_command("--domain", DOMAIN, "--ephemeral")).port,
             "uvicorn": stack.enter_context(bare_uvicorn(spec.to_env())).port,
             "serve ×2": stack.enter_context(
                 serve_command("--domain", DOMAIN, "--db", str(root / "a.db"), "--workers", "2")

@@ -6,16 +6,22 @@
   Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
   prove the real path, not skip it.
 - ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
+- ``XDG_STATE_HOME`` points at a temporary directory for the whole run (subprocesses inherit it):
+  ``serve`` and ``serve-mcp`` keep their default histories there, never in the user's state dir.
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
+
+_STATE_HOME = tempfile.mkdtemp(prefix="ic-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE_HOME
 
 settings.register_profile("ci", derandomize=True, print_blob=True)
 if os.environ.get("CI"):

@@ -314,13 +314,7 @@ def _add_service(sub: Subparsers) -> None:
     p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
     p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="PATH|URL",
-        help="registry store: a SQLite file or a postgresql:// URL, shared by every worker "
-        "(default: memory)",
-    )
+    _add_history(p, "shared by every worker")
     p.add_argument(
         "--database",
         default=None,
@@ -347,7 +341,7 @@ def _add_service(sub: Subparsers) -> None:
         "--workers",
         type=_workers,
         default=1,
-        help="worker processes sharing one registry (default 1; more need --db)",
+        help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
@@ -481,11 +475,12 @@ def _serve(args: argparse.Namespace) -> int:
     from .server.http.launch import FACTORY, SPEC_ENV, AppSpec
     from .server.store import StorageError
 
-    if args.workers > 1 and args.db is None:
-        raise UsageError("--workers needs --db: workers share one registry store")
+    if args.workers > 1 and args.ephemeral:
+        raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
     if (args.declare or args.create_tables) and args.database is None:
         raise UsageError("--declare and --create-tables need --database")
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
+    store, notice = _history(args)
     token = _admin_token(args)
     if token:
         # Each worker reads the token from its environment, never from its argv.
@@ -500,7 +495,7 @@ def _serve(args: argparse.Namespace) -> int:
     spec = AppSpec(
         domain=args.domain,
         level=args.level,
-        store=str(args.db) if args.db is not None else None,
+        store=store,
         database=args.database,
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
@@ -528,6 +523,7 @@ def _serve(args: argparse.Namespace) -> int:
         if type(exc).__module__.split(".")[0] != "sqlalchemy":
             raise
         raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
+    print(notice, file=sys.stderr)
     try:
         if args.workers == 1:
             _listen(app, args)
@@ -540,6 +536,42 @@ def _serve(args: argparse.Namespace) -> int:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         raise CommandError(f"cannot listen on {where}: {reason}") from None
     return 0
+
+
+def _add_history(p: argparse.ArgumentParser, shared: str) -> None:
+    """``--db`` and ``--ephemeral``: where the domain's contract history is kept."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help=f"registry store: a SQLite file or a postgresql:// URL, {shared} (default: "
+        "$XDG_STATE_HOME/invalidation-contracts/DOMAIN.sqlite, ~/.local/state/... without it)",
+    )
+    where.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the history in memory: it ends with the process (tests, demos); every "
+        "client's memory of this server is evicted at the next start",
+    )
+
+
+def _history(args: argparse.Namespace, domain: str | None = None) -> tuple[str | None, str]:
+    """The registry store to serve from (None: in memory), and the line that says so on stderr
+    once the store opened (a new history is said before the file exists)."""
+    from .server.store.location import default_registry, history_notice
+
+    if args.ephemeral:
+        target = None
+    elif args.db is not None:
+        target = str(args.db)
+    else:
+        if domain is None:
+            from .domains import get_domain
+
+            domain = get_domain(args.domain).name
+        target = str(default_registry(domain))
+    return target, f"invalidation-contracts: {history_notice(target)}"
 
 
 def _known_domain(name: str) -> None:
@@ -1074,13 +1106,7 @@ def _add_mcp(sub: Subparsers) -> None:
     )
     p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
     p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
-    p.add_argument(
-        "--db",
-        default=None,
-        metavar="PATH|URL",
-        help="registry store shared with other workers (SQLite file or postgresql:// URL; needs "
-        "the server extra; default: memory)",
-    )
+    _add_history(p, "shared with other workers, HTTP ones included")
     p.add_argument(
         "--transport",
         choices=("stdio", "http"),
@@ -1098,6 +1124,34 @@ def _add_mcp(sub: Subparsers) -> None:
         default=[],
         metavar="OPERATION=NAME",
         help="rename a route's tool, e.g. 'POST /v1/subscriptions=create_subscription'",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="with http: another Host header to accept (name, name:port or name:*); needed when "
+        "bound to 0.0.0.0 or ::",
+    )
+    p.add_argument(
+        "--allowed-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="with http: another Origin to accept (https://app.example)",
+    )
+    _add_admin_token(p, "the bearer token MCP clients must send (required off loopback)")
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="with http: reap a session idle this long (default 600)",
+    )
+    p.add_argument(
+        "--protect-graph",
+        action="store_true",
+        help="do not list or serve contract://graph (serve gives it to the admin token)",
     )
     p.add_argument(
         "--envelope",
@@ -1125,6 +1179,7 @@ def _add_mcp(sub: Subparsers) -> None:
 
 def _serve_mcp(args: argparse.Namespace) -> int:
     from .domains import get_domain
+    from .mcp.http import HttpOptions, is_loopback
     from .mcp.serve import open_source, parse_tool_names, serve_mcp
 
     try:
@@ -1135,14 +1190,26 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     trust = _trust_options(args)
+    if not args.idle_timeout > 0:
+        raise UsageError("--idle-timeout must be a positive number of seconds")
+    http = HttpOptions(
+        allowed_hosts=tuple(args.allowed_host),
+        allowed_origins=tuple(args.allowed_origin),
+        # On loopback a token is enforced only when a file names it (the environment's admin
+        # token is for the HTTP workers a harness also runs); off loopback it is required.
+        token=_admin_token(args)
+        if args.admin_token_file is not None or not is_loopback(args.host)
+        else None,
+        idle_timeout_s=args.idle_timeout,
+    )
+    store, notice = _history(args, domain.name)
     try:
-        source, close = open_source(
-            domain, level=args.level, store=str(args.db) if args.db else None, trust=trust
-        )
+        source, close = open_source(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
         raise
     except (ValueError, RuntimeError, OSError) as exc:
         raise CommandError(str(exc)) from exc
+    print(notice, file=sys.stderr)
     try:
         serve_mcp(
             source,
@@ -1152,6 +1219,8 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             name=args.name,
             tool_names=tool_names,
             envelope=args.envelope,
+            http=http,
+            protect_graph=args.protect_graph,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

@@ -26,9 +26,11 @@ require_extra("mcp", "mcp")
 
 import mcp_types as types  # noqa: E402
 from agents.mcp import MCPServerStdio, MCPServerStreamableHttp  # noqa: E402
+from mcp import StdioServerParameters  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
+from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener  # noqa: E402
 
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
@@ -95,7 +97,8 @@ def _handler(server: ContractServer, user: Any) -> Any:
 
 class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
     """``MCPServerStreamableHttp`` bound to ``memory`` (``apply``, ``origin``, ``watch``,
-    ``listener``, ``watch_listener``: as for ``ContractSession``)."""
+    ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
+    URL's, ``mcp.origins``)."""
 
     def __init__(
         self,
@@ -111,6 +114,7 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
     ) -> None:
         options["message_handler"] = _handler(self, options.get("message_handler"))
         MCPServerStreamableHttp.__init__(self, params, **options)
+        origin = origin if origin is not None else target_origin(str(params.get("url", "")))
         self._bind(memory, apply, origin, watch, listener, watch_listener)
 
     async def connect(self) -> None:
@@ -128,7 +132,8 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
 
 
 class ContractMCPServerStdio(ContractServer, MCPServerStdio):
-    """``MCPServerStdio`` bound to ``memory`` (options as ``ContractMCPServerStreamableHttp``)."""
+    """``MCPServerStdio`` bound to ``memory`` (options as ``ContractMCPServerStreamableHttp``;
+    the origin defaults to the command line's)."""
 
     def __init__(
         self,
@@ -144,6 +149,13 @@ class ContractMCPServerStdio(ContractServer, MCPServerStdio):
     ) -> None:
         options["message_handler"] = _handler(self, options.get("message_handler"))
         MCPServerStdio.__init__(self, params, **options)
+        if origin is None and params.get("command"):
+            line = StdioServerParameters(
+                command=params["command"],
+                args=list(params.get("args") or ()),
+                cwd=params.get("cwd"),
+            )
+            origin = target_origin(line)
         self._bind(memory, apply, origin, watch, listener, watch_listener)
 
     async def connect(self) -> None:

@@ -24,12 +24,14 @@ from ._extras import require_extra
 require_extra("pydantic-ai", "pydantic_ai", "fastmcp")
 require_extra("mcp", "mcp")
 
+from mcp import StdioServerParameters  # noqa: E402
 from pydantic_ai import ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
 from .client.prompting import consumption  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
+from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener  # noqa: E402
 from .protocol.levels import Level  # noqa: E402
 
@@ -40,7 +42,8 @@ class ContractToolset(MCPToolset[Any]):
     """``MCPToolset`` over ``client`` (a URL, a FastMCP transport or client, ...) bound to
     ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments;
     ``"model"`` lists every fix in the toolset's instructions instead. ``origin``, ``watch``,
-    ``listener``, ``watch_listener``: as for ``ContractSession``. Other keyword arguments go to
+    ``listener``, ``watch_listener``: as for ``ContractSession`` (the origin defaults to the target:
+    the URL, or a stdio transport's command line, ``mcp.origins``). Other keyword arguments go to
     ``MCPToolset``."""
 
     def __init__(
@@ -72,7 +75,7 @@ class ContractToolset(MCPToolset[Any]):
         self.apply_mode = check_apply(apply)
         self.contract: ContractSession | None = None
         self._contract_options: dict[str, Any] = {
-            "origin": origin,
+            "origin": origin if origin is not None else _origin_of(client),
             "watch": watch,
             "listener": listener,
             "watch_listener": watch_listener,
@@ -123,6 +126,18 @@ class ContractToolset(MCPToolset[Any]):
         if not blocks:
             return own
         return [part for part in (own, "\n\n".join(blocks)) if part]
+
+
+def _origin_of(client: Any) -> str | None:
+    """The origin of a toolset's target (``mcp.origins``): a URL, or a stdio transport's
+    command line; None (the server's name) for anything else."""
+    if isinstance(client, str):
+        return target_origin(client)
+    command, args = getattr(client, "command", None), getattr(client, "args", None)
+    if isinstance(command, str) and isinstance(args, list):
+        cwd = getattr(client, "cwd", None)
+        return target_origin(StdioServerParameters(command=command, args=args, cwd=cwd))
+    return None
 
 
 def model_value(text: str) -> Any:

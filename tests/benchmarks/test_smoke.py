@@ -10,13 +10,23 @@ import pytest
 from benchmarks import __main__ as cli
 from benchmarks import (
     client_cost,
+    dependencies,
     harness_throughput,
+    observe_overhead,
     provider_load,
     reload_cost,
     wire_cost,
 )
 
-STUDIES = [wire_cost, provider_load, reload_cost, client_cost, harness_throughput]
+STUDIES = [
+    wire_cost,
+    provider_load,
+    reload_cost,
+    client_cost,
+    harness_throughput,
+    observe_overhead,
+    dependencies,
+]
 
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda m: m.NAME)

@@ -185,6 +185,7 @@ def test_a_memory_serves_what_another_stored(two):
 
 def test_a_memory_never_serves_what_another_evicted(two):
     a, b = two
+    b.entries(ORIGIN)  # b is running (it has confirmed the origin) before a learns
     a.observe(ORIGIN, None, 422, failure(0))
     assert [e.id for e in b.relevant(ORIGIN, {"item": "s0"})] == ["e1"]
 
@@ -195,6 +196,7 @@ def test_a_memory_never_serves_what_another_evicted(two):
 
 def test_a_memory_sees_another_memorys_restamp(two):
     a, b = two
+    b.entries(ORIGIN)  # b is running (it has confirmed the origin) before a learns
     a.observe(ORIGIN, None, 422, failure(1))
     b.entries(ORIGIN)
     moved = {"success": True, **contract(1)}

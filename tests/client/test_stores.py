@@ -259,6 +259,9 @@ def test_a_version_1_memory_is_migrated_and_its_entries_serve_the_unnamed_operat
 
     with FixMemory("row", store=path) as memory:
         (migrated,) = memory.entries("https://api.test")
+        (confirm,) = memory.needs("https://api.test")  # a new process confirms the origin first
+        empty = {"contract_epoch": "e", "since": 0, "last_seq": 0, "tables": []}
+        memory.answer(confirm, 200, empty)
         served = memory.relevant("https://api.test", {"plan": "plan_a"})
         named = memory.relevant("https://api.test", {"plan": "plan_a"}, operation="POST /v1/x")
 

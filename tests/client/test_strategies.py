@@ -21,6 +21,7 @@ from invalidation_contracts.client import (
 ROW = EvictionReason.ROW_CHANGED
 TABLE = EvictionReason.TABLE_CHANGED
 RULES = EvictionReason.RULES
+SUPERSEDED = EvictionReason.SUPERSEDED
 
 ROW_FAMILY = [
     "row",
@@ -472,7 +473,9 @@ def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(
     assert obs.of(Evicted) == []
 
 
-def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
+def test_naive_memory_supersedes_a_fix_the_server_refuted_on_a_request_carrying_it(
+    server, standard_fixes
+):
     memory = FixMemory("naive")
     memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
     drop = server.fix(
@@ -481,7 +484,8 @@ def test_naive_memory_keeps_a_contradicted_fix(server, standard_fixes):
 
     obs = memory.observe(server.url, None, 422, server.failure(drop), injected=["e1"])
 
-    assert obs.of(Evicted) == [] and "e1" in [e.id for e in memory.entries(server.url)]
+    assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", SUPERSEDED)]
+    assert "e1" not in [e.id for e in memory.entries(server.url)]
 
 
 # -- absent rules: a fix that held because a rule was not declared

@@ -69,6 +69,18 @@ def test_a_number_inside_a_longer_number_is_not_a_leak(acme):
     assert audit(with_changes(acme, family.id, text=family.text + " Reference 150000.")) == []
 
 
+def test_a_value_inside_a_longer_code_or_id_is_not_a_leak(acme):
+    family = acme.family("plain-starter-monthly")
+    text = family.text + " Ticket SUMMERSALE250 and token acme_pm_visa_credit_v2."
+    assert audit(with_changes(acme, family.id, text=text)) == []
+
+
+def test_a_whole_value_next_to_punctuation_is_a_leak(acme):
+    family = acme.family("plain-starter-monthly")
+    leaky = with_changes(acme, family.id, text=family.text + " (code: SUMMERSALE25).")
+    assert [leak.value for leak in audit(leaky)] == ["SUMMERSALE25"]
+
+
 def with_schema_description(catalog, field, text):
     """The catalog with ``field``'s description in the request schema replaced by ``text``."""
     base = catalog.route.request_model

@@ -22,7 +22,6 @@ from invalidation_contracts.server import Provider
 
 OPERATION = "POST /v1/subscriptions"
 TOOL = "create_subscription"
-ORIGIN = "mcp://acme_billing"
 SERVE_MCP = [
     *("-m", "invalidation_contracts.cli", "serve-mcp", "--domain", "acme_billing"),
     *("--tool-name", f"{OPERATION}={TOOL}"),

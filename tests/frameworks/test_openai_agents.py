@@ -5,12 +5,13 @@ server; the memory learns, reuses, and drops what a rotation made stale."""
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
-from tests.frameworks.conftest import ORIGIN, PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
 
 pytest.importorskip("agents")
 
@@ -26,7 +27,7 @@ from openai.types.responses import (  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent, Restamped  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.openai_agents import (  # noqa: E402
     ContractMCPServerStdio,
@@ -113,11 +114,12 @@ def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rot
                 return runs
 
     learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert len(after.calls) == 2 and len(relearned.calls) == 1
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(ORIGIN)] == [
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
         {"promo_code": "WINTERLAUNCH26"}
     ]
 
@@ -144,9 +146,41 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
 
     async def body() -> list[Planner]:
         params = {"command": PYTHON, "args": SERVE_MCP}
-        async with ContractMCPServerStdio(params, memory=memory) as mcp:
+        timeout = {"client_session_timeout_seconds": 60}  # a cold child on a shared machine
+        async with ContractMCPServerStdio(params, memory=memory, **timeout) as mcp:
             return [await episode(mcp, growth), await episode(mcp, growth)]
 
     learn, reuse = anyio.run(body)
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            mcp = ContractMCPServerStreamableHttp(
+                {"url": url}, memory=memory, watch_listener=heard.append
+            )
+            async with mcp:
+                learned = [await episode(mcp, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                assert mcp.contract is not None
+                await mcp.contract.caught_up(seq)
+                after = [await episode(mcp, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused

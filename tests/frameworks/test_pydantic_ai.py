@@ -4,12 +4,13 @@ against a real MCP server; the memory learns, reuses, and drops what a rotation 
 from __future__ import annotations
 
 import json
+import shlex
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
-from tests.frameworks.conftest import ORIGIN, PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("pydantic_ai")
@@ -28,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent  # noqa: E402
+from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent, Restamped  # noqa: E402
 from invalidation_contracts.mcp import names  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.pydantic_ai import ContractToolset  # noqa: E402
@@ -80,12 +81,13 @@ def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rot
                 return runs
 
     learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
 
     assert len(learn.calls) == 2 and len(reuse.calls) == 1  # reused: patched in, one call
     assert len(after.calls) == 2  # nothing stale injected after the rotation
     assert "WINTERLAUNCH26" in after.shown[0] and len(relearned.calls) == 1
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(ORIGIN)] == [
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
         {"promo_code": "WINTERLAUNCH26"}
     ]
 
@@ -135,13 +137,16 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
     growth = acme.family("governed-partner-growth").draft()
 
     async def body() -> list[Planner]:
-        toolset = ContractToolset(StdioTransport(PYTHON, SERVE_MCP), memory)
+        # a cold child imports the server on a shared machine: allow it time to initialize
+        transport = StdioTransport(PYTHON, SERVE_MCP)
+        toolset = ContractToolset(transport, memory, init_timeout=60, read_timeout=60)
         async with toolset:
             return [await episode(toolset, growth), await episode(toolset, growth)]
 
     learn, reuse = anyio.run(body)
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
 
 
 def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answer(acme):
@@ -168,3 +173,31 @@ def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answe
     assert planner.shown and "declined: card blocked" in planner.shown[0]
     assert any(isinstance(e, Ignored) for e in heard)
     assert memory.entries("mcp://scripted") == []
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            toolset = ContractToolset(url, memory, watch_listener=heard.append)
+            async with toolset:
+                learned = [await episode(toolset, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                assert toolset.contract is not None
+                await toolset.contract.caught_up(seq)
+                after = [await episode(toolset, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused

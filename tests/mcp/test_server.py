@@ -17,6 +17,7 @@ from tests.mcp.conftest import OPERATION, TOOL, rotate, run
 from invalidation_contracts.client.modelview import model_view
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.mcp import contract_server, names
+from invalidation_contracts.mcp.tools import tool_annotations
 from invalidation_contracts.protocol.models import ChangesFeed, ContractFields, Problem
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
 from invalidation_contracts.server import Provider
@@ -41,6 +42,42 @@ def test_each_route_is_one_tool_whose_input_schema_is_the_request_model(server, 
         names.OPERATION: OPERATION,
         names.PATCHABLE: sorted(acme.route.patchable_fields),
     }
+
+
+def test_a_tool_carries_hints_from_its_method_and_the_schema_of_its_success(server):
+    async def body() -> types.Tool:
+        async with Client(server) as client:
+            (tool,) = (await client.list_tools()).tools
+            return tool
+
+    tool = run(body)
+
+    assert tool.annotations is not None
+    hints = tool.annotations
+    assert (hints.read_only_hint, hints.destructive_hint, hints.idempotent_hint) == (
+        False,
+        True,
+        False,
+    )  # a POST that charges a card
+    assert tool.output_schema is not None
+    assert tool.output_schema["required"] == ["result", "success"]
+
+
+@pytest.mark.parametrize(
+    ("method", "hints"),
+    [("GET", (True, False, True)), ("PUT", (False, True, True)), ("DELETE", (False, True, True))],
+)
+def test_the_hints_follow_the_method_semantics(method, hints):
+    seen = tool_annotations(method)
+
+    assert (seen.read_only_hint, seen.destructive_hint, seen.idempotent_hint) == hints
+
+
+def test_a_success_validates_against_the_published_output_schema(server, acme):
+    # The SDK's client validates structured content against outputSchema; a mismatch raises.
+    result = _call(server, acme.family("plain-starter-monthly").draft())
+
+    assert not result.is_error and result.structured_content["result"]["subscription_id"]
 
 
 def test_a_tool_is_named_after_its_route_unless_renamed(provider):

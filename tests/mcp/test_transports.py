@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import anyio
@@ -25,8 +26,9 @@ def test_over_stdio_a_serve_mcp_child_teaches_a_fix(acme):
         command=sys.executable,
         args=[
             *("-m", "invalidation_contracts.cli", "serve-mcp", "--domain", "acme_billing"),
-            *("--tool-name", f"{OPERATION}={TOOL}"),
+            *("--tool-name", f"{OPERATION}={TOOL}", "--ephemeral"),
         ],
+        env=dict(os.environ),  # the child imports this tree (PYTHONPATH), not another install
     )
     growth = acme.family("governed-partner-growth").draft()
 
@@ -40,7 +42,7 @@ def test_over_stdio_a_serve_mcp_child_teaches_a_fix(acme):
 
     origin, events, status = run(body)
 
-    assert origin == "mcp://acme_billing"
+    assert origin.startswith("mcp+stdio:") and "serve-mcp --domain acme_billing" in origin
     assert [type(e) for e in events] == [Stored]
     assert status == 200
 
@@ -65,3 +67,34 @@ def test_over_streamable_http_a_rotation_is_pushed_and_evicts_before_the_next_ca
 
     assert run(body) == []
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
+
+
+def test_two_servers_with_the_same_name_never_share_fixes(acme):
+    """Two deployments of one domain (same ``serverInfo.name``, separate histories) over
+    streamable HTTP: each keeps its own memory; a call to the second evicts nothing of the
+    first's (with name-keyed origins it resync-evicted all of them)."""
+    from invalidation_contracts.mcp import contract_server
+    from invalidation_contracts.server import Provider
+
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    first = contract_server(Provider(acme.domain), tool_names={OPERATION: TOOL})
+    second = contract_server(Provider(acme.domain), tool_names={OPERATION: TOOL})
+
+    async def body() -> tuple[str, str, list[str], list[str]]:
+        async with running_http(first) as url_a, running_http(second) as url_b:
+            async with connect(url_a, memory) as a:
+                await a.call_tool(TOOL, growth)
+                origin_a = a.origin
+            async with connect(url_b, memory) as b:
+                served_b = [e.id for e in await b.relevant(TOOL, growth)]
+                await b.call_tool(TOOL, growth)
+                origin_b = b.origin
+            return origin_a, origin_b, served_b, [e.id for e in memory.entries(origin_a)]
+
+    origin_a, origin_b, served_b, kept_a = run(body)
+
+    assert origin_a != origin_b and origin_a.startswith("mcp+http://127.0.0.1:")
+    assert served_b == []  # the first server's fix is not served for the second
+    assert kept_a == ["e1"]  # and the second's contract evicted nothing of the first's
+    assert memory.tombstones(origin_a) == []

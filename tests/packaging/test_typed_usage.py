@@ -25,6 +25,7 @@ def test_the_provider_and_agent_examples_pass_mypy_strict(tmp_path):
             str(tmp_path / "cache"),
             str(EXAMPLES / "minimal_provider.py"),
             str(EXAMPLES / "agent_memory.py"),
+            str(EXAMPLES / "wrapped_validator.py"),
         ],
         capture_output=True,
         text=True,

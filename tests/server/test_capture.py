@@ -185,7 +185,9 @@ def test_a_write_the_capture_cannot_record_fails_the_writers_transaction(world: 
     assert world.pdb.query("SELECT funding FROM plans WHERE id = 'basic'") == [("card",)]
 
 
-def test_a_gap_in_the_capture_starts_a_new_epoch_and_old_positions_get_410(world: World) -> None:
+def test_a_gap_in_the_capture_is_reconciled_with_the_tables_in_the_same_epoch(
+    world: World,
+) -> None:
     world.pdb.script("UPDATE plans SET funding = 'wire' WHERE id = 'basic'")
     world.ingest()
     old = registry(world).state
@@ -193,11 +195,11 @@ def test_a_gap_in_the_capture_starts_a_new_epoch_and_old_positions_get_410(world
     world.pdb.script(f"DELETE FROM {world.pdb.capture}")  # someone lost a record
     world.ingest()
     state = registry(world).state
-    assert state.epoch != old.epoch and state.seq == old.seq + 1
+    assert (state.epoch, state.seq) == (old.epoch, old.seq + 1), "no new history"
     assert state.tables["plans"].rows["enterprise"]["funding"] == "card", "the database wins"
-    with pytest.raises(ProtocolError) as caught:
-        registry(world).changes(old.seq, epoch=old.epoch)
-    assert caught.value.kind is ProblemType.RESYNC_REQUIRED
+    feed = registry(world).changes(old.seq, epoch=old.epoch)
+    assert [(r.key, r.op) for r in feed.rows] == [("enterprise", "changed")]
+    assert [t.reconciled for t in feed.tables] == [True]
 
 
 def test_writes_made_while_no_worker_ran_are_consumed_when_one_opens(world: World) -> None:
@@ -210,7 +212,9 @@ def test_writes_made_while_no_worker_ran_are_consumed_when_one_opens(world: Worl
     assert state.tables["plans"].rows["basic"]["promo"] == "BASIC5"
 
 
-def test_a_write_nothing_captured_is_found_when_a_worker_opens(world: World) -> None:
+def test_a_write_nothing_captured_is_a_reconciled_change_when_a_worker_opens(
+    world: World,
+) -> None:
     epoch = registry(world).state.epoch
     world.close()
     if world.pdb.kind == "sqlite":
@@ -220,10 +224,14 @@ def test_a_write_nothing_captured_is_found_when_a_worker_opens(world: World) -> 
     world.pdb.script("UPDATE plans SET promo = 'SNEAKY' WHERE id = 'basic'")
     world.open()
     state = registry(world).state
-    assert state.epoch != epoch, "a difference the capture cannot explain: a new history"
+    assert (state.epoch, state.seq) == (epoch, 1), "the same history, one change set"
     assert state.tables["plans"].rows["basic"]["promo"] == "SNEAKY"
+    feed = registry(world).changes(0, epoch=epoch)
+    assert [(r.key, r.op) for r in feed.rows] == [("basic", "changed")]
+    assert feed.tables[0].reconciled is True
     world.pdb.script("UPDATE plans SET promo = 'AGAIN' WHERE id = 'basic'")
     assert world.ingest() is True, "the triggers are installed again"
+    assert registry(world).changes(1).tables[0].reconciled is None, "captured, not reconciled"
 
 
 def test_consumed_capture_records_are_trimmed(world: World) -> None:

@@ -38,10 +38,17 @@ def wait_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
 
 @contextmanager
 def serving(
-    args: Sequence[str], logs: Path, *, env: Mapping[str, str] | None = None
+    args: Sequence[str],
+    logs: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    port: int | None = None,
 ) -> Iterator[str]:
-    """Run ``invalidation-contracts serve ARGS --port P``; yield its URL; stop it by pid."""
-    port = free_port()
+    """Run ``invalidation-contracts serve ARGS --port P``; yield its URL; stop it by pid.
+
+    ``port``: the one to listen on (a restarted server keeps its origin); default: a free one.
+    """
+    port = port if port is not None else free_port()
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"serve-{port}.log"
     command = [sys.executable, "-m", "invalidation_contracts.cli", "serve", *args]

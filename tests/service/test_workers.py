@@ -142,5 +142,5 @@ def test_serve_refuses_several_workers_without_a_shared_store(
 ) -> None:
     from invalidation_contracts.cli import main
 
-    assert main(["serve", "--domain", "acme_billing", "--workers", "2"]) == 2
-    assert "--workers needs --db" in capsys.readouterr().err
+    assert main(["serve", "--domain", "acme_billing", "--workers", "2", "--ephemeral"]) == 2
+    assert "--workers cannot be --ephemeral" in capsys.readouterr().err

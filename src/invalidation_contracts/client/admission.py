@@ -17,6 +17,7 @@ from typing import Any
 from ..protocol.canonical import canonical_json
 from ..protocol.models import CacheHint, ContractFields, Suggestion, field_pointer
 from .entries import (
+    Dependency,
     EvictionReason,
     MemoryEntry,
     MemoryKey,
@@ -62,11 +63,24 @@ class Admission:
         self.limits = limits
 
     def learn(self, tx: Ledger, lesson: Lesson) -> None:
-        """Retire the injected fixes the failure contradicted (if live), then store its fixes."""
+        """Retire the injected fixes the failure contradicted (if live), then store its fixes.
+
+        An invalidating strategy evicts them as contradicted; one that reads no contract (naive
+        memory) still replaces what it learned with what it is taught now: superseded.
+        """
         for entry_id in lesson.contradicted:
-            tx.evict(
-                entry_id, EvictionReason.CONTRADICTED, "the server rejected a request carrying it"
-            )
+            if self.strategy.invalidates:
+                tx.evict(
+                    entry_id,
+                    EvictionReason.CONTRADICTED,
+                    "the server rejected a request carrying it",
+                )
+            else:
+                tx.evict(
+                    entry_id,
+                    EvictionReason.SUPERSEDED,
+                    "the server taught another value for a field it set, on a request carrying it",
+                )
         for suggestion in lesson.suggestions:
             self.store(tx, suggestion, lesson)
 
@@ -97,16 +111,23 @@ class Admission:
                 actual=len(tx.index),
             )
             return
-        serial = st.next_serial
-        st.next_serial += 1
-        entry_id = f"e{serial}"
-        if old is not None:
-            tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         seq = (
             contract.contract_seq
             if contract and contract.contract_seq is not None
             else st.known_seq
         )
+        rules_version = (contract.rules_version if contract else None) or st.rules_version
+        if old is not None and _same_fix(old, suggestion, deps, lesson.derived_from):
+            # Taught again what it holds: a restamp, not a replacement and a tombstone (bounded
+            # history: 10,000 identical 422s leave one entry and no tombstone).
+            versions = {dep.table: dep.version for dep in deps if dep.version}
+            tx.restamp(old.id, versions=versions, rules_version=rules_version, validated_seq=seq)
+            return
+        serial = st.next_serial
+        st.next_serial += 1
+        entry_id = f"e{serial}"
+        if old is not None:
+            tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         entry = MemoryEntry(
             id=entry_id,
             serial=serial,
@@ -114,7 +135,7 @@ class Admission:
             suggestion=suggestion,
             dependencies=deps,
             rules=rule_vector(suggestion.rules),
-            rules_version=(contract.rules_version if contract else None) or st.rules_version,
+            rules_version=rules_version,
             contract_seq=seq,
             contract_epoch=(contract.contract_epoch if contract else None) or st.epoch,
             validated_seq=seq,
@@ -146,18 +167,21 @@ class Admission:
         """Injected entries whose fix sets a field that a suggestion of this failure sets otherwise.
 
         This is the failure-gated channel every invalidating strategy has: the server just said
-        the value the cached fix supplied is wrong for this request. An entry of another
-        operation, or whose scope the request did not satisfy, did not apply to the request, so
-        the failure says nothing about it (a mis-scoped patch is never a contradiction).
+        the value the cached fix supplied is wrong for this request (naive memory, which keeps
+        learning, replaces the entry with the new lesson). An entry of another operation, or whose
+        scope the *draft* did not satisfy, did not apply to the request, so the failure says
+        nothing about it (a mis-scoped patch is never a contradiction). The draft is judged before
+        injection: a fix keyed on the very field it rewrites (``token: debit → credit``) left the
+        request carrying its own value, not its scope's (``draft_before``).
         """
-        if not (suggestions and self.strategy.invalidates):
+        if not (suggestions and self.strategy.stores and self.strategy.replaces):
             return ()
         out = []
         for entry_id in injected:
             entry = tx.index.get(entry_id)
             if entry is None or entry.operation != tx.operation:
                 continue
-            if request is not None and not entry.matches(request):
+            if request is not None and not entry.matches(draft_before(request, entry)):
                 continue
             mine = entry.suggestion.parameters
             if any(
@@ -246,6 +270,30 @@ class Admission:
         )
 
 
+def draft_before(request: Mapping[str, Any], entry: MemoryEntry) -> Mapping[str, Any]:
+    """``request`` as its draft was before ``entry`` was injected into it.
+
+    A scope field the entry's fix writes, carrying the value the fix wrote, held the scope's
+    value in the draft (the entry was served only to a draft matching its scope). Every other
+    field is as sent.
+    """
+    written = entry.suggestion.parameters
+    restored: dict[str, Any] | None = None
+    for name, value in entry.key.scope_items:
+        if name in written and name in request and _same(request[name], written[name]):
+            restored = restored if restored is not None else dict(request)
+            restored[name] = value
+    return restored if restored is not None else request
+
+
+def _same(a: Any, b: Any) -> bool:
+    """JSON equality (``1`` and ``true`` differ); ``==`` for what is not JSON."""
+    try:
+        return canonical_json(a) == canonical_json(b)
+    except (TypeError, ValueError):
+        return bool(a == b)
+
+
 def patch_problem(suggestion: Suggestion) -> str | None:
     """Why a suggestion's patch may not be kept: an operation other than add, replace, remove or
     test, or a write that is not what its parameters show. None when it is fine (or absent)."""
@@ -267,3 +315,19 @@ def patch_problem(suggestion: Suggestion) -> str | None:
         if canonical_json(written) != canonical_json(shown):
             return f"it writes {op.path} with another value than its parameters show"
     return None
+
+
+def _same_fix(
+    old: MemoryEntry,
+    suggestion: Suggestion,
+    deps: tuple[Dependency, ...],
+    derived_from: tuple[str, ...],
+) -> bool:
+    """Whether a fix taught again is the one held: the same suggestion, read from the same rows
+    (versions aside), derived from the same entries."""
+    return (
+        old.suggestion == suggestion
+        and old.derived_from == derived_from
+        and tuple((d.table, d.keys, d.membership) for d in old.dependencies)
+        == tuple((d.table, d.keys, d.membership) for d in deps)
+    )

@@ -10,9 +10,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
 from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
+from .ledger import Ledger
 from .limits import Refusal
 from .serving import Lookup, PatchOutcome, Serving
 from .signals import Response, Signals
@@ -23,8 +25,8 @@ from .transaction import Transactions
 
 
 class AsyncCalls:
-    """``abegin_episode``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``, ``aanswer``,
-    ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
+    """``abegin_episode``, ``aneeds``, ``alookup``, ``arelevant``, ``afixes_for``, ``aobserve``,
+    ``aanswer``, ``afetch_failed``, ``aapply_patches``, ``aconditional_headers`` and ``aclose``."""
 
     store: Store
     strategy: Strategy
@@ -35,6 +37,10 @@ class AsyncCalls:
 
     async def abegin_episode(self, origin: str, episode: int) -> list[Need]:
         return await run_async(self.store, self._signals.begin_episode(origin, episode))
+
+    async def aneeds(self, origin: str) -> list[Need]:
+        call = await run_async(self.store, self._calls.run(origin, None, nothing))
+        return list(call.needs)
 
     async def alookup(
         self,
@@ -146,4 +152,8 @@ def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
     when the stored position does not validate (the next memory call drops it)."""
     if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
-    return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
+    return {CONTRACT_SINCE: str(since), **({CONTRACT_EPOCH: epoch} if epoch else {})}
+
+
+def nothing(tx: Ledger) -> None:
+    """A call that changes nothing: it only brings the replica current and reports the needs."""

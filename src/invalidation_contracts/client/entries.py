@@ -43,7 +43,9 @@ class EvictionReason(str, Enum):  # noqa: UP042 - keeps str() and f-string outpu
     OPERATOR = "operator"
     """An operator evicted it (``invalidation-contracts memory evict``)."""
     SUPERSEDED = "superseded"
-    """A newer fix with the same key replaced it. A replacement, not an invalidation."""
+    """A newer fix with the same key replaced it, or (naive memory) the server taught another
+    value for a field it set on a request it was injected into. A replacement, not an
+    invalidation."""
     QUARANTINE = "quarantine"
     """Its patch wrote outside the origin's patchable paths; kept out of service for audit."""
 

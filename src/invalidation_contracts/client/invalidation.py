@@ -43,6 +43,7 @@ class Invalidation:
         reading = fold.read(contract, delta_since)
         if reading is None:
             return  # an older response than the memory's position: nothing new in it
+        tx.confirmed = True
         moves = {
             table: (old, new)
             for table, (old, new) in reading.moves.items()
@@ -62,6 +63,7 @@ class Invalidation:
     def apply_feed(self, tx: Ledger, feed: ChangesFeed) -> None:
         """A changes feed: merge its transitions, judge rows, release what was held for it."""
         st = tx.state
+        tx.confirmed = True
         if st.epoch is not None and feed.contract_epoch != st.epoch:
             self.resync(tx, f"changes feed is of epoch {feed.contract_epoch}, memory of {st.epoch}")
             st.epoch = feed.contract_epoch
@@ -109,6 +111,7 @@ class Invalidation:
         for entry in list(tx.index):
             tx.evict(entry.id, EvictionReason.RESYNC, detail)
         tx.state.reset_contract()
+        tx.confirmed = True
 
     def rules_stamp(self, tx: Ledger, new: str) -> None:
         old = ContractFold(tx.state).rules(new)

@@ -52,6 +52,8 @@ class Ledger:
         self.removed: dict[str, Tombstone] = {}
         self.flush = False
         """Write this call even if it changed nothing (to flush counters)."""
+        self.confirmed = False
+        """This call read what moved since the stored position (``confirmation``)."""
         self._shared_moves: dict[tuple[tuple[str, str, str], ...], dict[str, tuple[str, str]]] = {}
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""

@@ -35,7 +35,9 @@ from typing import Any, Self
 
 from ..protocol.models import ChangesFeed, RulesListing
 from .admission import Admission
-from .aio import AsyncCalls, conditional_headers
+from .aio import AsyncCalls, conditional_headers, nothing
+from .aio_surface import AsyncSurface
+from .confirmation import Confirmations
 from .detection import Detection
 from .entries import EvictionReason, MemoryEntry, Tombstone
 from .events import Need, Observation
@@ -56,7 +58,7 @@ from .trust import TrustPolicy
 __all__ = ["FixMemory", "Lookup", "PatchOutcome"]
 
 
-class FixMemory(AsyncCalls):
+class FixMemory(AsyncCalls, AsyncSurface):
     """A fix memory with one invalidation strategy and one detection policy over one store.
 
     ``strategy``: a name (``"row"``), an arm code (``"A2D"``) or a ``Strategy``.
@@ -91,8 +93,16 @@ class FixMemory(AsyncCalls):
         lock = threading.RLock()
         invalidation = Invalidation(self.strategy, self.trust)
         admission = Admission(invalidation, self.trust, self.limits)
+        confirmations = Confirmations(
+            active=self.strategy.invalidates and self.detection is not Detection.LAZY
+        )
         self._calls = Transactions(
-            Replicas(store, lock), invalidation, admission, lock=lock, clock=clock
+            Replicas(store, lock),
+            invalidation,
+            admission,
+            lock=lock,
+            clock=clock,
+            confirmations=confirmations,
         )
         self._signals = Signals(
             self._calls,
@@ -114,6 +124,21 @@ class FixMemory(AsyncCalls):
         """
         return run_sync(self.store, self._signals.begin_episode(origin, episode))
 
+    def needs(self, origin: str) -> list[Need]:
+        """What must be fetched and answered before the memory serves all it holds of ``origin``.
+
+        Under eager or resync detection this includes, until this process has confirmed the
+        origin, one conditional read of what changed since the stored position
+        (``client.confirmation``): adapters fulfil it when a connection opens.
+        """
+        call = run_sync(self.store, self._calls.run(origin, None, nothing))
+        return list(call.needs)
+
+    def reopened(self, origin: str) -> None:
+        """A connection to ``origin`` (re)opened: serve none of its entries until the position
+        is confirmed again (what moved while it was closed is read first)."""
+        self._calls.confirmations.reopened(origin)
+
     def lookup(
         self,
         origin: str,
@@ -125,7 +150,8 @@ class FixMemory(AsyncCalls):
         """The entries of ``operation`` relevant to a draft (every scope field equal).
 
         Counted as a hit or a miss. Expired entries (``max_age_s``) are evicted; entries awaiting
-        a diff are withheld.
+        a diff are withheld, and so are all of an origin's entries until this process has
+        confirmed it (``needs``; ``Lookup.needs`` says what to fetch).
         """
         return run_sync(self.store, self._serving.lookup(origin, draft, episode, operation))
 

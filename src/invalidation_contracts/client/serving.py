@@ -15,7 +15,7 @@ from typing import Any
 
 from ..protocol.models import PatchOperation, field_pointer
 from .entries import EvictionReason, MemoryEntry
-from .events import MemoryEvent, Served
+from .events import MemoryEvent, Need, Served
 from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .steps import Steps
@@ -26,10 +26,15 @@ from .trust import TrustPolicy
 
 @dataclass(frozen=True, slots=True)
 class Lookup:
-    """What a lookup served, in store order, and the events it caused."""
+    """What a lookup served, in store order, and the events it caused.
+
+    ``needs``: what must be fetched (and answered) before the memory serves all it holds, e.g.
+    the conditional read that confirms an origin not yet confirmed by this process.
+    """
 
     entries: tuple[MemoryEntry, ...]
     events: tuple[MemoryEvent, ...]
+    needs: tuple[Need, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,7 +76,7 @@ class Serving:
             return tuple(served)
 
         call = yield from self.calls.run(origin, episode, work, operation=operation)
-        return Lookup(call.result, tuple(call.tx.events))
+        return Lookup(call.result, tuple(call.tx.events), call.needs)
 
     def fixes_for(self, origin: str, episode: int | None, operation: str) -> Steps[Lookup]:
         """Every entry of ``operation`` a lookup could serve, whatever the draft: what a prompt
@@ -103,6 +108,8 @@ class Serving:
                 tx.quarantine(entry.id, refused)
                 return False
         if self.strategy.invalidates:
+            if self.calls.confirmations.pending(tx):
+                return False  # not confirmed since this process (or connection) started
             expiry = self.trust.expiry(entry, tx.now)
             if expiry is not None:
                 tx.evict(entry.id, EvictionReason.MAX_AGE, expiry)

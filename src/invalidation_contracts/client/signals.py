@@ -268,6 +268,8 @@ class Signals:
     def fetch_failed(self, need: Need, detail: str, episode: int | None) -> Steps[Observation]:
         def work(tx: Ledger) -> None:
             withheld = self.invalidation.withheld(tx, need)
+            if self.calls.confirmations.pending(tx):
+                withheld = tuple(entry.id for entry in tx.index)
             event = FetchFailed(
                 origin=tx.origin,
                 episode=tx.episode,

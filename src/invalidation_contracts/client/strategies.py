@@ -98,7 +98,9 @@ class NaiveMemory(Strategy):
 
     It keeps learning: a newer fix for the same key replaces the one it has (paper §3.5, "stores
     what it learns"), so after a drift it injects the stale fix until a failure teaches it the new
-    one. What it lacks is an invalidation channel: stamps, diffs and contradictions are ignored.
+    one — including the fix it injected into the request that drew the lesson, when the server
+    teaches another value for a field that fix set (the entry is superseded, judged on the draft
+    before injection). What it lacks is an invalidation channel: stamps and diffs are ignored.
     """
 
     name, arm = "naive", "A1"

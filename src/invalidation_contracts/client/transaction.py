@@ -14,12 +14,21 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..protocol.position import valid_epoch, valid_seq
 from . import telemetry
 from .admission import Admission, Lesson
-from .events import FetchFailed, MemoryEvent, Need, Observation, PositionDropped, Refused
+from .confirmation import Confirmations
+from .events import (
+    FetchChanges,
+    FetchFailed,
+    MemoryEvent,
+    Need,
+    Observation,
+    PositionDropped,
+    Refused,
+)
 from .invalidation import Invalidation
 from .layout import commit_ops
 from .ledger import Ledger
@@ -27,6 +36,7 @@ from .overlay import IndexOverlay
 from .replica import Replica, Replicas
 from .steps import Steps
 from .stores import StoreConflict, StoreError
+from .turn import take as take_turn
 
 logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
@@ -41,6 +51,8 @@ class Call(Generic[T]):
     tx: Ledger
     result: T
     needs: tuple[Need, ...]
+    confirms: bool = False
+    """Once committed, the origin counts as confirmed (``Confirmations.settle``)."""
 
     @property
     def observation(self) -> Observation:
@@ -58,8 +70,12 @@ class Transactions:
         *,
         lock: threading.RLock,
         clock: Callable[[], float] = time.time,
+        confirmations: Confirmations | None = None,
     ) -> None:
         self.replicas = replicas
+        self.confirmations = (
+            confirmations if confirmations is not None else Confirmations(active=False)
+        )
         self.invalidation = invalidation
         self.admission = admission
         self.lock = lock
@@ -72,7 +88,9 @@ class Transactions:
         """The origin's replica, current with what is committed."""
         if not origin:
             raise ValueError("origin must be a non-empty string")
-        return (yield from self.replicas.fresh(origin))
+        replica = yield from self.replicas.fresh(origin)
+        self.confirmations.first_sight(origin, len(replica.index) > 0)
+        return replica
 
     def run(
         self,
@@ -82,30 +100,37 @@ class Transactions:
         *,
         operation: str | None = None,
     ) -> Steps[Call[T]]:
-        """Compute ``work`` on a current replica and commit it; again if another writer won."""
+        """Compute ``work`` on a current replica and commit it; again if another writer won —
+        then holding the origin's turn (``client.turn``), so it commits next: no starvation."""
+        turn: dict[str, Any] | None = None
         for _ in range(MAX_CONFLICTS):
             replica = yield from self.fresh(origin)
             with self.lock:
                 base = replica.generation
                 call = self._compute(replica, origin, episode, operation or "", work)
                 tx = call.tx
-                if not (tx.written or tx.removed or tx.flush or tx.state != replica.state):
+                if turn is None and not (
+                    tx.written or tx.removed or tx.flush or tx.state != replica.state
+                ):
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
+                    self.confirmations.settle(origin, call.confirms)
                     _log(tx.events)
                     telemetry.record(origin, tx.stats, tx.events)
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
-                ops = commit_ops(tx, base, total)
+                ops = commit_ops(tx, base, total, turn, self.admission.limits)
             try:
                 yield ops
             except StoreConflict:
                 self.replicas.suspect(origin)
+                turn = yield from take_turn(origin, self.clock, turn)
                 continue
             self.replicas.committed(replica, tx, base, total, flushed)
             with self.lock:
                 self._lessons[origin] = tx.lessons
+            self.confirmations.settle(origin, call.confirms)
             _log(tx.events)
             telemetry.record(origin, tx.stats, tx.events)
             return call
@@ -154,7 +179,13 @@ class Transactions:
             self.invalidation.resync(tx, detail)
         result = work(tx)
         self.settle(tx)
-        return Call(tx, result, tuple(self.invalidation.needs(tx)))
+        needs = self.invalidation.needs(tx)
+        if self.confirmations.pending(tx) and not any(
+            isinstance(need, FetchChanges) for need in needs
+        ):
+            needs.insert(0, self.confirmations.need(tx))
+        confirms = tx.confirmed or not len(tx.index)
+        return Call(tx, result, tuple(needs), confirms)
 
 
 def _invalid_position(tx: Ledger) -> str | None:

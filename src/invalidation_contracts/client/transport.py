@@ -32,19 +32,21 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, cast
 
 import httpx
 
-from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
+from ..protocol.headers import CONTRACT_SIGN, CONTRACT_SIGNATURE, CONTRACT_SINCE, is_json_media_type
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .published import PublishedPatchable
 from .stores import StoreError
 from .watch import Watches, WatchOptions, watch_options
 
-CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
 EPISODE_EXTENSION = "invalidation_contracts.episode"
 #: Request extension: ids of the memory entries injected into this request.
@@ -100,6 +102,8 @@ class _Contract:
         self.origin_of = origin_of
         self.conditional = conditional
         self.listener = listener
+        self.locations = ContractLocations()
+        self.published = PublishedPatchable(memory)
 
     def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
@@ -172,6 +176,8 @@ class _Contract:
         read: BoundedBody | None,
     ) -> dict[str, Any]:
         """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
+        self.locations.learn(self.origin_of(request.url), request.url, response.headers)
+        self.published.learn(self.origin_of(request.url), response.headers)
         parsed, refused, size = None, None, _content_length(response)
         if read is not None:
             size, content = read.size, read.finish()
@@ -220,7 +226,7 @@ class _Contract:
             params = {"since": str(need.since)}
             if need.epoch is not None:
                 params["epoch"] = need.epoch
-        url = httpx.URL(need.origin.rstrip("/") + need.path)
+        url = self.locations.url(need.origin, need.path)
         return httpx.Request(
             "GET", url, params=params, headers=headers, extensions=_timeout(template)
         )
@@ -267,12 +273,35 @@ class ContractTransport(httpx.BaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        confirm: Iterable[str] = (),
+        confirm_headers: Mapping[str, str] | None = None,
         watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.HTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self._opening = _Opening(tuple(confirm), confirm_headers)
         self.watches = Watches(self, watch_options(watch), listener)
+
+    def __enter__(self) -> ContractTransport:
+        self.wrapped.__enter__()
+        for origin in self._opening.origins:
+            self.confirm(origin, headers=self._opening.headers)
+        return self
+
+    def confirm(
+        self,
+        origin: str,
+        *,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """Confirm ``origin`` before its fixes are served: the memory's outstanding needs, among
+        them one conditional read of what changed since its stored position (``client.
+        confirmation``), fetched now. Returns what is still outstanding (a network error: the
+        origin's entries stay withheld)."""
+        self.memory.reopened(origin)
+        return self.fulfil(self.memory.needs(origin), listener=listener, headers=headers)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
@@ -334,9 +363,8 @@ class ContractTransport(httpx.BaseTransport):
         episode = _episode(template)
         position = self.memory.conditional_headers(need.origin)
         try:
-            response = self.wrapped.handle_request(
-                self._contract.need_request(need, template, position)
-            )
+            fetch = self._contract.need_request(need, template, position)
+            response = self.wrapped.handle_request(fetch)
             read = self._contract.body(response, "max_feed_bytes")
             try:
                 for chunk in () if response.is_stream_consumed else response.iter_raw():
@@ -346,6 +374,10 @@ class ContractTransport(httpx.BaseTransport):
                 response.close()
         except httpx.TransportError as exc:
             obs = self.memory.fetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        if self._contract.locations.deferred(need.origin, fetch.url, response):
+            obs = self.memory.fetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
         obs = self.memory.answer(need, episode=episode, **self._contract.answer(response, read))
@@ -369,12 +401,33 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         origin_of: Callable[[httpx.URL], str] = default_origin,
         conditional: bool = True,
         listener: Callable[[MemoryEvent], None] | None = None,
+        confirm: Iterable[str] = (),
+        confirm_headers: Mapping[str, str] | None = None,
         watch: bool | WatchOptions = False,
     ) -> None:
         self.memory = memory
         self.wrapped = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
+        self._opening = _Opening(tuple(confirm), confirm_headers)
         self.watches = Watches(self, watch_options(watch), listener)
+
+    async def __aenter__(self) -> AsyncContractTransport:
+        await self.wrapped.__aenter__()
+        for origin in self._opening.origins:
+            await self.confirm(origin, headers=self._opening.headers)
+        return self
+
+    async def confirm(
+        self,
+        origin: str,
+        *,
+        listener: Listener | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[Need, ...]:
+        """The async twin of ``ContractTransport.confirm``."""
+        self.memory.reopened(origin)
+        needs = await self.memory.aneeds(origin)
+        return await self.fulfil(needs, listener=listener, headers=headers)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         contract = self._contract
@@ -433,9 +486,8 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         episode = _episode(template)
         position = await self.memory.aconditional_headers(need.origin)
         try:
-            response = await self.wrapped.handle_async_request(
-                self._contract.need_request(need, template, position)
-            )
+            fetch = self._contract.need_request(need, template, position)
+            response = await self.wrapped.handle_async_request(fetch)
             read = self._contract.body(response, "max_feed_bytes")
             try:
                 if not response.is_stream_consumed:
@@ -446,6 +498,10 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
                 await response.aclose()
         except httpx.TransportError as exc:
             obs = await self.memory.afetch_failed(need, _describe(exc), episode=episode)
+            self._contract.emit(obs, template)
+            return None
+        if self._contract.locations.deferred(need.origin, fetch.url, response):
+            obs = await self.memory.afetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
         obs = await self.memory.aanswer(
@@ -469,13 +525,19 @@ def contract_client(
     watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.Client:
-    """An ``httpx.Client`` whose responses feed ``memory``; ``client_kwargs`` go to the client."""
+    """An ``httpx.Client`` whose responses feed ``memory``; ``client_kwargs`` go to the client.
+
+    With a ``base_url``, entering the client (``with``) confirms its origin first: one
+    conditional read of what changed since the memory's stored position, so no fix the server
+    moved on from while the agent was away is served (``ContractTransport.confirm``).
+    """
     wrapped = ContractTransport(
         memory,
         transport,
         origin_of=origin_of,
         conditional=conditional,
         listener=listener,
+        **_opening_of(origin_of, client_kwargs),
         watch=watch,
     )
     return httpx.Client(transport=wrapped, **client_kwargs)
@@ -491,22 +553,46 @@ def async_contract_client(
     watch: bool | WatchOptions = False,
     **client_kwargs: Any,
 ) -> httpx.AsyncClient:
-    """An ``httpx.AsyncClient`` whose responses feed ``memory``; ``client_kwargs`` go to it."""
+    """An ``httpx.AsyncClient`` whose responses feed ``memory``; ``client_kwargs`` go to it.
+
+    With a ``base_url``, entering the client (``async with``) confirms its origin first, as
+    ``contract_client`` does.
+    """
     wrapped = AsyncContractTransport(
         memory,
         transport,
         origin_of=origin_of,
         conditional=conditional,
         listener=listener,
+        **_opening_of(origin_of, client_kwargs),
         watch=watch,
     )
     return httpx.AsyncClient(transport=wrapped, **client_kwargs)
 
 
+@dataclass(frozen=True, slots=True)
+class _Opening:
+    """The origins a transport confirms when it is entered, and the credentials it reads with."""
+
+    origins: tuple[str, ...]
+    headers: Mapping[str, str] | None
+
+
+def _opening_of(
+    origin_of: Callable[[httpx.URL], str], client_kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``confirm`` and ``confirm_headers`` for a client built with ``client_kwargs``."""
+    base_url = client_kwargs.get("base_url")
+    if not base_url:
+        return {}
+    given = httpx.Headers(client_kwargs.get("headers"))
+    forwarded = {name: given[name] for name in _FORWARDED_HEADERS if name in given}
+    return {"confirm": (origin_of(httpx.URL(base_url)),), "confirm_headers": forwarded or None}
+
+
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return bool(kind == "application/json" or kind.endswith("+json"))
+    return is_json_media_type(response.headers.get("content-type"))
 
 
 def _describe(exc: Exception) -> str:

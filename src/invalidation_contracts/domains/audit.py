@@ -197,5 +197,14 @@ def _in_text(value: Any, text: str) -> bool:
         return re.search(rf"(?<![\d.]){re.escape(str(value))}(?![\d])", text) is not None
     if isinstance(value, str) and value:
         folded = text.casefold()
-        return value.casefold() in folded or value.replace("_", " ").casefold() in folded
+        return any(
+            _whole(form.casefold(), folded)
+            for form in dict.fromkeys((value, value.replace("_", " ")))
+        )
     return False
+
+
+def _whole(value: str, text: str) -> bool:
+    """``value`` occurs in ``text`` as a whole value: not inside a longer word, code or id
+    (``PROMO`` is not in ``PROMO25``, ``pm_visa`` not in ``acme_pm_visa_credit``)."""
+    return re.search(rf"(?<![\w-]){re.escape(value)}(?![\w-])", text) is not None

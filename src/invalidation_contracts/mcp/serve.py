@@ -19,6 +19,7 @@ import anyio
 from ..server.domain import Domain
 from ..server.provider import Provider
 from ..server.trust import TrustOptions
+from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
 from .source import ContractSource, ProviderSource
 
@@ -51,13 +52,17 @@ def serve_mcp(
     tool_names: Mapping[str, str] | None = None,
     announce: Announce | None = None,
     envelope: str = "meta",
+    http: HttpOptions | None = None,
+    protect_graph: bool = False,
 ) -> None:
     """Serve ``source`` until the client (stdio) or a signal (HTTP) ends it.
 
     ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
     listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
     """
-    server = contract_server(source, name=name, tool_names=tool_names, envelope=envelope)
+    server = contract_server(
+        source, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
+    )
     if transport == "stdio":
         anyio.run(run_stdio, server)
         return
@@ -65,23 +70,24 @@ def serve_mcp(
         raise ValueError(f"transport must be stdio or http, not {transport!r}")
     import uvicorn
 
+    app = http_app(server, host, http or HttpOptions())  # ValueError before binding
     with listen(host, port) as listener:
-        app = server.streamable_http_app(host=host)
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=5)
         (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
         uvicorn.Server(config).run(sockets=[listener])
 
 
 @contextlib.asynccontextmanager
 async def running_http(
-    server: Any, *, host: str = "127.0.0.1", port: int = 0
+    server: Any, *, host: str = "127.0.0.1", port: int = 0, http: HttpOptions | None = None
 ) -> AsyncIterator[str]:
     """Serve ``server`` (a ``contract_server``) over streamable HTTP in this event loop, on
-    ``host:port`` (0: a free port); yields its URL, and stops it on exit."""
+    ``host:port`` (0: a free port), guarded by ``http`` (``mcp.http``); yields its URL, and
+    stops it on exit."""
     import uvicorn
 
+    app = http_app(server, host, http or HttpOptions())
     with listen(host, port) as listener:
-        app = server.streamable_http_app(host=host)
         config = uvicorn.Config(app, log_level="warning", lifespan="on")
         runner = uvicorn.Server(config)
         stopped = anyio.Event()

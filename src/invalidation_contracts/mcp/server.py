@@ -119,7 +119,7 @@ class ContractHandlers:
         self, ctx: ServerContext, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        answer = await anyio.to_thread.run_sync(self.resources.read, uri)
+        answer = await anyio.to_thread.run_sync(self.resources.read, uri, ctx.meta)
         if answer is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}")
         meta: dict[str, Any] = {}
@@ -160,6 +160,7 @@ def contract_server(
     bus: SubscriptionBus | None = None,
     list_ttl_ms: int = DEFAULT_LIST_TTL_MS,
     envelope: str = names.META_ENVELOPE,
+    protect_graph: bool = False,
 ) -> Server[Any]:
     """The MCP server of ``source``'s domain (the SDK's low-level ``Server``).
 
@@ -168,8 +169,10 @@ def contract_server(
     (default: ``post_v1_subscriptions``). ``bus``: the ``subscriptions/listen`` fan-out (default:
     in process; pass a shared one to fan out across replicas). ``envelope``: ``"meta"`` carries
     the contract in each tool result's ``_meta`` and shows hosts only the model view; ``"inline"``
-    is 0.1's wire form (the contract in the content), for 0.1 clients. Raises ``ValueError`` for
-    a tool name MCP does not accept, two routes with one name, or an unknown envelope.
+    is 0.1's wire form (the contract in the content), for 0.1 clients. ``protect_graph``: do not
+    list or serve ``contract://graph`` (its moves are not announced either). Raises
+    ``ValueError`` for a tool name MCP does not accept, two routes with one name, or an unknown
+    envelope.
     """
     if envelope not in names.ENVELOPES:
         raise ValueError(f"envelope must be one of {names.ENVELOPES}, not {envelope!r}")
@@ -177,11 +180,12 @@ def contract_server(
     provider = contract.provider
     domain = provider.domain
     bus = bus if bus is not None else InMemorySubscriptionBus()
-    notifier = ChangeNotifier(provider.registry, bus, graph=provider.level.graph)
+    graph = provider.level.graph and not protect_graph
+    notifier = ChangeNotifier(provider.registry, bus, graph=graph)
     handlers = ContractHandlers(
         contract,
         ToolTable(domain, tool_names, envelope),
-        ContractResources(contract),
+        ContractResources(contract, protect_graph=protect_graph),
         notifier,
         envelope,
     )

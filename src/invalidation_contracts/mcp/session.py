@@ -37,8 +37,10 @@ from ..client.events import Ignored, MemoryEvent, Need, Observation
 from ..client.memory import FixMemory
 from ..client.modelview import model_text, model_view
 from ..client.transport import need_loop
+from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
 from ..protocol.wirecost import WireCost
 from . import calls, names
+from .origins import named_origin, target_origin
 from .results import read_resource_result, read_tool_result
 from .watch import Watcher, follow
 
@@ -91,8 +93,10 @@ class ToolReply:
 class ContractSession(calls.AgentCalls):
     """An entered ``ClientSession`` whose tool results feed ``memory``.
 
-    ``origin``: the memory's key for this server (default ``mcp://`` + the name the server gave
-    in its ``serverInfo``). ``conditional``: send the memory's position, so results carry only
+    ``origin``: the memory's key for this server; ``connect`` binds it to the transport target
+    (``mcp.origins``); without one, ``mcp://`` + the name the server gave in its ``serverInfo``
+    (a name two servers may share: pass ``origin=`` when you wrap a session yourself).
+    ``conditional``: send the memory's position, so results carry only
     the tables moved since. ``watch``: follow ``resources/updated`` for the versions (eager
     detection without polling; only for strategies that invalidate). ``listener``: given every
     memory event, the ones notifications cause included; ``watch_listener``: given only those
@@ -125,7 +129,7 @@ class ContractSession(calls.AgentCalls):
         self.listener = listener
         self.watch_listener = watch_listener
         self._origin = origin
-        self._watcher = Watcher(self._refresh)
+        self._watcher = Watcher(self._refresh, on_lost=lambda: memory.reopened(self.origin))
         self._tasks: anyio.abc.TaskGroup | None = None
         self.tools: dict[str, types.Tool] = {}
 
@@ -135,12 +139,17 @@ class ContractSession(calls.AgentCalls):
             info = self.session.server_info
             if info is None or not info.name:
                 raise ValueError("the server gave no name: pass origin= to ContractSession")
-            self._origin = f"mcp://{info.name}"
+            self._origin = named_origin(info.name)
+            logger.info(
+                "%s: origin from the server's name alone; pass origin= to tell servers apart",
+                self._origin,
+            )
         return self._origin
 
     async def __aenter__(self) -> Self:
         _ = self.origin
         await self.list_tools()
+        await self.confirm()
         if self.watch and self._subscribable():
             self._tasks = anyio.create_task_group()
             await self._tasks.__aenter__()
@@ -171,6 +180,15 @@ class ContractSession(calls.AgentCalls):
         if patchable:
             await anyio.to_thread.run_sync(self.memory.set_patchable, self.origin, patchable)
         return list(listing.tools)
+
+    async def confirm(self, *, listener: Listener | None = None) -> tuple[Need, ...]:
+        """Confirm the origin before its fixes are served (``client.confirmation``): what moved
+        since the memory's stored position is read now, once per connection; ``__aenter__``
+        does it before it returns. Returns the needs still outstanding (then the origin's
+        entries stay withheld until a later read confirms it)."""
+        self.memory.reopened(self.origin)
+        needs = await self.memory.aneeds(self.origin)
+        return await self.fulfil(needs, listener=listener or self.watch_listener)
 
     async def begin_episode(
         self, episode: int, *, listener: Listener | None = None
@@ -274,8 +292,12 @@ class ContractSession(calls.AgentCalls):
         self, need: Need, episode: int | None, listener: Listener | None
     ) -> tuple[Need, ...] | None:
         try:
+            # The position rides in ``_meta`` (servers before 0.3 ignore it there): a worker
+            # behind it catches up before answering (SPEC §8.2 rule 3).
+            known = await self._known()
             uri = names.need_uri(need)
-            result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
+            meta = {**known.to_meta(), **self._sign_meta()}
+            result = await self.session.read_resource(uri, meta=_meta(meta))
         except MCPError as exc:
             if exc.code in _UNANSWERED:
                 obs = await self.memory.afetch_failed(need, f"MCPError: {exc}", episode=episode)
@@ -326,10 +348,14 @@ class ContractSession(calls.AgentCalls):
     async def _position(self) -> names.Position:
         if not self.conditional:
             return names.Position()
+        return await self._known()
+
+    async def _known(self) -> names.Position:
+        """The position the memory knows of this server (sent with every contract read)."""
         headers = await self.memory.aconditional_headers(self.origin)
-        if "Contract-Since" not in headers:
+        if CONTRACT_SINCE not in headers:
             return names.Position()
-        return names.Position(int(headers["Contract-Since"]), headers.get("Contract-Epoch"))
+        return names.Position(int(headers[CONTRACT_SINCE]), headers.get(CONTRACT_EPOCH))
 
     def _sign_meta(self) -> dict[str, Any]:
         if not self.memory.trust.requests_signatures:
@@ -389,7 +415,8 @@ async def connect(
 ) -> AsyncIterator[ContractSession]:
     """Connect to ``server`` with the SDK's ``Client`` (a URL: streamable HTTP; a
     ``StdioServerParameters``: a subprocess over stdio; a ``Server``: in process) and wrap its
-    session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...)."""
+    session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...).
+    The origin is bound to the target (``mcp.origins.target_origin``) unless ``origin`` names it."""
     wired: list[ContractSession] = []
     user_handler = client_options.pop("message_handler", None)
 
@@ -403,7 +430,7 @@ async def connect(
         contract = ContractSession(
             client.session,
             memory,
-            origin=origin,
+            origin=origin if origin is not None else target_origin(server),
             conditional=conditional,
             watch=watch,
             listener=listener,

@@ -42,11 +42,46 @@ class ToolRoute:
             name=self.name,
             description=route.summary or domain.description or f"{self.operation} ({domain.name})",
             input_schema=route.request_model.model_json_schema(),
+            output_schema=output_schema(route) if envelope == names.META_ENVELOPE else None,
+            annotations=tool_annotations(route.method),
             _meta={
                 names.key_for(names.OPERATION, envelope): self.operation,
                 names.key_for(names.PATCHABLE, envelope): sorted(route.patchable_fields),
             },
         )
+
+
+#: Tool hints by HTTP method: (read-only, destructive, idempotent). A POST or PATCH may move
+#: money or state for good (a subscription is a charge), so it is marked destructive.
+_HINTS = {
+    "GET": (True, False, True),
+    "HEAD": (True, False, True),
+    "PUT": (False, True, True),
+    "DELETE": (False, True, True),
+}
+
+
+def tool_annotations(method: str) -> types.ToolAnnotations:
+    """The MCP hints of a route, from its HTTP method's semantics (RFC 9110 §9.2)."""
+    read_only, destructive, idempotent = _HINTS.get(method.upper(), (False, True, False))
+    return types.ToolAnnotations(
+        read_only_hint=read_only, destructive_hint=destructive, idempotent_hint=idempotent
+    )
+
+
+def output_schema(route: Route[Any]) -> dict[str, Any] | None:
+    """The schema of a success's model view (``{"result": ..., "success": true}``) when the
+    route declares its ``response_model``; None otherwise (MCP: no ``outputSchema``)."""
+    if route.response_model is None:
+        return None
+    result = route.response_model.model_json_schema()
+    defs = result.pop("$defs", None)  # its "#/$defs/..." references resolve at the root
+    return {
+        "type": "object",
+        "properties": {"result": result, "success": {"const": True}},
+        "required": ["result", "success"],
+        **({"$defs": defs} if defs else {}),
+    }
 
 
 class ToolTable:

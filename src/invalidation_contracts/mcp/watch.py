@@ -37,13 +37,21 @@ Refresh = Callable[[], Awaitable[int | None]]
 class Watcher:
     """Coalesces pokes into refreshes, and lets a caller wait until one has seen a position."""
 
-    def __init__(self, refresh: Refresh) -> None:
+    def __init__(self, refresh: Refresh, *, on_lost: Callable[[], None] | None = None) -> None:
         self._refresh = refresh
+        self._on_lost = on_lost
         self._poked = anyio.Event()
         self._progress = anyio.Event()
         self.seen: int = -1
         """The highest ``contract_seq`` a completed refresh saw (-1: none yet)."""
         self.refreshes = 0
+
+    def lost(self) -> None:
+        """The notifications stopped for a while: what moved meanwhile must be read before the
+        memory serves again (the refresh that follows confirms it)."""
+        if self._on_lost is not None:
+            self._on_lost()
+        self.poke()
 
     def poke(self) -> None:
         """Ask for a refresh (never blocks; many pokes before it runs make one refresh)."""
@@ -96,6 +104,7 @@ async def follow(session: ClientSession, watcher: Watcher) -> None:
             return  # the server closed the stream gracefully: it is shutting down
         except SubscriptionLost:
             logger.info("the listen stream dropped; listening again")
+            watcher.lost()
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
                 return

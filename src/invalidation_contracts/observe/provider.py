@@ -19,7 +19,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from .._extras import require_extra
@@ -37,6 +37,7 @@ from ..server.origin import current_origin  # noqa: E402
 from ..server.provider import Outcome  # noqa: E402
 from ..server.state import RegistryState  # noqa: E402
 from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
+from .totals import TotalCounter  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +45,9 @@ SCOPE = "invalidation_contracts.server"
 """The instrumentation scope of every provider instrument."""
 _BYTES_CACHE = 512
 """Contract-byte counts remembered per encoded answer (a cached 422 is the same bytes object)."""
+
+_NO_TRACING = frozenset({"ProxyTracerProvider", "NoOpTracerProvider"})
+_NO_SPAN = nullcontext()
 
 ChangeHook = Callable[[ChangeSet, RegistryState, RegistryState], None]
 CheckHook = Callable[[Route[Any], Mapping[str, Any], RegistryState, Outcome | None], None]
@@ -68,10 +72,12 @@ class ProviderTelemetry:
         self.check_hooks: list[CheckHook] = []
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, __version__)
         self.meter = meter
-        self.tracer = (tracer_provider or trace.get_tracer_provider()).get_tracer(
-            SCOPE, __version__
-        )
-        counter = meter.create_counter
+        self._tracer_provider = tracer_provider
+        self._tracer: tuple[Any, trace.Tracer | None] | None = None
+
+        def counter(name: str, *, unit: str, description: str) -> TotalCounter:
+            return TotalCounter(meter, name, unit=unit, description=description)
+
         self.changes = counter(
             "invalidation_contracts.contract.changes",
             unit="{change}",
@@ -98,11 +104,11 @@ class ProviderTelemetry:
             unit="{suggestion}",
             description="Violations answered 422, by route and suggestion type.",
         )
-        self.contract_bytes = meter.create_histogram(
+        self.contract_bytes = counter(
             "invalidation_contracts.http.contract_bytes",
             unit="By",
-            description="Bytes of each answer that are contract (protocol.wirecost), by route "
-            "and status.",
+            description="Bytes of the answers that are contract (protocol.wirecost), by route "
+            "and status; over http.responses, the mean per answer.",
         )
         self.dropped = counter(
             "invalidation_contracts.telemetry.dropped",
@@ -145,8 +151,25 @@ class ProviderTelemetry:
 
     # -- what a Provider tells (server.provider.Telemetry) ---------------------------------------
 
+    @property
+    def tracer(self) -> trace.Tracer | None:
+        """The tracer of the tracer provider now (None while it is the API's no-op or proxy
+        provider: then no span is even started)."""
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        cached = self._tracer
+        if cached is None or cached[0] is not provider:
+            real = type(provider).__name__ not in _NO_TRACING
+            cached = self._tracer = (
+                provider,
+                provider.get_tracer(SCOPE, __version__) if real else None,
+            )
+        return cached[1]
+
     def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
-        return self.tracer.start_as_current_span(
+        tracer = self.tracer
+        if tracer is None:
+            return _NO_SPAN
+        return tracer.start_as_current_span(
             "invalidation_contracts.policy_evaluation",
             attributes={
                 "http.route": route.path,
@@ -166,8 +189,7 @@ class ProviderTelemetry:
             if refusal is not None:
                 for finding in refusal.findings:
                     self.refusals.add(
-                        1,
-                        {"http.route": route.path, "suggestion.type": finding.violation.type},
+                        1, (("http.route", route.path), ("suggestion.type", finding.violation.type))
                     )
                 self.answered(route, refusal)
             for hook in self.check_hooks:
@@ -177,13 +199,19 @@ class ProviderTelemetry:
 
     def answered(self, route: Route[Any], outcome: Outcome) -> None:
         try:
-            attributes: dict[str, str | int] = {
-                "http.route": route.path,
-                "http.status_code": outcome.status,
-            }
-            self.responses.add(1, attributes)
+            labels = (("http.route", route.path), ("http.status_code", outcome.status))
+            self.responses.add(1, labels)
             size = self._contract_bytes(outcome.content, cache=outcome.status == 422)
-            self.contract_bytes.record(size, attributes)
+            self.contract_bytes.add(size, labels)
+        except Exception:
+            self._failed("an answer")
+
+    def stamped(self, route: Route[Any], status: int, content: bytes) -> None:
+        try:
+            labels = (("http.route", route.path), ("http.status_code", status))
+            self.responses.add(1, labels)
+            if isinstance(content, bytes) and content:
+                self.contract_bytes.add(self._contract_bytes(content, cache=False), labels)
         except Exception:
             self._failed("an answer")
 
@@ -193,21 +221,27 @@ class ProviderTelemetry:
         """A registry listener: count the change set, journal it, tell the change hooks."""
         try:
             origin = current_origin()
-            worker = {"worker": self.worker}
+            worker = (("worker", self.worker),)
             if origin == "adopted":
                 same = after.epoch == before.epoch
                 self.adopted.add(after.seq - before.seq if same else 1, worker)
             elif after.epoch != before.epoch:
                 origin = "reconciled"
             origin = origin or "direct"
-            with self.tracer.start_as_current_span(
-                "invalidation_contracts.change",
-                attributes={
-                    "contract.epoch": after.epoch,
-                    "contract.seq": after.seq,
-                    "contract.origin": origin,
-                },
-            ):
+            tracer = self.tracer
+            span = (
+                _NO_SPAN
+                if tracer is None
+                else tracer.start_as_current_span(
+                    "invalidation_contracts.change",
+                    attributes={
+                        "contract.epoch": after.epoch,
+                        "contract.seq": after.seq,
+                        "contract.origin": origin,
+                    },
+                )
+            )
+            with span:
                 change = change_set(
                     before,
                     after,
@@ -217,7 +251,7 @@ class ProviderTelemetry:
                 )
             if origin != "adopted":
                 for move in change.tables:
-                    labels = {"table": move.table, "origin": origin}
+                    labels = (("table", move.table), ("origin", origin))
                     self.changes.add(1, labels)
                     self.rows_changed.add(move.changed_rows, labels)
             self.journal.add(change)
@@ -303,7 +337,7 @@ class ProviderTelemetry:
 
     def _failed(self, what: str) -> None:
         try:
-            self.dropped.add(1, {"worker": self.worker})
+            self.dropped.add(1, (("worker", self.worker),))
         except Exception:  # noqa: S110 - the telemetry must never fail the request
             pass
         if not self._warned:

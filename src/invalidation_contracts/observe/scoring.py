@@ -18,16 +18,18 @@ Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen go
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..protocol.canonical import canonical_json
 from ..server.domain import Route
 from ..server.oracle import current_fix
 from ..server.policies import Finding
+from ..server.render_cache import finding_key
 from ..server.state import RegistryState
 
 DEFAULT_MAX_ATTEMPTS = 5
@@ -43,11 +45,24 @@ class Taught:
     type: str
     scope: Mapping[str, Any]
     parameters: Mapping[str, Any]
+    slot: tuple[str, str]
+    """Type and scope: the memory's key for the fix (one judgement per slot and request)."""
+    key: tuple[str, str, str]
+    """Type, scope and parameters: one taught fix."""
+    anchor: tuple[str, str] | None
+    """A parameter field and its value, by which a request that carries the fix is found."""
+    policy: str
+    """The policy that taught it (the only one run again to judge it)."""
 
     @classmethod
     def of(cls, finding: Finding) -> Taught:
         v = finding.violation
-        return cls(v.type, dict(v.scope), dict(v.parameters))
+        scope, parameters = dict(v.scope), dict(v.parameters)
+        slot = (v.type, _freeze(scope))
+        first = min(parameters, default=None)
+        anchor = None if first is None else (first, _freeze(parameters[first]))
+        key = (*slot, _freeze(parameters))
+        return cls(v.type, scope, parameters, slot, key, anchor, finding.policy)
 
     def carried_by(self, request: Mapping[str, Any]) -> bool:
         """The request carries every parameter of the fix and matches its scope elsewhere (a
@@ -95,7 +110,16 @@ class _Client:
     figures: ClientFigures = field(default_factory=ClientFigures)
     streak: dict[str, int] = field(default_factory=dict)
     """Route → requests refused in a row."""
-    taught: OrderedDict[tuple[str, bytes, bytes], Taught] = field(default_factory=OrderedDict)
+    taught: OrderedDict[tuple[str, str, str], Taught] = field(default_factory=OrderedDict)
+    by_anchor: dict[tuple[str, str], dict[tuple[str, str, str], Taught]] = field(
+        default_factory=dict
+    )
+    """Taught fixes with parameters, by their anchor (oldest first)."""
+    when: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    """When each taught fix was (last) taught, in this client's own count."""
+    clock: int = 0
+    anchor_fields: dict[str, int] = field(default_factory=dict)
+    """Request fields some taught fix is anchored on, with how many fixes are."""
 
 
 class ClientScores:
@@ -115,6 +139,7 @@ class ClientScores:
         self.max_fixes = max_fixes
         self._clients: OrderedDict[str, _Client] = OrderedDict()
         self._totals = ClientFigures()
+        self._lessons: dict[Hashable, Taught] = {}
         self._lock = threading.Lock()
 
     def checked(
@@ -127,12 +152,7 @@ class ClientScores:
     ) -> None:
         """One valid request of ``client`` and the findings it drew (none: it passed)."""
         with self._lock:
-            known = self._client(client)
-            before = ClientFigures(**vars(known.figures))
-            self._fold(known, route, request, state, findings)
-            for name, value in vars(known.figures).items():
-                moved = value - getattr(before, name)
-                setattr(self._totals, name, getattr(self._totals, name) + moved)
+            self._fold(self._client(client), route, request, state, findings)
 
     def totals(self) -> ClientFigures:
         """Every client's figures summed, forgotten clients included (for counters)."""
@@ -147,24 +167,37 @@ class ClientScores:
         state: RegistryState,
         findings: tuple[Finding, ...],
     ) -> None:
-        figures = known.figures
-        figures.requests += 1
         streak = known.streak.get(route.path, 0)
         opening = streak == 0 or streak >= self.max_attempts
-        if opening:
-            figures.episodes += 1
-            figures.stale_injections += self._stale(known, route, request, state)
-            if not findings:
-                figures.first_try += 1
-        else:
-            figures.retries += 1
+        stale = self._stale(known, route, request, state, findings) if opening else 0
+        for figures in (known.figures, self._totals):
+            figures.requests += 1
+            if opening:
+                figures.episodes += 1
+                figures.stale_injections += stale
+                figures.first_try += 0 if findings else 1
+            else:
+                figures.retries += 1
+            figures.refused += 1 if findings else 0
         if findings:
-            figures.refused += 1
             known.streak[route.path] = 1 if opening else streak + 1
             for finding in findings:
-                self._teach(known, Taught.of(finding))
+                self._teach(known, self._taught(finding))
         else:
             known.streak.pop(route.path, None)
+
+    def _taught(self, finding: Finding) -> Taught:
+        """``Taught.of(finding)``, remembered by the finding's key (the render cache's)."""
+        key = finding_key(finding)
+        if key is None:
+            return Taught.of(finding)
+        found = self._lessons.get(key)
+        if found is None:
+            found = Taught.of(finding)
+            if len(self._lessons) >= self.max_fixes:
+                self._lessons.clear()
+            self._lessons[key] = found
+        return found
 
     def figures(self, client: str) -> ClientFigures | None:
         with self._lock:
@@ -187,28 +220,95 @@ class ClientScores:
         return found
 
     def _teach(self, client: _Client, fix: Taught) -> None:
-        key = (fix.type, canonical_json(dict(fix.scope)), canonical_json(dict(fix.parameters)))
-        client.taught.pop(key, None)
-        client.taught[key] = fix
+        if fix.anchor is None:
+            return  # a fix that sets nothing is never carried by a request
+        self._forget(client, fix)
+        client.clock += 1
+        client.when[fix.key] = client.clock
+        client.taught[fix.key] = fix
+        client.by_anchor.setdefault(fix.anchor, {})[fix.key] = fix
+        client.anchor_fields[fix.anchor[0]] = client.anchor_fields.get(fix.anchor[0], 0) + 1
         while len(client.taught) > self.max_fixes:
-            client.taught.popitem(last=False)
+            self._forget(client, next(iter(client.taught.values())))
+
+    def _forget(self, client: _Client, fix: Taught) -> None:
+        client.when.pop(fix.key, None)
+        if client.taught.pop(fix.key, None) is not None and fix.anchor is not None:
+            left = client.anchor_fields.get(fix.anchor[0], 0) - 1
+            if left > 0:
+                client.anchor_fields[fix.anchor[0]] = left
+            else:
+                client.anchor_fields.pop(fix.anchor[0], None)
+            bucket = client.by_anchor.get(fix.anchor, {})
+            bucket.pop(fix.key, None)
+            if not bucket:
+                client.by_anchor.pop(fix.anchor, None)
 
     def _stale(
-        self, client: _Client, route: Route[Any], request: Mapping[str, Any], state: RegistryState
+        self,
+        client: _Client,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        findings: tuple[Finding, ...],
     ) -> int:
-        """How many taught fixes the request carries that are no longer current."""
+        """How many taught fixes the request carries that are no longer current.
+
+        A carried fix whose slot the request was refused for is stale outright (its values no
+        longer pass); any other is judged by running its own policy on the request with the fix
+        undone (``server.oracle``'s rule, one policy instead of the route's all).
+        """
+        if not client.by_anchor:
+            return 0
+        candidates: list[Taught] = []
+        for name in client.anchor_fields.keys() & request.keys():
+            bucket = client.by_anchor.get((name, _freeze(request[name])))
+            if bucket:
+                candidates.extend(bucket.values())
+        candidates.sort(key=lambda fix: client.when.get(fix.key, 0), reverse=True)  # newest first
+        refused = {(f.violation.type, _freeze(dict(f.violation.scope))) for f in findings}
         stale = 0
-        seen: set[tuple[str, bytes]] = set()
-        for fix in reversed(client.taught.values()):
-            slot = (fix.type, canonical_json(dict(fix.scope)))
-            if slot in seen or not fix.carried_by(request):
+        seen: set[tuple[str, str]] = set()
+        for fix in candidates:
+            if fix.slot in seen or not fix.carried_by(request):
                 continue
-            seen.add(slot)
-            now = current_fix(route, fix.draft(request), fix.type, fix.scope, state)
-            if now is None or canonical_json(now) != canonical_json(dict(fix.parameters)):
+            seen.add(fix.slot)
+            if fix.slot in refused:
+                stale += 1
+                continue
+            now = _current(route, fix, fix.draft(request), state)
+            if now is None or _freeze(now) != _freeze(dict(fix.parameters)):
                 stale += 1
         return stale
 
 
+def _current(
+    route: Route[Any], fix: Taught, draft: Mapping[str, Any], state: RegistryState
+) -> dict[str, Any] | None:
+    """``server.oracle.current_fix`` with only the policy that taught ``fix`` run."""
+    return current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
+
+
+_NARROWED: dict[tuple[int, str], tuple[Route[Any], Route[Any]]] = {}
+
+
+def _narrowed(route: Route[Any], policy: str) -> Route[Any]:
+    """``route`` with only its policy named ``policy`` (itself when it has no such policy)."""
+    found = _NARROWED.get((id(route), policy))
+    if found is not None and found[0] is route:
+        return found[1]
+    own = tuple(p for p in route.policies if p.name == policy)
+    narrowed = dataclasses.replace(route, policies=own) if own else route
+    if len(_NARROWED) > 1024:
+        _NARROWED.clear()
+    _NARROWED[(id(route), policy)] = (route, narrowed)
+    return narrowed
+
+
+def _freeze(value: Any) -> str:
+    """A JSON value as a hashable key (sorted members; equal values, equal keys)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _same(a: Any, b: Any) -> bool:
-    return a == b and type(a) is type(b) or canonical_json(a) == canonical_json(b)
+    return (a == b and type(a) is type(b)) or _freeze(a) == _freeze(b)

@@ -19,6 +19,7 @@ from .tables import Snapshot, diff, freeze, thaw
 from .tracking import ReadTracker, TrackedTable, TrackedTables
 from .transitions import TableChange
 from .trust import TrustOptions
+from .wrapping import ErrorRule, wrapped_policy
 
 __all__ = [
     "DataFileError",
@@ -43,6 +44,8 @@ __all__ = [
     "TableChange",
     "TableSpec",
     "TrackedTable",
+    "ErrorRule",
+    "wrapped_policy",
     "TrackedTables",
     "TrustOptions",
     "Violation",

@@ -25,7 +25,8 @@ class Route(Generic[M]):
 
     Generic in the request model, so ``on_success`` takes that model (``Route[Shipment]``).
     ``patchable`` names the request fields a client may patch from a cached fix (None: every
-    top-level field of the schema).
+    top-level field of the schema). ``response_model``, when given, describes what
+    ``on_success`` returns (published as the MCP tool's ``outputSchema``).
     """
 
     path: str
@@ -35,6 +36,7 @@ class Route(Generic[M]):
     method: str = "POST"
     patchable: frozenset[str] | None = None
     summary: str = ""
+    response_model: type[BaseModel] | None = None
 
     @property
     def patchable_fields(self) -> frozenset[str]:

@@ -193,7 +193,8 @@ class Follower:
             if not (everything or self._leads(source)):
                 continue
             head = source.head()
-            if head != self._seen.get(source.name):
+            due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
+            if head != self._seen.get(source.name) or (due is not None and due()):
                 ingest(self.registry, source, head=head)
                 self._seen[source.name] = head
                 ingested = True

@@ -1,8 +1,12 @@
 """Consuming the change capture of the provider's database into the registry, under its lock.
 
 ``ingest`` turns the records captured after the registry's position into change sets, exactly as
-an admin reload would be recorded (version bump, row diff, feed records, downstream walk); a gap
-in the records, or tables that differ from what they explain, start a new epoch instead.
+an admin reload would be recorded (version bump, row diff, feed records, downstream walk).
+Reconciliation — at every worker start, every ``reconcile_interval_s``, and whenever the records
+cannot be trusted to be complete (a gap, a reset capture) — compares each table with the database
+(a per-table digest computed in the database first, then the rows where it differs) and turns any
+difference into an ordinary change set labelled ``reconciled``: a write around the triggers is
+caught without a new epoch, so every still-valid fix a client holds survives.
 """
 
 from __future__ import annotations
@@ -15,8 +19,8 @@ from ..protocol.models import ReloadResult
 from ..protocol.problems import ProtocolError
 from .origin import change_origin
 from .registry import Registry, RegistryTransaction
-from .tables import Snapshot, thaw
-from .versions import next_version
+from .tables import thaw
+from .transitions import TableChange
 
 logger = logging.getLogger(__name__)
 
@@ -30,10 +34,12 @@ def ingest(
 ) -> bool:
     """Consume ``source``'s captured changes; True when the registry moved.
 
-    ``verify`` also compares the tables with the database in the same snapshot (done when a worker
-    opens the registry): a difference the capture does not explain starts a new epoch. ``head``:
-    the capture head the caller just read (saves reading it again).
+    ``verify`` also reconciles: compares the tables with the database in the same snapshot (done
+    when a worker opens the registry, and every ``source.reconcile_interval_s``); a difference the
+    capture did not record becomes a change set labelled ``reconciled``. ``head``: the capture
+    head the caller just read (saves reading it again).
     """
+    verify = verify or _due(source)
     with change_origin("captured"), registry.transaction() as tx:
         after = tx.position(source.name)
         if after is not None and not verify and head == after:
@@ -45,59 +51,76 @@ def ingest(
     return moved
 
 
+def _due(source: Any) -> bool:
+    due = getattr(source, "reconcile_due", None)
+    return bool(due()) if due is not None else False
+
+
 def consume(
     tx: RegistryTransaction, source: Any, *, verify: bool = False
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
-    """Apply the records captured after the registry's position, inside ``tx``.
+    """Apply the records captured after the registry's position, inside ``tx``; with ``verify``
+    (or when the records cannot be trusted to be complete), reconcile the tables too.
 
     Returns each change set's transaction id and per-table results, in order.
     """
     from .sql.images import change_sets, gap, screen
 
     after = tx.position(source.name)
-    batch = source.read(after, full=verify or after is None)
+    full = verify or after is None
+    batch = source.read(after, full=full, marks=_marks(tx) if full else None)
     reason = "the capture position is unknown" if after is None else gap(after, batch)
-    good, bad = screen(batch.records)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
+        good, bad = screen(batch.records)
         sets = change_sets(good, by_transaction=source.by_transaction)
         applied = _apply(tx, source, sets)
         source.set_aside(bad)
         source.release(_written(good, bad))
-        if batch.contents is not None:
-            reason = _differs(tx, source, _carried(tx, batch))
-    if reason is not None:
-        if batch.contents is None:
-            batch = source.read(None, full=True)
-        assert batch.contents is not None
-        _restart(tx, source, _carried(tx, batch), reason)
-        applied = []
+    elif batch.contents is None or batch.skipped:
+        batch = source.read(None, full=True)
     if batch.contents is not None:
-        source.set_aside(batch.unreadable, replace=True)
+        reconcile(tx, source, _carried(tx, batch), reason)
+        source.set_aside(batch.unreadable, replace=tuple(batch.contents))
+        source.mark_verified(
+            {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
+        )
     tx.set_position(source.name, batch.head)
     return applied
 
 
-def _written(good: list[Any], bad: list[Any]) -> list[tuple[str, str]]:
-    """The rows whose last record is carriable (their quarantine entries are cleared)."""
-    from .sql.images import DELETE, UPSERT, key_text
-
-    last_bad = {(q.table, q.key): q.capture_id for q in bad}
-    last_good: dict[tuple[str, str], int] = {}
-    for r in good:
-        if r.op in (UPSERT, DELETE) and r.key is not None:
-            last_good[(r.table, key_text(r.key))] = r.id
-    return sorted(p for p, i in last_good.items() if i > (last_bad.get(p) or -1))
+def _marks(tx: RegistryTransaction) -> dict[str, str]:
+    return {name: _mark(tx, name) for name in tx.state.tables}
 
 
-def _carried(tx: RegistryTransaction, batch: Any) -> dict[str, dict[str, Any]]:
-    """A full read's tables, with each unreadable row at its last carried image (or absent)."""
-    contents = {name: dict(rows) for name, rows in batch.contents.items()}
-    for entry in batch.unreadable:
-        current = tx.state.tables[entry.table]
-        if entry.key in current.rows:
-            contents[entry.table][entry.key] = thaw(current.rows[entry.key])
-    return contents
+def _mark(tx: RegistryTransaction, name: str) -> str:
+    """What a verified digest holds for: this history's epoch and the table's version."""
+    return f"{tx.state.epoch}/{tx.state.tables[name].version}"
+
+
+def reconcile(
+    tx: RegistryTransaction, source: Any, contents: Mapping[str, Any], reason: str | None
+) -> None:
+    """Move every table that differs from ``contents`` (the database) to it: one change set,
+    the exact row diff, labelled ``reconciled``. Nothing differs: nothing happens."""
+    changes: dict[str, TableChange] = {}
+    for name, rows in contents.items():
+        current = tx.state.tables[name]
+        if not source.snapshot(name, current.version, rows).same_content(current):
+            changes[name] = TableChange(rows, replace=True, reconciled=True)
+    if not changes:
+        return
+    with change_origin("reconciled"):
+        tx.apply(changes)
+    logger.warning(
+        "%s: %s differ%s from the database beyond what the capture recorded%s;"
+        " reconciled as the change set at seq %d",
+        source.name,
+        ", ".join(repr(name) for name in sorted(changes)),
+        "s" if len(changes) == 1 else "",
+        f" ({reason})" if reason else "",
+        tx.state.seq,
+    )
 
 
 def trim(source: Any, position: int) -> None:
@@ -128,32 +151,25 @@ def _apply(
             ) from None
 
 
-def _differs(tx: RegistryTransaction, source: Any, contents: Mapping[str, Any]) -> str | None:
-    for name, rows in contents.items():
-        current = tx.state.tables[name]
-        if not source.snapshot(name, current.version, rows).same_content(current):
-            return f"table {name!r} differs from the database beyond what the capture recorded"
-    return None
+def _written(good: list[Any], bad: list[Any]) -> list[tuple[str, str]]:
+    """The rows whose last record is carriable (their quarantine entries are cleared)."""
+    from .sql.images import DELETE, UPSERT, key_text
+
+    last_bad = {(q.table, q.key): q.capture_id for q in bad}
+    last_good: dict[tuple[str, str], int] = {}
+    for r in good:
+        if r.op in (UPSERT, DELETE) and r.key is not None:
+            last_good[(r.table, key_text(r.key))] = r.id
+    return sorted(p for p, i in last_good.items() if i > (last_bad.get(p) or -1))
 
 
-def _restart(
-    tx: RegistryTransaction, source: Any, contents: Mapping[str, Any], reason: str
-) -> None:
-    tables: dict[str, Snapshot] = {}
-    for name, rows in contents.items():
-        current = tx.state.tables[name]
-        candidate = source.snapshot(name, current.version, rows)
-        if not candidate.same_content(current):
-            try:
-                candidate = candidate.restamped(next_version(current.version))
-            except ProtocolError:
-                pass  # not dotted-numeric: the new epoch alone tells clients to revalidate
-        tables[name] = candidate
-    tx.restart(tables)
-    logger.warning(
-        "%s: %s; starting a new history epoch %s at seq %d",
-        source.name,
-        reason,
-        tx.state.epoch,
-        tx.state.seq,
-    )
+def _carried(tx: RegistryTransaction, batch: Any) -> dict[str, dict[str, Any]]:
+    """A full read's tables, with each unreadable row at its last carried image (or absent)."""
+    contents = {name: dict(rows) for name, rows in batch.contents.items()}
+    for entry in batch.unreadable:
+        if entry.table not in contents:
+            continue
+        current = tx.state.tables[entry.table]
+        if entry.key in current.rows:
+            contents[entry.table][entry.key] = thaw(current.rows[entry.key])
+    return contents

@@ -4,7 +4,9 @@ The writer that moves the registry names its origin for the duration of the writ
 (``change_origin``); a state listener reads it (``current_origin``) in the same thread. Origins:
 ``captured`` (a write to the provider's database, consumed from the change capture), ``admin``
 (an admin reload or patch), ``adopted`` (a change another worker committed, adopted here).
-A change that starts a new epoch is *reconciled*; a listener tells it by the epoch moving.
+``reconciled`` (a difference between a table and the registry the capture did not record, found
+by comparing them). A change that starts a new epoch is also *reconciled*; a listener tells it by
+the epoch moving.
 Unnamed (an application calling ``Registry.reload`` itself) reads as None.
 """
 

@@ -141,6 +141,16 @@ def evaluate(
         except PolicyError as exc:
             exc.policy = pol.name
             raise
+        except TypeError as exc:
+            if "mappingproxy" not in str(exc) or tracker.last_row is None:
+                raise
+            table, key = tracker.last_row
+            raise PolicyError(
+                f"writes to a row of table {table!r} (the last row it read: {key!r}); rows are "
+                "read-only to a policy",
+                policy=pol.name,
+                table=table,
+            ) from exc
         if not violations:
             continue
         reads = tracker.reads()

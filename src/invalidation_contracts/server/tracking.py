@@ -26,15 +26,18 @@ _UNREAD: Any = object()
 class ReadTracker:
     """The ordered record of what one policy evaluation read."""
 
-    __slots__ = ("_absent_rules", "_key_sets", "_reads", "_rules")
+    __slots__ = ("_absent_rules", "_key_sets", "_reads", "_rules", "last_row")
 
     def __init__(self) -> None:
+        self.last_row: tuple[str, str] | None = None
+        """The last ``(table, key)`` looked up: where a write to a read-only row came from."""
         self._reads: dict[str, set[str] | None] = {}
         self._key_sets: dict[str, Collection[str]] = {}
         self._rules: dict[RuleTriple, None] = {}
         self._absent_rules: dict[RulePattern, None] = {}
 
     def read_key(self, table: str, key: str) -> None:
+        self.last_row = (table, key)
         keys = self._reads.get(table, _UNREAD)
         if keys is _UNREAD:
             self._reads[table] = {key}
@@ -157,6 +160,19 @@ class TrackedTable(Mapping[str, Mapping[str, Any]]):
         rows = self._snapshot.rows
         self._tracker.read_key_set(self._snapshot.name, rows.keys())
         return len(rows)
+
+    def __setitem__(self, key: str, value: object) -> None:
+        raise self._write(key)
+
+    def __delitem__(self, key: str) -> None:
+        raise self._write(key)
+
+    def _write(self, key: object) -> PolicyError:
+        return PolicyError(
+            f"writes to table {self._snapshot.name!r} (key {key!r}); reference tables are "
+            "read-only to a policy",
+            table=self._snapshot.name,
+        )
 
 
 class TrackedRules:

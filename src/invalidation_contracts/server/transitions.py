@@ -43,6 +43,8 @@ class TableChange:
     delete: frozenset[str] = frozenset()
     replace: bool = False
     version: str | None = None
+    reconciled: bool = False
+    """Found by comparing the table with its database, not by the capture (labelled in the feed)."""
 
     @classmethod
     def reload(cls, rows: Mapping[str, Any], version: str | None = None) -> TableChange:
@@ -134,6 +136,7 @@ def apply_changes(
                 new_version=new_version,
                 touch=not delta,
                 affected_downstream=downstream,
+                reconciled=True if changes[old.name].reconciled else None,
             )
         )
         rows.extend(

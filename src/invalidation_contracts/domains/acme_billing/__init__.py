@@ -18,7 +18,7 @@ from invalidation_contracts.server import Domain, RegistryState, Route
 from ..catalog import DomainCatalog, load_rules, load_tables
 from .payments import PaymentsBackend, backend_from_env
 from .policies import POLICIES
-from .schema import PATCHABLE, SubscriptionRequest
+from .schema import PATCHABLE, Subscription, SubscriptionRequest
 
 HERE = Path(__file__).parent
 NAME = "acme_billing"
@@ -57,6 +57,7 @@ def subscription_route(payments: PaymentsBackend) -> Route[Any]:
         on_success=subscribe,
         patchable=PATCHABLE,
         summary="Subscribe a customer to a plan and take the first payment",
+        response_model=Subscription,
     )
 
 

@@ -1,4 +1,4 @@
-"""The request body of ``POST /v1/subscriptions``."""
+"""The request body of ``POST /v1/subscriptions``, and the result of a success."""
 
 from __future__ import annotations
 
@@ -20,6 +20,16 @@ class SubscriptionRequest(BaseModel):
     promo_code: str | None = Field(
         default=None, description="A promotional code, when the plan takes one."
     )
+
+
+class Subscription(BaseModel):
+    """A subscription taken, and its first charge."""
+
+    subscription_id: str
+    charge_id: str
+    amount_cents: int
+    currency: str
+    plan: str
 
 
 #: The request fields a client may patch from a cached fix.

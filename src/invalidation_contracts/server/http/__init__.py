@@ -5,6 +5,8 @@
   (``app.include_router(router, prefix="/api")`` mounts them under a prefix).
 - ``service.route_class`` / ``service.router()``: the app's own routes gain the policy check and
   the response-level contract fields.
+- ``ContractSnapshot``: a handler's dependency on the reference data its request was checked
+  against (read rows there, not from the database: no race with a fresh commit).
 - ``service.lifespan``: start and stop following the shared history with the app.
 - ``serve(app, workers=N)``: uvicorn with ``TCP_NODELAY`` on every connection.
 
@@ -19,9 +21,10 @@ require_extra("server", "fastapi", "uvicorn")
 
 from .errors import ProblemRoute, install_problem_handlers  # noqa: E402
 from .headers import CONTRACT_EPOCH, CONTRACT_SINCE  # noqa: E402
-from .retrofit import STATE_ATTRIBUTE, ContractRoute  # noqa: E402
+from .retrofit import ContractRoute  # noqa: E402
 from .serve import listen, serve  # noqa: E402
 from .service import ContractService  # noqa: E402
+from .snapshot import STATE_ATTRIBUTE, ContractSnapshot, ReferenceData  # noqa: E402
 
 __all__ = [
     "CONTRACT_EPOCH",
@@ -29,7 +32,9 @@ __all__ = [
     "STATE_ATTRIBUTE",
     "ContractRoute",
     "ContractService",
+    "ContractSnapshot",
     "ProblemRoute",
+    "ReferenceData",
     "install_problem_handlers",
     "listen",
     "serve",

@@ -31,6 +31,7 @@ from ..http_errors import (
 )
 from ..ingest import SourceError
 from ..store import StorageError
+from .discovery import add_link
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ def answer(
         )
         if since is not None:
             out[CONTRACT_SINCE] = str(since)
-    return problem_response(body.model_copy(update=update), out)
+    return add_link(service, request, problem_response(body.model_copy(update=update), out))
 
 
 def problem_of(request: Request, exc: Exception) -> tuple[Problem, Mapping[str, str] | None]:
@@ -128,9 +129,10 @@ class ProblemRoute(APIRoute):
 
         async def handler(request: Request) -> Response:
             try:
-                return await original(request)
+                response = await original(request)
             except HANDLED as exc:
                 return answer(service, request, *problem_of(request, exc))
+            return add_link(service, request, response)
 
         return handler
 

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Any
 
 from fastapi import Header
 from pydantic import BeforeValidator, WithJsonSchema
 from starlette.requests import Request
 
+from ...protocol.headers import CONTRACT_EPOCH, CONTRACT_PATCHABLE, CONTRACT_SINCE
 from ...protocol.position import MAX_EPOCH_LENGTH, parse_seq
+from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import MAX_SAFE_INTEGER
 
-CONTRACT_SINCE = "Contract-Since"
-CONTRACT_EPOCH = "Contract-Epoch"
+__all__ = [
+    "CONTRACT_EPOCH",
+    "CONTRACT_PATCHABLE",
+    "CONTRACT_SINCE",
+    "ContractEpoch",
+    "ContractPosition",
+    "ContractSince",
+]
 #: What a ``Contract-Epoch`` header may hold: visible ASCII (empty: the 410 of SPEC §8.1).
 EPOCH_HEADER_PATTERN = r"^[\x21-\x7e]*$"
 
@@ -78,6 +87,40 @@ def lenient_since(request: Request) -> int | None:
     Used where the header was not validated: no header value can make an answer fail.
     """
     return parse_seq(request.headers.get(CONTRACT_SINCE, "").strip())
+
+
+def strict_since(request: Request) -> int | None:
+    """The request's ``Contract-Since``, or None when absent; 422 ``invalid-request`` when it is
+    not ASCII digits from 0 to 2^53-1 (SPEC §3.1), as on every contract route."""
+    raw = request.headers.get(CONTRACT_SINCE)
+    if raw is None:
+        return None
+    value = parse_seq(raw.strip())
+    if value is None:
+        raise _invalid_header(CONTRACT_SINCE, "must be ASCII digits, from 0 to 2^53-1")
+    return value
+
+
+def strict_epoch(request: Request) -> str | None:
+    """The request's ``Contract-Epoch``, or None when absent; 422 when too long or not visible
+    ASCII."""
+    value = request.headers.get(CONTRACT_EPOCH)
+    if value is None:
+        return None
+    if len(value) > MAX_EPOCH_LENGTH or not re.fullmatch(EPOCH_HEADER_PATTERN, value):
+        raise _invalid_header(
+            CONTRACT_EPOCH, f"must be at most {MAX_EPOCH_LENGTH} visible ASCII characters"
+        )
+    return value
+
+
+def _invalid_header(name: str, message: str) -> ProtocolError:
+    errors: list[dict[str, Any]] = [
+        {"loc": ["header", name], "msg": message, "type": "value_error"}
+    ]
+    return ProtocolError(
+        ProblemType.INVALID_REQUEST, "a query parameter or header is invalid", errors=errors
+    )
 
 
 def lenient_epoch(request: Request) -> str | None:

@@ -19,48 +19,79 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from ...protocol.headers import is_json_media_type
+from ...protocol.links import CONTRACT_RELATION
+from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
 from ..domain import Route
-from ..http_errors import is_json_media_type, parse_json
+from ..http_errors import PROBLEM_MEDIA_TYPE, parse_json
 from ..state import RegistryState
+from .discovery import add_link
 from .errors import Handler, ProblemRoute, answer, problem_of, wire
-from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
-
-STATE_ATTRIBUTE = "contract_state"
-"""``request.state.contract_state``: the registry state the request was checked against."""
+from .headers import CONTRACT_SINCE, strict_epoch, strict_since
+from .openapi import STATUS_DESCRIPTIONS, ref
+from .routing import effective_routes, path_matches, route_path
+from .snapshot import STATE_ATTRIBUTE
 
 
 class ContractRoute(ProblemRoute):
     """A route of an existing app that carries the contract (see the module docstring)."""
 
-    def declared(self) -> Route[Any] | None:
-        """The domain route this route implements (same method and path), if any."""
-        routes: tuple[Route[Any], ...] = tuple(self.service.domain.routes)
-        for route in routes:
-            if route.path == self.path and route.method.upper() in (self.methods or ()):
-                return route
-        return None
+    def __init__(self, path: str, endpoint: Any, **kwargs: Any) -> None:
+        documented = dict(kwargs.pop("responses", None) or {})
+        success = kwargs.get("status_code") or 200
+        for status, answer_doc in contract_responses(success).items():
+            documented.setdefault(status, answer_doc)
+        super().__init__(path, endpoint, responses=documented, **kwargs)
+
+    def candidates(self) -> tuple[Route[Any], ...]:
+        """The domain routes this route may implement: same method, and a path that is this
+        route's path or ends with it (the rest being the prefix it is included under)."""
+        methods = self.methods or set()
+        return tuple(
+            route
+            for route in self.service.domain.routes
+            if route.method.upper() in methods
+            and (route.path == self.path or route.path.endswith(self.path))
+        )
+
+    def declared(self, path: str | None = None) -> Route[Any] | None:
+        """The domain route this route implements when serving ``path`` (its full path within
+        the app, prefixes included; None: this route's own path), if any."""
+        path = self.path if path is None else path
+        return next((r for r in self.candidates() if path_matches(r.path, path)), None)
 
     def get_route_handler(self) -> Handler:
         original = super(ProblemRoute, self).get_route_handler()
         service = self.service
-        declared = self.declared()
+        candidates = self.candidates()
 
         async def handler(request: Request) -> Response:
-            since, epoch = lenient_since(request), lenient_epoch(request)
             try:
+                since, epoch = strict_since(request), strict_epoch(request)
                 state = await service.state_for(since, epoch)
                 setattr(request.state, STATE_ATTRIBUTE, state)
+                declared = _implemented(candidates, request)
                 if declared is not None:
                     refusal = await _check(service, declared, request, state, since, epoch)
                     if refusal is not None:
-                        return refusal
+                        return add_link(service, request, refusal)
             except ProtocolError as exc:
                 return answer(service, request, *problem_of(request, exc))
-            response = await original(request)
-            return stamp(service, response, state, since, epoch)
+            response = stamp(service, await original(request), state, since, epoch)
+            telemetry = service.provider.telemetry
+            if telemetry is not None and declared is not None:
+                telemetry.stamped(declared, response.status_code, getattr(response, "body", b""))
+            return add_link(service, request, response)
 
         return handler
+
+
+def _implemented(candidates: tuple[Route[Any], ...], request: Request) -> Route[Any] | None:
+    if not candidates:
+        return None
+    path = route_path(request.scope)
+    return next((r for r in candidates if path_matches(r.path, path)), None)
 
 
 async def _check(
@@ -103,9 +134,9 @@ def stamp(
     service: Any, response: Response, state: RegistryState, since: int | None, epoch: str | None
 ) -> Response:
     """``response`` with the contract fields of ``state`` merged into its JSON object body."""
-    media = (response.media_type or response.headers.get("content-type") or "").split(";")[0]
+    media = response.media_type or response.headers.get("content-type")
     body = getattr(response, "body", None)
-    if not isinstance(body, bytes) or not (media == "application/json" or media.endswith("+json")):
+    if not isinstance(body, bytes) or not is_json_media_type(media):
         return response
     try:
         document = json.loads(body)
@@ -131,3 +162,63 @@ def stamp(
 
 def contract_route_class(service: Any) -> type[ContractRoute]:
     return type("ContractRoute", (ContractRoute,), {"service": service})
+
+
+def check_routes(service: Any, app: Any) -> None:
+    """Refuse to start an app that carries the contract on some of its own routes but serves a
+    domain route at no endpoint (a prefix that moved it, a typo): its policies would never run.
+    """
+    served: set[tuple[str, str]] = set()
+    retrofitted = False
+    for path, route in effective_routes(getattr(app, "routes", ())):
+        if getattr(route, "service", None) is not service:
+            continue
+        retrofitted = retrofitted or isinstance(route, ContractRoute)
+        served.update((method.upper(), path) for method in getattr(route, "methods", None) or ())
+    if not retrofitted:
+        return
+    missing = [
+        f"{route.method.upper()} {route.path}"
+        for route in service.domain.routes
+        if not any(m == route.method.upper() and path_matches(route.path, p) for m, p in served)
+        and (route.method.upper(), route.path) not in served
+    ]
+    if missing:
+        raise RuntimeError(
+            f"domain {service.domain.name!r} declares {', '.join(missing)}, which no route of "
+            "service.router() serves at that full path (prefixes included); its policies would "
+            "never run. Declare the endpoint at that path, or fix the domain's Route path."
+        )
+
+
+def contract_responses(success: int) -> dict[int | str, dict[str, Any]]:
+    """What the contract adds to a retrofitted route's OpenAPI: the stamps on its success, the
+    policy violation (422) and the unavailable worker (503), both problem documents."""
+    stamps = (
+        "The endpoint's own answer; a JSON object gains the response-level contract fields "
+        "`table_versions`, `rules_version`, `contract_seq` and `contract_epoch` (SPEC §3)."
+    )
+    problem_doc = {"model": Problem, "content": {PROBLEM_MEDIA_TYPE: {"schema": ref(Problem)}}}
+    return {
+        success: {
+            "description": stamps,
+            "headers": {
+                CONTRACT_SINCE: {
+                    "description": "Echoes the request's Contract-Since (conditional form).",
+                    "schema": {"type": "integer", "minimum": 0},
+                },
+                "Link": {
+                    "description": f'`<…/contract>; rel="{CONTRACT_RELATION}"`: where the '
+                    "contract routes live (SPEC §8).",
+                    "schema": {"type": "string"},
+                },
+            },
+        },
+        422: {
+            "description": "Policy violation (`policy-violation`, with `recovery_feedback`), or a "
+            "malformed Contract-Since / Contract-Epoch (`invalid-request`). A body the route's "
+            "schema refuses is answered by the app's own validation.",
+            **problem_doc,
+        },
+        503: {"description": STATUS_DESCRIPTIONS[503], **problem_doc},
+    }

@@ -24,6 +24,8 @@ from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
 from ...protocol.models import (
+    ChangeSetRequest,
+    ChangeSetResult,
     ContractFields,
     QuarantinedRow,
     QuarantineListing,
@@ -47,6 +49,7 @@ from ..runtime import (
 )
 from ..state import RegistryState
 from ..store import StorageError
+from ..transitions import TableChange
 from ..trust import TrustOptions
 
 RETRY_AFTER_S = 1
@@ -73,6 +76,8 @@ class ContractService:
         self.trust = trust if trust is not None else TrustOptions()
         self.signer = self.trust.signer()
         self._route_class: type[APIRoute] | None = None
+        self.contract_bases: dict[int, str | None] = {}
+        """Per app: where its contract routes live (``discovery``)."""
         self._started = False
 
     @classmethod
@@ -221,6 +226,25 @@ class ContractService:
         self._writable()
         return self.runtime.patch(table, upsert, delete, version)
 
+    def change_set(self, request: ChangeSetRequest) -> ChangeSetResult:
+        """``POST /admin/change-set``: every table of ``request`` under one seq."""
+        self._writable()
+        changes = {
+            item.table: (
+                TableChange.reload(item.rows, item.version)
+                if item.rows is not None
+                else TableChange.patch(item.upsert, item.delete, item.version)
+            )
+            for item in request.tables
+        }
+        results = self.runtime.change_set(changes)
+        state = self.registry.state
+        return ChangeSetResult(
+            results=[results[item.table] for item in request.tables],
+            contract_seq=state.seq,
+            contract_epoch=state.epoch,
+        )
+
     def quarantined(self) -> QuarantineListing:
         """``GET /admin/quarantine``: the rows the contract could not carry (reads the database)."""
         try:
@@ -256,8 +280,16 @@ class ContractService:
         self._started = False
 
     @asynccontextmanager
-    async def lifespan(self, _app: Any = None) -> AsyncIterator[None]:
-        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan."""
+    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+        """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan.
+
+        Given the app, it first checks that every domain route is served where the domain says
+        (``RuntimeError`` otherwise: a policy that never runs must not start).
+        """
+        if app is not None:
+            from .retrofit import check_routes
+
+            check_routes(self, app)
         self.start()
         try:
             yield

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 from ..._extras import require_extra
 from .declare import BoundTable, Column
@@ -32,7 +32,7 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import Connection, Engine  # noqa: E402
 
 DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
-CAPTURE_FORMAT = "ic-capture/2"
+CAPTURE_FORMAT = "ic-capture/3"
 """The capture's schema version: part of every installed table's digest."""
 
 
@@ -124,6 +124,31 @@ class CaptureDialect(ABC):
     @abstractmethod
     def trim_sql(self) -> str:
         """SQL deleting the records up to ``:upto``."""
+
+    verified_table: str | None = None
+    """Per table, the digest last verified equal to the registry, and at which version."""
+
+    def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
+        """Each table's content digest, computed in the database (none where it cannot)."""
+        return {}
+
+    def verified(self, conn: Connection) -> dict[str, tuple[str, str]]:
+        if self.verified_table is None:
+            return {}
+        rows = conn.exec_driver_sql(f"SELECT table_name, digest, mark FROM {self.verified_table}")
+        return {name: (digest, mark) for name, digest, mark in rows}
+
+    def mark_verified(self, conn: Connection, marks: Mapping[str, tuple[str, str]]) -> None:
+        if self.verified_table is None or not marks:
+            return
+        conn.execute(
+            text(
+                f"INSERT INTO {self.verified_table} (table_name, digest, mark) VALUES (:t, :d, :m)"
+                " ON CONFLICT (table_name) DO UPDATE SET digest = excluded.digest,"
+                " mark = excluded.mark"
+            ),
+            [{"t": t, "d": d, "m": m} for t, (d, m) in sorted(marks.items())],
+        )
 
     def begin_read(self, conn: Connection) -> Connection:
         """``conn`` set up for one consistent read snapshot."""
@@ -284,6 +309,7 @@ class PostgresCapture(CaptureDialect):
         self.capture = f"{s}.capture"
         self.counter = f"{s}.capture_head"
         self.quarantine = QuarantineTable(f"{s}.quarantine")
+        self.verified_table = f"{s}.verified"
 
     def begin_read(self, conn: Connection) -> Connection:
         return conn.execution_options(isolation_level="REPEATABLE READ")
@@ -291,6 +317,16 @@ class PostgresCapture(CaptureDialect):
     @property
     def installed_table(self) -> str:
         return f"{self._quote(self.schema)}.installed"
+
+    def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
+        out = {}
+        for table in tables:
+            (digest,) = conn.exec_driver_sql(
+                "SELECT count(*)::text || ':' || coalesce(sum(hashtextextended(k || r, 0)), 0)"
+                f" FROM ({self.select_sql(table)}) AS s (k, r)"
+            ).one()
+            out[table.name] = str(digest)
+        return out
 
     def has_base(self, conn: Connection) -> bool:
         return bool(
@@ -324,6 +360,10 @@ class PostgresCapture(CaptureDialect):
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"
             " digest text NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.verified_table} (table_name text PRIMARY KEY,"
+            " digest text NOT NULL, mark text NOT NULL)"
         )
 
     def table_ddl(self, table: BoundTable) -> list[str]:

@@ -63,6 +63,11 @@ class CaptureBatch:
     """With a full read: every declared table's rows (key → row) in the same snapshot."""
     unreadable: tuple[Quarantined, ...] = ()
     """With a full read: rows the contract cannot carry (left out of ``contents``)."""
+    digests: Mapping[str, str] = field(default_factory=dict)
+    """With a full read: each table's digest computed in the database (PostgreSQL)."""
+    skipped: frozenset[str] = frozenset()
+    """Tables a full read did not read: their digest is the one verified at the registry's
+    current version, and no record touches them (so they equal the registry)."""
 
 
 @dataclass(frozen=True, slots=True)

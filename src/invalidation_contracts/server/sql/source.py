@@ -10,6 +10,8 @@ registry's write lock.
 from __future__ import annotations
 
 import json
+import logging
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -23,8 +25,14 @@ from .declare import BoundTable, bind
 from .engine import make_engine
 from .images import CaptureBatch, Quarantined, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
+from .upsert import write_rows
 
 require_extra("sql", "sqlalchemy")
+
+logger = logging.getLogger(__name__)
+DEFAULT_RECONCILE_INTERVAL_S = 60.0
+"""How often a worker compares each declared table with its registry (a digest in the database,
+then the rows of a table whose digest moved)."""
 
 from sqlalchemy import MetaData, Table  # noqa: E402
 from sqlalchemy.engine import URL, Engine  # noqa: E402
@@ -49,12 +57,16 @@ class SQLSource:
         capture_schema: str = DEFAULT_CAPTURE_SCHEMA,
         install: InstallMode = "auto",
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        reconcile_interval_s: float | None = DEFAULT_RECONCILE_INTERVAL_S,
     ) -> None:
         """``database``: a URL (an engine is made and owned) or an engine (the caller's).
 
         ``install``: ``"auto"`` installs a stale capture at open; ``"check"`` refuses to open
         (run ``invalidation-contracts db upgrade`` first). ``lock_timeout_s`` bounds each install's
-        wait for a table's lock (PostgreSQL)."""
+        wait for a table's lock (PostgreSQL). ``reconcile_interval_s``: how often the tables are
+        compared with the registry to catch writes around the triggers (None: only at open)."""
+        self.reconcile_interval_s = reconcile_interval_s
+        self._reconciled_at = time.monotonic()
         self.install: InstallMode = install
         self.lock_timeout_s = lock_timeout_s
         self._owned = not isinstance(database, Engine)
@@ -107,7 +119,7 @@ class SQLSource:
         """Every declared table (at its declared initial version), and the capture position."""
         batch = self.read(None, full=True)
         assert batch.contents is not None
-        self.set_aside(batch.unreadable, replace=True)
+        self.set_aside(batch.unreadable, replace=tuple(batch.contents))
         snapshots = {
             name: self.snapshot(name, self.declared[name].version, rows)
             for name, rows in batch.contents.items()
@@ -120,26 +132,72 @@ class SQLSource:
         except ProtocolError as exc:
             raise SourceError(f"{self.bound[name].where}: {exc.detail}") from None
 
-    def read(self, after: int | None, *, full: bool = False) -> CaptureBatch:
-        """The capture records after ``after`` (None: none) and, with ``full``, every table."""
+    def read(
+        self, after: int | None, *, full: bool = False, marks: Mapping[str, str] | None = None
+    ) -> CaptureBatch:
+        """The capture records after ``after`` (None: none) and, with ``full``, every table.
+
+        ``marks`` (table → the registry's epoch/version): a table whose digest, computed in the
+        database, is the one verified at that mark, and that no record touches, is not read.
+        """
+        if full and marks is not None:
+            self._heal()
         try:
             with self._connect() as conn, conn.begin():
                 head = self.dialect.head(conn)
                 records = self.dialect.records(conn, after) if after is not None else []
-                contents, unreadable = self._contents(conn) if full else (None, [])
+                if not full:
+                    return CaptureBatch(head, tuple(records))
+                digests = self.dialect.digests(conn, list(self.bound.values()))
+                skipped: set[str] = set()
+                if marks is not None and digests:
+                    verified = self.dialect.verified(conn)
+                    touched = {record.table for record in records}
+                    skipped = {
+                        name
+                        for name, digest in digests.items()
+                        if name not in touched and verified.get(name) == (digest, marks.get(name))
+                    }
+                contents, unreadable = self._contents(conn, skip=skipped)
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
-        return CaptureBatch(head, tuple(records), contents, tuple(unreadable))
+        self._reconciled_at = time.monotonic()
+        return CaptureBatch(
+            head, tuple(records), contents, tuple(unreadable), digests, frozenset(skipped)
+        )
 
-    def set_aside(self, entries: Iterable[Quarantined], *, replace: bool = False) -> None:
-        """Quarantine ``entries``; ``replace``: after a full read, they are all there is."""
-        entries = list(entries)
+    def _heal(self) -> None:
+        """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
+        (writes after this are captured; writes before it are in the snapshot read next)."""
+        try:
+            self.upgrade(mode=self.install)
+        except SourceError as exc:
+            logger.error("%s: the change capture is not live: %s", self.name, exc)
+
+    def reconcile_due(self) -> bool:
+        """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never)."""
+        interval = self.reconcile_interval_s
+        return interval is not None and time.monotonic() - self._reconciled_at >= interval
+
+    def mark_verified(self, marks: Mapping[str, tuple[str, str]]) -> None:
+        """Record that each table's digest equals the registry at a mark (epoch/version)."""
+        if not marks:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                self.dialect.mark_verified(conn, marks)
+        except SQLAlchemyError as exc:  # only an optimisation is lost: the next one reads all
+            logger.warning("%s: cannot record the verified digests (%s)", self.name, _reason(exc))
+
+    def set_aside(self, entries: Iterable[Quarantined], *, replace: Iterable[str] = ()) -> None:
+        """Quarantine ``entries``; ``replace``: tables read in full (these are all there is)."""
+        entries, replace = list(entries), list(replace)
         if not entries and not replace:
             return
         try:
             with self._connect(write=True) as conn, conn.begin():
                 if replace:
-                    self.dialect.quarantine.clear_tables(conn, self.bound)
+                    self.dialect.quarantine.clear_tables(conn, replace)
                 self.dialect.quarantine.add(conn, entries)
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
@@ -206,7 +264,10 @@ class SQLSource:
                         sql_table.delete().where(*(sql_table.c[k] == values[k] for k in key_names))
                     )
                 if rows:
-                    conn.execute(self._upsert(sql_table, key_names, sorted(allowed)), rows)
+                    upsert = self._upsert(sql_table, key_names, sorted(allowed))
+                    write_rows(
+                        conn, sql_table, key_names, sorted(allowed), rows, table.where, upsert
+                    )
                 if version is not None:
                     self.dialect.record_version(conn, name, version)
                 return self.dialect.transaction_id(conn)
@@ -298,10 +359,15 @@ class SQLSource:
             return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
         return conn if write else self.dialect.begin_read(conn)
 
-    def _contents(self, conn: Any) -> tuple[dict[str, dict[str, Any]], list[Quarantined]]:
+    def _contents(
+        self, conn: Any, skip: Iterable[str] = ()
+    ) -> tuple[dict[str, dict[str, Any]], list[Quarantined]]:
         out: dict[str, dict[str, Any]] = {}
         unreadable: list[Quarantined] = []
+        skipped = set(skip)
         for name, table in self.bound.items():
+            if name in skipped:
+                continue
             rows: dict[str, Any] = {}
             for key, row in conn.exec_driver_sql(self.dialect.select_sql(table)):
                 rendered = key if isinstance(key, str) else str(key)

@@ -1,0 +1,406 @@
+"""Study — what the instrumentation costs, and how fast the operator page follows a COMMIT.
+
+1. **Request overhead.** Two `serve` processes of acme billing at L6, one with `--metrics`
+   (OpenTelemetry SDK, Prometheus reader, client scoring, the operator page) and one without,
+   loaded side by side with the failures mix (every draft, answered 422) on one keep-alive
+   connection each; the figure is server CPU per request (from ``/proc``), the ratio the median
+   of per-round ratios. The instrumented server is scraped once per round.
+2. **Memory lookup overhead.** ``FixMemory.lookup`` on a memory holding the fixes of every
+   acme billing family, in two fresh interpreters run at once: one with no meter provider, one
+   with the SDK's ``MeterProvider`` (an in-memory reader) set globally.
+3. **Page update latency from COMMIT.** ``serve --metrics`` over a SQLite database; a plain-SQL
+   ``UPDATE`` is committed, and the time until (a) the state document shows the new seq (polled
+   every 5 ms: capture → worker propagation) and (b) the page in Debian's headless Chromium shows
+   the new version (its script polls every 500 ms) is recorded, p50 and p99.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from invalidation_contracts.domains import get_catalog, get_domain
+from invalidation_contracts.server.sql import create_tables
+
+from . import loadgen
+from .common import Check, StudyResult, markdown_table, median
+from .provider_load import DOMAIN, request_mixes
+from .servers import ADMIN_TOKEN, Server, serve_command
+
+NAME = "observe"
+TITLE = "Instrumentation overhead and operator-page latency"
+REQUEST_TARGET = 1.05
+LOOKUP_TARGET = 1.05
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    requests: int
+    """Unused: the request study runs for ``round_s`` per round (side by side)."""
+    rounds: int
+    warmup: int
+    lookups: int
+    commits: int
+    round_s: float
+    handle_chunks: int
+    handle_chunk: int
+    time_limit_s: float = 120.0
+
+
+FULL = Size(
+    requests=0,
+    rounds=7,
+    warmup=60,
+    lookups=6_000,
+    commits=20,
+    round_s=8.0,
+    handle_chunks=40,
+    handle_chunk=200,
+)
+QUICK = Size(
+    requests=0,
+    rounds=1,
+    warmup=10,
+    lookups=600,
+    commits=2,
+    round_s=1.0,
+    handle_chunks=2,
+    handle_chunk=20,
+)
+
+
+def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
+    size = QUICK if quick else FULL
+    data: dict[str, Any] = {
+        "handle": _handle_path(size),
+        "requests": _requests(size),
+        "lookups": _lookups(size),
+        "page": _page(size),
+    }
+    return _report(data, size)
+
+
+# -- 1. request overhead ----------------------------------------------------------------------
+
+
+def _requests(size: Size) -> dict[str, Any]:
+    path = get_catalog(DOMAIN).route.path
+    bodies = request_mixes()["failures"]
+    per_request: dict[str, list[float]] = {"off": [], "on": []}
+    with (
+        serve_command("--domain", DOMAIN) as off,
+        serve_command("--domain", DOMAIN, "--metrics") as on,
+    ):
+        servers = {"off": off, "on": on}
+        for server in servers.values():
+            loadgen.run_trial(server.port, path, bodies, size.warmup, 1, size.time_limit_s)
+        for _ in range(size.rounds):
+            before = {name: _cpu(server) for name, server in servers.items()}
+            trials = loadgen.run_side_by_side([off.port, on.port], path, bodies, 1, size.round_s)
+            for (name, server), trial in zip(servers.items(), trials, strict=True):
+                per_request[name].append((_cpu(server) - before[name]) / len(trial.latencies_s))
+            _scrape(on)
+    ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in per_request.items()},
+        "ratio": median(ratios),
+        "rounds": size.rounds,
+    }
+
+
+def _cpu(server: Server) -> float:
+    seconds = server.cpu_seconds()
+    if seconds is None:
+        raise RuntimeError("server CPU time is not readable here (/proc)")
+    return seconds
+
+
+def _scrape(server: Server) -> None:
+    reply = httpx.get(f"http://127.0.0.1:{server.port}/contract/metrics", headers=_headers())
+    reply.raise_for_status()
+
+
+def _handle_path(size: Size) -> dict[str, Any]:
+    """The provider's request path in one process, with and without ``instrument``, in
+    interleaved chunks (both see the same machine load): ``ContractService.handle``."""
+    from invalidation_contracts.observe import instrument
+    from invalidation_contracts.server.app import create_app
+
+    catalog = get_catalog(DOMAIN)
+    payloads = [json.loads(body) for body in request_mixes()["failures"]]
+    services = {}
+    for name in ("off", "on"):
+        app = create_app(catalog.domain, level=6, registry=catalog.domain.registry())
+        if name == "on":
+            instrument(app, app.state.service)
+        services[name] = app.state.service
+    chunks: dict[str, list[float]] = {"off": [], "on": []}
+    count = size.handle_chunk
+
+    def chunk(service: Any) -> float:
+        start = time.process_time()
+        for i in range(count):
+            service.handle(catalog.route, payloads[i % len(payloads)], instance=catalog.route.path)
+        return (time.process_time() - start) / count
+
+    for name in ("off", "on"):
+        chunk(services[name])  # warm-up
+    for r in range(size.handle_chunks):
+        for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+            chunks[name].append(chunk(services[name]))
+    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
+        "ratio": median(ratios),
+        "chunks": size.handle_chunks,
+        "requests_per_chunk": count,
+    }
+
+
+# -- 2. memory lookup overhead ----------------------------------------------------------------
+
+_LOOKUPS = """
+import json, statistics, sys, time
+mode, count = sys.argv[1], int(sys.argv[2])
+if mode == "sdk":
+    from opentelemetry import metrics
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
+from invalidation_contracts.client import FixMemory
+from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.server import Provider
+catalog = get_catalog("acme_billing")
+provider = Provider(catalog.domain, level=6)
+memory = FixMemory("row")
+origin = "https://acme.example"
+drafts = [dict(f.fields) for f in catalog.task_families.values()]
+for draft in drafts:
+    outcome = provider.handle(catalog.route, draft)
+    memory.observe(origin, draft, outcome.status, outcome.body.to_wire())
+chunks = []
+for _ in range(30):
+    start = time.perf_counter()
+    for i in range(count // 30):
+        memory.lookup(origin, drafts[i % len(drafts)])
+    chunks.append((time.perf_counter() - start) / (count // 30))
+print(json.dumps(statistics.median(chunks)))
+"""
+
+
+def _lookups(size: Size) -> dict[str, Any]:
+    per_call: dict[str, list[float]] = {"none": [], "sdk": []}
+    code = textwrap.dedent(_LOOKUPS)
+    for _ in range(size.rounds):
+        running = {
+            mode: subprocess.Popen(
+                [sys.executable, "-c", code, mode, str(size.lookups)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for mode in ("none", "sdk")
+        }
+        for mode, proc in running.items():
+            out, _ = proc.communicate(timeout=600)
+            if proc.returncode != 0:
+                raise RuntimeError(f"the {mode} lookup run failed")
+            per_call[mode].append(float(json.loads(out.strip().splitlines()[-1])))
+    ratios = [s / n for n, s in zip(per_call["none"], per_call["sdk"], strict=True)]
+    return {
+        "per_lookup_us": {k: 1e6 * median(v) for k, v in per_call.items()},
+        "ratio": median(ratios),
+        "lookups_per_round": size.lookups,
+    }
+
+
+# -- 3. page update latency from COMMIT -------------------------------------------------------
+
+
+def _page(size: Size) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-observe-") as tmp:
+        database = Path(tmp) / "acme.db"
+        create_tables(f"sqlite:///{database}", get_domain(DOMAIN))
+        args = ["--domain", DOMAIN, "--metrics", "--db", str(Path(tmp) / "registry.sqlite")]
+        args += ["--database", f"sqlite:///{database}"]
+        with serve_command(*args) as server:
+            base = f"http://127.0.0.1:{server.port}"
+            state = _state_latencies(base, database, size.commits)
+            page = _browser_latencies(base, database, size.commits)
+    return {"state_s": state, "page_s": page, "commits": size.commits}
+
+
+def _commit(database: Path, i: int) -> float:
+    with sqlite3.connect(database) as db:
+        db.execute(
+            "UPDATE active_csm_codes SET code = ? WHERE key = 'plan_partner_growth'",
+            (f"BENCH{i:05d}",),
+        )
+    return time.perf_counter()
+
+
+def _headers() -> dict[str, str]:
+    return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+def _state_latencies(base: str, database: Path, commits: int) -> list[float]:
+    out = []
+    with httpx.Client(base_url=base, headers=_headers()) as client:
+        for i in range(commits):
+            seq = client.get("/contract/operator/state").json()["seq"]
+            committed = _commit(database, i)
+            while client.get("/contract/operator/state").json()["seq"] == seq:
+                if time.perf_counter() - committed > 30:
+                    raise RuntimeError("the state document never showed the commit")
+                time.sleep(0.005)
+            out.append(time.perf_counter() - committed)
+    return out
+
+
+def _browser_latencies(base: str, database: Path, commits: int) -> list[float] | None:
+    with _chromium() as driver:
+        if driver is None:
+            return None
+        driver.get(base + "/contract/operator")
+        script = """return document.querySelector('[data-table="active_csm_codes"] .version')
+            .textContent"""
+        out = []
+        for i in range(commits):
+            before = driver.execute_script(script)
+            committed = _commit(database, 10_000 + i)
+            while driver.execute_script(script) == before:
+                if time.perf_counter() - committed > 30:
+                    raise RuntimeError("the page never showed the commit")
+                time.sleep(0.01)
+            out.append(time.perf_counter() - committed)
+        return out
+
+
+@contextmanager
+def _chromium() -> Iterator[Any]:
+    chromium, driver_path = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver_path is None:
+        yield None
+        return
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(driver_path), options=options)
+    try:
+        driver.execute_cdp_cmd("Network.enable", {})
+        driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": _headers()})
+        yield driver
+    finally:
+        driver.quit()
+
+
+# -- report -----------------------------------------------------------------------------------
+
+
+def _quantiles(values: list[float] | None) -> tuple[str, str]:
+    if not values:
+        return "–", "–"
+    ordered = sorted(values)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return f"{1000 * median(ordered):.0f}", f"{1000 * p99:.0f}"
+
+
+def _report(data: dict[str, Any], size: Size) -> StudyResult:
+    requests, lookups, page = data["requests"], data["lookups"], data["page"]
+    handle = data["handle"]
+    checks = [
+        Check(
+            f"provider request path with `instrument` within {REQUEST_TARGET:.2f}× of without "
+            "(in-process, interleaved)",
+            f"{handle['ratio']:.3f}×",
+            handle["ratio"] <= REQUEST_TARGET,
+        ),
+        Check(
+            f"server CPU per request with `--metrics` within {REQUEST_TARGET:.2f}× of without "
+            "(two servers side by side)",
+            f"{requests['ratio']:.3f}×",
+            requests["ratio"] <= REQUEST_TARGET,
+        ),
+        Check(
+            f"memory lookup with a meter provider within {LOOKUP_TARGET:.2f}× of none",
+            f"{lookups['ratio']:.3f}×",
+            lookups["ratio"] <= LOOKUP_TARGET,
+        ),
+    ]
+    cpu = requests["cpu_per_request_us"]
+    per = lookups["per_lookup_us"]
+    own = handle["cpu_per_request_us"]
+    overhead = markdown_table(
+        ["Measure", "Off (µs)", "On (µs)", "On / off"],
+        [
+            [
+                "`ContractService.handle`, in-process CPU per request (failures mix, 422)",
+                f"{own['off']:.0f}",
+                f"{own['on']:.0f}",
+                f"**{handle['ratio']:.3f}**",
+            ],
+            [
+                "server CPU per request (failures mix, 422)",
+                f"{cpu['off']:.0f}",
+                f"{cpu['on']:.0f}",
+                f"**{requests['ratio']:.3f}**",
+            ],
+            [
+                "`FixMemory.lookup` (no provider / SDK provider)",
+                f"{per['none']:.2f}",
+                f"{per['sdk']:.2f}",
+                f"**{lookups['ratio']:.3f}**",
+            ],
+        ],
+    )
+    state50, state99 = _quantiles(page["state_s"])
+    page50, page99 = _quantiles(page["page_s"])
+    latency = markdown_table(
+        ["From COMMIT to", "p50 (ms)", "p99 (ms)", "Commits"],
+        [
+            ["the state document (capture → worker)", state50, state99, str(page["commits"])],
+            [
+                "the page in headless Chromium (script polls every 500 ms)",
+                page50,
+                page99,
+                str(page["commits"]) if page["page_s"] is not None else "no chromium",
+            ],
+        ],
+    )
+    md = "\n\n".join(
+        [
+            (
+                f"{size.rounds} round(s); in each, both configurations run at once, so they see "
+                f"the same machine load. Requests: both servers loaded side by side for "
+                f"{size.round_s:g} s per round, one keep-alive connection each, sequential "
+                f"`POST /v1/subscriptions` of the failures mix (every draft, answered 422), after "
+                f"{size.warmup} warm-up requests; server CPU per request from `/proc`; ratio: the "
+                f"median of per-round ratios. Lookups: two fresh interpreters at once, "
+                f"{size.lookups} lookups each per round, the median of 30 chunks. In-process: "
+                f"{size.handle_chunks} interleaved chunks of {size.handle_chunk} requests "
+                "through `ContractService.handle` (policies, rendering, telemetry and client "
+                "scoring; no HTTP), process CPU time. Page: "
+                f"{size.commits} plain-SQL `UPDATE`s of one row of `active_csm_codes` committed "
+                "to the provider's SQLite database, one at a time."
+            ),
+            overhead,
+            latency,
+        ]
+    )
+    return StudyResult(NAME, TITLE, md, checks, [], json.loads(json.dumps(data)))

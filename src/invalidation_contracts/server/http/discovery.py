@@ -1,0 +1,51 @@
+"""The ``Link`` to the contract's location on every contract response (``protocol.links``).
+
+Where the contract routes live depends on how the app includes them (``prefix=`` on the router
+or on ``include_router``, a mounted sub-app, a proxy's ``root_path``). The app's routing table
+says it: the service's ``/contract/versions`` route, wherever it ended up, is found once per app
+and cached. An app that does not include the contract router advertises nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ...protocol.links import link_header
+from .routing import effective_routes
+
+_VERSIONS = "/versions"
+
+
+def contract_base(service: Any, request: Request) -> str | None:
+    """The absolute path the contract routes of ``service`` hang from in this request's app."""
+    app = request.scope.get("app")
+    cache: dict[int, str | None] = service.contract_bases
+    key = id(app)
+    if key not in cache:
+        found = _find(getattr(app, "routes", ()), service)
+        cache[key] = found
+    base = cache[key]
+    return None if base is None else str(request.scope.get("root_path", "")) + base
+
+
+def add_link(service: Any, request: Request, response: Response) -> Response:
+    """``response`` with the contract's ``Link`` (when the app serves the contract routes)."""
+    base = contract_base(service, request)
+    if base is not None:
+        response.headers.append("Link", link_header(base))
+    return response
+
+
+def _find(routes: Iterable[Any], service: Any) -> str | None:
+    for path, route in effective_routes(routes):
+        if (
+            getattr(route, "service", None) is service
+            and path.endswith("/contract" + _VERSIONS)
+            and "GET" in (getattr(route, "methods", None) or ())
+        ):
+            return path[: -len(_VERSIONS)]
+    return None
