@@ -268,3 +268,31 @@ def test_arbitrary_bytes_either_parse_or_raise_a_stream_violation_within_the_bou
 def test_a_line_over_the_bound_is_a_violation_even_when_it_ends():
     with pytest.raises(StreamViolation, match="line"):
         SSEParser(max_line_bytes=8).feed(b"data: 0123456789\n")
+
+
+@pytest.mark.parametrize("scenario", ["garbage", "stall", "endless-event", "no-watch"])
+def test_the_async_transport_survives_a_hostile_stream_too(scenario):
+    import asyncio
+
+    from invalidation_contracts.client.transport import async_contract_client
+
+    memory = FixMemory("row")
+    events: list = []
+
+    async def agent(url: str) -> list[int]:
+        async with async_contract_client(
+            memory, base_url=url, watch=OPTIONS, listener=events.append
+        ) as client:
+            statuses = [(await client.get("/v1/plans")).status_code]
+            for _ in range(1000):
+                if any(isinstance(e, WatchLost) for e in events):
+                    break
+                await asyncio.sleep(0.01)
+            statuses += [(await client.get("/v1/plans")).status_code for _ in range(2)]
+            return statuses
+
+    with hostile(scenario) as (url, _):
+        statuses = asyncio.run(agent(url))
+    assert statuses == [200, 200, 200]
+    (lost, *_) = [e for e in events if isinstance(e, WatchLost)]
+    assert lost.permanent == (scenario == "no-watch")
