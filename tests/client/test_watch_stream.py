@@ -64,9 +64,9 @@ def _scenario(name: str, conn: socket.socket, stop: threading.Event) -> None:
     elif name == "endless-line":
         _drip(conn, stop, b"x" * 64, 0.01)
     elif name == "endless-event":
-        _drip(conn, stop, b"data: still the same event\n", 0.01)
+        _drip(conn, stop, b"data: still the same event\n" * 10, 0.01)
     elif name == "unknown-fields":
-        _drip(conn, stop, b"noise: and more noise\n", 0.01)
+        _drip(conn, stop, b"noise: and more noise\n" * 10, 0.01)
     elif name == "slow-drip":
         _drip(conn, stop, b"d", 0.1)
     elif name == "stall":
@@ -176,6 +176,7 @@ def test_a_hostile_stream_is_dropped_the_agent_keeps_working_and_an_event_says_w
     assert not lost.permanent and lost.retry_in_s is not None
     assert memory.contract_since(url) == 0
     assert len([e for e in events if isinstance(e, WatchLost)]) == 1  # said once, not per retry
+    assert not any(isinstance(e, WatchOpened) for e in events)  # a hostile stream never counts
 
 
 @pytest.mark.parametrize("scenario", ["no-watch", "html"])
