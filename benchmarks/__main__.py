@@ -29,6 +29,7 @@ from . import (
     observe_overhead,
     production,
     provider_load,
+    push_contention,
     recovery,
     reload_cost,
     serve_latency,
@@ -47,6 +48,7 @@ MODULES: tuple[ModuleType, ...] = (
     production,
     observe_overhead,
     dependencies,
+    push_contention,
     recovery,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}

@@ -166,14 +166,20 @@ def test_a_store_of_another_domain_is_refused(domain: Domain, target: Target) ->
         store.open_registry(domain)
 
 
-def test_a_store_whose_tables_the_domain_does_not_declare_is_refused(
+def test_a_table_the_domain_adds_joins_the_stored_history_in_the_same_epoch(
     domain: Domain, target: Target
 ) -> None:
     with target.open() as store:
-        store.open_registry(domain)
+        epoch = store.open_registry(domain).state.epoch
     grown = replace(domain, tables={**domain.tables, "regions": domain.tables["plans"]})
-    with target.open() as store, pytest.raises(StorageError, match="differ from the tables"):
-        store.open_registry(grown)
+    with target.open() as store:
+        state = store.open_registry(grown).state
+    assert state.epoch == epoch
+    assert state.tables["regions"].plain_rows() == state.tables["plans"].plain_rows()
+    with target.open() as store:  # and the shrunk domain removes it by a change set
+        shrunk = store.open_registry(domain)
+        assert "regions" not in shrunk.state.tables and shrunk.state.epoch == epoch
+        assert {r.table for r in shrunk.changes(0).rows} == {"regions"}
 
 
 def test_a_file_that_is_not_a_registry_is_refused_untouched(domain: Domain, db: Path) -> None:

@@ -14,6 +14,7 @@ from ..rules import RuleSet
 from ..state import RegistryState
 from ..tables import Snapshot
 from .dialect import HistoryLost, SQLLoader, Statements, StorageError
+from .evolve import evolve
 from .reader import Loaded, read_history, read_rules, read_tables
 from .records import encode_record, encode_row
 
@@ -165,10 +166,9 @@ def load_or_repair(
         )
     snapshots, changed_at = read_tables(s)
     if set(snapshots) != set(domain.tables):
-        raise StorageError(
-            f"{s.where}: stored tables {sorted(snapshots)} differ from the tables domain "
-            f"{domain.name!r} declares {sorted(domain.tables)}"
-        )
+        evolve(s, domain, snapshots)  # tables added or removed: a change set, not a refusal
+        meta = s.meta()
+        snapshots, changed_at = read_tables(s)
     rules = read_rules(s, snapshots)
     if restored is not None:
         return start_epoch(s, meta, snapshots, changed_at, rules, restored)

@@ -1,0 +1,97 @@
+"""A domain whose tables changed since its registry was stored: evolved, not refused.
+
+- A table the domain now declares and the store lacks is added at its declared version, empty
+  for a SQL table (the reconciliation that runs when the worker opens then records its rows as a
+  change set: rows added, version bump, ``seq``) or with its declared rows for an in-memory one
+  (no client can hold a fix that read a table that did not exist). The domain's rules that name it
+  are added.
+- A stored table the domain no longer declares is removed by one change set that removes every
+  row (version bump, the row removals in the feed, so clients evict the fixes that read it), then
+  leaves the state; stored rules that name it go with it.
+
+History is kept: same epoch, positions stay valid. Column changes need nothing here: a worker's
+reconciliation at open records them as changed rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from ...protocol.models import RowChange, TableTransition
+from ..changelog import LogRecord
+from ..domain import Domain
+from ..tables import Snapshot
+from ..versions import next_version
+from .dialect import Statements
+from .records import encode_record, encode_row
+
+logger = logging.getLogger(__name__)
+
+
+def evolve(s: Statements, domain: Domain, stored: Mapping[str, Snapshot]) -> None:
+    """Bring the stored tables to the ones ``domain`` declares (see the module docstring)."""
+    added = sorted(set(domain.tables) - set(stored))
+    removed = sorted(set(stored) - set(domain.tables))
+    meta = s.meta()
+    seq = int(meta.get("seq", "0"))
+    for name in removed:
+        seq += 1
+        snapshot = stored[name]
+        try:
+            version = next_version(snapshot.version)
+        except Exception:  # noqa: BLE001 - a non-numeric version: the removal still shows
+            version = snapshot.version + "+removed"
+        record = LogRecord(
+            seq,
+            (
+                TableTransition(
+                    seq=seq, table=name, old_version=snapshot.version, new_version=version
+                ),
+            ),
+            tuple(
+                RowChange(
+                    seq=seq,
+                    table=name,
+                    key=key,
+                    op="removed",
+                    old_version=snapshot.version,
+                    new_version=version,
+                )
+                for key in sorted(snapshot.rows)
+            ),
+        )
+        s.run("INSERT INTO {log} (seq, record) VALUES (?, ?)", (seq, encode_record(record)))
+        s.run("DELETE FROM {rows} WHERE table_name = ?", (name,))
+        s.run("DELETE FROM {tables} WHERE name = ?", (name,))
+        s.run("DELETE FROM {rules} WHERE from_table = ? OR to_table = ?", (name, name))
+    for name in added:
+        spec = domain.tables[name]
+        rows = getattr(spec, "rows", None) or {}
+        s.run(
+            "INSERT INTO {tables} (name, version, changed_at) VALUES (?, ?, ?)",
+            (name, spec.version, 0),
+        )
+        s.run_many(
+            "INSERT INTO {rows} (table_name, key, data) VALUES (?, ?, ?)",
+            [(name, key, encode_row(row)) for key, row in sorted(rows.items())],
+        )
+    new = set(added)
+    s.run_many(
+        "INSERT INTO {rules} (from_table, to_table, relation, via) VALUES (?, ?, ?, ?)",
+        [
+            (r.from_table, r.to_table, r.relation, r.via)
+            for r in domain.rules
+            if r.from_table in new or r.to_table in new
+        ],
+    )
+    if removed:
+        s.set_meta(seq=seq)
+    logger.warning(
+        "%s: domain %r evolved: tables added %s, removed %s (same history, seq %d)",
+        s.where,
+        domain.name,
+        added,
+        removed,
+        seq,
+    )
