@@ -8,6 +8,7 @@ contract to an existing app instead, include those routers in it (docs/providers
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from .._extras import require_extra
@@ -22,6 +23,7 @@ from ..protocol.signing import CONTRACT_SIGN  # noqa: E402
 from .config import WorkerConfig  # noqa: E402
 from .domain import Domain  # noqa: E402
 from .http.errors import install_problem_handlers  # noqa: E402
+from .http.hosts import HostCheck  # noqa: E402
 from .http.openapi import install_openapi  # noqa: E402
 from .http.serve import serve  # noqa: E402
 from .http.service import ContractService  # noqa: E402
@@ -36,6 +38,7 @@ def create_app(
     config: WorkerConfig | None = None,
     *,
     registry: Registry | None = None,
+    allowed_hosts: Iterable[str] | None = None,
     **options: Any,
 ) -> FastAPI:
     """The ASGI app serving ``domain`` as ``config`` says (``WorkerConfig``; keyword
@@ -48,7 +51,9 @@ def create_app(
     ``admin_token`` defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin
     routes answer 401. ``trust`` turns on signed freshness and opaque names (docs/SPEC.md,
     "Trust extensions"). ``max_lag_s``: a worker that has not confirmed it is current for this
-    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2).
+    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2). ``allowed_hosts``: the
+    ``Host`` names answered (``*``: any); others get 421 ``misdirected-request`` (None: no check,
+    for an app behind a proxy that checks it; ``serve`` passes the loopback names by default).
     """
     config = WorkerConfig.of(config, options)
     service = ContractService.open(domain, config, registry=registry)
@@ -66,6 +71,8 @@ def create_app(
     )
     if service.signer is not None:
         app.add_middleware(SigningMiddleware, signer=service.signer)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=tuple(allowed_hosts))
     app.state.service = service
     app.state.registry = service.registry
     app.state.store = service.runtime.store

@@ -38,6 +38,8 @@ class AppSpec:
     max_lag_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
 
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -51,7 +53,7 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        app = create_app(domain, self.config())
+        app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
         if self.metrics:
             from ...observe import instrument
 
@@ -77,6 +79,8 @@ class AppSpec:
     def from_env(cls, text: str | None = None) -> AppSpec:
         raw = json.loads(text if text is not None else os.environ[SPEC_ENV])
         raw["signing_keys"] = tuple(raw.get("signing_keys", ()))
+        if raw.get("allowed_hosts") is not None:
+            raw["allowed_hosts"] = tuple(raw["allowed_hosts"])
         return cls(**raw)
 
 
