@@ -16,9 +16,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
+from ..protocol.headers import CONTRACT_PATCHABLE
 from .memory import FixMemory
 
-CONTRACT_PATCHABLE = "Contract-Patchable"
 MAX_FIELDS = 256
 MAX_BYTES = 8192
 

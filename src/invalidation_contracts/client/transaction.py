@@ -120,7 +120,7 @@ class Transactions:
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
-                ops = commit_ops(tx, base, total, turn)
+                ops = commit_ops(tx, base, total, turn, self.admission.limits)
             try:
                 yield ops
             except StoreConflict:

@@ -37,7 +37,7 @@ from typing import Any, cast
 
 import httpx
 
-from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
+from ..protocol.headers import CONTRACT_SIGN, CONTRACT_SIGNATURE, CONTRACT_SINCE, is_json_media_type
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
 from .discovery import DEFERRED, ContractLocations
@@ -47,7 +47,6 @@ from .published import PublishedPatchable
 from .stores import StoreError
 from .watch import Watches, WatchOptions, watch_options
 
-CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
 EPISODE_EXTENSION = "invalidation_contracts.episode"
 #: Request extension: ids of the memory entries injected into this request.
@@ -593,8 +592,7 @@ def _opening_of(
 
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return bool(kind == "application/json" or kind.endswith("+json"))
+    return is_json_media_type(response.headers.get("content-type"))
 
 
 def _describe(exc: Exception) -> str:

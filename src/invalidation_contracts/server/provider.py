@@ -17,10 +17,11 @@ from pydantic import BaseModel, ValidationError
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
-from . import feedback
+from . import feedback, reads
 from .domain import Domain, Route
 from .opaque import OpaqueNames
 from .policies import Finding, evaluate
+from .reads import ContractRead, ReadAnswer
 from .registry import Registry
 from .render_cache import RenderCache
 from .state import RegistryState
@@ -130,6 +131,14 @@ class Provider:
     ) -> ContractFields:
         """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
         return self.rendered.contract(state, since, epoch)
+
+    def read(
+        self, request: ContractRead, state: RegistryState, *, what: str | None = None
+    ) -> ReadAnswer:
+        """Answer one of the contract's reads (versions, changes, rules, graph) from ``state``,
+        the state at ``request.catch_up``: the one read API every transport calls
+        (``server.reads``); ``what`` names the read in a level-too-low problem."""
+        return reads.answer(self, request, state, what)
 
     def findings(
         self, route: Route[Any], payload: Mapping[str, Any], state: RegistryState | None = None
