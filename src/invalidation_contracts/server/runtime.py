@@ -121,6 +121,19 @@ class Runtime:
                 return self.registry.patch(table, upsert, delete, version)
             return self._write_sql(table, TableChange.patch(upsert, delete, version))
 
+    def change_set(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
+        """``POST /admin/change-set``: several in-memory tables under one seq. A table read from
+        the database changes with the database's own transactions (SPEC §8.3), so it is refused."""
+        sql = sorted(t for t in changes if self.source_of(t) is not None)
+        if sql:
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST,
+                f"table {sql[0]!r} is read from the provider's database: change it in one "
+                "database transaction, which is one change set (SPEC 8.3)",
+            )
+        with change_origin("admin"):
+            return self.registry.apply(changes)
+
     def _write_sql(self, table: str, change: TableChange) -> ReloadResult:
         source = self.source_of(table)
         with self.registry.transaction() as tx:

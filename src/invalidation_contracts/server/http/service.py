@@ -24,6 +24,8 @@ from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
 from ...protocol.models import (
+    ChangeSetRequest,
+    ChangeSetResult,
     ContractFields,
     QuarantinedRow,
     QuarantineListing,
@@ -47,6 +49,7 @@ from ..runtime import (
 )
 from ..state import RegistryState
 from ..store import StorageError
+from ..transitions import TableChange
 from ..trust import TrustOptions
 
 RETRY_AFTER_S = 1
@@ -222,6 +225,25 @@ class ContractService:
     ) -> ReloadResult:
         self._writable()
         return self.runtime.patch(table, upsert, delete, version)
+
+    def change_set(self, request: ChangeSetRequest) -> ChangeSetResult:
+        """``POST /admin/change-set``: every table of ``request`` under one seq."""
+        self._writable()
+        changes = {
+            item.table: (
+                TableChange.reload(item.rows, item.version)
+                if item.rows is not None
+                else TableChange.patch(item.upsert, item.delete, item.version)
+            )
+            for item in request.tables
+        }
+        results = self.runtime.change_set(changes)
+        state = self.registry.state
+        return ChangeSetResult(
+            results=[results[item.table] for item in request.tables],
+            contract_seq=state.seq,
+            contract_epoch=state.epoch,
+        )
 
     def quarantined(self) -> QuarantineListing:
         """``GET /admin/quarantine``: the rows the contract could not carry (reads the database)."""
