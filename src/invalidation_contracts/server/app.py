@@ -8,6 +8,7 @@ contract to an existing app instead, include those routers in it (docs/providers
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from ..protocol.problems import ProblemType, ProtocolError  # noqa: E402
 from ..protocol.signing import CONTRACT_SIGN  # noqa: E402
 from .domain import Domain  # noqa: E402
 from .http.errors import install_problem_handlers  # noqa: E402
+from .http.hosts import HostCheck  # noqa: E402
 from .http.openapi import install_openapi  # noqa: E402
 from .http.serve import serve  # noqa: E402
 from .http.service import ContractService  # noqa: E402
@@ -50,6 +52,7 @@ def create_app(
     trust: TrustOptions | None = None,
     store_schema: str | None = None,
     max_lag_s: float = DEFAULT_MAX_LAG_S,
+    allowed_hosts: Iterable[str] | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``domain`` at ``level``.
 
@@ -60,7 +63,9 @@ def create_app(
     ``admin_token`` defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin
     routes answer 401. ``trust`` turns on signed freshness and opaque names (docs/SPEC.md,
     "Trust extensions"). ``max_lag_s``: a worker that has not confirmed it is current for this
-    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2).
+    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2). ``allowed_hosts``: the
+    ``Host`` names answered (``*``: any); others get 421 ``misdirected-request`` (None: no check,
+    for an app behind a proxy that checks it; ``serve`` passes the loopback names by default).
     """
     service = ContractService.open(
         domain,
@@ -90,6 +95,8 @@ def create_app(
     )
     if service.signer is not None:
         app.add_middleware(SigningMiddleware, signer=service.signer)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=tuple(allowed_hosts))
     app.state.service = service
     app.state.registry = service.registry
     app.state.store = service.runtime.store

@@ -7,6 +7,7 @@ state (``RenderCache``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from .render_cache import RenderCache
 from .state import RegistryState
 
 C = TypeVar("C", bound=ContractFields)
+M = TypeVar("M", bound=BaseModel)
 
 
 class Telemetry(Protocol):
@@ -79,6 +81,13 @@ def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState
     """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
+
+
+def strict_request(model: type[M], payload: Any) -> M:
+    """``payload`` (parsed JSON) as ``model``, validated as JSON in strict mode: an integer field
+    takes a JSON integer, not ``"5000"``, ``true`` or ``5000.0`` (SPEC §5: a body that does not
+    match the published schema is ``invalid-request``; reliability audit 2, N15)."""
+    return model.model_validate_json(json.dumps(payload), strict=True)
 
 
 def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
@@ -163,7 +172,7 @@ class Provider:
         """
         state = state if state is not None else self.registry.state
         try:
-            model = route.request_model.model_validate(payload)
+            model = strict_request(route.request_model, payload)
         except ValidationError as exc:
             body = problem(
                 ProblemType.INVALID_REQUEST,

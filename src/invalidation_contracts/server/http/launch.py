@@ -37,6 +37,8 @@ class AppSpec:
     max_lag_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
 
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -59,6 +61,7 @@ class AppSpec:
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
+            allowed_hosts=self.allowed_hosts,
         )
         if self.metrics:
             from ...observe import instrument
@@ -73,6 +76,8 @@ class AppSpec:
     def from_env(cls, text: str | None = None) -> AppSpec:
         raw = json.loads(text if text is not None else os.environ[SPEC_ENV])
         raw["signing_keys"] = tuple(raw.get("signing_keys", ()))
+        if raw.get("allowed_hosts") is not None:
+            raw["allowed_hosts"] = tuple(raw["allowed_hosts"])
         return cls(**raw)
 
 
