@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("agents")
 
@@ -184,3 +186,25 @@ def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     restamped = [e for e in heard if isinstance(e, Restamped)]
     assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
     assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+def test_an_error_without_a_problem_document_still_reaches_the_model(acme):
+    memory = FixMemory("row")
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        text = types.TextContent(type="text", text="declined: card blocked")
+        return types.CallToolResult(content=[text], is_error=True)
+
+    async def body() -> Planner:
+        async with running_http(scripted_server(acme, answer)) as url:
+            async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as mcp:
+                planner = Planner(acme.family("governed-partner-growth").draft())
+                agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[mcp])
+                with pytest.raises(Exception, match="[Mm]ax turns"):
+                    await Runner.run(agent, "go", max_turns=2)
+                return planner
+
+    planner = anyio.run(body)
+
+    assert planner.shown and "declined: card blocked" in planner.shown[0]
+    assert all(memory.entries(origin) == [] for origin in memory.origins())

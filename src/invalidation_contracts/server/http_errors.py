@@ -24,11 +24,11 @@ from starlette.responses import Response
 
 from ..protocol.models import Problem
 from ..protocol.problems import ProblemType, ProtocolError
+from .config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from .provider import validation_errors
 from .tables import MAX_SAFE_INTEGER as SAFE_INTEGER
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-DEFAULT_MAX_BODY_BYTES = 1 << 20
 MAX_JSON_DEPTH = 64
 
 M = TypeVar("M", bound=BaseModel)

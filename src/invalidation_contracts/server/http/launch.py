@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..auth import ADMIN_TOKEN_ENV
+from ..config import WorkerConfig
 from ..follower import DEFAULT_MAX_LAG_S
 from ..trust import TrustOptions
 
@@ -52,8 +53,16 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        app = create_app(
-            domain,
+        app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
+        if self.metrics:
+            from ...observe import instrument
+
+            instrument(app, app.state.service)
+        return app
+
+    def config(self) -> WorkerConfig:
+        """The worker configuration this spec describes (secrets read from the environment)."""
+        return WorkerConfig(
             level=self.level,
             store=self.store,
             database=self.database,
@@ -61,13 +70,7 @@ class AppSpec:
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
-            allowed_hosts=self.allowed_hosts,
         )
-        if self.metrics:
-            from ...observe import instrument
-
-            instrument(app, app.state.service)
-        return app
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
