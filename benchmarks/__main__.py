@@ -26,9 +26,11 @@ from . import (
     client_cost,
     dependencies,
     harness_throughput,
+    mcp_keepalive,
     observe_overhead,
     production,
     provider_load,
+    push_contention,
     recovery,
     reload_cost,
     serve_latency,
@@ -44,9 +46,11 @@ MODULES: tuple[ModuleType, ...] = (
     client_cost,
     harness_throughput,
     serve_latency,
+    mcp_keepalive,
     production,
     observe_overhead,
     dependencies,
+    push_contention,
     recovery,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}

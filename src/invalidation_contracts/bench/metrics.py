@@ -383,7 +383,8 @@ class WireTotals:
 
 @dataclass(frozen=True, slots=True)
 class DriftWindow:
-    """What a run did between one drift event and the next."""
+    """What a run did between one drift event and the next. Events applied after the same
+    episode are one window (``_change_sets``): nothing runs between them to tell them apart."""
 
     after_episode: int
     kind: str
@@ -456,6 +457,10 @@ class RunMetrics:
     evictions_correct: int
     evictions_wrong: int
     evictions_unlabelled: int
+    evictions_cascaded_from_wrong: int
+    """Consumer evictions (A2DC) that followed, directly or through another consumer, an eviction
+    the oracle judged wrong: the arm cannot tell a wrong eviction from a correct one, so it
+    cascades from both; counted apart so a report can say so."""
     restamps: int
     precision: float | None
     recall: float | None
@@ -605,6 +610,27 @@ def _alert(
     return min(sightings, default=None)
 
 
+KIND_RANK = {"breaking": 0, "benign": 1, "touch": 2}
+
+
+def _change_sets(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events applied after the same episode, as one: no episode runs between them, so what
+    follows answers to all of them together. Its target names each part with its own label
+    (``table a (benign) + table b (breaking)``), its kind is the strongest part's."""
+    merged: list[dict[str, Any]] = []
+    for event in events:
+        if merged and merged[-1]["after_episode"] == event["after_episode"]:
+            last = merged[-1]
+            parts = last.setdefault("parts", [(last["target"], last["kind"])])
+            parts.append((event["target"], event["kind"]))
+            last["target"] = " + ".join(f"{target} ({kind})" for target, kind in parts)
+            last["kind"] = min((k for _, k in parts), key=lambda k: KIND_RANK.get(k, 3))
+            last["rules"] = bool(last["rules"] or event["rules"])
+        else:
+            merged.append(dict(event))
+    return merged
+
+
 def _windows(
     events: list[dict[str, Any]],
     memory: list[dict[str, Any]],
@@ -613,6 +639,7 @@ def _windows(
     detection: str,
 ) -> tuple[DriftWindow, ...]:
     windows = []
+    events = _change_sets(events)
     for i, event in enumerate(events):
         start = event["after_episode"]
         until = events[i + 1]["after_episode"] if i + 1 < len(events) else None
@@ -696,6 +723,18 @@ def _drift_reached(
         for k in injected_in.get(str(m.get("entry")), ())
     }
     return tuple(sorted(reached, key=class_rank))
+
+
+def _cascaded_from_wrong(evicts: Sequence[Mapping[str, Any]]) -> int:
+    """Consumer evictions descending from an eviction the oracle judged wrong (in record order)."""
+    tainted = {str(m.get("entry")) for m in evicts if m.get("stale") is False}
+    count = 0
+    for m in evicts:
+        parent = m.get("cascaded_from")
+        if parent is not None and str(parent) in tainted:
+            tainted.add(str(m.get("entry")))
+            count += 1
+    return count
 
 
 def run_metrics(run: Run) -> RunMetrics:
@@ -783,6 +822,7 @@ def run_metrics(run: Run) -> RunMetrics:
         evictions_correct=correct,
         evictions_wrong=wrong,
         evictions_unlabelled=len(evicts) - correct - wrong,
+        evictions_cascaded_from_wrong=_cascaded_from_wrong(evicts),
         restamps=sum(1 for m in memory if m.get("event") == "restamp"),
         precision=_ratio(correct, correct + wrong),
         recall=_ratio(stale_evicted, stale_entries),
@@ -853,6 +893,7 @@ CELL_FIELDS = (
     "evictions_correct",
     "evictions_wrong",
     "evictions_unlabelled",
+    "evictions_cascaded_from_wrong",
     "restamps",
     "precision",
     "recall",

@@ -806,6 +806,14 @@ def ladder_table(cells: Sequence[CellMetrics]) -> str:
         for c in ordered
     ]
     footer = SIMULATED_NOTE if any(c.simulated for c in cells) else "No simulated planner."
+    cascaded = [c for c in ordered if (c["evictions_cascaded_from_wrong"].mean or 0) > 0]
+    if cascaded:
+        footer += " " + " ".join(
+            f"{c.scenario} {c.arm_code}: {_count(c['evictions_cascaded_from_wrong'].mean)} of its "
+            "evictions cascaded from a wrong eviction (a consumer arm cannot tell a wrong eviction "
+            "from a correct one, so it cascades from both)."
+            for c in cascaded
+        )
     return markdown_table(headers, rows) + "\n\n" + footer
 
 
