@@ -161,7 +161,9 @@ async def run_one(
         connection = (
             _connect(scenario, catalog, memory, server_url, app_factory, token, level, conditional)
             if transport == "http"
-            else _connect_mcp(catalog, memory, token, level, conditional, transport, notifications)
+            else _connect_mcp(
+                scenario, catalog, memory, token, level, conditional, transport, notifications
+            )
         )
         async with connection as (agent, admin):
             meta.preflight = await _probe(planner, spec)
@@ -263,14 +265,16 @@ async def _connect(
     )
     client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
     admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
-    memory.set_patchable(origin, catalog.route.patchable_fields)
-    channel = HttpChannel(client, transport, catalog.route.method, catalog.route.path)
+    patchable = frozenset().union(*(route.patchable_fields for route in catalog.routes.values()))
+    memory.set_patchable(origin, patchable)
+    channel = HttpChannel(client, transport)
     async with client, admin:
         yield Agent(channel, origin, memory), admin
 
 
 @contextlib.asynccontextmanager
 async def _connect_mcp(
+    scenario: Scenario,
     catalog: DomainCatalog,
     memory: FixMemory,
     token: str,
@@ -286,6 +290,7 @@ async def _connect_mcp(
     async with mcp_agent(
         catalog,
         memory,
+        domain=scenario.domain,
         level=level,
         token=token,
         conditional=conditional,
