@@ -1,10 +1,11 @@
 """The ``invalidation-contracts`` command line: parses arguments and calls the packages.
 
 Each command group is one module of this package (``bench``, ``service``, ``mcp``, ...) whose
-``register(subparsers)`` adds its subcommands. A command returns an exit status. Every failure is one line on stderr, never a traceback: exit status 2 for
-a command line that cannot run as given (``UsageError``, argparse), 1 for a command that could not
-be done (``CommandError``, a missing extra, an OS error). Secrets never travel in argv: the admin
-token comes from ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` or ``--admin-token-file PATH``.
+``register(subparsers)`` adds its subcommands. A command returns an exit status. Every failure is
+one line on stderr, never a traceback: exit status 2 for a command line that cannot run as given
+(``UsageError``, argparse), 1 for a command that could not be done (``CommandError``, a missing
+extra, an OS error). Secrets never travel in argv: the admin token comes from
+``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` or ``--admin-token-file PATH``.
 """
 
 from __future__ import annotations
