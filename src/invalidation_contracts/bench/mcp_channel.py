@@ -115,6 +115,28 @@ async def mcp_agent(
     notifications: bool,
 ) -> AsyncIterator[tuple[McpChannel, str, httpx.AsyncClient]]:
     """The channel, the origin its memory entries are keyed by, and the operator's client."""
+    async with mcp_provider(catalog, level=level, token=token, wire=wire) as (target, admin):
+        background: list[MemoryEvent] = []
+        async with connect(
+            target,
+            memory,
+            conditional=conditional,
+            watch=notifications,
+            watch_listener=background.append,
+            read_timeout_seconds=30,
+        ) as contract:
+            tool = tool_of(contract, catalog)
+            channel = McpChannel(contract, tool, notifications=notifications, background=background)
+            yield channel, contract.origin, admin
+
+
+@contextlib.asynccontextmanager
+async def mcp_provider(
+    catalog: DomainCatalog, *, level: Level, token: str, wire: str
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """``serve-mcp`` in a child process on a fresh registry store, and the operator's client
+    (an admin app in this process on the same store): what ``connect`` is given (the stdio
+    client, or the child's URL for ``wire="http"``) and that client."""
     from ..server.app import create_app
 
     domain = catalog.domain
@@ -139,25 +161,12 @@ async def mcp_agent(
                 store,
             ]
             async with admin, _server(command, wire, scratch) as target:
-                background: list[MemoryEvent] = []
-                async with connect(
-                    target,
-                    memory,
-                    conditional=conditional,
-                    watch=notifications,
-                    watch_listener=background.append,
-                    read_timeout_seconds=30,
-                ) as contract:
-                    tool = _tool_of(contract, catalog)
-                    channel = McpChannel(
-                        contract, tool, notifications=notifications, background=background
-                    )
-                    yield channel, contract.origin, admin
+                yield target, admin
         finally:
             service.close()
 
 
-def _tool_of(contract: ContractSession, catalog: DomainCatalog) -> str:
+def tool_of(contract: ContractSession, catalog: DomainCatalog) -> str:
     operation = f"{catalog.route.method.upper()} {catalog.route.path}"
     for tool in contract.tools.values():
         if names.meta_value(tool.meta, names.OPERATION) == operation:
