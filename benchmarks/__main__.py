@@ -24,6 +24,7 @@ from typing import Any
 
 from . import (
     client_cost,
+    confirmation_cost,
     dependencies,
     harness_throughput,
     mcp_keepalive,
@@ -52,6 +53,7 @@ MODULES: tuple[ModuleType, ...] = (
     dependencies,
     push_contention,
     recovery,
+    confirmation_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

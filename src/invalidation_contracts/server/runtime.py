@@ -30,7 +30,7 @@ from .origin import change_origin
 from .registry import Registry
 from .tables import Snapshot
 from .transitions import TableChange
-from .versions import check_forward
+from .versions import check_version
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -140,7 +140,8 @@ class Runtime:
             current = tx.state.snapshot(table)
             candidate, delta = change.candidate(current)
             if change.version is not None:
-                check_forward(change.version, current.version, table)
+                # before the database write: a refusal after it would strand a committed write
+                check_version(change.version, current.version, tx.served(table), table)
             if not delta and change.version is None:
                 return tx.apply({table: TableChange()})[table]
             upsert = {k: candidate.plain_rows()[k] for k in (*delta.added, *delta.changed)}
