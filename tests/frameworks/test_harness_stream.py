@@ -116,7 +116,9 @@ async def _attempt(relay: Any) -> None:
     async with opened as (channel, _origin, _admin):
         channel.relay = relay(channel.relay)
         draft = catalog.family("governed-partner-growth").draft()
-        await channel.send(draft, episode=1, injected=[], listener=lambda event: None)
+        await channel.send(
+            draft, route=catalog.route, episode=1, injected=[], listener=lambda event: None
+        )
 
 
 def test_a_framework_that_shows_its_model_something_else_than_the_model_view_stops_the_run():

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import httpx
@@ -32,9 +32,10 @@ from ..domains.catalog import DomainCatalog
 from ..mcp.session import ContractSession, ToolReply
 from ..protocol.levels import Level
 from ..protocol.wirecost import wire_cost
+from ..server import Route
 from .channels import Listener, Reply
 from .errors import HarnessError
-from .mcp_channel import McpChannel, mcp_provider, tool_of
+from .mcp_channel import McpChannel, mcp_provider, tools_of
 from .runner import FRAMEWORK_TRANSPORTS
 
 #: The frameworks a run can go through (each is also the name of the extra it needs).
@@ -50,23 +51,31 @@ the framework showed the model for the result."""
 class FrameworkChannel(McpChannel):
     """The domain tool through a framework's agent run; needs and settling as ``McpChannel``."""
 
-    def __init__(self, contract: ContractSession, tool: str, relay: Relay, route: _Route) -> None:
-        super().__init__(contract, tool, notifications=False)
+    def __init__(
+        self, contract: ContractSession, tools: Mapping[str, str], relay: Relay, events: _Events
+    ) -> None:
+        super().__init__(contract, tools, notifications=False)
         self.relay = relay
-        self.route = route
+        self.events = events
         self.shown: list[str] = []
         """What the framework showed its model for each call, in order."""
 
     async def send(
-        self, request: dict[str, Any], *, episode: int, injected: list[str], listener: Listener
+        self,
+        request: dict[str, Any],
+        *,
+        route: Route[Any],
+        episode: int,
+        injected: list[str],
+        listener: Listener,
     ) -> Reply:
         replies: list[ToolReply] = []
         self.contract.reply_listener = replies.append
-        self.route.current = listener
+        self.events.current = listener
         try:
-            shown = await self.relay(self.tool, request)
+            shown = await self.relay(self.operation(route), request)
         finally:
-            self.route.current = None
+            self.events.current = None
             self.contract.reply_listener = None
         if len(replies) != 1:
             raise HarnessError(f"the framework made {len(replies)} tool calls for one attempt")
@@ -83,7 +92,7 @@ class FrameworkChannel(McpChannel):
         return await self.contract.fulfil(needs, episode=episode, listener=listener)
 
 
-class _Route:
+class _Events:
     """The integration's listener: each event goes to the listener of the call in progress."""
 
     def __init__(self) -> None:
@@ -103,28 +112,30 @@ async def framework_agent(
     level: Level,
     token: str,
     conditional: bool,
+    domain: str | None = None,
 ) -> AsyncIterator[tuple[FrameworkChannel, str, httpx.AsyncClient]]:
     """The channel through ``framework``, the origin its memory entries are keyed by, and the
-    operator's client."""
+    operator's client (``domain``: as ``mcp_provider``)."""
     if framework not in FRAMEWORKS:
         raise ValueError(f"framework must be one of {', '.join(FRAMEWORKS)}, not {framework!r}")
-    route = _Route()
-    async with mcp_provider(catalog, level=level, token=token, wire="http") as (url, admin):
-        opened = _OPENERS[framework](url, memory, route)
+    events = _Events()
+    provider = mcp_provider(catalog, level=level, token=token, wire="http", domain=domain)
+    async with provider as (url, admin):
+        opened = _OPENERS[framework](url, memory, events)
         async with opened as (contract, relay):
             contract.conditional = conditional  # the run's choice, not the integration's default
-            channel = FrameworkChannel(contract, tool_of(contract, catalog), relay, route)
+            channel = FrameworkChannel(contract, tools_of(contract, catalog), relay, events)
             yield channel, contract.origin, admin
 
 
 Opener = Callable[
-    [str, FixMemory, _Route], contextlib.AbstractAsyncContextManager[tuple[ContractSession, Relay]]
+    [str, FixMemory, _Events], contextlib.AbstractAsyncContextManager[tuple[ContractSession, Relay]]
 ]
 
 
 @contextlib.asynccontextmanager
 async def _pydantic_ai(
-    url: str, memory: FixMemory, route: _Route
+    url: str, memory: FixMemory, events: _Events
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import (
@@ -139,7 +150,7 @@ async def _pydantic_ai(
 
     from ..pydantic_ai import ContractToolset
 
-    toolset = ContractToolset(url, memory, apply="model", watch=False, listener=route)
+    toolset = ContractToolset(url, memory, apply="model", watch=False, listener=events)
 
     async def relay(tool: str, request: dict[str, Any]) -> str:
         shown: list[str] = []
@@ -165,7 +176,7 @@ async def _pydantic_ai(
 
 @contextlib.asynccontextmanager
 async def _openai_agents(
-    url: str, memory: FixMemory, route: _Route
+    url: str, memory: FixMemory, events: _Events
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from agents import Agent, Runner, set_tracing_disabled
     from agents.items import ModelResponse
@@ -216,7 +227,7 @@ async def _openai_agents(
             raise NotImplementedError("the harness does not stream")
 
     server = ContractMCPServerStreamableHttp(
-        {"url": url, "timeout": 30}, memory=memory, apply="model", watch=False, listener=route
+        {"url": url, "timeout": 30}, memory=memory, apply="model", watch=False, listener=events
     )
 
     async def relay(tool: str, request: dict[str, Any]) -> str:
@@ -233,7 +244,7 @@ async def _openai_agents(
 
 @contextlib.asynccontextmanager
 async def _langchain(
-    url: str, memory: FixMemory, route: _Route
+    url: str, memory: FixMemory, events: _Events
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -272,7 +283,7 @@ async def _langchain(
             return ChatResult(generations=[ChatGeneration(message=message)])
 
     opened = connect(
-        url, memory, apply="model", watch=False, listener=route, read_timeout_seconds=30
+        url, memory, apply="model", watch=False, listener=events, read_timeout_seconds=30
     )
     async with opened as contract:
         tools = load_contract_tools(contract)

@@ -236,10 +236,9 @@ def _open(
             plan.conditional,
         )
     if plan.transport in FRAMEWORK_TRANSPORTS:
-        return _connect_framework(
-            plan.catalog, memory, plan.token, plan.level, plan.conditional, plan.transport
-        )
+        return _connect_framework(plan, memory)
     return _connect_mcp(
+        plan.spec.scenario,
         plan.catalog,
         memory,
         plan.token,
@@ -360,14 +359,16 @@ async def _connect(
     )
     client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
     admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
-    memory.set_patchable(origin, catalog.route.patchable_fields)
-    channel = HttpChannel(client, transport, catalog.route.method, catalog.route.path)
+    patchable = frozenset().union(*(route.patchable_fields for route in catalog.routes.values()))
+    memory.set_patchable(origin, patchable)
+    channel = HttpChannel(client, transport)
     async with client, admin:
         yield Agent(channel, origin, memory), admin
 
 
 @contextlib.asynccontextmanager
 async def _connect_mcp(
+    scenario: Scenario,
     catalog: DomainCatalog,
     memory: FixMemory,
     token: str,
@@ -383,6 +384,7 @@ async def _connect_mcp(
     async with mcp_agent(
         catalog,
         memory,
+        domain=scenario.domain,
         level=level,
         token=token,
         conditional=conditional,
@@ -401,19 +403,20 @@ _FRAMEWORK_LABELS = {
 
 @contextlib.asynccontextmanager
 async def _connect_framework(
-    catalog: DomainCatalog,
-    memory: FixMemory,
-    token: str,
-    level: Level,
-    conditional: bool,
-    framework: str,
+    plan: _Plan, memory: FixMemory
 ) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
-    """The agent through ``framework``'s integration and agent loop, over an MCP session to
-    ``serve-mcp`` in a child process, and the operator's client to the same registry."""
+    """The agent through the plan's framework (its integration and agent loop), over an MCP
+    session to ``serve-mcp`` in a child process, and the operator's client to the same registry."""
     from .framework_channel import framework_agent
 
     async with framework_agent(
-        framework, catalog, memory, level=level, token=token, conditional=conditional
+        plan.transport,
+        plan.catalog,
+        memory,
+        level=plan.level,
+        token=plan.token,
+        conditional=plan.conditional,
+        domain=plan.spec.scenario.domain,
     ) as (channel, origin, admin):
         yield Agent(channel, origin, memory), admin
 
