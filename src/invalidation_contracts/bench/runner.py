@@ -231,6 +231,7 @@ def _open(
             plan.conditional,
         )
     return _connect_mcp(
+        plan.spec.scenario,
         plan.catalog,
         memory,
         plan.token,
@@ -349,14 +350,16 @@ async def _connect(
     )
     client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
     admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
-    memory.set_patchable(origin, catalog.route.patchable_fields)
-    channel = HttpChannel(client, transport, catalog.route.method, catalog.route.path)
+    patchable = frozenset().union(*(route.patchable_fields for route in catalog.routes.values()))
+    memory.set_patchable(origin, patchable)
+    channel = HttpChannel(client, transport)
     async with client, admin:
         yield Agent(channel, origin, memory), admin
 
 
 @contextlib.asynccontextmanager
 async def _connect_mcp(
+    scenario: Scenario,
     catalog: DomainCatalog,
     memory: FixMemory,
     token: str,
@@ -372,6 +375,7 @@ async def _connect_mcp(
     async with mcp_agent(
         catalog,
         memory,
+        domain=scenario.domain,
         level=level,
         token=token,
         conditional=conditional,
