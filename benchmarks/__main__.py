@@ -32,6 +32,7 @@ from . import (
     production,
     provider_load,
     push_contention,
+    reconcile_cost,
     recovery,
     reload_cost,
     serve_latency,
@@ -54,6 +55,7 @@ MODULES: tuple[ModuleType, ...] = (
     push_contention,
     recovery,
     confirmation_cost,
+    reconcile_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
