@@ -36,6 +36,7 @@ from . import (
     recovery,
     reload_cost,
     serve_latency,
+    two_writers,
     wire_cost,
 )
 from .common import Check, StudyResult, machine, markdown_table
@@ -56,6 +57,7 @@ MODULES: tuple[ModuleType, ...] = (
     recovery,
     confirmation_cost,
     reconcile_cost,
+    two_writers,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
