@@ -131,7 +131,35 @@ async def mcp_agent(
     notifications: bool,
     domain: str | None = None,
 ) -> AsyncIterator[tuple[McpChannel, str, httpx.AsyncClient]]:
-    """The channel, the origin its memory entries are keyed by, and the operator's client.
+    """The channel, the origin its memory entries are keyed by, and the operator's client
+    (``domain``: as ``mcp_provider``)."""
+    provider = mcp_provider(catalog, level=level, token=token, wire=wire, domain=domain)
+    async with provider as (target, admin):
+        background: list[MemoryEvent] = []
+        async with connect(
+            target,
+            memory,
+            conditional=conditional,
+            watch=notifications,
+            watch_listener=background.append,
+            read_timeout_seconds=30,
+        ) as contract:
+            channel = McpChannel(
+                contract,
+                tools_of(contract, catalog),
+                notifications=notifications,
+                background=background,
+            )
+            yield channel, contract.origin, admin
+
+
+@contextlib.asynccontextmanager
+async def mcp_provider(
+    catalog: DomainCatalog, *, level: Level, token: str, wire: str, domain: str | None = None
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """``serve-mcp`` in a child process on a fresh registry store, and the operator's client (an
+    admin app in this process on the same store): what ``connect`` is given (the stdio client,
+    or the child's URL for ``wire="http"``) and that client.
 
     ``domain`` is the spec the child server loads the domain by (a shipped name, an entry point or
     an import path, as the scenario names it; the catalog's domain name when None): a domain kept
@@ -160,27 +188,12 @@ async def mcp_agent(
                 store,
             ]
             async with admin, _server(command, wire, scratch) as target:
-                background: list[MemoryEvent] = []
-                async with connect(
-                    target,
-                    memory,
-                    conditional=conditional,
-                    watch=notifications,
-                    watch_listener=background.append,
-                    read_timeout_seconds=30,
-                ) as contract:
-                    channel = McpChannel(
-                        contract,
-                        _tools_of(contract, catalog),
-                        notifications=notifications,
-                        background=background,
-                    )
-                    yield channel, contract.origin, admin
+                yield target, admin
         finally:
             service.close()
 
 
-def _tools_of(contract: ContractSession, catalog: DomainCatalog) -> dict[str, str]:
+def tools_of(contract: ContractSession, catalog: DomainCatalog) -> dict[str, str]:
     """The tool serving each of the catalog's routes, by the route's operation."""
     offered = {names.meta_value(t.meta, names.OPERATION): t.name for t in contract.tools.values()}
     tools = {}
