@@ -48,7 +48,6 @@ HTTP_EDGES = (
     "server.http",
     "server.app",
     "server.admin_client",
-    "server.http_errors",
     "client.transport",
     "client.bounded",
     "client.discovery",
@@ -58,11 +57,9 @@ HTTP_EDGES = (
 #: Known breaks, each named for the issue that removes it: (importing file, imported module).
 EXCEPTIONS: dict[tuple[str, str], str] = {
     # Issue 28 item 1: edge modules still in the server's root (httpx admin client, the FastAPI
-    # app factory, starlette error bodies that belong in server/http/errors.py).
+    # app factory).
     ("server/admin_client.py", "httpx"): "issue 28: an httpx edge module in the server's root",
     ("server/app.py", "fastapi"): "issue 28: the FastAPI app factory in the server's root",
-    ("server/http_errors.py", "starlette.requests"): "issue 28: belongs in server/http/errors.py",
-    ("server/http_errors.py", "starlette.responses"): "issue 28: belongs in server/http/errors.py",
     # Issue 28 item 1: ``ContractService`` is transport neutral apart from its routers but lives in
     # the FastAPI package, so MCP over a shared store reaches into the HTTP edge.
     ("mcp/serve.py", f"{ROOT}.server.http.service"): "issue 28: the worker lives in server/http",
