@@ -24,11 +24,14 @@ from typing import Any
 
 from . import (
     client_cost,
+    confirmation_cost,
     dependencies,
     harness_throughput,
+    mcp_keepalive,
     observe_overhead,
     production,
     provider_load,
+    push_contention,
     recovery,
     reload_cost,
     serve_latency,
@@ -44,10 +47,13 @@ MODULES: tuple[ModuleType, ...] = (
     client_cost,
     harness_throughput,
     serve_latency,
+    mcp_keepalive,
     production,
     observe_overhead,
     dependencies,
+    push_contention,
     recovery,
+    confirmation_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

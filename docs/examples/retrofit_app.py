@@ -37,7 +37,7 @@ from invalidation_contracts.server import (
     Violation,
     policy,
 )
-from invalidation_contracts.server.http import ContractService
+from invalidation_contracts.server.http import ContractService, ContractSnapshot
 
 
 class OutOfStock(Exception):
@@ -94,10 +94,11 @@ def create(database: str | None = None, registry: str | None = None) -> FastAPI:
         return {"status": "ok"}
 
     @orders.post("/v1/orders")
-    async def place_order(order: Order) -> dict[str, Any]:
+    async def place_order(order: Order, data: ContractSnapshot) -> dict[str, Any]:
         if order.plan == "retired":
             raise OutOfStock(order.plan)
-        return {"order": "accepted", "plan": order.plan, "funding_type": order.funding_type}
+        plan = data.row("plans", order.plan)  # the row funding_policy read, not a fresh SELECT
+        return {"order": "accepted", "plan": order.plan, "funding": plan and plan["funding"]}
 
     app.include_router(orders)
     return app

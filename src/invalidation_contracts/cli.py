@@ -178,6 +178,17 @@ def _is_local(spec: str) -> bool:
     return parse_planner_spec(spec).kind == "local"
 
 
+#: The most worker processes ``serve --workers`` starts (each is a whole interpreter).
+MAX_WORKERS = 256
+
+
+def _workers(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}, got {value}")
+    return value
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -328,13 +339,21 @@ def _add_service(sub: Subparsers) -> None:
     p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
     p.add_argument(
         "--workers",
-        type=_positive_int,
+        type=_workers,
         default=1,
         help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (repeatable; '*': any). Default: only "
+        "localhost, 127.0.0.1 and ::1, against DNS rebinding",
     )
     p.add_argument(
         "--max-lag",
@@ -485,6 +504,7 @@ def _serve(args: argparse.Namespace) -> int:
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
+        allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -499,6 +519,10 @@ def _serve(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot load the domain: {exc}") from exc
     except (StorageError, ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from exc
+    except Exception as exc:  # a database URL SQLAlchemy cannot use (reliability audit 2, N17)
+        if type(exc).__module__.split(".")[0] != "sqlalchemy":
+            raise
+        raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
     print(notice, file=sys.stderr)
     try:
         if args.workers == 1:
@@ -595,6 +619,8 @@ def _admin_client(args: argparse.Namespace) -> Any:
 
 
 def _reload(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from .server.admin_client import AdminClientError
     from .server.datafiles import DataFileError, read_snapshot
 
@@ -609,6 +635,10 @@ def _reload(args: argparse.Namespace) -> int:
             result = client.reload(snapshot.table, snapshot.rows, args.version or snapshot.version)
     except AdminClientError as exc:
         raise CommandError(str(exc)) from exc
+    except ValidationError as exc:  # e.g. a --version over 128 characters (audit 2, N17)
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageError(f"cannot send this reload: {where}: {first['msg']}") from None
     if args.json:
         print(json.dumps(result.to_wire(), indent=2, sort_keys=True))
     elif result.old_version == result.new_version:

@@ -9,6 +9,7 @@ import pytest
 
 from invalidation_contracts.bench.labels import check_labels
 from invalidation_contracts.bench.scenario import (
+    ScenarioError,
     ScenarioMismatch,
     check_scenario,
     load_scenario,
@@ -61,9 +62,44 @@ def test_a_benign_event_labelled_breaking_is_a_scenario_error():
         check_scenario(scenario, catalog)
 
 
-def test_one_configuration_split_into_events_is_judged_event_by_event():
+SPLIT = """
+[[drift]]
+after_episode = 11
+table = "token_funding_map"
+snapshot = "token_funding_map.visa-credit-reissued"
+kind = "{first}"
+
+[[drift]]
+after_episode = 11
+table = "recommended_credit_token"
+snapshot = "recommended_credit_token.visa-platinum"
+kind = "breaking"
+"""
+
+
+def split(first: str) -> str:
+    """The rewrite stream with its one change set written as two single-table events."""
+    text = REWRITE.read_text(encoding="utf-8")
+    return text[: text.index("# One configuration change")] + SPLIT.format(first=first)
+
+
+def test_a_multi_table_event_is_judged_as_one_change_set():
     scenario = load_scenario(str(REWRITE))
-    assert [e.kind for e in scenario.drift] == ["benign", "breaking"]
-    text = REWRITE.read_text(encoding="utf-8").replace('kind = "benign"', 'kind = "breaking"')
+    [event] = scenario.drift
+    assert event.target == "tables token_funding_map + recommended_credit_token"
+    assert check_labels(scenario, verify_domain(scenario)) == []
+
+
+def test_one_configuration_split_into_events_is_judged_event_by_event():
+    catalog = verify_domain(load_scenario(str(REWRITE)))
+    check_scenario(parse_scenario(split("benign")), catalog)
     with pytest.raises(ScenarioMismatch, match="token_funding_map\\) is labelled 'breaking'"):
-        check_scenario(parse_scenario(text), verify_domain(scenario))
+        check_scenario(parse_scenario(split("breaking")), catalog)
+
+
+def test_a_multi_table_event_names_each_table_once():
+    text = REWRITE.read_text(encoding="utf-8").replace(
+        'table = "recommended_credit_token"', 'table = "token_funding_map"'
+    )
+    with pytest.raises(ScenarioError, match="names each of its tables once"):
+        parse_scenario(text)

@@ -216,6 +216,30 @@ def test_events_are_split_per_drift_event(tmp_path):
     assert (bump.kind, bump.evictions, bump.restamps, bump.alert) == ("benign", 0, 1, None)
 
 
+def test_events_after_the_same_episode_are_one_window_naming_every_part(tmp_path):
+    drift = (
+        {"after_episode": 5, "kind": "benign", "table": "token_map", "rules": None},
+        {"after_episode": 5, "kind": "breaking", "table": "recommended", "rules": None},
+    )
+    memory = [{"episode": e, "event": "evict", "entry": f"x{e}", "stale": True} for e in (6, 7)]
+    B.write_run(tmp_path, B.episodes(), memory=memory, drift=drift)
+    [window] = only(tmp_path).drift
+    assert window.target == "table token_map (benign) + table recommended (breaking)"
+    assert (window.kind, window.evictions, window.evictions_correct) == ("breaking", 2, 2)
+
+
+def test_consumer_evictions_descending_from_a_wrong_eviction_are_counted_apart(tmp_path):
+    memory = [
+        {"episode": 6, "event": "evict", "entry": "w", "stale": False},
+        {"episode": 6, "event": "evict", "entry": "c1", "stale": False, "cascaded_from": "w"},
+        {"episode": 6, "event": "evict", "entry": "c2", "stale": True, "cascaded_from": "c1"},
+        {"episode": 7, "event": "evict", "entry": "r", "stale": True},
+        {"episode": 7, "event": "evict", "entry": "c3", "stale": True, "cascaded_from": "r"},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory)
+    assert only(tmp_path).evictions_cascaded_from_wrong == 2
+
+
 RULE_REMOVAL = [{"after_episode": 5, "kind": "breaking", "rules": "rule-removal"}]
 
 

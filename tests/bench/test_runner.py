@@ -159,6 +159,19 @@ def test_artifact_lines_are_json_records_with_a_discriminator(drifted):
     assert json.loads(json.dumps(drifted["row"].records[0]))["record"]
 
 
+def test_every_store_record_carries_the_values_the_memory_cached(drifted):
+    stores = [
+        r for r in drifted["row"].records if r["record"] == "memory" and r["event"] == "store"
+    ]
+    assert stores and all(set(r["fix"]) == {"type", "parameters"} for r in stores)
+    codes = {
+        r["fix"]["parameters"].get("promo_code")
+        for r in stores
+        if r["fix"]["type"] == "ADD_REQUIRED_PROMO_CODE"
+    }
+    assert {"SUMMERSALE25", "WINTERLAUNCH26"} <= codes  # before and after the rotation
+
+
 def test_an_arm_named_by_its_paper_code_is_the_same_arm():
     assert Arm.parse("A2D") == Arm("row") and Arm.parse("A0/EAGER/planner") == Arm("none")
 

@@ -24,3 +24,13 @@ def test_the_production_study_measures_all_four_things(tmp_path: Path) -> None:
     assert set(result.data["capture"]) == {"postgres", "sqlite"}
     assert result.data["propagation"]["postgres"]["trials"] == production.QUICK.propagation_trials
     assert [c.target.split(" ")[0] for c in result.checks] == ["Propagation", "2"]
+
+
+@pytest.mark.workers
+@pytest.mark.mcp
+def test_the_mcp_keep_alive_study_compares_serve_mcp_with_serve(tmp_path: Path) -> None:
+    from benchmarks import mcp_keepalive
+
+    result = mcp_keepalive.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown and len(result.checks) == 1
+    assert set(result.data["servers"]) == {"serve-mcp --transport http", "serve"}

@@ -10,6 +10,7 @@ import pytest
 from benchmarks import __main__ as cli
 from benchmarks import (
     client_cost,
+    confirmation_cost,
     dependencies,
     harness_throughput,
     observe_overhead,
@@ -19,6 +20,7 @@ from benchmarks import (
 )
 
 STUDIES = [
+    confirmation_cost,
     wire_cost,
     provider_load,
     reload_cost,

@@ -64,9 +64,9 @@ def _scenario(name: str, conn: socket.socket, stop: threading.Event) -> None:
     elif name == "endless-line":
         _drip(conn, stop, b"x" * 64, 0.01)
     elif name == "endless-event":
-        _drip(conn, stop, b"data: still the same event\n", 0.01)
+        _drip(conn, stop, b"data: still the same event\n" * 10, 0.01)
     elif name == "unknown-fields":
-        _drip(conn, stop, b"noise: and more noise\n", 0.01)
+        _drip(conn, stop, b"noise: and more noise\n" * 10, 0.01)
     elif name == "slow-drip":
         _drip(conn, stop, b"d", 0.1)
     elif name == "stall":
@@ -176,6 +176,7 @@ def test_a_hostile_stream_is_dropped_the_agent_keeps_working_and_an_event_says_w
     assert not lost.permanent and lost.retry_in_s is not None
     assert memory.contract_since(url) == 0
     assert len([e for e in events if isinstance(e, WatchLost)]) == 1  # said once, not per retry
+    assert not any(isinstance(e, WatchOpened) for e in events)  # a hostile stream never counts
 
 
 @pytest.mark.parametrize("scenario", ["no-watch", "html"])
@@ -268,3 +269,31 @@ def test_arbitrary_bytes_either_parse_or_raise_a_stream_violation_within_the_bou
 def test_a_line_over_the_bound_is_a_violation_even_when_it_ends():
     with pytest.raises(StreamViolation, match="line"):
         SSEParser(max_line_bytes=8).feed(b"data: 0123456789\n")
+
+
+@pytest.mark.parametrize("scenario", ["garbage", "stall", "endless-event", "no-watch"])
+def test_the_async_transport_survives_a_hostile_stream_too(scenario):
+    import asyncio
+
+    from invalidation_contracts.client.transport import async_contract_client
+
+    memory = FixMemory("row")
+    events: list = []
+
+    async def agent(url: str) -> list[int]:
+        async with async_contract_client(
+            memory, base_url=url, watch=OPTIONS, listener=events.append
+        ) as client:
+            statuses = [(await client.get("/v1/plans")).status_code]
+            for _ in range(1000):
+                if any(isinstance(e, WatchLost) for e in events):
+                    break
+                await asyncio.sleep(0.01)
+            statuses += [(await client.get("/v1/plans")).status_code for _ in range(2)]
+            return statuses
+
+    with hostile(scenario) as (url, _):
+        statuses = asyncio.run(agent(url))
+    assert statuses == [200, 200, 200]
+    (lost, *_) = [e for e in events if isinstance(e, WatchLost)]
+    assert lost.permanent == (scenario == "no-watch")

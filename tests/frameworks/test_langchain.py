@@ -3,14 +3,17 @@ ReAct agent, driven by a scripted LangChain chat model, real tool calls to a rea
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import shlex
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from mcp import StdioServerParameters
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("langchain_core")
 pytest.importorskip("langgraph")
@@ -18,11 +21,17 @@ pytest.importorskip("langgraph")
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
+from langgraph.errors import GraphRecursionError  # noqa: E402
 from langgraph.prebuilt import create_react_agent  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
+from invalidation_contracts.client.events import (  # noqa: E402
+    Evicted,
+    Ignored,
+    MemoryEvent,
+    Restamped,
+)
 from invalidation_contracts.langchain import contract_tools, load_contract_tools  # noqa: E402
 from invalidation_contracts.mcp import connect  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
@@ -34,6 +43,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
 _ids = itertools.count(1)
+IC_CONTRACT = "io.github.invalidation-contracts/contract"
 
 
 class Scripted(GenericFakeChatModel):
@@ -123,3 +133,58 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                tools = load_contract_tools(contract)
+                learned = [await episode(tools, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                after = [await episode(tools, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+@pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
+def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract):
+    memory = FixMemory("row")
+    heard: list[MemoryEvent] = []
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        text = types.TextContent(type="text", text="declined: card blocked")
+        meta = {IC_CONTRACT: contract} if contract is not None else None
+        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
+
+    async def body() -> Planner:
+        server = scripted_server(acme, answer)
+        async with connect(server, memory, listener=heard.append) as session:
+            planner = Planner(acme.family("governed-partner-growth").draft())
+            model = Scripted(messages=iter(()), planner=planner)
+            agent = create_react_agent(model, load_contract_tools(session))
+            with contextlib.suppress(GraphRecursionError):  # the model keeps retrying
+                await agent.ainvoke({"messages": [("user", "go")]}, {"recursion_limit": 4})
+            return planner
+
+    planner = anyio.run(body)
+
+    assert planner.shown and "declined: card blocked" in planner.shown[0]
+    assert memory.entries("mcp://scripted") == []
+    if contract is not None:
+        assert any(isinstance(e, Ignored) for e in heard)

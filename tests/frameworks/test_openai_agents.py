@@ -10,8 +10,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
+import mcp_types as types
 import pytest
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("agents")
 
@@ -27,7 +29,7 @@ from openai.types.responses import (  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent, Restamped  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.openai_agents import (  # noqa: E402
     ContractMCPServerStdio,
@@ -154,3 +156,55 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
 
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            mcp = ContractMCPServerStreamableHttp(
+                {"url": url}, memory=memory, watch_listener=heard.append
+            )
+            async with mcp:
+                learned = [await episode(mcp, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                assert mcp.contract is not None
+                await mcp.contract.caught_up(seq)
+                after = [await episode(mcp, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+def test_an_error_without_a_problem_document_still_reaches_the_model(acme):
+    memory = FixMemory("row")
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        text = types.TextContent(type="text", text="declined: card blocked")
+        return types.CallToolResult(content=[text], is_error=True)
+
+    async def body() -> Planner:
+        async with running_http(scripted_server(acme, answer)) as url:
+            async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as mcp:
+                planner = Planner(acme.family("governed-partner-growth").draft())
+                agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[mcp])
+                with pytest.raises(Exception, match="[Mm]ax turns"):
+                    await Runner.run(agent, "go", max_turns=2)
+                return planner
+
+    planner = anyio.run(body)
+
+    assert planner.shown and "declined: card blocked" in planner.shown[0]
+    assert all(memory.entries(origin) == [] for origin in memory.origins())

@@ -29,7 +29,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent  # noqa: E402
+from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent, Restamped  # noqa: E402
 from invalidation_contracts.mcp import names  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.pydantic_ai import ContractToolset  # noqa: E402
@@ -173,3 +173,31 @@ def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answe
     assert planner.shown and "declined: card blocked" in planner.shown[0]
     assert any(isinstance(e, Ignored) for e in heard)
     assert memory.entries("mcp://scripted") == []
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            toolset = ContractToolset(url, memory, watch_listener=heard.append)
+            async with toolset:
+                learned = [await episode(toolset, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                assert toolset.contract is not None
+                await toolset.contract.caught_up(seq)
+                after = [await episode(toolset, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused

@@ -64,6 +64,7 @@ def test_the_state_document_lists_versions_changes_and_the_worker(client):
         {"key": "basic", "op": "changed", "old": {"funding": "card"}, "new": {"funding": "invoice"}}
     ]
     assert state["worker"]["available"] is True
+    assert (state["worker"]["ready"], state["worker"]["live"]) == (True, True)
 
 
 def test_row_values_are_escaped_in_the_page(client):

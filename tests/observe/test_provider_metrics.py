@@ -94,6 +94,10 @@ def test_worker_gauges_report_position_and_availability(observed_client, reading
     (seq,) = readings.points("invalidation_contracts.worker.seq")
     assert seq.value == 0 and seq.attributes["contract.epoch"] == epoch
     assert readings.value("invalidation_contracts.worker.available") == 1
+    assert readings.value("invalidation_contracts.worker.ready") == 1
+    assert readings.value("invalidation_contracts.worker.live") == 1
+    (lag,) = readings.points("invalidation_contracts.worker.lag")
+    assert lag.value == 0  # nothing else writes an in-memory registry
 
 
 def test_a_failing_hook_never_fails_the_request_and_is_counted(observed_client, readings):

@@ -311,3 +311,31 @@ def test_an_in_memory_registry_follows_the_database_too(pdb: ProviderDB) -> None
         assert "wire" not in runtime.registry.state.tables["funding_types"].rows
     finally:
         runtime.close()
+
+
+# -- reliability audit 2, N10 on the SQL write path: one version check for every path ---------
+
+
+def test_an_admin_version_already_served_on_a_sql_table_is_refused_before_the_database_write(
+    world: World,
+) -> None:
+    assert world.runtime is not None
+    world.runtime.patch("funding_types", {"wire": {"label": "Wire transfer"}}, [], "opaque")
+    with pytest.raises(ProtocolError) as caught:
+        world.runtime.patch("funding_types", {"wire": {"label": "Telegraph"}}, [], "2.0.0")
+    assert caught.value.kind is ProblemType.VERSION_CONFLICT
+    assert "already served" in caught.value.detail
+    assert ("wire", "Wire transfer") in world.pdb.query("SELECT id, label FROM funding_types")
+    assert registry(world).state.versions()["funding_types"] == "opaque"
+
+
+def test_a_captured_write_naming_a_served_version_is_bumped_not_refused(world: World) -> None:
+    assert world.runtime is not None
+    world.runtime.patch("funding_types", {"wire": {"label": "Wire transfer"}}, [], "opaque")
+    world.runtime.patch("funding_types", {"wire": {"label": "Wire"}}, [], "5.0.0")
+    source = world.runtime.sources[0]
+    source.write("funding_types", {"wire": {"label": "Telegraph"}}, [], "opaque")  # another writer
+    world.ingest()
+    state = registry(world).state
+    assert state.tables["funding_types"].plain_rows()["wire"]["label"] == "Telegraph"
+    assert state.versions()["funding_types"] == "5.1.0"

@@ -34,6 +34,7 @@ class Recorder(httpx.BaseTransport):
         request.url = request.url.copy_with(
             scheme=target.scheme, host=target.host, port=target.port
         )
+        request.headers["host"] = request.url.netloc.decode("ascii")  # the server checks Host
         response = self.inner.handle_request(request)
         self.statuses[(request.url.path, response.status_code)] += 1
         self.served[target.port] += 1

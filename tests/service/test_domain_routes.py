@@ -129,3 +129,26 @@ def test_level_0_problems_carry_no_contract(make_client):
     body = make_client(level=0).post("/v1/orders", json={"plan": "enterprise"}).json()
     assert body["detail"].startswith("plan enterprise requires")
     assert not {"table_versions", "contract_seq", "recovery_feedback"} & set(body)
+
+
+@pytest.mark.parametrize("amount", ["5000", True, 5000.0], ids=["string", "boolean", "float"])
+def test_an_integer_field_takes_only_a_json_integer(make_client, amount):
+    """Reliability audit 2, N15: the published schema says integer; SPEC §5: anything else is
+    ``invalid-request``."""
+    from invalidation_contracts.domains import get_domain
+
+    client = make_client(domain=get_domain("acme_billing"))
+    body = {
+        "customer": "cus_vandelay",
+        "plan": "plan_partner_growth",
+        "payment_method_token": "acme_pm_visa_credit",
+        "amount_cents": amount,
+        "currency": "usd",
+    }
+    response = client.post("/v1/subscriptions", json=body)
+    assert response.status_code == 422
+    problem = response.json()
+    assert problem["type"] == "urn:invalidation-contracts:problem:invalid-request"
+    assert problem["errors"][0]["loc"][-1] == "amount_cents"
+    body["amount_cents"] = 5000
+    assert client.post("/v1/subscriptions", json=body).json()["type"] != problem["type"]

@@ -95,7 +95,16 @@ def queries() -> st.SearchStrategy[dict[str, str]]:
 def request_for(app, tables):
     # Routes a router contributes are listed by the OpenAPI document, not by ``app.routes``.
     direct = {route.path for route in app.routes if hasattr(route, "path")}
-    paths = sorted(direct | set(app.openapi()["paths"]) | {"/nope", "/admin/nope"})
+    documented = app.openapi()["paths"]
+    # A stream (the watch) never ends, and the in-process transport waits for the whole body:
+    # its bad input is tested over a real socket in tests/service/test_watch.py.
+    streams = {
+        path
+        for path, operations in documented.items()
+        for operation in operations.values()
+        if "text/event-stream" in operation.get("responses", {}).get("200", {}).get("content", {})
+    }
+    paths = sorted((direct | set(documented) | {"/nope", "/admin/nope"}) - streams)
     return st.fixed_dictionaries(
         {
             "method": st.sampled_from(["GET", "POST", "PUT", "DELETE"]),

@@ -230,3 +230,31 @@ def test_every_worker_of_serve_workers_pushes_a_change_another_committed(tmp_pat
         for stream in streams:
             stream.__exit__(None, None, None)
     assert heard == [str(seq)] * 4
+
+
+def test_a_retrofitted_apps_contract_router_pushes_under_its_prefix(domain, serve):
+    """An existing app with the contract router under ``/api``: the agent's origin names the
+    prefix, and the watch (``/api/contract/watch``) evicts the stale fix while it idles."""
+    from invalidation_contracts.client.transport import default_origin
+
+    from .test_retrofit import Shop
+
+    shop = Shop(domain)
+    memory = FixMemory("row")
+    with serve(shop.app, graceful_s=0.5) as url:
+        origin = f"{url}/api"
+        with contract_client(
+            memory, base_url=url, watch=FAST, origin_of=lambda u: f"{default_origin(u)}/api"
+        ) as client:
+            assert client.post("/v1/orders", json=DRAFT).status_code == 422
+            assert memory.relevant(origin, DRAFT, operation=ORDER)
+            _wait(lambda: watches(client).is_open(origin))
+            rows = {**PLANS, "enterprise": {"funding": "invoice", "promo": "ENT20"}}
+            reload = httpx.post(
+                f"{url}/api/admin/reload-table",
+                json={"table": "plans", "rows": rows},
+                headers={"Authorization": f"Bearer {TOKEN}"},
+            )
+            assert reload.status_code == 200, reload.text
+            assert watches(client).caught_up(origin, reload.json()["contract_seq"], timeout_s=10)
+            assert memory.relevant(origin, DRAFT, operation=ORDER) == []

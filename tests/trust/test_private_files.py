@@ -1,6 +1,6 @@
 """Private keys private (reliability audit 2, N2): keys are created 0600 with no window, never
 through a link, never over an existing file; key and token files others can read are warned
-about (docs/threat-model.md T27)."""
+about (docs/threat-model.md T33)."""
 
 from __future__ import annotations
 

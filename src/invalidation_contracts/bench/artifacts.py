@@ -11,7 +11,9 @@ artifacts alone. Each line is one record with a ``record`` discriminator:
 ``memory``   one memory event: ``episode, attempt, event`` (store | evict | restamp | inject
              | supersede | quarantine | alert), ``entry, key, reason, stale`` (the oracle's label:
              for evict, whether the entry was stale when evicted, never null; for inject, whether
-             the injected fix was stale for that episode's request; otherwise null). Attempt 0 is
+             the injected fix was stale for that episode's request; otherwise null). A store
+             also carries ``fix: {type, parameters}``, the values the memory cached; a consumer
+             eviction (A2DC) ``cascaded_from``, the entry whose eviction it followed. Attempt 0 is
              the fetches before the episode's first attempt (resync detection)
 ``stale``    the oracle found a live entry stale right after a drift event: ``episode, entry``
 ``drift``    an operator action: ``after_episode, kind, target, result``

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 
 from ..domains.catalog import DomainCatalog
-from ..server import DataFileError, Registry, RegistryState
+from ..server import DataFileError, Registry, RegistryState, TableChange
 from .scenario import DriftEvent
 
 
@@ -35,7 +35,9 @@ class DriftDriver:
     async def apply(self, event: DriftEvent) -> dict[str, Any]:
         """Apply one event; return the server's result (ReloadResult or RulesResult as JSON)."""
         try:
-            if event.table is not None:
+            if event.tables is not None:
+                result = await self._change_set(event)
+            elif event.table is not None:
                 snap = self._catalog.read_snapshot(event.snapshot or "")
                 if snap.table != event.table:
                     raise DriftError(
@@ -55,6 +57,26 @@ class DriftDriver:
                 self._shadow.set_rules(rules)
         except (KeyError, DataFileError) as exc:
             raise DriftError(str(exc.args[0] if isinstance(exc, KeyError) else exc)) from exc
+        return result
+
+    async def _change_set(self, event: DriftEvent) -> dict[str, Any]:
+        """A multi-table event: one ``POST /admin/change-set``, one change set on the shadow."""
+        items: list[dict[str, Any]] = []
+        changes: dict[str, TableChange] = {}
+        for part in event.table_drifts():
+            snap = self._catalog.read_snapshot(part.snapshot)
+            if snap.table != part.table:
+                raise DriftError(
+                    f"snapshot {part.snapshot!r} is for table {snap.table!r}, not {part.table!r}"
+                )
+            version = part.version or snap.version
+            item: dict[str, Any] = {"table": snap.table, "rows": snap.rows}
+            if version:
+                item["version"] = version
+            items.append(item)
+            changes[snap.table] = TableChange.reload(snap.rows, version)
+        result = await self._post("/admin/change-set", {"tables": items})
+        self._shadow.apply(changes)
         return result
 
     async def reset(self, state: RegistryState) -> None:

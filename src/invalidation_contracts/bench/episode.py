@@ -14,6 +14,7 @@ the contract would have cost had it been shown (``contract_tokens``, an estimate
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,11 +334,20 @@ class EpisodeLoop:
             if name is None:
                 continue
             stale = None
+            fix: dict[str, Any] | None = None
+            cascaded: str | None = None
             if isinstance(event, Stored):
                 if live is None:
                     live = {e.id: e.suggestion for e in self._entries()}
-                self.oracle.learned(event, live.get(event.entry_id))
+                learned = live.get(event.entry_id)
+                self.oracle.learned(event, learned)
+                if learned is not None:
+                    fix = {"type": learned.type, "parameters": dict(learned.parameters)}
             elif isinstance(event, Evicted):
+                if event.reason is EvictionReason.CONSUMER:
+                    parent = _PARENT.search(event.detail)
+                    if parent is not None:
+                        cascaded = parent.group(1)
                 if event.reason is EvictionReason.SUPERSEDED:
                     name = "supersede"
                 elif event.reason is EvictionReason.QUARANTINE:
@@ -353,7 +363,13 @@ class EpisodeLoop:
                 key=event.key.to_dict() if hasattr(event, "key") else None,
                 reason=getattr(getattr(event, "reason", None), "value", None),
                 stale=stale,
+                **({"fix": fix} if fix is not None else {}),
+                **({"cascaded_from": cascaded} if cascaded is not None else {}),
             )
+
+
+_PARENT = re.compile(r"derived from (\S+)")
+"""The parent a consumer eviction names (``Ledger.evict``: ``derived from e7``)."""
 
 
 def planner_retries(source: object) -> int:

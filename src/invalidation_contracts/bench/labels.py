@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from ..protocol.canonical import canonical_json
-from ..server import Provider, Registry, RegistryState
+from ..server import Provider, Registry, RegistryState, TableChange
 
 if TYPE_CHECKING:
     from ..domains.catalog import DomainCatalog
@@ -84,10 +84,13 @@ def observed_label(
 
 def apply_event(catalog: DomainCatalog, registry: Registry, event: DriftEvent) -> bool:
     """Apply one drift event as the harness does; whether any row or rule changed."""
-    if event.table is not None and event.snapshot is not None:
-        snap = catalog.read_snapshot(event.snapshot)
-        reloaded = registry.reload(snap.table, snap.rows, event.version or snap.version)
-        return bool(reloaded.diff)
+    parts = event.table_drifts()
+    if parts:
+        changes = {}
+        for part in parts:
+            snap = catalog.read_snapshot(part.snapshot)
+            changes[snap.table] = TableChange.reload(snap.rows, part.version or snap.version)
+        return any(bool(r.diff) for r in registry.apply(changes).values())
     assert event.rules is not None
     ruled = registry.set_rules(catalog.read_rule_set(event.rules))
     return bool(ruled.added or ruled.removed)

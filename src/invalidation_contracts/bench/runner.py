@@ -136,8 +136,62 @@ async def run_one(
     planner cannot be built or reached, ``UnlabelledEviction`` when the oracle cannot label an
     eviction; the metadata is written either way.
     """
+    plan = _validate(
+        spec, server_url, admin_token, app_factory, conditional, transport, notifications
+    )
+    writer = ArtifactWriter(root, spec.key)
+    meta = _metadata(spec, plan.level, plan.conditional, command, planner_options or {})
+    meta.extra["transport"] = transport_label(plan.transport, notifications)
+    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
+    planner: Planner | None = None
+    try:
+        planner = _build_planner(planner_factory_for(planner_options or {}, planner_factory), spec)
+        meta.planner_simulated = bool(getattr(planner, "simulated", False))
+        async with _open(plan, memory) as (agent, admin):
+            await _drive(plan, meta, planner, memory, writer, agent, admin)
+        meta.completed = True
+    except httpx.TransportError as exc:
+        where = _origin(spec.scenario, server_url)
+        meta.error = f"the server at {where} stopped answering: {_one_line(exc)}"
+        raise ServerUnavailable(meta.error) from exc
+    except BaseException as exc:
+        meta.error = _one_line(exc)
+        raise
+    finally:
+        await _finish(meta, planner, memory, writer)
+    return meta
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A run ``_validate`` accepted: everything ``run_one`` decided before opening anything."""
+
+    spec: RunSpec
+    catalog: DomainCatalog
+    level: Level
+    transport: str
+    """Canonical (``wire_of``)."""
+    conditional: bool
+    """The caller's choice or the scenario's."""
+    notifications: bool
+    server_url: str | None
+    app_factory: AppFactory | None
+    token: str
+    """The admin token: the caller's for a server URL, a fresh one for the in-process server."""
+
+
+def _validate(
+    spec: RunSpec,
+    server_url: str | None,
+    admin_token: str | None,
+    app_factory: AppFactory | None,
+    conditional: bool,
+    transport: str,
+    notifications: bool,
+) -> _Plan:
+    """Check the scenario against its domain and the options against each other; ``ValueError`` or
+    ``ScenarioMismatch`` before any artifact is written."""
     scenario = spec.scenario
-    conditional = conditional or scenario.conditional
     catalog = get_catalog(scenario.domain)
     check_scenario(scenario, catalog)
     level = Level(scenario.level)
@@ -148,65 +202,97 @@ async def run_one(
         raise ValueError("a run against a server URL goes over HTTP")
     if notifications and transport == "http":
         raise ValueError("notifications are an MCP transport's (resources/updated)")
-    token = admin_token or secrets.token_urlsafe(16)
-    shadow = Provider(catalog.domain, level=level)
-    writer = ArtifactWriter(root, spec.key)
-    meta = _metadata(spec, level, conditional, command, planner_options or {})
-    meta.extra["transport"] = transport_label(transport, notifications)
-    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
-    planner: Planner | None = None
-    try:
-        planner = _build_planner(planner_factory_for(planner_options or {}, planner_factory), spec)
-        meta.planner_simulated = bool(getattr(planner, "simulated", False))
-        connection = (
-            _connect(scenario, catalog, memory, server_url, app_factory, token, level, conditional)
-            if transport == "http"
-            else _connect_mcp(catalog, memory, token, level, conditional, transport, notifications)
+    return _Plan(
+        spec=spec,
+        catalog=catalog,
+        level=level,
+        transport=transport,
+        conditional=conditional or scenario.conditional,
+        notifications=notifications,
+        server_url=server_url,
+        app_factory=app_factory,
+        token=admin_token or secrets.token_urlsafe(16),
+    )
+
+
+def _open(
+    plan: _Plan, memory: FixMemory
+) -> contextlib.AbstractAsyncContextManager[tuple[Agent, httpx.AsyncClient]]:
+    """The agent's channel and the drift driver's admin client, over the plan's transport."""
+    if plan.transport == "http":
+        return _connect(
+            plan.spec.scenario,
+            plan.catalog,
+            memory,
+            plan.server_url,
+            plan.app_factory,
+            plan.token,
+            plan.level,
+            plan.conditional,
         )
-        async with connection as (agent, admin):
-            meta.preflight = await _probe(planner, spec)
-            meta.planner_served = meta.preflight.get("served_model")
-            driver = DriftDriver(admin, catalog, shadow.registry, token)
-            oracle = Oracle(catalog, shadow.registry)
-            loop = EpisodeLoop(
-                scenario, spec.seed, spec.arm.apply_mode, catalog, agent, planner, writer, oracle
+    return _connect_mcp(
+        plan.catalog,
+        memory,
+        plan.token,
+        plan.level,
+        plan.conditional,
+        plan.transport,
+        plan.notifications,
+    )
+
+
+async def _drive(
+    plan: _Plan,
+    meta: RunMetadata,
+    planner: Planner,
+    memory: FixMemory,
+    writer: ArtifactWriter,
+    agent: Agent,
+    admin: httpx.AsyncClient,
+) -> None:
+    """Preflight the planner, then every episode, each followed by the drift scheduled after it
+    (recorded, with the entries the oracle finds newly stale, and settled on the channel)."""
+    scenario, spec = plan.spec.scenario, plan.spec
+    shadow = Provider(plan.catalog.domain, level=plan.level)
+    meta.preflight = await _probe(planner, spec)
+    meta.planner_served = meta.preflight.get("served_model")
+    driver = DriftDriver(admin, plan.catalog, shadow.registry, plan.token)
+    oracle = Oracle(plan.catalog, shadow.registry)
+    loop = EpisodeLoop(
+        scenario, spec.seed, spec.arm.apply_mode, plan.catalog, agent, planner, writer, oracle
+    )
+    if plan.server_url is not None:
+        await driver.reset(shadow.registry.state)
+    for episode in range(1, scenario.episodes + 1):
+        completed, served = await loop.run(episode)
+        meta.completed_episodes += int(completed)
+        meta.planner_served = meta.planner_served or served
+        for event in scenario.drift_after(episode):
+            live = [e.id for e in memory.entries(agent.origin)]
+            result = await driver.apply(event)
+            writer.write(
+                "drift",
+                after_episode=episode,
+                kind=event.kind,
+                target=event.target,
+                result=result,
             )
-            if server_url is not None:
-                await driver.reset(shadow.registry.state)
-            for episode in range(1, scenario.episodes + 1):
-                completed, served = await loop.run(episode)
-                meta.completed_episodes += int(completed)
-                meta.planner_served = meta.planner_served or served
-                for event in scenario.drift_after(episode):
-                    live = [e.id for e in memory.entries(agent.origin)]
-                    result = await driver.apply(event)
-                    writer.write(
-                        "drift",
-                        after_episode=episode,
-                        kind=event.kind,
-                        target=event.target,
-                        result=result,
-                    )
-                    for entry in oracle.newly_stale(live):
-                        writer.write("stale", episode=episode, entry=entry)
-                    await agent.channel.drifted(result)
-        meta.completed = True
-    except httpx.TransportError as exc:
-        where = _origin(scenario, server_url)
-        meta.error = f"the server at {where} stopped answering: {_one_line(exc)}"
-        raise ServerUnavailable(meta.error) from exc
-    except BaseException as exc:
-        meta.error = _one_line(exc)
-        raise
+            for entry in oracle.newly_stale(live):
+                writer.write("stale", episode=episode, entry=entry)
+            await agent.channel.drifted(result)
+
+
+async def _finish(
+    meta: RunMetadata, planner: Planner | None, memory: FixMemory, writer: ArtifactWriter
+) -> None:
+    """Close the planner and the memory and write the metadata, whatever happened before."""
+    try:
+        if planner is not None:
+            await planner.aclose()
     finally:
-        try:
-            if planner is not None:
-                await planner.aclose()
-        finally:
-            memory.close()
-            meta.finished_at = _now()
-            writer.finish(meta)
-    return meta
+        memory.close()
+        meta.finished_at = _now()
+        writer.finish(meta)
 
 
 def wire_of(transport: str) -> str:

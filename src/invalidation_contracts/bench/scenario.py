@@ -24,13 +24,25 @@ class ScenarioError(ValueError):
     """A manifest that cannot be read or does not validate; the message names the file and field."""
 
 
+class TableDrift(BaseModel):
+    """One table of a multi-table drift event: reloaded from a snapshot."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    table: str = Field(min_length=1)
+    snapshot: str = Field(min_length=1)
+    version: str | None = None
+
+
 class DriftEvent(BaseModel):
-    """One operator action between episodes: reload a table from a snapshot, or replace rules."""
+    """One operator action between episodes: reload a table from a snapshot, reload several
+    tables at once (``tables``: one change set, one seq), or replace rules."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     after_episode: int = Field(ge=1)
     table: str | None = None
+    tables: list[TableDrift] | None = None
     rules: str | None = None
     snapshot: str | None = None
     version: str | None = None
@@ -38,15 +50,31 @@ class DriftEvent(BaseModel):
 
     @model_validator(mode="after")
     def _one_target(self) -> DriftEvent:
-        if (self.table is None) == (self.rules is None):
-            raise ValueError("a drift event names exactly one of 'table' or 'rules'")
+        if sum(x is not None for x in (self.table, self.tables, self.rules)) != 1:
+            raise ValueError("a drift event names exactly one of 'table', 'tables' or 'rules'")
         if self.table is not None and self.snapshot is None:
             raise ValueError("a table drift event needs a 'snapshot'")
+        if self.tables is not None:
+            names = [t.table for t in self.tables]
+            if not names or len(set(names)) != len(names):
+                raise ValueError("a multi-table drift event names each of its tables once")
+            if self.snapshot is not None or self.version is not None:
+                raise ValueError("a multi-table drift event gives each table its own snapshot")
         return self
 
     @property
     def target(self) -> str:
+        if self.tables is not None:
+            return "tables " + " + ".join(t.table for t in self.tables)
         return f"table {self.table}" if self.table else f"rules {self.rules}"
+
+    def table_drifts(self) -> list[TableDrift]:
+        """The tables this event reloads (one for a single-table event, none for rules)."""
+        if self.tables is not None:
+            return list(self.tables)
+        if self.table is not None and self.snapshot is not None:
+            return [TableDrift(table=self.table, snapshot=self.snapshot, version=self.version)]
+        return []
 
 
 class Departure(BaseModel):
@@ -186,15 +214,16 @@ def check_scenario(scenario: Scenario, catalog: DomainCatalog) -> None:
             f"{sorted(catalog.task_families)}"
         )
     for event in scenario.drift:
-        if event.snapshot is not None and event.snapshot not in catalog.snapshots:
-            raise ScenarioMismatch(
-                f"{scenario.name}: no snapshot {event.snapshot!r} in {scenario.domain}; "
-                f"known: {sorted(catalog.snapshots)}"
-            )
-        if event.table is not None and event.table not in catalog.domain.tables:
-            raise ScenarioMismatch(
-                f"{scenario.name}: {scenario.domain} has no table {event.table!r}"
-            )
+        for part in event.table_drifts():
+            if part.snapshot not in catalog.snapshots:
+                raise ScenarioMismatch(
+                    f"{scenario.name}: no snapshot {part.snapshot!r} in {scenario.domain}; "
+                    f"known: {sorted(catalog.snapshots)}"
+                )
+            if part.table not in catalog.domain.tables:
+                raise ScenarioMismatch(
+                    f"{scenario.name}: {scenario.domain} has no table {part.table!r}"
+                )
         if event.rules is not None and event.rules not in catalog.rule_sets:
             raise ScenarioMismatch(
                 f"{scenario.name}: no rule set {event.rules!r} in {scenario.domain}; "

@@ -17,6 +17,7 @@ from typing import Any
 from ..protocol.canonical import canonical_json
 from ..protocol.models import CacheHint, ContractFields, Suggestion, field_pointer
 from .entries import (
+    Dependency,
     EvictionReason,
     MemoryEntry,
     MemoryKey,
@@ -110,16 +111,23 @@ class Admission:
                 actual=len(tx.index),
             )
             return
-        serial = st.next_serial
-        st.next_serial += 1
-        entry_id = f"e{serial}"
-        if old is not None:
-            tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         seq = (
             contract.contract_seq
             if contract and contract.contract_seq is not None
             else st.known_seq
         )
+        rules_version = (contract.rules_version if contract else None) or st.rules_version
+        if old is not None and _same_fix(old, suggestion, deps, lesson.derived_from):
+            # Taught again what it holds: a restamp, not a replacement and a tombstone (bounded
+            # history: 10,000 identical 422s leave one entry and no tombstone).
+            versions = {dep.table: dep.version for dep in deps if dep.version}
+            tx.restamp(old.id, versions=versions, rules_version=rules_version, validated_seq=seq)
+            return
+        serial = st.next_serial
+        st.next_serial += 1
+        entry_id = f"e{serial}"
+        if old is not None:
+            tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         entry = MemoryEntry(
             id=entry_id,
             serial=serial,
@@ -127,7 +135,7 @@ class Admission:
             suggestion=suggestion,
             dependencies=deps,
             rules=rule_vector(suggestion.rules),
-            rules_version=(contract.rules_version if contract else None) or st.rules_version,
+            rules_version=rules_version,
             contract_seq=seq,
             contract_epoch=(contract.contract_epoch if contract else None) or st.epoch,
             validated_seq=seq,
@@ -307,3 +315,19 @@ def patch_problem(suggestion: Suggestion) -> str | None:
         if canonical_json(written) != canonical_json(shown):
             return f"it writes {op.path} with another value than its parameters show"
     return None
+
+
+def _same_fix(
+    old: MemoryEntry,
+    suggestion: Suggestion,
+    deps: tuple[Dependency, ...],
+    derived_from: tuple[str, ...],
+) -> bool:
+    """Whether a fix taught again is the one held: the same suggestion, read from the same rows
+    (versions aside), derived from the same entries."""
+    return (
+        old.suggestion == suggestion
+        and old.derived_from == derived_from
+        and tuple((d.table, d.keys, d.membership) for d in old.dependencies)
+        == tuple((d.table, d.keys, d.membership) for d in deps)
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
 from ..protocol.position import valid_epoch, valid_seq
 from .entries import MemoryEntry
 from .events import Need, Observation
@@ -151,7 +152,7 @@ def conditional_headers(since: int | None, epoch: str | None) -> dict[str, str]:
     when the stored position does not validate (the next memory call drops it)."""
     if since is None or not valid_seq(since) or (epoch is not None and not valid_epoch(epoch)):
         return {}
-    return {"Contract-Since": str(since), **({"Contract-Epoch": epoch} if epoch else {})}
+    return {CONTRACT_SINCE: str(since), **({CONTRACT_EPOCH: epoch} if epoch else {})}
 
 
 def nothing(tx: Ledger) -> None:

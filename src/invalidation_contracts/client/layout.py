@@ -25,6 +25,8 @@ from pydantic import ValidationError
 from .entries import MemoryEntry, Tombstone
 from .index import OriginIndex
 from .ledger import Ledger
+from .limits import DEFAULT_LIMITS, Limits
+from .retention import dropped, tombstone_key
 from .state import OriginState
 from .stats import OriginStats
 from .stores import CheckOp, GetOp, Item, Op, PutOp, Result, SearchOp, Store, StoreError
@@ -200,8 +202,16 @@ def journal_key(generation: int) -> str:
     return f"{generation:020d}"
 
 
-def commit_ops(tx: Ledger, generation: int, stats: OriginStats) -> Iterator[Op]:
-    """One call as one batch, valid only at ``generation``: entries, tombstones, meta, journal.
+def commit_ops(
+    tx: Ledger,
+    generation: int,
+    stats: OriginStats,
+    turn: Mapping[str, Any] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> Iterator[Op]:
+    """One call as one batch, valid only at ``generation`` and while no other writer holds the
+    origin's turn (``turn``: the one this call holds, released by the batch; ``client.turn``):
+    entries, tombstones (pruned to ``limits``, ``client.retention``), meta, journal.
 
     A generator: each entry's dict is made as the store encodes it and dropped right after, so a
     batch of 10⁵ restamps never holds 10⁵ dicts at once.
@@ -211,11 +221,17 @@ def commit_ops(tx: Ledger, generation: int, stats: OriginStats) -> Iterator[Op]:
     )
     after = generation + 1
     yield CheckOp(meta, "generation", {"generation": generation} if generation else None)
+    yield CheckOp(meta, "turn", turn)
+    if turn is not None:
+        yield PutOp(meta, "turn", None)
     for eid, entry in tx.written.items():
         yield PutOp(entries, eid, entry.to_dict())
     for eid, tomb in tx.removed.items():
         yield PutOp(entries, eid, None)
-        yield PutOp(tombstones, eid, tomb.to_dict())
+        yield PutOp(tombstones, tombstone_key(tomb.sequence), tomb.to_dict())
+    first = min((tomb.sequence for tomb in tx.removed.values()), default=None)
+    for sequence in dropped(tx.state, tx.now, limits, first):  # bounded history
+        yield PutOp(tombstones, tombstone_key(sequence), None)
     yield PutOp(meta, "state", tx.state.to_dict())
     yield PutOp(meta, "stats", stats.to_dict())
     yield PutOp(meta, "generation", {"generation": after})

@@ -43,6 +43,11 @@ class Limits:
     max_json_depth: int = 128
     """How deeply a body (a response, a feed, a listing) may nest arrays and objects; a deeper
     one is refused before it is parsed."""
+    max_tombstones_per_origin: int = 1_000
+    """Tombstones kept per origin: each eviction past it drops the oldest (``retention``)."""
+    tombstone_max_age_s: int = 30 * 24 * 3600
+    """Seconds a tombstone is kept (30 days); older ones are dropped by the origin's next write
+    (to within a day)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):

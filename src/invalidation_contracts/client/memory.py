@@ -36,6 +36,7 @@ from typing import Any, Self
 from ..protocol.models import ChangesFeed, RulesListing
 from .admission import Admission
 from .aio import AsyncCalls, conditional_headers, nothing
+from .aio_surface import AsyncSurface
 from .confirmation import Confirmations
 from .detection import Detection
 from .entries import EvictionReason, MemoryEntry, Tombstone
@@ -57,7 +58,7 @@ from .trust import TrustPolicy
 __all__ = ["FixMemory", "Lookup", "PatchOutcome"]
 
 
-class FixMemory(AsyncCalls):
+class FixMemory(AsyncCalls, AsyncSurface):
     """A fix memory with one invalidation strategy and one detection policy over one store.
 
     ``strategy``: a name (``"row"``), an arm code (``"A2D"``) or a ``Strategy``.

@@ -34,6 +34,10 @@ class OriginState:
     next_serial: int = 1
     """The serial of the next entry stored for the origin (ids are ``e<serial>``)."""
     next_tombstone: int = 1
+    tombstone_floor: int = 1
+    """Tombstones below this sequence have been dropped (``retention``)."""
+    tombstone_days: dict[str, int] = field(default_factory=dict)
+    """``{day number: first tombstone sequence written that day}``, for age-based pruning."""
 
     def reset_contract(self) -> None:
         """Forget the contract position (after a resync); bookkeeping counters stay."""
@@ -63,6 +67,8 @@ class OriginState:
             stamp_evictions={table: list(times) for table, times in self.stamp_evictions.items()},
             next_serial=self.next_serial,
             next_tombstone=self.next_tombstone,
+            tombstone_floor=self.tombstone_floor,
+            tombstone_days=dict(self.tombstone_days),
         )
 
     def to_dict(self) -> dict[str, Any]:

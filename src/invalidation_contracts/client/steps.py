@@ -8,12 +8,28 @@ serves the sync memory and the async one, and the core never touches a store its
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Generator, Iterable
 from typing import TypeVar
 
 from .stores import Op, Result, Store, StoreError
 
 T = TypeVar("T")
+
+
+class Wait(tuple[Op, ...]):
+    """Not a batch: a pause of ``seconds`` the runner makes before sending back ``[]`` (a call
+    waiting for another writer's turn, ``client.turn``)."""
+
+    seconds: float
+
+    def __new__(cls, seconds: float) -> Wait:
+        wait = super().__new__(cls)
+        wait.seconds = seconds
+        return wait
+
+
 #: A computation that needs store I/O: it yields batches and is sent their results.
 Steps = Generator[Iterable[Op], list[Result], T]
 
@@ -23,6 +39,10 @@ def run_sync(store: Store, steps: Steps[T]) -> T:
     try:
         ops = next(steps)
         while True:
+            if isinstance(ops, Wait):
+                time.sleep(ops.seconds)
+                ops = steps.send([])
+                continue
             try:
                 results = store.batch(ops)
             except StoreError as exc:
@@ -38,6 +58,10 @@ async def run_async(store: Store, steps: Steps[T]) -> T:
     try:
         ops = next(steps)
         while True:
+            if isinstance(ops, Wait):
+                await asyncio.sleep(ops.seconds)
+                ops = steps.send([])
+                continue
             try:
                 results = await store.abatch(ops)
             except StoreError as exc:

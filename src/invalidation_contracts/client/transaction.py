@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ..protocol.position import valid_epoch, valid_seq
 from . import telemetry
@@ -36,6 +36,7 @@ from .overlay import IndexOverlay
 from .replica import Replica, Replicas
 from .steps import Steps
 from .stores import StoreConflict, StoreError
+from .turn import take as take_turn
 
 logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
@@ -99,14 +100,18 @@ class Transactions:
         *,
         operation: str | None = None,
     ) -> Steps[Call[T]]:
-        """Compute ``work`` on a current replica and commit it; again if another writer won."""
+        """Compute ``work`` on a current replica and commit it; again if another writer won —
+        then holding the origin's turn (``client.turn``), so it commits next: no starvation."""
+        turn: dict[str, Any] | None = None
         for _ in range(MAX_CONFLICTS):
             replica = yield from self.fresh(origin)
             with self.lock:
                 base = replica.generation
                 call = self._compute(replica, origin, episode, operation or "", work)
                 tx = call.tx
-                if not (tx.written or tx.removed or tx.flush or tx.state != replica.state):
+                if turn is None and not (
+                    tx.written or tx.removed or tx.flush or tx.state != replica.state
+                ):
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
                     self.confirmations.settle(origin, call.confirms)
@@ -115,11 +120,12 @@ class Transactions:
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
-                ops = commit_ops(tx, base, total)
+                ops = commit_ops(tx, base, total, turn, self.admission.limits)
             try:
                 yield ops
             except StoreConflict:
                 self.replicas.suspect(origin)
+                turn = yield from take_turn(origin, self.clock, turn)
                 continue
             self.replicas.committed(replica, tx, base, total, flushed)
             with self.lock:

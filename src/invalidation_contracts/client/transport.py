@@ -37,16 +37,16 @@ from typing import Any, cast
 
 import httpx
 
-from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE
+from ..protocol.headers import CONTRACT_SIGN, CONTRACT_SIGNATURE, CONTRACT_SINCE, is_json_media_type
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
 from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .published import PublishedPatchable
 from .stores import StoreError
 from .watch import Watches, WatchOptions, watch_options
 
-CONTRACT_SINCE = "Contract-Since"
 #: Request extension: the episode the request belongs to (an int).
 EPISODE_EXTENSION = "invalidation_contracts.episode"
 #: Request extension: ids of the memory entries injected into this request.
@@ -103,6 +103,7 @@ class _Contract:
         self.conditional = conditional
         self.listener = listener
         self.locations = ContractLocations()
+        self.published = PublishedPatchable(memory)
 
     def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
@@ -176,6 +177,7 @@ class _Contract:
     ) -> dict[str, Any]:
         """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
         self.locations.learn(self.origin_of(request.url), request.url, response.headers)
+        self.published.learn(self.origin_of(request.url), response.headers)
         parsed, refused, size = None, None, _content_length(response)
         if read is not None:
             size, content = read.size, read.finish()
@@ -590,8 +592,7 @@ def _opening_of(
 
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
-    kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
-    return bool(kind == "application/json" or kind.endswith("+json"))
+    return is_json_media_type(response.headers.get("content-type"))
 
 
 def _describe(exc: Exception) -> str:

@@ -104,7 +104,7 @@ class WatchCore:
         self.lost = False
         self.failures = 0
         self.seen = -1
-        self.epoch: str | None = None
+        self.since: int | None = None
 
     def request(self, position: Mapping[str, str]) -> httpx.Request:
         params: dict[str, str] = {"timeout": str(self.options.stream_timeout_s)}
@@ -134,23 +134,22 @@ class WatchCore:
         status = response.status_code
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if status == 200 and kind == "text/event-stream":
-            self.failures = 0
-            self.lost = False
-            if not self.open:
-                self.open = True
-                self.emit(
-                    WatchOpened(
-                        origin=self.origin,
-                        episode=None,
-                        since=int(since) if since is not None else None,
-                    )
-                )
+            self.since = int(since) if since is not None else None
             return
         if status == 410:
             raise WatchFailure("410: the position is not in the server's history", refresh=True)
         if status == 200:
             raise WatchFailure(f"the watch answered {kind or 'no content type'}", permanent=True)
         raise WatchFailure(f"the watch answered {status}", permanent=status in _PERMANENT)
+
+    def healthy(self) -> None:
+        """The stream sent a valid event or a heartbeat: push is on (said once per opening)."""
+        if self.open:
+            return
+        self.open = True
+        self.lost = False
+        self.failures = 0
+        self.emit(WatchOpened(origin=self.origin, episode=None, since=self.since))
 
     def parser(self) -> SSEParser:
         return SSEParser(
@@ -316,6 +315,8 @@ class SyncWatch:
                             self._stop.wait(REFRESH_RETRY_S)
                         self._refresh()
                     self._saw(announced.seq)
+                if parser.progress != before:
+                    core.healthy()
         finally:
             self._response = None
             response.close()
@@ -417,6 +418,8 @@ class AsyncWatch:
                             await asyncio.sleep(REFRESH_RETRY_S)
                         await self._refresh()
                     self._saw(announced.seq)
+                if parser.progress != before:
+                    core.healthy()
         finally:
             await response.aclose()
 

@@ -103,7 +103,12 @@ def load_domain(spec: str) -> DomainCatalog | Domain:
         return target
     if callable(target):
         factory: Callable[[], Any] = target
-        made = factory()
+        try:
+            made = factory()
+        except TypeError as exc:  # ``os:system``: not a factory that takes no argument
+            raise DomainError(
+                f"domain {spec!r}: calling it with no argument failed ({exc})"
+            ) from None
         if isinstance(made, DomainCatalog | Domain):
             return made
         raise DomainError(

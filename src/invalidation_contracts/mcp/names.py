@@ -5,7 +5,8 @@ Pure values and parsing, no SDK: the server publishes these, the client reads th
 - ``contract://versions`` — the response-level fields (``GET /contract/versions``); subscribable:
   a ``resources/updated`` notification for it means a table or the rules moved.
 - ``contract://changes?since=N[&epoch=E][&tables=a,b]`` — the changes feed (a template).
-- ``contract://rules``, ``contract://graph`` — the rule declarations and the L5 graph.
+- ``contract://rules``, ``contract://graph`` — the rule declarations and the L5 graph; with
+  ``?since=N[&epoch=E]`` (or the request ``_meta`` position) a worker behind N catches up first.
 
 A request's contract position travels in its ``_meta`` (``SINCE``, ``EPOCH``: the HTTP binding's
 ``Contract-Since`` / ``Contract-Epoch`` headers); a result's ``_meta`` carries the contract answer
@@ -23,11 +24,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import parse_qs, quote, urlsplit
 
 from ..client.events import FetchChanges, Need
 from ..protocol.problems import ProblemType, ProtocolError
+from ..server.reads import ContractRead, ReadName
 from ..server.tables import MAX_SAFE_INTEGER
 
 SCHEME = "contract"
@@ -38,6 +40,8 @@ GRAPH = "contract://graph"
 #: The RFC 6570 templates a client fills in to read a position-dependent resource.
 VERSIONS_TEMPLATE = "contract://versions{?since,epoch}"
 CHANGES_TEMPLATE = "contract://changes{?since,epoch,tables}"
+RULES_TEMPLATE = "contract://rules{?since,epoch}"
+GRAPH_TEMPLATE = "contract://graph{?since,epoch}"
 
 #: The extension's identifier (reverse DNS) and the prefix of every ``_meta`` key it defines.
 EXTENSION = "io.github.invalidation-contracts/contract"
@@ -145,6 +149,19 @@ class ResourceRequest:
     position: Position
     tables: tuple[str, ...] | None = None
 
+    def to_read(self, meta: Position | None = None) -> ContractRead:
+        """The provider's read (``server.reads``): ``since`` is the conditional contract's seq
+        (versions), the feed's start (changes) or the position to catch up to (rules, graph);
+        ``meta``, the request ``_meta`` position, is a catch-up position on any read."""
+        at = meta.since if meta is not None else None
+        epoch = self.position.epoch or (meta.epoch if meta is not None else None)
+        since = self.position.since
+        if self.name in ("rules", "graph"):
+            known = [seq for seq in (since, at) if seq is not None]
+            since, at = None, (max(known) if known else None)
+        name = cast(ReadName, self.name)
+        return ContractRead(name, since=since, epoch=epoch, position=at, tables=self.tables)
+
 
 def parse_resource(uri: str) -> ResourceRequest | None:
     """The contract resource ``uri`` names (None: not one); ``ProtocolError`` for a bad query."""
@@ -156,7 +173,12 @@ def parse_resource(uri: str) -> ResourceRequest | None:
     query = parse_qs(parts.query, keep_blank_values=True, strict_parsing=False)
     if any(len(values) != 1 for values in query.values()):
         raise ProtocolError(ProblemType.INVALID_REQUEST, f"{uri}: each parameter at most once")
-    allowed = {"versions": {"since", "epoch"}, "changes": {"since", "epoch", "tables"}}
+    allowed = {
+        "versions": {"since", "epoch"},
+        "changes": {"since", "epoch", "tables"},
+        "rules": {"since", "epoch"},
+        "graph": {"since", "epoch"},
+    }
     unknown = set(query) - allowed.get(parts.netloc, set())
     if unknown:
         raise ProtocolError(
@@ -173,12 +195,12 @@ def parse_resource(uri: str) -> ResourceRequest | None:
     return ResourceRequest(parts.netloc, Position(since, epoch), tables or None)
 
 
-def need_uri(need: Need) -> str:
+def need_uri(need: Need, position: Position | None = None) -> str:
     """The resource a memory's need is read from: the changes feed since its position, or the
-    rules listing."""
+    rules listing at the client's ``position`` (a worker behind it catches up first)."""
     if isinstance(need, FetchChanges):
         return CHANGES + Position(need.since, need.epoch).query()
-    return RULES
+    return RULES + (position.query() if position is not None else "")
 
 
 def tool_name(method: str, path: str) -> str:

@@ -10,13 +10,15 @@ an HTTP status. The reads run in a worker thread: catching up with other workers
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import mcp_types as types
 
-from ..protocol.levels import Level
 from ..protocol.models import Problem, WireModel
 from ..protocol.problems import ProblemType, ProtocolError
+from ..server.reads import ContractRead, require_level
 from . import names
 from .source import ContractSource
 
@@ -91,6 +93,14 @@ class ContractResources:
                 mime_type=names.JSON_MEDIA_TYPE,
             ),
             types.ResourceTemplate(
+                uri_template=names.RULES_TEMPLATE,
+                name="contract-rules-at",
+                title="Contract rules at a position",
+                description="The rule declarations in force, read by a worker that has reached "
+                "since (in epoch): a client sends the position it knows.",
+                mime_type=names.JSON_MEDIA_TYPE,
+            ),
+            types.ResourceTemplate(
                 uri_template=names.CHANGES_TEMPLATE,
                 name="contract-changes",
                 title="Contract changes feed",
@@ -100,48 +110,29 @@ class ContractResources:
             ),
         ]
 
-    def read(self, uri: str) -> Answer | None:
-        """Read ``uri`` (None: not a contract resource). Blocking: call from a worker thread."""
+    def read(self, uri: str, meta: Mapping[str, Any] | None = None) -> Answer | None:
+        """Read ``uri`` (None: not a contract resource). ``meta``: the request's ``_meta``; the
+        position it names makes a worker behind the client catch up first (SPEC §8.2 rule 3),
+        a malformed one is an invalid-request problem as on HTTP. Blocking: call from a worker
+        thread."""
         try:
             request = names.parse_resource(uri)
             if request is None:
                 return None
-            return self._read(request)
+            return self._read(request.to_read(names.position_of(meta)))
         except ProtocolError as exc:
             return Answer(exc.to_problem(instance=uri))
 
-    def _read(self, request: names.ResourceRequest) -> Answer:
-        source, provider = self.source, self.source.provider
-        since, epoch = request.position.since, request.position.epoch
-        opaque = provider.opaque
-        if request.name == "graph":
-            self._require(Level.SUBGRAPH, "contract://graph")
-            if self.protect_graph:
-                raise ProtocolError(
-                    ProblemType.FORBIDDEN,
-                    "contract://graph is protected on this server (read it with the admin token "
-                    "over HTTP: GET /contract/graph)",
-                )
-            listing = source.state().graph_listing()
-            return Answer(opaque.graph(listing) if opaque is not None else listing)
-        self._require(Level.STRUCTURED, f"contract://{request.name}")
-        if request.name == "rules":
-            rules = source.state().rules_listing()
-            return Answer(opaque.rules_listing(rules) if opaque is not None else rules)
-        state = source.state(since, epoch)
-        if request.name == "versions":
-            return Answer(provider.contract(state, since, epoch), since)
-        assert since is not None  # parse_resource requires it for the feed
-        wanted = list(request.tables) if request.tables else None
-        if opaque is None:
-            return Answer(provider.registry.changes(since, wanted, epoch))
-        if wanted:
-            wanted = opaque.tables_named(wanted, state.tables)
-        return Answer(opaque.feed(provider.registry.changes(since, wanted or None, epoch)))
-
-    def _require(self, level: Level, what: str) -> None:
-        if self.level < level:
+    def _read(self, read: ContractRead) -> Answer:
+        """The one read API (``Provider.read``) at the state the client's position needs."""
+        what = f"contract://{read.name}"
+        require_level(self.level, read, what)
+        if read.name == "graph" and self.protect_graph:
             raise ProtocolError(
-                ProblemType.LEVEL_TOO_LOW,
-                f"{what} is served from level {int(level)}; this server runs {int(self.level)}",
+                ProblemType.FORBIDDEN,
+                "contract://graph is protected on this server (read it with the admin token "
+                "over HTTP: GET /contract/graph)",
             )
+        state = self.source.state(read.catch_up, read.epoch)
+        body = self.source.provider.read(read, state, what=what)
+        return Answer(body, read.since if read.name == "versions" else None)

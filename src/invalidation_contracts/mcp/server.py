@@ -119,7 +119,7 @@ class ContractHandlers:
         self, ctx: ServerContext, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        answer = await anyio.to_thread.run_sync(self.resources.read, uri)
+        answer = await anyio.to_thread.run_sync(self.resources.read, uri, ctx.meta)
         if answer is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}")
         meta: dict[str, Any] = {}

@@ -37,6 +37,7 @@ from ..client.events import Ignored, MemoryEvent, Need, Observation
 from ..client.memory import FixMemory
 from ..client.modelview import model_text, model_view
 from ..client.transport import need_loop
+from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
 from ..protocol.wirecost import WireCost
 from . import calls, names
 from .origins import named_origin, target_origin
@@ -291,8 +292,12 @@ class ContractSession(calls.AgentCalls):
         self, need: Need, episode: int | None, listener: Listener | None
     ) -> tuple[Need, ...] | None:
         try:
+            # The position rides in ``_meta`` (servers before 0.3 ignore it there): a worker
+            # behind it catches up before answering (SPEC §8.2 rule 3).
+            known = await self._known()
             uri = names.need_uri(need)
-            result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
+            meta = {**known.to_meta(), **self._sign_meta()}
+            result = await self.session.read_resource(uri, meta=_meta(meta))
         except MCPError as exc:
             if exc.code in _UNANSWERED:
                 obs = await self.memory.afetch_failed(need, f"MCPError: {exc}", episode=episode)
@@ -343,10 +348,14 @@ class ContractSession(calls.AgentCalls):
     async def _position(self) -> names.Position:
         if not self.conditional:
             return names.Position()
+        return await self._known()
+
+    async def _known(self) -> names.Position:
+        """The position the memory knows of this server (sent with every contract read)."""
         headers = await self.memory.aconditional_headers(self.origin)
-        if "Contract-Since" not in headers:
+        if CONTRACT_SINCE not in headers:
             return names.Position()
-        return names.Position(int(headers["Contract-Since"]), headers.get("Contract-Epoch"))
+        return names.Position(int(headers[CONTRACT_SINCE]), headers.get(CONTRACT_EPOCH))
 
     def _sign_meta(self) -> dict[str, Any]:
         if not self.memory.trust.requests_signatures:

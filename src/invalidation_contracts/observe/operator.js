@@ -37,13 +37,16 @@
   }
 
   function worker(w) {
-    const status = w.available ? el("span", { class: "ok" }, "available")
-      : el("span", { class: "bad" }, "unavailable");
-    const lag = w.check_age_s === null ? "in memory (no shared history)"
-      : `${w.check_age_s} s since last check`;
-    const parts = [`Worker `, code(w.worker), ": ", status];
-    if (!w.available) parts.push(`: ${w.reason ?? ""}`);
-    parts.push(`; ${lag}.`);
+    const status = w.ready ? el("span", { class: "ok" }, "ready")
+      : el("span", { class: "bad" }, "not ready");
+    const parts = ["Worker ", code(w.worker), ": ", status];
+    if (!w.ready) parts.push(`: ${w.reason ?? ""}`);
+    parts.push(`; follower ${w.state}${w.live ? "" : " (not live)"}; lag ${w.lag_s} s ` +
+      `(ready within ${w.max_lag_s} s)`);
+    const leads = Object.entries(w.leads || {})
+      .map(([k, v]) => `${k}: ${v ? "leads" : "follows"}`).join(", ");
+    if (leads) parts.push(`; capture: ${leads}`);
+    parts.push(".");
     return el("p", {}, ...parts);
   }
   function tables(ts) {

@@ -167,13 +167,17 @@ code {{ font: 13px ui-monospace, monospace; }}
 
 def _worker(worker: dict[str, Any]) -> str:
     status = (
-        '<span class="ok">available</span>'
-        if worker["available"]
-        else f'<span class="bad">unavailable</span>: {_e(worker["reason"])}'
+        '<span class="ok">ready</span>'
+        if worker["ready"]
+        else f'<span class="bad">not ready</span>: {_e(worker["reason"])}'
     )
-    age = worker["check_age_s"]
-    lag = "in memory (no shared history)" if age is None else f"{_e(age)} s since last check"
-    return f"<p>Worker <code>{_e(worker['worker'])}</code>: {status}; {lag}.</p>"
+    leads = ", ".join(f"{_e(k)}: {'leads' if v else 'follows'}" for k, v in worker["leads"].items())
+    return (
+        f"<p>Worker <code>{_e(worker['worker'])}</code>: {status}; follower "
+        f"{_e(worker['state'])}{'' if worker['live'] else ' (not live)'}; lag "
+        f"{_e(worker['lag_s'])} s (ready within {_e(worker['max_lag_s'])} s)"
+        f"{f'; capture: {leads}' if leads else ''}.</p>"
+    )
 
 
 def _tables(tables: list[dict[str, Any]]) -> str:

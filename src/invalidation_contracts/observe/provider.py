@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
@@ -140,11 +139,23 @@ class ProviderTelemetry:
             "databases), 0 while it answers 503.",
         )
         meter.create_observable_gauge(
-            "invalidation_contracts.worker.check_age",
-            callbacks=[self._check_age],
+            "invalidation_contracts.worker.ready",
+            callbacks=[self._health("ready")],
+            description="1 while the worker is ready (confirmed current within max_lag_s; "
+            "GET /contract/ready), else 0.",
+        )
+        meter.create_observable_gauge(
+            "invalidation_contracts.worker.live",
+            callbacks=[self._health("live")],
+            description="1 while the worker's follower runs (GET /contract/live), else 0.",
+        )
+        meter.create_observable_gauge(
+            "invalidation_contracts.worker.lag",
+            callbacks=[self._health("lag_s")],
             unit="s",
-            description="Seconds since the worker's follower last reached the shared head: "
-            "how far behind a captured change it can be.",
+            description="Seconds since the worker last confirmed it was at the shared head: how "
+            "long a captured change can wait before this worker serves it (0: nothing else "
+            "writes its registry).",
         )
         self._bytes: dict[bytes, int] = {}
         self._warned = False
@@ -203,6 +214,15 @@ class ProviderTelemetry:
             self.responses.add(1, labels)
             size = self._contract_bytes(outcome.content, cache=outcome.status == 422)
             self.contract_bytes.add(size, labels)
+        except Exception:
+            self._failed("an answer")
+
+    def stamped(self, route: Route[Any], status: int, content: bytes) -> None:
+        try:
+            labels = (("http.route", route.path), ("http.status_code", status))
+            self.responses.add(1, labels)
+            if isinstance(content, bytes) and content:
+                self.contract_bytes.add(self._contract_bytes(content, cache=False), labels)
         except Exception:
             self._failed("an answer")
 
@@ -302,11 +322,17 @@ class ProviderTelemetry:
     def _available(self, _options: CallbackOptions) -> Iterable[Observation]:
         yield Observation(1 if self.service.available else 0, {"worker": self.worker})
 
-    def _check_age(self, _options: CallbackOptions) -> Iterable[Observation]:
-        follower = self.service.runtime.follower
-        if follower is not None:
-            age = time.monotonic() - follower.health.last_ok
-            yield Observation(age, {"worker": self.worker})
+    def _health(self, field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            health = self.service.health()
+            state = str(health.state)
+            value = getattr(health, field)
+            yield Observation(
+                float(value) if not isinstance(value, bool) else int(value),
+                {"worker": self.worker, "follower.state": state},
+            )
+
+        return observe
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen go
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from collections import OrderedDict
@@ -50,6 +51,8 @@ class Taught:
     """Type, scope and parameters: one taught fix."""
     anchor: tuple[str, str] | None
     """A parameter field and its value, by which a request that carries the fix is found."""
+    policy: str
+    """The policy that taught it (the only one run again to judge it)."""
 
     @classmethod
     def of(cls, finding: Finding) -> Taught:
@@ -58,7 +61,8 @@ class Taught:
         slot = (v.type, _freeze(scope))
         first = min(parameters, default=None)
         anchor = None if first is None else (first, _freeze(parameters[first]))
-        return cls(v.type, scope, parameters, slot, (*slot, _freeze(parameters)), anchor)
+        key = (*slot, _freeze(parameters))
+        return cls(v.type, scope, parameters, slot, key, anchor, finding.policy)
 
     def carried_by(self, request: Mapping[str, Any]) -> bool:
         """The request carries every parameter of the fix and matches its scope elsewhere (a
@@ -165,7 +169,7 @@ class ClientScores:
     ) -> None:
         streak = known.streak.get(route.path, 0)
         opening = streak == 0 or streak >= self.max_attempts
-        stale = self._stale(known, route, request, state) if opening else 0
+        stale = self._stale(known, route, request, state, findings) if opening else 0
         for figures in (known.figures, self._totals):
             figures.requests += 1
             if opening:
@@ -241,9 +245,19 @@ class ClientScores:
                 client.by_anchor.pop(fix.anchor, None)
 
     def _stale(
-        self, client: _Client, route: Route[Any], request: Mapping[str, Any], state: RegistryState
+        self,
+        client: _Client,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        findings: tuple[Finding, ...],
     ) -> int:
-        """How many taught fixes the request carries that are no longer current."""
+        """How many taught fixes the request carries that are no longer current.
+
+        A carried fix whose slot the request was refused for is stale outright (its values no
+        longer pass); any other is judged by running its own policy on the request with the fix
+        undone (``server.oracle``'s rule, one policy instead of the route's all).
+        """
         if not client.by_anchor:
             return 0
         candidates: list[Taught] = []
@@ -252,16 +266,43 @@ class ClientScores:
             if bucket:
                 candidates.extend(bucket.values())
         candidates.sort(key=lambda fix: client.when.get(fix.key, 0), reverse=True)  # newest first
+        refused = {(f.violation.type, _freeze(dict(f.violation.scope))) for f in findings}
         stale = 0
         seen: set[tuple[str, str]] = set()
         for fix in candidates:
             if fix.slot in seen or not fix.carried_by(request):
                 continue
             seen.add(fix.slot)
-            now = current_fix(route, fix.draft(request), fix.type, fix.scope, state)
+            if fix.slot in refused:
+                stale += 1
+                continue
+            now = _current(route, fix, fix.draft(request), state)
             if now is None or _freeze(now) != _freeze(dict(fix.parameters)):
                 stale += 1
         return stale
+
+
+def _current(
+    route: Route[Any], fix: Taught, draft: Mapping[str, Any], state: RegistryState
+) -> dict[str, Any] | None:
+    """``server.oracle.current_fix`` with only the policy that taught ``fix`` run."""
+    return current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
+
+
+_NARROWED: dict[tuple[int, str], tuple[Route[Any], Route[Any]]] = {}
+
+
+def _narrowed(route: Route[Any], policy: str) -> Route[Any]:
+    """``route`` with only its policy named ``policy`` (itself when it has no such policy)."""
+    found = _NARROWED.get((id(route), policy))
+    if found is not None and found[0] is route:
+        return found[1]
+    own = tuple(p for p in route.policies if p.name == policy)
+    narrowed = dataclasses.replace(route, policies=own) if own else route
+    if len(_NARROWED) > 1024:
+        _NARROWED.clear()
+    _NARROWED[(id(route), policy)] = (route, narrowed)
+    return narrowed
 
 
 def _freeze(value: Any) -> str:

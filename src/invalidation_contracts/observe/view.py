@@ -8,7 +8,6 @@ and optionally the graph around one node (its out- and in-edges, at most ``max_e
 from __future__ import annotations
 
 import os
-import time
 from typing import Any
 
 from ..server.graph import node_id
@@ -51,14 +50,18 @@ def operator_view(
 
 
 def _worker(service: Any, seq: int) -> dict[str, Any]:
-    follower = service.runtime.follower
-    age = None if follower is None else round(time.monotonic() - follower.health.last_ok, 3)
+    health = service.health()
     return {
         "worker": str(os.getpid()),
         "available": bool(service.available),
-        "reason": service.runtime.unavailable_reason,
-        "check_age_s": age,
-        "follows_shared_history": follower is not None,
+        "live": bool(health.live),
+        "ready": bool(health.ready),
+        "state": str(health.state),
+        "lag_s": round(float(health.lag_s), 3),
+        "max_lag_s": float(health.max_lag_s),
+        "leads": dict(health.leads),
+        "reason": health.reason,
+        "follows_shared_history": service.runtime.follower is not None,
         "seq": seq,
     }
 

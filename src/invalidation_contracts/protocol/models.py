@@ -18,6 +18,7 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     model_serializer,
+    model_validator,
 )
 
 Row = dict[str, JsonValue]
@@ -234,6 +235,46 @@ class PatchTableRequest(WireModel):
     version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
 
 
+class TableChangeItem(WireModel):
+    """(ext) One table of a change set: ``rows`` replaces the table (a reload), or ``upsert`` and
+    ``delete`` patch it; never both."""
+
+    table: str = Field(min_length=1)
+    rows: dict[str, Row] | None = Field(default=None, description="The table's new rows (reload).")
+    upsert: dict[str, Row] = Field(default_factory=dict)
+    delete: list[str] = Field(default_factory=list)
+    version: str | None = Field(default=None, min_length=1, max_length=MAX_VERSION_LENGTH)
+
+    @model_validator(mode="after")
+    def _reload_or_patch(self) -> TableChangeItem:
+        if self.rows is not None and (self.upsert or self.delete):
+            raise ValueError("a change names either rows (a reload) or upsert/delete (a patch)")
+        return self
+
+
+class ChangeSetRequest(WireModel):
+    """`POST /admin/change-set` (ext): change several tables at once, under one ``contract_seq``
+    (one operator configuration change, SPEC §8.1)."""
+
+    tables: list[TableChangeItem] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _each_table_once(self) -> ChangeSetRequest:
+        names = [item.table for item in self.tables]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"a change set names each table once; twice: {', '.join(twice)}")
+        return self
+
+
+class ChangeSetResult(WireModel):
+    """The results of a change set, one per table in request order; every one has the same seq."""
+
+    results: list[ReloadResult]
+    contract_seq: int
+    contract_epoch: str
+
+
 class QuarantinedRow(WireModel):
     """(ext) A row the contract cannot carry, set aside (SPEC §8.3): an RFC 9457 problem object."""
 
@@ -395,6 +436,9 @@ WIRE_MODELS: dict[str, type[WireModel]] = {
         TableDiff,
         ReloadRequest,
         PatchTableRequest,
+        TableChangeItem,
+        ChangeSetRequest,
+        ChangeSetResult,
         ReloadResult,
         RuleDeclaration,
         RulesRequest,

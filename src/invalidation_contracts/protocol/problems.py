@@ -29,6 +29,7 @@ class ProblemType(str, Enum):  # noqa: UP042 (StrEnum would change str() of a me
     LEVEL_TOO_LOW = "level-too-low"
     INTERNAL = "internal-error"
     REGISTRY_UNAVAILABLE = "registry-unavailable"
+    MISDIRECTED_REQUEST = "misdirected-request"
 
     @property
     def uri(self) -> str:
@@ -71,6 +72,7 @@ _STATUS = {
     ProblemType.LEVEL_TOO_LOW: 404,
     ProblemType.INTERNAL: 500,
     ProblemType.REGISTRY_UNAVAILABLE: 503,
+    ProblemType.MISDIRECTED_REQUEST: 421,
 }
 
 _TITLE = {
@@ -92,6 +94,7 @@ _TITLE = {
     ProblemType.LEVEL_TOO_LOW: "The server's contract level does not serve this resource",
     ProblemType.INTERNAL: "Internal server error",
     ProblemType.REGISTRY_UNAVAILABLE: "The registry cannot be read; retry later",
+    ProblemType.MISDIRECTED_REQUEST: "The server does not answer for this Host",
 }
 
 

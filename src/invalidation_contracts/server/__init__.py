@@ -6,6 +6,7 @@ the source) are adapters at the edge.
 """
 
 from . import oracle
+from .config import WorkerConfig
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
 from .domain import Domain, Route, SQLTable, TableSpec
 from .faults import PolicyError
@@ -48,6 +49,7 @@ __all__ = [
     "wrapped_policy",
     "TrackedTables",
     "TrustOptions",
+    "WorkerConfig",
     "Violation",
     "diff",
     "evaluate",

@@ -8,7 +8,7 @@ contract to an existing app instead, include those routers in it (docs/providers
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 from .._extras import require_extra
@@ -18,40 +18,31 @@ require_extra("server", "fastapi", "uvicorn")
 from fastapi import Depends, FastAPI, Header  # noqa: E402
 
 from .. import __version__  # noqa: E402
-from ..protocol.levels import Level  # noqa: E402
 from ..protocol.problems import ProblemType, ProtocolError  # noqa: E402
 from ..protocol.signing import CONTRACT_SIGN  # noqa: E402
+from .config import WorkerConfig  # noqa: E402
 from .domain import Domain  # noqa: E402
 from .http.errors import install_problem_handlers  # noqa: E402
+from .http.hosts import HostCheck  # noqa: E402
 from .http.openapi import install_openapi  # noqa: E402
 from .http.serve import serve  # noqa: E402
 from .http.service import ContractService  # noqa: E402
-from .http_errors import DEFAULT_MAX_BODY_BYTES  # noqa: E402
 from .registry import Registry  # noqa: E402
-from .runtime import DEFAULT_MAX_LAG_S  # noqa: E402
 from .signing import SigningMiddleware  # noqa: E402
-from .store import DEFAULT_LOG_CAPACITY, RegistryStore  # noqa: E402
-from .trust import TrustOptions  # noqa: E402
 
 __all__ = ["create_app", "serve"]
 
 
 def create_app(
     domain: Domain,
+    config: WorkerConfig | None = None,
     *,
-    level: Level | int | str = Level.RULES_FINGERPRINT,
     registry: Registry | None = None,
-    store: str | Path | RegistryStore | None = None,
-    database: Any = None,
-    admin_token: str | None = None,
-    protect_graph: bool = False,
-    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-    log_capacity: int = DEFAULT_LOG_CAPACITY,
-    trust: TrustOptions | None = None,
-    store_schema: str | None = None,
-    max_lag_s: float = DEFAULT_MAX_LAG_S,
+    allowed_hosts: Iterable[str] | None = None,
+    **options: Any,
 ) -> FastAPI:
-    """The ASGI app serving ``domain`` at ``level``.
+    """The ASGI app serving ``domain`` as ``config`` says (``WorkerConfig``; keyword
+    ``options`` of the same names override it, e.g. ``create_app(domain, store="r.sqlite")``).
 
     ``store`` persists the registry and shares it with other workers: a SQLite path or a
     ``postgresql://`` URL (opened now, closed at app shutdown), or a store (the caller closes it);
@@ -60,22 +51,12 @@ def create_app(
     ``admin_token`` defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin
     routes answer 401. ``trust`` turns on signed freshness and opaque names (docs/SPEC.md,
     "Trust extensions"). ``max_lag_s``: a worker that has not confirmed it is current for this
-    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2).
+    long answers 503 ``registry-unavailable`` (docs/SPEC.md §8.2). ``allowed_hosts``: the
+    ``Host`` names answered (``*``: any); others get 421 ``misdirected-request`` (None: no check,
+    for an app behind a proxy that checks it; ``serve`` passes the loopback names by default).
     """
-    service = ContractService.open(
-        domain,
-        level=level,
-        registry=registry,
-        store=store,
-        database=database,
-        admin_token=admin_token,
-        protect_graph=protect_graph,
-        max_body_bytes=max_body_bytes,
-        log_capacity=log_capacity,
-        trust=trust,
-        store_schema=store_schema,
-        max_lag_s=max_lag_s,
-    )
+    config = WorkerConfig.of(config, options)
+    service = ContractService.open(domain, config, registry=registry)
     try:
         domain_routes = service.domain_router()
     except BaseException:
@@ -90,6 +71,8 @@ def create_app(
     )
     if service.signer is not None:
         app.add_middleware(SigningMiddleware, signer=service.signer)
+    if allowed_hosts is not None:
+        app.add_middleware(HostCheck, allowed=tuple(allowed_hosts))
     app.state.service = service
     app.state.registry = service.registry
     app.state.store = service.runtime.store

@@ -27,9 +27,11 @@ def read_snapshot(path: str | Path) -> SnapshotFile:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DataFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError:  # a binary or UTF-16 file (reliability audit 2, N17)
+        raise DataFileError(f"{path}: not UTF-8 text") from None
     try:
         data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
-    except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (ValueError, RecursionError) as exc:  # JSON/TOML errors, a 5,000-digit integer
         raise DataFileError(
             f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})"
         ) from exc

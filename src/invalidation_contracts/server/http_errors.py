@@ -8,6 +8,7 @@ nothing here ever renders a stack trace.
 from __future__ import annotations
 
 from .._extras import require_extra
+from ..protocol.headers import is_json_media_type
 
 require_extra("server", "fastapi")
 
@@ -23,11 +24,11 @@ from starlette.responses import Response
 
 from ..protocol.models import Problem
 from ..protocol.problems import ProblemType, ProtocolError
+from .config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from .provider import validation_errors
 from .tables import MAX_SAFE_INTEGER as SAFE_INTEGER
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
-DEFAULT_MAX_BODY_BYTES = 1 << 20
 MAX_JSON_DEPTH = 64
 
 M = TypeVar("M", bound=BaseModel)
@@ -77,15 +78,6 @@ def request_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[
         }
         for err in errors
     ]
-
-
-def is_json_media_type(content_type: str | None) -> bool:
-    if not content_type:
-        return False
-    media = content_type.split(";", 1)[0].strip().lower()
-    return media == "application/json" or (
-        media.startswith("application/") and media.endswith("+json")
-    )
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes:

@@ -143,14 +143,14 @@ def _apply(
 
     start, records = tx.state, list(tx.records)
     try:
-        return [(cs.tx, tx.apply(cs.changes(tx.state.tables))) for cs in sets]
+        return [(cs.tx, tx.apply(cs.changes(tx.state.tables, tx.served))) for cs in sets]
     except ProtocolError:
         # A change set the contract cannot carry (say an integer beyond 2^53) may be repaired by a
         # later write; every pending change as one set is the state to serve if it is valid.
         tx.state, tx.records = start, records
         whole = merged(sets)
         try:
-            return [(whole.tx, tx.apply(whole.changes(tx.state.tables)))]
+            return [(whole.tx, tx.apply(whole.changes(tx.state.tables, tx.served)))]
         except ProtocolError as exc:
             raise SourceError(
                 f"{source.name}: a captured change cannot be served: {exc.detail}"

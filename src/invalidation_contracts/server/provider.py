@@ -7,6 +7,7 @@ state (``RenderCache``).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -17,15 +18,17 @@ from pydantic import BaseModel, ValidationError
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
-from . import feedback
+from . import feedback, reads
 from .domain import Domain, Route
 from .opaque import OpaqueNames
 from .policies import Finding, evaluate
+from .reads import ContractRead, ReadAnswer
 from .registry import Registry
 from .render_cache import RenderCache
 from .state import RegistryState
 
 C = TypeVar("C", bound=ContractFields)
+M = TypeVar("M", bound=BaseModel)
 
 
 class Telemetry(Protocol):
@@ -47,6 +50,10 @@ class Telemetry(Protocol):
 
     def answered(self, route: Route[Any], outcome: Outcome) -> None:
         """An answer of ``handle`` other than a 422: the 400 of an invalid body, or a 200."""
+        ...
+
+    def stamped(self, route: Route[Any], status: int, content: bytes) -> None:
+        """An existing app's own answer on a declared route, with the contract merged in."""
         ...
 
 
@@ -74,6 +81,13 @@ def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState
     """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
+
+
+def strict_request(model: type[M], payload: Any) -> M:
+    """``payload`` (parsed JSON) as ``model``, validated as JSON in strict mode: an integer field
+    takes a JSON integer, not ``"5000"``, ``true`` or ``5000.0`` (SPEC §5: a body that does not
+    match the published schema is ``invalid-request``; reliability audit 2, N15)."""
+    return model.model_validate_json(json.dumps(payload), strict=True)
 
 
 def request_fields(model: type[BaseModel]) -> frozenset[str] | None:
@@ -127,6 +141,14 @@ class Provider:
         """The response-level fields of ``state`` at this provider's level (tagged if opaque)."""
         return self.rendered.contract(state, since, epoch)
 
+    def read(
+        self, request: ContractRead, state: RegistryState, *, what: str | None = None
+    ) -> ReadAnswer:
+        """Answer one of the contract's reads (versions, changes, rules, graph) from ``state``,
+        the state at ``request.catch_up``: the one read API every transport calls
+        (``server.reads``); ``what`` names the read in a level-too-low problem."""
+        return reads.answer(self, request, state, what)
+
     def findings(
         self, route: Route[Any], payload: Mapping[str, Any], state: RegistryState | None = None
     ) -> list[Finding]:
@@ -150,7 +172,7 @@ class Provider:
         """
         state = state if state is not None else self.registry.state
         try:
-            model = route.request_model.model_validate(payload)
+            model = strict_request(route.request_model, payload)
         except ValidationError as exc:
             body = problem(
                 ProblemType.INVALID_REQUEST,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProblemType, ProtocolError
+from .config import WorkerConfig
 from .domain import Domain
 from .follower import (
     DEFAULT_HEARTBEAT_S,
@@ -24,14 +24,13 @@ from .follower import (
     DEFAULT_POLL_INTERVAL_S,
     Follower,
     FollowerState,
-    check_timing,
 )
 from .ingest import SourceError, consume, ingest, trim
 from .origin import change_origin
 from .registry import Registry
 from .tables import Snapshot
 from .transitions import TableChange
-from .versions import check_forward
+from .versions import check_version
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -121,6 +120,19 @@ class Runtime:
                 return self.registry.patch(table, upsert, delete, version)
             return self._write_sql(table, TableChange.patch(upsert, delete, version))
 
+    def change_set(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
+        """``POST /admin/change-set``: several in-memory tables under one seq. A table read from
+        the database changes with the database's own transactions (SPEC §8.3), so it is refused."""
+        sql = sorted(t for t in changes if self.source_of(t) is not None)
+        if sql:
+            raise ProtocolError(
+                ProblemType.INVALID_REQUEST,
+                f"table {sql[0]!r} is read from the provider's database: change it in one "
+                "database transaction, which is one change set (SPEC 8.3)",
+            )
+        with change_origin("admin"):
+            return self.registry.apply(changes)
+
     def _write_sql(self, table: str, change: TableChange) -> ReloadResult:
         source = self.source_of(table)
         with self.registry.transaction() as tx:
@@ -128,7 +140,8 @@ class Runtime:
             current = tx.state.snapshot(table)
             candidate, delta = change.candidate(current)
             if change.version is not None:
-                check_forward(change.version, current.version, table)
+                # before the database write: a refusal after it would strand a committed write
+                check_version(change.version, current.version, tx.served(table), table)
             if not delta and change.version is None:
                 return tx.apply({table: TableChange()})[table]
             upsert = {k: candidate.plain_rows()[k] for k in (*delta.added, *delta.changed)}
@@ -180,28 +193,24 @@ class Runtime:
 
 def open_runtime(
     domain: Domain,
+    config: WorkerConfig | None = None,
     *,
     registry: Registry | None = None,
-    store: str | Path | Any = None,
-    database: Any = None,
-    log_capacity: int | None = None,
-    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
-    heartbeat_s: float = DEFAULT_HEARTBEAT_S,
-    store_schema: str | None = None,
-    max_lag_s: float = DEFAULT_MAX_LAG_S,
+    **options: Any,
 ) -> Runtime:
-    """Open the registry ``domain`` is served from.
+    """Open the registry ``domain`` is served from, as ``config`` (with keyword ``options``
+    over it, ``WorkerConfig`` names) says.
 
-    ``store``: where the shared history lives — a SQLite path, a ``postgresql://`` URL, or an open
-    store (the caller closes it); ``database``: the provider's database holding the domain's
-    ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an existing
-    in-memory registry instead (no store, no SQL tables). With neither store nor registry, a
-    fresh in-memory registry. ``max_lag_s``: a worker that has not confirmed it is current for
-    this long answers 503 (docs/SPEC.md §8.2); it confirms every ``heartbeat_s`` (woken by
-    PostgreSQL) or ``poll_interval_s`` (SQLite).
+    ``config.store``: where the shared history lives — a SQLite path, a ``postgresql://`` URL, or
+    an open store (the caller closes it); ``config.database``: the provider's database holding the
+    domain's ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an
+    existing in-memory registry instead (no store, no SQL tables). With neither store nor
+    registry, a fresh in-memory registry.
     """
+    config = WorkerConfig.of(config, options)
+    store, database, store_schema = config.store, config.database, config.store_schema
+    log_capacity = config.log_capacity
     capacity = log_capacity if log_capacity is not None else _log_capacity_default()
-    check_timing(poll_interval_s, heartbeat_s, max_lag_s)
     if registry is not None and (store is not None or database is not None):
         raise ValueError("pass either a registry or a store/database, not both")
     if domain.sql_tables and database is None and registry is None:
@@ -245,9 +254,9 @@ def open_runtime(
             registry,
             sources,
             store=opened,
-            poll_interval_s=poll_interval_s,
-            heartbeat_s=heartbeat_s,
-            max_lag_s=max_lag_s,
+            poll_interval_s=config.poll_interval_s,
+            heartbeat_s=config.heartbeat_s,
+            max_lag_s=config.max_lag_s,
         )
     return Runtime(registry, opened, sources, follower, owned)
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..protocol.headers import is_json_media_type
 from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, ed25519, sign
 
 if TYPE_CHECKING:
@@ -116,8 +117,7 @@ class SigningMiddleware:
         await self.app(scope, receive, capture)
 
     def _signature(self, headers: list[tuple[bytes, bytes]], content: bytes) -> str | None:
-        media = (_header(headers, _CONTENT_TYPE) or b"").split(b";")[0].strip().lower()
-        if not (media == b"application/json" or media.endswith(b"+json")):
+        if not is_json_media_type(_header(headers, _CONTENT_TYPE)):
             return None
         since_raw = _header(headers, _SINCE)
         since = int(since_raw) if since_raw is not None and since_raw.isdigit() else None

@@ -26,7 +26,7 @@ from .graph import KnowledgeGraph, node_id
 from .rules import RuleSet
 from .state import RegistryState
 from .tables import Snapshot, diff
-from .versions import check_forward, check_unserved, fresh_version
+from .versions import check_version, fresh_version
 
 _NO_ROWS: Mapping[str, Any] = MappingProxyType({})
 
@@ -106,8 +106,7 @@ def apply_changes(
         candidate, delta = change.candidate(old)
         before = served(name) if served is not None else ()
         if change.version is not None:
-            check_forward(change.version, old.version, name)
-            check_unserved(change.version, before, name)
+            check_version(change.version, old.version, before, name)
         if not delta and change.version is None:
             noop[name] = _result(old, old.version, delta, [], state.seq, state.epoch)
             continue

@@ -78,6 +78,23 @@ def check_unserved(candidate: str, served: Collection[str], table: str) -> None:
         )
 
 
+def check_version(candidate: str, current: str, served: Collection[str], table: str) -> None:
+    """The one check a named version passes on every write path (in-memory, SQL-backed, captured):
+    valid, moving forward from ``current``, and not ``served`` before in this epoch (SPEC §7)."""
+    check_forward(candidate, current, table)
+    check_unserved(candidate, served, table)
+
+
+def acceptable(candidate: str, current: str, served: Collection[str]) -> bool:
+    """Whether ``candidate`` passes ``check_version`` (a captured version that does not is
+    dropped, and the server bumps the version itself: a committed write is never refused)."""
+    try:
+        check_version(candidate, current, served, "")
+    except ProtocolError:
+        return False
+    return True
+
+
 def _plus_one(digits: str) -> str:
     """``digits`` + 1 in decimal, computed on the string."""
     head = digits.rstrip("9")

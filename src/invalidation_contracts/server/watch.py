@@ -116,7 +116,7 @@ async def watch_stream(
     deadline = loop.time() + timeout_s
     told = -1 if since is None else since
     with hub.waiter() as wake:
-        yield f"retry: {RETRY_MS}\n\n".encode()
+        yield f"retry: {RETRY_MS}\n\n".encode() + HEARTBEAT  # the client sees a live stream
         while True:
             wake.clear()
             if not available():

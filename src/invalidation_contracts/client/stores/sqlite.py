@@ -107,6 +107,8 @@ class SQLiteStore(Store):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, not {synchronous!r}")
         if not create and not self.path.is_file():
             raise StoreError(f"no memory database at {self.path}")
+        if not create and self.path.stat().st_size == 0:  # opening would make it a fix memory
+            raise StoreError(f"{self.path} is an empty file, not a memory database")
         self._lock = threading.Lock()
         try:
             self._db = sqlite3.connect(

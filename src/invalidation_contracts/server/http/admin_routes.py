@@ -1,4 +1,5 @@
-"""The operator's routes: reload or patch a table, replace the rules (admin token required).
+"""The operator's routes: reload or patch a table, change several tables at once, replace the
+rules (admin token required).
 
 For a table read from the provider's database, a reload or patch is written to that database and
 reaches the registry through the change capture, like any other writer's change.
@@ -13,6 +14,8 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ...protocol.models import (
+    ChangeSetRequest,
+    ChangeSetResult,
     PatchTableRequest,
     QuarantineListing,
     ReloadRequest,
@@ -73,6 +76,25 @@ def admin_router(service: Any, **options: Any) -> APIRouter:
             service.patch, body.table, body.upsert, body.delete, body.version
         )
         return wire(result)
+
+    @router.post(
+        "/admin/change-set",
+        dependencies=admin,
+        tags=["admin"],
+        summary="Reload or patch several tables at once, under one contract_seq",
+        responses=responses(
+            ChangeSetResult,
+            "One result per table, in request order, all under the same seq.",
+            *BODY_ERRORS,
+            *AUTH_ERRORS,
+            404,
+            409,
+        ),
+        openapi_extra=request_body(ChangeSetRequest, inline=True),
+    )
+    async def change_set(request: Request) -> Response:
+        body = await read_model(request, ChangeSetRequest, service.max_body_bytes)
+        return wire(await run_in_threadpool(service.change_set, body))
 
     @router.post(
         "/admin/rules",

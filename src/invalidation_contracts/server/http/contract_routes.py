@@ -9,8 +9,8 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import WithJsonSchema
 from starlette.responses import Response
 
-from ...protocol.levels import Level
 from ...protocol.models import ChangesFeed, ContractFields, GraphListing, RulesListing
+from ..reads import ContractRead, require_level
 from ..tables import MAX_SAFE_INTEGER
 from .auth import admin_dependency
 from .errors import problem_route_class, wire
@@ -24,6 +24,12 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
     """The contract routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = APIRouter(route_class=problem_route_class(service), **options)
 
+    async def answer(read: ContractRead, what: str) -> Any:
+        """The one read API (``Provider.read``) at the state the client's position needs."""
+        require_level(service.level, read, what)
+        state = await service.state_for(read.catch_up, read.epoch)
+        return service.provider.read(read, state, what=what)
+
     @router.get(
         "/contract/versions",
         tags=["contract"],
@@ -33,9 +39,8 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         ),
     )
     async def versions(since: ContractSince = None, epoch: ContractEpoch = None) -> Response:
-        service.require_level(Level.STRUCTURED, "GET /contract/versions")
-        state = await service.state_for(since, epoch)
-        return wire(service.contract(state, since, epoch), since=since)
+        read = ContractRead("versions", since=since, epoch=epoch)
+        return wire(await answer(read, "GET /contract/versions"), since=since)
 
     @router.get(
         "/contract/changes",
@@ -65,18 +70,17 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         ] = None,
         position: ContractPosition = None,
     ) -> Response:
-        service.require_level(Level.STRUCTURED, "GET /contract/changes")
-        state = await service.state_for(max(since, position or 0), epoch)
         wanted = (
             None if tables is None else [name.strip() for name in tables.split(",") if name.strip()]
         )
-        opaque = service.provider.opaque
-        registry = service.registry
-        if opaque is None:
-            return wire(registry.changes(since, wanted or None, epoch))
-        if wanted:
-            wanted = opaque.tables_named(wanted, state.tables)
-        return wire(opaque.feed(registry.changes(since, wanted or None, epoch)))
+        read = ContractRead(
+            "changes",
+            since=since,
+            epoch=epoch,
+            position=position,
+            tables=tuple(wanted) if wanted else None,
+        )
+        return wire(await answer(read, "GET /contract/changes"))
 
     graph_guard = (
         [Depends(admin_dependency(service))]
@@ -99,10 +103,8 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         ),
     )
     async def graph(position: ContractPosition = None, epoch: ContractEpoch = None) -> Response:
-        service.require_level(Level.SUBGRAPH, "GET /contract/graph")
-        listing = (await service.state_for(position, epoch)).graph_listing()
-        opaque = service.provider.opaque
-        return wire(opaque.graph(listing) if opaque is not None else listing)
+        read = ContractRead("graph", epoch=epoch, position=position)
+        return wire(await answer(read, "GET /contract/graph"))
 
     @router.get(
         "/contract/rules",
@@ -111,10 +113,8 @@ def contract_router(service: Any, **options: Any) -> APIRouter:
         responses=responses(RulesListing, "The rules and their rules_version.", 404, 422),
     )
     async def rules(position: ContractPosition = None, epoch: ContractEpoch = None) -> Response:
-        service.require_level(Level.STRUCTURED, "GET /contract/rules")
-        listing = (await service.state_for(position, epoch)).rules_listing()
-        opaque = service.provider.opaque
-        return wire(opaque.rules_listing(listing) if opaque is not None else listing)
+        read = ContractRead("rules", epoch=epoch, position=position)
+        return wire(await answer(read, "GET /contract/rules"))
 
     add_health_routes(router, service)
     add_watch_route(router, service)

@@ -13,7 +13,7 @@ from ...protocol.models import SuccessResponse
 from ..domain import Route
 from ..http_errors import read_json
 from .errors import problem_route_class, wire
-from .headers import ContractEpoch, ContractSince
+from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -23,6 +23,8 @@ def domain_router(service: Any, **options: Any) -> APIRouter:
     """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
     router = APIRouter(route_class=problem_route_class(service), **options)
     domain = service.domain
+    # One allowlist per origin (SPEC §10.4): the union over the routes, on every answer.
+    patchable = ", ".join(sorted({f for route in domain.routes for f in route.patchable_fields}))
     for route in domain.routes:
         if route.method.upper() not in BODY_METHODS:
             raise ValueError(
@@ -30,7 +32,7 @@ def domain_router(service: Any, **options: Any) -> APIRouter:
             )
         router.add_api_route(
             route.path,
-            _endpoint(service, route),
+            _endpoint(service, route, patchable),
             methods=[route.method.upper()],
             summary=route.summary or None,
             tags=[domain.name],
@@ -39,13 +41,16 @@ def domain_router(service: Any, **options: Any) -> APIRouter:
                 "The request passed every policy; the contract fields ride along.",
                 *BODY_ERRORS,
             ),
-            openapi_extra=request_body(route.request_model),
+            openapi_extra={
+                **request_body(route.request_model),
+                "x-contract-patchable": sorted(route.patchable_fields),
+            },
             name=f"{domain.name}:{route.path}",
         )
     return router
 
 
-def _endpoint(service: Any, route: Route[Any]) -> Callable[..., Any]:
+def _endpoint(service: Any, route: Route[Any], patchable: str) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:
@@ -55,6 +60,9 @@ def _endpoint(service: Any, route: Route[Any]) -> Callable[..., Any]:
         outcome = await run_in_threadpool(
             service.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
         )
-        return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
+        response = wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
+        if patchable:
+            response.headers[CONTRACT_PATCHABLE] = patchable
+        return response
 
     return endpoint

@@ -9,12 +9,19 @@ from fastapi import Header
 from pydantic import BeforeValidator, WithJsonSchema
 from starlette.requests import Request
 
+from ...protocol.headers import CONTRACT_EPOCH, CONTRACT_PATCHABLE, CONTRACT_SINCE
 from ...protocol.position import MAX_EPOCH_LENGTH, parse_seq
 from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import MAX_SAFE_INTEGER
 
-CONTRACT_SINCE = "Contract-Since"
-CONTRACT_EPOCH = "Contract-Epoch"
+__all__ = [
+    "CONTRACT_EPOCH",
+    "CONTRACT_PATCHABLE",
+    "CONTRACT_SINCE",
+    "ContractEpoch",
+    "ContractPosition",
+    "ContractSince",
+]
 #: What a ``Contract-Epoch`` header may hold: visible ASCII (empty: the 410 of SPEC §8.1).
 EPOCH_HEADER_PATTERN = r"^[\x21-\x7e]*$"
 

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ..auth import ADMIN_TOKEN_ENV
+from ..config import WorkerConfig
 from ..follower import DEFAULT_MAX_LAG_S
 from ..trust import TrustOptions
 
@@ -37,6 +38,8 @@ class AppSpec:
     max_lag_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    allowed_hosts: tuple[str, ...] | None = None
+    """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
 
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -50,8 +53,16 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        app = create_app(
-            domain,
+        app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
+        if self.metrics:
+            from ...observe import instrument
+
+            instrument(app, app.state.service)
+        return app
+
+    def config(self) -> WorkerConfig:
+        """The worker configuration this spec describes (secrets read from the environment)."""
+        return WorkerConfig(
             level=self.level,
             store=self.store,
             database=self.database,
@@ -60,11 +71,6 @@ class AppSpec:
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
         )
-        if self.metrics:
-            from ...observe import instrument
-
-            instrument(app, app.state.service)
-        return app
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -73,6 +79,8 @@ class AppSpec:
     def from_env(cls, text: str | None = None) -> AppSpec:
         raw = json.loads(text if text is not None else os.environ[SPEC_ENV])
         raw["signing_keys"] = tuple(raw.get("signing_keys", ()))
+        if raw.get("allowed_hosts") is not None:
+            raw["allowed_hosts"] = tuple(raw["allowed_hosts"])
         return cls(**raw)
 
 

@@ -19,11 +19,12 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import ValidationError
 from starlette.responses import Response
 
+from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
 from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
 from ..domain import Route
-from ..http_errors import PROBLEM_MEDIA_TYPE, is_json_media_type, parse_json
+from ..http_errors import PROBLEM_MEDIA_TYPE, parse_json
 from ..state import RegistryState
 from .discovery import add_link
 from .errors import Handler, ProblemRoute, answer, problem_of, wire
@@ -77,8 +78,11 @@ class ContractRoute(ProblemRoute):
                         return add_link(service, request, refusal)
             except ProtocolError as exc:
                 return answer(service, request, *problem_of(request, exc))
-            response = await original(request)
-            return add_link(service, request, stamp(service, response, state, since, epoch))
+            response = stamp(service, await original(request), state, since, epoch)
+            telemetry = service.provider.telemetry
+            if telemetry is not None and declared is not None:
+                telemetry.stamped(declared, response.status_code, getattr(response, "body", b""))
+            return add_link(service, request, response)
 
         return handler
 
@@ -130,9 +134,9 @@ def stamp(
     service: Any, response: Response, state: RegistryState, since: int | None, epoch: str | None
 ) -> Response:
     """``response`` with the contract fields of ``state`` merged into its JSON object body."""
-    media = (response.media_type or response.headers.get("content-type") or "").split(";")[0]
+    media = response.media_type or response.headers.get("content-type")
     body = getattr(response, "body", None)
-    if not isinstance(body, bytes) or not (media == "application/json" or media.endswith("+json")):
+    if not isinstance(body, bytes) or not is_json_media_type(media):
         return response
     try:
         document = json.loads(body)

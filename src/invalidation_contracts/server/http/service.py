@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter
@@ -24,6 +23,8 @@ from fastapi.routing import APIRoute
 
 from ...protocol.levels import Level
 from ...protocol.models import (
+    ChangeSetRequest,
+    ChangeSetResult,
     ContractFields,
     QuarantinedRow,
     QuarantineListing,
@@ -32,6 +33,7 @@ from ...protocol.models import (
 )
 from ...protocol.problems import ProblemType, ProtocolError
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
+from ..config import WorkerConfig
 from ..domain import Domain, Route
 from ..http_errors import DEFAULT_MAX_BODY_BYTES
 from ..ingest import SourceError
@@ -39,14 +41,13 @@ from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule
 from ..runtime import (
-    DEFAULT_MAX_LAG_S,
-    DEFAULT_POLL_INTERVAL_S,
     Runtime,
     WorkerHealth,
     open_runtime,
 )
 from ..state import RegistryState
 from ..store import StorageError
+from ..transitions import TableChange
 from ..trust import TrustOptions
 
 RETRY_AFTER_S = 1
@@ -81,46 +82,26 @@ class ContractService:
     def open(
         cls,
         domain: Domain,
+        config: WorkerConfig | None = None,
         *,
-        level: Level | int | str = Level.RULES_FINGERPRINT,
         registry: Registry | None = None,
-        store: str | Path | Any = None,
-        database: Any = None,
-        admin_token: str | None = None,
-        protect_graph: bool = False,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        log_capacity: int | None = None,
-        trust: TrustOptions | None = None,
-        poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
-        store_schema: str | None = None,
-        max_lag_s: float = DEFAULT_MAX_LAG_S,
+        **options: Any,
     ) -> ContractService:
-        """Open the registry of ``domain`` and build the service around it.
-
-        ``store``: the shared history (SQLite path, ``postgresql://`` URL or an open store; many
-        workers may point at one); ``database``: the provider's database holding the domain's
-        ``SQLTable``\\ s; ``registry``: an existing in-memory registry instead. ``admin_token``
-        defaults to ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN``; with neither, admin routes answer 401.
-        ``max_lag_s``: a worker that has not confirmed it is current for this long answers 503.
+        """Open the registry of ``domain`` and build the service around it, as ``config`` (with
+        keyword ``options`` over it: ``WorkerConfig`` names, e.g. ``store=``, ``database=``,
+        ``admin_token=``, ``max_lag_s=``) says; ``registry``: an existing in-memory registry.
         """
-        trust = trust if trust is not None else TrustOptions()
-        runtime = open_runtime(
-            domain,
-            registry=registry,
-            store=store,
-            database=database,
-            log_capacity=log_capacity,
-            poll_interval_s=poll_interval_s,
-            store_schema=store_schema,
-            max_lag_s=max_lag_s,
-        )
-        token = admin_token if admin_token is not None else os.environ.get(ADMIN_TOKEN_ENV)
+        config = WorkerConfig.of(config, options)
+        trust = config.trust if config.trust is not None else TrustOptions()
+        runtime = open_runtime(domain, config, registry=registry)
+        token = config.admin_token
+        token = token if token is not None else os.environ.get(ADMIN_TOKEN_ENV)
         return cls(
-            Provider(domain, runtime.registry, Level.parse(level), opaque=trust.opaque()),
+            Provider(domain, runtime.registry, Level.parse(config.level), opaque=trust.opaque()),
             runtime,
             auth=BearerAuth(token),
-            protect_graph=protect_graph,
-            max_body_bytes=max_body_bytes,
+            protect_graph=config.protect_graph,
+            max_body_bytes=config.max_body_bytes,
             trust=trust,
         )
 
@@ -222,6 +203,25 @@ class ContractService:
     ) -> ReloadResult:
         self._writable()
         return self.runtime.patch(table, upsert, delete, version)
+
+    def change_set(self, request: ChangeSetRequest) -> ChangeSetResult:
+        """``POST /admin/change-set``: every table of ``request`` under one seq."""
+        self._writable()
+        changes = {
+            item.table: (
+                TableChange.reload(item.rows, item.version)
+                if item.rows is not None
+                else TableChange.patch(item.upsert, item.delete, item.version)
+            )
+            for item in request.tables
+        }
+        results = self.runtime.change_set(changes)
+        state = self.registry.state
+        return ChangeSetResult(
+            results=[results[item.table] for item in request.tables],
+            contract_seq=state.seq,
+            contract_epoch=state.epoch,
+        )
 
     def quarantined(self) -> QuarantineListing:
         """``GET /admin/quarantine``: the rows the contract could not carry (reads the database)."""

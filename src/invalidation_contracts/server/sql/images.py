@@ -13,7 +13,7 @@ a transaction, it may merge several).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +21,7 @@ from ...protocol.canonical import canonical_json
 from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import Snapshot, freeze
 from ..transitions import TableChange
-from ..versions import check_forward
+from ..versions import acceptable
 
 UPSERT, DELETE, TRUNCATE, VERSION = "upsert", "delete", "truncate", "version"
 
@@ -81,12 +81,16 @@ class ChangeSet:
     tx: str | None = None
     """The database transaction (PostgreSQL); None where records do not name one."""
 
-    def changes(self, tables: Mapping[str, Snapshot]) -> dict[str, TableChange]:
+    def changes(
+        self,
+        tables: Mapping[str, Snapshot],
+        served: Callable[[str], Collection[str]] = lambda _: (),
+    ) -> dict[str, TableChange]:
         """The change set as registry changes against the current ``tables``.
 
         A named version that does not move forward from the current one (a concurrent writer got
-        there first) is dropped, and the server bumps the version itself: a captured change is
-        never refused.
+        there first) or that the table already had in this epoch (``served``) is dropped, and the
+        server bumps the version itself: a captured change is never refused.
         """
         out: dict[str, TableChange] = {}
         for name in sorted({*self.rows, *self.truncated, *self.versions}):
@@ -98,18 +102,10 @@ class ChangeSet:
                 gone = list(current.rows)
             delete = frozenset(key for key in gone if key in current.rows and key not in upsert)
             version = self.versions.get(name)
-            if version is not None and not moves_forward(version, current.version):
+            if version is not None and not acceptable(version, current.version, served(name)):
                 version = None
             out[name] = TableChange(upsert, delete, version=version)
         return out
-
-
-def moves_forward(version: str, current: str) -> bool:
-    try:
-        check_forward(version, current, "")
-    except ProtocolError:
-        return False
-    return True
 
 
 def key_text(rendered: str | Sequence[Any]) -> str:

@@ -1,0 +1,538 @@
+"""Per-run scoring: ``run_metrics`` reads one run's metadata and records into a ``RunMetrics``,
+one helper per concern (identity, episodes, compliance, drift, evictions, tokens and wire)."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ..artifacts import Run, RunKey
+from ._numbers import mean, ratio
+from .order import action_rank, arm_rank, class_rank
+from .wire_totals import WireTotals
+
+
+@dataclass(frozen=True, slots=True)
+class DriftWindow:
+    """What a run did between one drift event and the next. Events applied after the same
+    episode are one window (``_change_sets``): nothing runs between them to tell them apart."""
+
+    after_episode: int
+    kind: str
+    target: str
+    rules: bool
+    until_episode: int | None
+    """The next event's ``after_episode`` (the window's last episode); None for the last event."""
+    reached: bool
+    """Whether the run recorded any episode after the event."""
+    evictions: int
+    evictions_correct: int
+    evictions_wrong: int
+    restamps: int
+    alert: int | None
+    """Rule events: the episode the arm first learned the rules changed (DEFINITIONS "Alert")."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """Every metric of one run."""
+
+    scenario: str
+    planner: str
+    arm: str
+    arm_code: str
+    seed: int
+    detection: str
+    apply_mode: str
+    level: int
+    simulated: bool
+    planner_served: str | None
+    package_version: str
+    episodes: int
+    """Episodes the scenario schedules."""
+    stale_slots: tuple[int, ...]
+    departure_slots: tuple[int, ...]
+    """Episodes excluded from compliance by a manifest departure (not the paper's rule)."""
+    departure_reasons: tuple[str, ...]
+    episodes_recorded: int
+    completed_episodes: int
+    """Episodes that ended on a faithful accepted request."""
+    completed_unfaithful: int
+    """Episodes that ended on an accepted request that is not faithful to the task."""
+    planner_errors: int
+    """Attempts whose planner reply was unusable."""
+    compliance_class: str
+    compliance: float | None
+    compliance_eligible: int
+    compliance_first_try: int
+    eligible_first_try: float | None
+    """Compliance's rate, defined at A0 too (Figure 3's bars)."""
+    first_try: int
+    """Count of first-try episodes over the whole stream."""
+    first_try_by_class: dict[str, float | None]
+    episodes_by_class: dict[str, int]
+    class_actions: dict[str, str]
+    """Each class's hint shape (episode ``action``); classes without one are left out."""
+    drift_reached_classes: tuple[str, ...]
+    """Classes whose injected fixes a drift event evicted or restamped (Table 7's columns)."""
+    first_try_by_action: dict[str, float | None]
+    post_drift_funding: float | None
+    post_drift_funding_episodes: int
+    pre_drift_funding: float | None
+    pre_drift_funding_episodes: int
+    targeted_class: str | None
+    targeted_first_try: float | None
+    attempts: int
+    retries: int
+    evictions: int
+    evictions_correct: int
+    evictions_wrong: int
+    evictions_unlabelled: int
+    evictions_cascaded_from_wrong: int
+    """Consumer evictions (A2DC) that followed, directly or through another consumer, an eviction
+    the oracle judged wrong: the arm cannot tell a wrong eviction from a correct one, so it
+    cascades from both; counted apart so a report can say so."""
+    restamps: int
+    precision: float | None
+    recall: float | None
+    stale_entries: int
+    stale_entries_evicted: int
+    injections: int
+    stale_injections: int
+    stale_injections_outside_slots: int
+    alerts: int
+    drift: tuple[DriftWindow, ...]
+    tokens_in: int
+    tokens_out: int
+    tokens_estimated: bool
+    wire: WireTotals
+    conditional: bool = False
+    """Whether the client sent ``Contract-Since`` (the conditional contract, ext)."""
+    command: str | None = None
+    contract_tokens: int = 0
+    """Estimated input tokens the model was not shown: the contract metadata of responses."""
+    transport: str | None = None
+    """How the run reached the provider (``AsyncContractTransport``, or an MCP session)."""
+
+    @property
+    def tokens(self) -> int:
+        return self.tokens_in + self.tokens_out
+
+    @property
+    def key(self) -> RunKey:
+        return RunKey(
+            self.scenario, self.planner, self.arm, self.seed, self.detection, self.apply_mode
+        )
+
+    @property
+    def rules_stream(self) -> bool:
+        return any(w.rules for w in self.drift)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["wire"] = self.wire.to_json()
+        data["tokens"] = self.tokens
+        return data
+
+
+def drift_events(run: Run) -> list[dict[str, Any]]:
+    """The run's drift events in order: the manifest's (``extra["drift"]``), else the records."""
+    manifest = run.meta.extra.get("drift")
+    if manifest is not None:
+        events = []
+        for e in manifest:
+            target = f"table {e['table']}" if e.get("table") else f"rules {e.get('rules')}"
+            events.append(
+                {
+                    "after_episode": int(e["after_episode"]),
+                    "kind": e.get("kind", ""),
+                    "target": target,
+                    "rules": bool(e.get("rules")),
+                }
+            )
+    else:
+        events = [
+            {
+                "after_episode": int(r["after_episode"]),
+                "kind": r.get("kind", ""),
+                "target": str(r.get("target", "")),
+                "rules": str(r.get("target", "")).startswith("rules"),
+            }
+            for r in run.of("drift")
+        ]
+    return sorted(events, key=lambda e: e["after_episode"])
+
+
+def _stale_slots(run: Run, episodes: Sequence[Mapping[str, Any]]) -> frozenset[int]:
+    slots = run.meta.extra.get("stale_slots")
+    if slots is not None:
+        return frozenset(int(s) for s in slots)
+    return frozenset(int(e["episode"]) for e in episodes if e.get("stale_slot"))
+
+
+def is_faithful(episode: Mapping[str, Any]) -> bool:
+    """An episode record's ``faithful`` flag; records written before it existed are faithful."""
+    return episode.get("faithful") is not False
+
+
+def is_completed(episode: Mapping[str, Any]) -> bool:
+    """Completed: ended on an accepted request that is faithful to the task."""
+    return bool(episode.get("completed")) and is_faithful(episode)
+
+
+def is_first_try(episode: Mapping[str, Any]) -> bool:
+    """First-try: accepted on attempt 1, and faithful."""
+    return bool(episode.get("first_try")) and is_faithful(episode)
+
+
+def _rate(episodes: Sequence[Mapping[str, Any]]) -> float | None:
+    return mean([1.0 if is_first_try(e) else 0.0 for e in episodes])
+
+
+def _by(
+    episodes: Sequence[Mapping[str, Any]], field_name: str
+) -> dict[str, list[Mapping[str, Any]]]:
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for e in episodes:
+        if e.get(field_name) is not None:
+            groups[str(e[field_name])].append(e)
+    return groups
+
+
+def _rules_version_before(attempts: Sequence[Mapping[str, Any]], episode: int) -> str | None:
+    """The ``rules_version`` of the last response recorded up to the end of ``episode``."""
+    seen = [
+        a
+        for a in attempts
+        if int(a.get("episode", 0)) <= episode and a.get("rules_version") is not None
+    ]
+    if not seen:
+        return None
+    last = max(seen, key=lambda a: (int(a.get("episode", 0)), int(a.get("attempt", 0))))
+    return str(last["rules_version"])
+
+
+def _alert(
+    event: Mapping[str, Any],
+    inside: Sequence[Mapping[str, Any]],
+    attempts: Sequence[Mapping[str, Any]],
+    until: int | None,
+    detection: str,
+) -> int | None:
+    """DEFINITIONS "Alert": the first ``alert`` record, else (lazy) the first failure-gated one."""
+    if not event["rules"]:
+        return None
+    alerts = [int(m["episode"]) for m in inside if m.get("event") == "alert"]
+    if alerts:
+        return min(alerts)
+    if detection != "lazy":
+        return None
+    start = event["after_episode"]
+    before = _rules_version_before(attempts, start)
+    if before is None:
+        return None
+    sightings = [
+        int(a["episode"])
+        for a in attempts
+        if start < int(a.get("episode", 0)) <= (until if until is not None else 1 << 30)
+        and a.get("status") == 422
+        and a.get("rules_version") not in (None, before)
+    ]
+    return min(sightings, default=None)
+
+
+KIND_RANK = {"breaking": 0, "benign": 1, "touch": 2}
+
+
+def _change_sets(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Events applied after the same episode, as one: no episode runs between them, so what
+    follows answers to all of them together. Its target names each part with its own label
+    (``table a (benign) + table b (breaking)``), its kind is the strongest part's."""
+    merged: list[dict[str, Any]] = []
+    for event in events:
+        if merged and merged[-1]["after_episode"] == event["after_episode"]:
+            last = merged[-1]
+            parts = last.setdefault("parts", [(last["target"], last["kind"])])
+            parts.append((event["target"], event["kind"]))
+            last["target"] = " + ".join(f"{target} ({kind})" for target, kind in parts)
+            last["kind"] = min((k for _, k in parts), key=lambda k: KIND_RANK.get(k, 3))
+            last["rules"] = bool(last["rules"] or event["rules"])
+        else:
+            merged.append(dict(event))
+    return merged
+
+
+def _windows(
+    events: list[dict[str, Any]],
+    memory: list[dict[str, Any]],
+    attempts: list[dict[str, Any]],
+    last_episode: int,
+    detection: str,
+) -> tuple[DriftWindow, ...]:
+    windows = []
+    events = _change_sets(events)
+    for i, event in enumerate(events):
+        start = event["after_episode"]
+        until = events[i + 1]["after_episode"] if i + 1 < len(events) else None
+        inside = [
+            m
+            for m in memory
+            if int(m.get("episode", 0)) > start
+            and (until is None or int(m.get("episode", 0)) <= until)
+        ]
+        evicts = [m for m in inside if m.get("event") == "evict"]
+        windows.append(
+            DriftWindow(
+                after_episode=start,
+                kind=event["kind"],
+                target=event["target"],
+                rules=event["rules"],
+                until_episode=until,
+                reached=last_episode > start,
+                evictions=len(evicts),
+                evictions_correct=sum(1 for m in evicts if m.get("stale") is True),
+                evictions_wrong=sum(1 for m in evicts if m.get("stale") is False),
+                restamps=sum(1 for m in inside if m.get("event") == "restamp"),
+                alert=_alert(event, inside, attempts, until, detection),
+            )
+        )
+    return tuple(windows)
+
+
+def _recall(run: Run, memory: list[dict[str, Any]]) -> tuple[int, int]:
+    """(entries that went stale, those of them evicted in the same or a later episode)."""
+    went_stale: dict[str, int] = {}
+    for r in run.of("stale"):
+        entry, episode = str(r["entry"]), int(r.get("episode", 0))
+        if entry not in went_stale or episode < went_stale[entry]:
+            went_stale[entry] = episode
+    evicted = {
+        entry
+        for m in memory
+        if m.get("event") == "evict"
+        and (entry := str(m.get("entry"))) in went_stale
+        and int(m.get("episode", 0)) >= went_stale[entry]
+    }
+    return len(went_stale), len(evicted)
+
+
+def _departures(run: Run) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """The manifest's departures recorded in the metadata: (episodes, reasons)."""
+    episodes: set[int] = set()
+    reasons: list[str] = []
+    for departure in run.meta.extra.get("departures") or ():
+        episodes.update(int(e) for e in departure.get("episodes", ()))
+        reasons.append(str(departure.get("reason", "")))
+    return tuple(sorted(episodes)), tuple(reasons)
+
+
+def _class_actions(episodes: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    actions: dict[str, Counter[str]] = defaultdict(Counter)
+    for e in episodes:
+        if e.get("action") is not None:
+            actions[str(e.get("klass"))][str(e["action"])] += 1
+    return {
+        k: counts.most_common(1)[0][0]
+        for k, counts in sorted(actions.items(), key=lambda kv: class_rank(kv[0]))
+    }
+
+
+def _drift_reached(
+    episodes: Sequence[Mapping[str, Any]], memory: Sequence[Mapping[str, Any]], first_drift: int
+) -> tuple[str, ...]:
+    """Classes in whose episodes an entry was injected that a drift event later evicted or
+    restamped: the classes a drift reaches, whichever episode first learned the entry."""
+    klass = {int(e["episode"]): str(e.get("klass")) for e in episodes}
+    injected_in: dict[str, set[str]] = defaultdict(set)
+    for m in memory:
+        if m.get("event") == "inject" and int(m.get("episode", 0)) in klass:
+            injected_in[str(m.get("entry"))].add(klass[int(m["episode"])])
+    reached = {
+        k
+        for m in memory
+        if m.get("event") in ("evict", "restamp") and int(m.get("episode", 0)) > first_drift
+        for k in injected_in.get(str(m.get("entry")), ())
+    }
+    return tuple(sorted(reached, key=class_rank))
+
+
+def _cascaded_from_wrong(evicts: Sequence[Mapping[str, Any]]) -> int:
+    """Consumer evictions descending from an eviction the oracle judged wrong (in record order)."""
+    tainted = {str(m.get("entry")) for m in evicts if m.get("stale") is False}
+    count = 0
+    for m in evicts:
+        parent = m.get("cascaded_from")
+        if parent is not None and str(parent) in tainted:
+            tainted.add(str(m.get("entry")))
+            count += 1
+    return count
+
+
+def _identity(run: Run) -> dict[str, Any]:
+    """Which run this is and how it ran: its key, planner, level and provenance."""
+    meta, key = run.meta, run.meta.key
+    return {
+        "scenario": key.scenario,
+        "planner": key.planner,
+        "arm": key.arm,
+        "arm_code": str(meta.extra.get("arm_code") or key.arm),
+        "seed": key.seed,
+        "detection": key.detection,
+        "apply_mode": key.apply_mode,
+        "level": meta.level,
+        "simulated": meta.planner_simulated,
+        "planner_served": meta.planner_served,
+        "package_version": meta.package_version,
+        "episodes": meta.episodes,
+        "conditional": bool(meta.extra.get("conditional")),
+        "command": meta.extra.get("command"),
+        "transport": meta.extra.get("transport"),
+    }
+
+
+def _episode_counts(
+    episodes: Sequence[Mapping[str, Any]], attempts: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Completion, first tries and retries over the whole stream."""
+    return {
+        "episodes_recorded": len(episodes),
+        "completed_episodes": sum(1 for e in episodes if is_completed(e)),
+        "completed_unfaithful": sum(
+            1 for e in episodes if e.get("completed") and not is_faithful(e)
+        ),
+        "planner_errors": sum(1 for a in attempts if a.get("planner_error")),
+        "first_try": sum(1 for e in episodes if is_first_try(e)),
+        "attempts": sum(int(e.get("attempts") or 0) for e in episodes),
+        "retries": sum(max(int(e.get("attempts") or 0) - 1, 0) for e in episodes),
+    }
+
+
+def _compliance(
+    run: Run, episodes: Sequence[Mapping[str, Any]], slots: frozenset[int]
+) -> dict[str, Any]:
+    """DEFINITIONS "Compliance": first tries of the governed class outside the excluded slots."""
+    meta, key = run.meta, run.meta.key
+    departure_slots, departure_reasons = _departures(run)
+    governed_class = meta.extra.get("compliance_class", "governed")
+    governed = [e for e in episodes if e.get("klass") == governed_class]
+    excluded = slots | set(departure_slots)
+    eligible = [e for e in governed if int(e["episode"]) not in excluded]
+    compliance_hits = sum(1 for e in eligible if is_first_try(e))
+    eligible_rate = ratio(compliance_hits, len(eligible))
+    return {
+        "stale_slots": tuple(sorted(slots)),
+        "departure_slots": departure_slots,
+        "departure_reasons": departure_reasons,
+        "compliance_class": governed_class,
+        "compliance": None if key.arm == "none" else eligible_rate,
+        "compliance_eligible": len(eligible),
+        "compliance_first_try": compliance_hits,
+        "eligible_first_try": eligible_rate,
+    }
+
+
+def _by_class(
+    episodes: Sequence[Mapping[str, Any]],
+    memory: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    slots: frozenset[int],
+) -> dict[str, Any]:
+    """First tries by constraint class and hint shape, around the drift and in the stale slots."""
+    by_class = _by(episodes, "klass")
+    by_action = _by(episodes, "action")
+    last_drift = events[-1]["after_episode"] if events else None
+    funding = by_class.get("funding", [])
+    post_funding = [e for e in funding if last_drift is not None and int(e["episode"]) > last_drift]
+    pre_funding = [e for e in funding if last_drift is not None and int(e["episode"]) <= last_drift]
+    slot_classes = Counter(str(e.get("klass")) for e in episodes if int(e["episode"]) in slots)
+    targeted = min(slot_classes, key=lambda k: (-slot_classes[k], k)) if slot_classes else None
+    return {
+        "first_try_by_class": {
+            k: _rate(v) for k, v in sorted(by_class.items(), key=lambda kv: class_rank(kv[0]))
+        },
+        "episodes_by_class": {
+            k: len(v) for k, v in sorted(by_class.items(), key=lambda kv: class_rank(kv[0]))
+        },
+        "class_actions": _class_actions(episodes),
+        "drift_reached_classes": (
+            _drift_reached(episodes, memory, events[0]["after_episode"]) if events else ()
+        ),
+        "first_try_by_action": {
+            k: _rate(v) for k, v in sorted(by_action.items(), key=lambda kv: action_rank(kv[0]))
+        },
+        "post_drift_funding": _rate(post_funding),
+        "post_drift_funding_episodes": len(post_funding),
+        "pre_drift_funding": _rate(pre_funding),
+        "pre_drift_funding_episodes": len(pre_funding),
+        "targeted_class": targeted,
+        "targeted_first_try": _rate(by_class.get(targeted, [])) if targeted else None,
+    }
+
+
+def _memory(run: Run, memory: list[dict[str, Any]], slots: frozenset[int]) -> dict[str, Any]:
+    """Evictions judged by the oracle, restamps, recall of stale entries, injections and alerts."""
+    evicts = [m for m in memory if m.get("event") == "evict"]
+    correct = sum(1 for m in evicts if m.get("stale") is True)
+    wrong = sum(1 for m in evicts if m.get("stale") is False)
+    stale_injected = [m for m in memory if m.get("event") == "inject" and m.get("stale") is True]
+    stale_entries, stale_evicted = _recall(run, memory)
+    return {
+        "evictions": len(evicts),
+        "evictions_correct": correct,
+        "evictions_wrong": wrong,
+        "evictions_unlabelled": len(evicts) - correct - wrong,
+        "evictions_cascaded_from_wrong": _cascaded_from_wrong(evicts),
+        "restamps": sum(1 for m in memory if m.get("event") == "restamp"),
+        "precision": ratio(correct, correct + wrong),
+        "recall": ratio(stale_evicted, stale_entries),
+        "stale_entries": stale_entries,
+        "stale_entries_evicted": stale_evicted,
+        "injections": sum(1 for m in memory if m.get("event") == "inject"),
+        "stale_injections": len(stale_injected),
+        "stale_injections_outside_slots": sum(
+            1 for m in stale_injected if int(m.get("episode", 0)) not in slots
+        ),
+        "alerts": sum(1 for m in memory if m.get("event") == "alert"),
+    }
+
+
+def _cost(run: Run, attempts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Tokens the planner spent and was spared, and the bytes on the wire."""
+    return {
+        "tokens_in": sum(int(a.get("tokens_in") or 0) for a in attempts),
+        "tokens_out": sum(int(a.get("tokens_out") or 0) for a in attempts),
+        "tokens_estimated": run.meta.planner_simulated
+        or any(a.get("tokens_estimated") for a in attempts),
+        "wire": WireTotals.of(attempts),
+        "contract_tokens": sum(int(a.get("contract_tokens") or 0) for a in attempts),
+    }
+
+
+def run_metrics(run: Run) -> RunMetrics:
+    """Score one run from its metadata and records."""
+    episodes = sorted(run.of("episode"), key=lambda e: int(e["episode"]))
+    attempts = list(run.of("attempt"))
+    memory = list(run.of("memory"))
+    slots = _stale_slots(run, episodes)
+    events = drift_events(run)
+    last_episode = int(episodes[-1]["episode"]) if episodes else 0
+    return RunMetrics(
+        **_identity(run),
+        **_episode_counts(episodes, attempts),
+        **_compliance(run, episodes, slots),
+        **_by_class(episodes, memory, events, slots),
+        **_memory(run, memory, slots),
+        drift=_windows(events, memory, attempts, last_episode, run.meta.key.detection),
+        **_cost(run, attempts),
+    )
+
+
+def score(runs: Iterable[Run | RunMetrics]) -> list[RunMetrics]:
+    """Run metrics for each run (already-scored runs pass through), in a stable order."""
+    scored = [r if isinstance(r, RunMetrics) else run_metrics(r) for r in runs]
+    return sorted(
+        scored,
+        key=lambda m: (m.scenario, m.planner, arm_rank(m.arm), m.detection, m.apply_mode, m.seed),
+    )

@@ -1,0 +1,93 @@
+"""A fair turn for a writer that keeps losing races on a shared origin (no starvation, no give-up).
+
+Writers of one origin commit optimistically: a batch holds only if the origin's generation has
+not moved since it was computed (``layout.commit_ops``). That is cheap while writes are small, but
+a call that evicts thousands of entries (a version move, a resync) takes far longer to compute
+than a small fix takes to store, so writers that keep storing small fixes win every race and the
+large call never commits — while its entries, which the server declared stale, stay live.
+
+So a call that lost a race takes the origin's **turn**: a small item (``meta/turn``) naming it,
+written only when absent or expired. Every commit checks the turn in the same batch — absent, or
+its own — so while a turn is held no other writer commits on that origin: they wait (polling,
+with jitter) and recompute after, on what the holder committed. The holder's commit releases the
+turn. A turn expires after ``TURN_TTL_S``; one held by a process on this host that no longer
+exists (``kill -9``) is taken over at once. Readers never wait: lookups read the replica.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import secrets
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from .layout import namespace
+from .steps import Steps, Wait
+from .stores import CheckOp, GetOp, Item, PutOp, StoreConflict
+
+#: The item that holds the turn, in the origin's ``meta`` namespace.
+TURN_KEY = "turn"
+#: Seconds a turn is held at most (a holder that died on another host is waited for this long).
+TURN_TTL_S = 30.0
+#: Seconds between two looks at a turn another writer holds (with ±50 % jitter).
+TURN_POLL_S = 0.005
+_HOST = socket.gethostname()
+
+
+def new_turn(now: float) -> dict[str, Any]:
+    """A turn for this process, valid until ``now + TURN_TTL_S``."""
+    return {
+        "holder": secrets.token_hex(8),
+        "host": _HOST,
+        "pid": os.getpid(),
+        "until": now + TURN_TTL_S,
+    }
+
+
+def free(turn: dict[str, Any] | None, now: float) -> bool:
+    """Whether ``turn`` (as read) may be taken: absent, expired, or its holder is gone."""
+    if turn is None:
+        return True
+    until = turn.get("until")
+    if not isinstance(until, int | float) or until <= now:
+        return True
+    return turn.get("host") == _HOST and not _alive(turn.get("pid"))
+
+
+def take(
+    origin: str, clock: Callable[[], float], mine: dict[str, Any] | None = None
+) -> Steps[dict[str, Any]]:
+    """Wait for the origin's turn and take it; returns the turn held (release it by committing
+    with it: ``commit_ops(..., turn=...)``). ``mine``: a turn this call took before, kept if it
+    still holds."""
+    meta = namespace(origin, "meta")
+    while True:
+        (current,) = yield [GetOp(meta, TURN_KEY)]
+        held = current.value if isinstance(current, Item) else None
+        now = clock()
+        if held is not None and mine is not None and held == mine:
+            return mine
+        if free(held, now):
+            mine = new_turn(now)
+            try:
+                yield [CheckOp(meta, TURN_KEY, held), PutOp(meta, TURN_KEY, mine)]
+            except StoreConflict:
+                continue  # another writer took it first: look again
+            return mine
+        yield Wait(TURN_POLL_S * random.uniform(0.5, 1.5))
+
+
+def _alive(pid: Any) -> bool:
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,80 @@
+"""One provider worker's configuration, as one frozen value (issue 21).
+
+``create_app``, ``ContractService.open`` and ``open_runtime`` take a ``WorkerConfig`` (or the same
+names as keyword options, which override it), so an option is spelled out once: here. Build one,
+pass it around, derive variants with ``replace``:
+
+    config = WorkerConfig(store="postgresql://api@db/api", database="postgresql://api@db/api")
+    app = create_app(domain, config)
+    canary = create_app(domain, config.replace(max_lag_s=5.0))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..protocol.levels import Level
+from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S, check_timing
+from .trust import TrustOptions
+
+DEFAULT_MAX_BODY_BYTES = 1 << 20
+"""The largest request body a worker reads (1 MiB)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WorkerConfig:
+    """Everything a provider worker is opened with, except its domain (and an in-memory registry).
+
+    ``store``: the shared history (SQLite path, ``postgresql://`` URL or an open store; many
+    workers point at one) in ``store_schema`` (PostgreSQL); ``database``: the provider's database
+    holding the domain's ``SQLTable``\\ s; ``admin_token``: defaults to
+    ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` (with neither, admin routes answer 401);
+    ``protect_graph``: ``/contract/graph`` needs the admin token; ``max_body_bytes``: the request
+    body cap; ``log_capacity``: changes the registry keeps for ``/contract/changes`` (None: the
+    store's default); ``trust``: signed freshness and opaque names; ``poll_interval_s``,
+    ``heartbeat_s``: how often a worker confirms it is current (SQLite; PostgreSQL);
+    ``max_lag_s``: past this without a confirmation a worker answers 503 (SPEC §8.2).
+    """
+
+    level: Level | int | str = Level.RULES_FINGERPRINT
+    store: str | Path | Any = None
+    store_schema: str | None = None
+    database: Any = None
+    admin_token: str | None = None
+    protect_graph: bool = False
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    log_capacity: int | None = None
+    trust: TrustOptions | None = None
+    poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
+    heartbeat_s: float = DEFAULT_HEARTBEAT_S
+    max_lag_s: float = DEFAULT_MAX_LAG_S
+
+    def __post_init__(self) -> None:
+        check_timing(self.poll_interval_s, self.heartbeat_s, self.max_lag_s)
+        Level.parse(self.level)  # an unknown level is refused here, not at the first request
+        if self.max_body_bytes <= 0:
+            raise ValueError(f"max_body_bytes must be positive, not {self.max_body_bytes}")
+
+    def replace(self, **changes: Any) -> WorkerConfig:
+        """A copy with ``changes`` (``TypeError`` naming an unknown option)."""
+        if not changes:
+            return self
+        unknown = sorted(set(changes) - OPTION_NAMES)
+        if unknown:
+            raise TypeError(
+                f"unknown worker option(s) {', '.join(unknown)}; "
+                f"WorkerConfig has {', '.join(sorted(OPTION_NAMES))}"
+            )
+        return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def of(cls, config: WorkerConfig | None, options: Mapping[str, Any]) -> WorkerConfig:
+        """``config`` (default: all defaults) with the keyword ``options`` applied over it."""
+        return (config if config is not None else cls()).replace(**options)
+
+
+OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(WorkerConfig))

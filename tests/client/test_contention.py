@@ -1,0 +1,127 @@
+"""Shared memory under contention (issue 22, item 8): a version move that evicts many entries
+commits while other processes keep writing small fixes, some of them killed with SIGKILL —
+0 give-ups, 0 stale serves after the move committed, and nothing of the move left live.
+
+Real processes on one SQLite file and on one PostgreSQL database; every call journalled with one
+host-wide monotonic clock (``contention_model``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from tests.client.contention_model import (
+    ORIGIN,
+    memory,
+    mover,
+    reader,
+    records,
+    seed,
+    start,
+    writer,
+)
+
+from invalidation_contracts.client.layout import namespace
+from invalidation_contracts.client.stores import CheckOp, PutOp
+from invalidation_contracts.client.turn import TURN_KEY
+
+ENTRIES = 2000
+DEADLINE_S = 60.0
+
+
+def _stop(process) -> None:
+    if process.is_alive():
+        os.kill(process.pid, signal.SIGKILL)
+    process.join(10)
+
+
+def contend(where: str, work: Path, *, kills: int) -> list[dict]:
+    """Seed, start 3 writers and a reader, move once, SIGKILL-and-restart writers meanwhile."""
+    seed(where, ENTRIES)
+    journal = work / "journal.jsonl"
+    writers = [start(writer, where, str(n), journal) for n in range(3)]
+    readers = [start(reader, where, journal)]
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not _warm(records(journal)):
+            assert time.monotonic() < deadline, "the writers never wrote, or the reader never read"
+            time.sleep(0.05)
+        move = start(mover, where, journal)
+        victim = 0
+        while move.is_alive():
+            assert time.monotonic() < deadline, "the move did not commit"
+            if kills:
+                kills -= 1
+                _stop(writers[victim])
+                writers[victim] = start(writer, where, f"r{kills}", journal)
+                victim = (victim + 1) % len(writers)
+            time.sleep(0.1)
+        move.join(10)
+        time.sleep(0.5)  # lookups after the move
+    finally:
+        for process in (*writers, *readers):
+            _stop(process)
+    return records(journal)
+
+
+def _warm(journal: list[dict]) -> bool:
+    """Writers writing, and the reader serving the fixes the move will evict."""
+    writes = sum(r["kind"] == "write" for r in journal)
+    return writes >= 6 and any(r["kind"] == "lookup" and r["t0"] for r in journal)
+
+
+def assert_contract_held(journal: list[dict], where: str) -> None:
+    (move,) = [r for r in journal if r["kind"] == "move"]
+    assert move["error"] is None, move["error"]
+    errors = [r["error"] for r in journal if r["error"] is not None]
+    assert errors == []  # no give-up, anywhere
+    after = [r for r in journal if r["kind"] == "lookup" and r["start"] > move["end"]]
+    assert after, "no lookup ran after the move"
+    assert [r for r in after if r["t0"]] == []  # 0 stale serves
+    before = [r for r in journal if r["kind"] == "lookup" and r["end"] < move["start"]]
+    assert any(r["t0"] for r in before), "the reader served the fixes before the move"
+    assert sum(r["kind"] == "write" and r["start"] > move["start"] for r in journal) > 0
+    with memory(where) as m:
+        live = [e.suggestion.type for e in m.entries(ORIGIN)]
+        assert not [name for name in live if name.startswith("F")]
+        assert [name for name in live if name.startswith("W")]  # the writers' fixes are kept
+
+
+@pytest.mark.workers
+def test_a_large_move_commits_beside_writers_killed_with_sigkill_on_sqlite(tmp_path):
+    where = str(tmp_path / "memory.sqlite")
+    assert_contract_held(contend(where, tmp_path, kills=6), where)
+
+
+@pytest.mark.postgres
+def test_a_large_move_commits_beside_writers_killed_with_sigkill_on_postgresql(
+    postgres_url, tmp_path
+):
+    assert_contract_held(contend(postgres_url, tmp_path, kills=6), postgres_url)
+
+
+def test_a_turn_left_by_a_killed_process_is_taken_over_at_once(tmp_path):
+    """A holder killed between taking the turn and committing: the next writer does not wait
+    for the turn to expire."""
+    where = str(tmp_path / "memory.sqlite")
+    seed(where, 3)
+    with memory(where) as m:
+        dead = start(time.sleep, 0)
+        dead.join(10)
+        turn = {"holder": "gone", "host": os.uname().nodename, "pid": dead.pid, "until": 4e9}
+        meta = namespace(ORIGIN, "meta")
+        m.store.batch([CheckOp(meta, TURN_KEY, None), PutOp(meta, TURN_KEY, turn)])
+        started = time.monotonic()
+        m.observe(ORIGIN, None, 200, {"success": True, **_contract("2.0.0")})
+        assert time.monotonic() - started < 20
+        assert m.store.get(meta, TURN_KEY) is None
+        assert [e for e in m.entries(ORIGIN)] == []
+
+
+def _contract(version: str) -> dict:
+    from tests.client.contention_model import contract
+
+    return contract(version)
