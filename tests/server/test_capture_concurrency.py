@@ -108,3 +108,38 @@ def test_concurrent_writers_end_exactly_at_the_database_with_nothing_to_reconcil
     feed = runtime.registry.changes(0)
     assert not any(t.reconciled for t in feed.tables)
     assert sorted({t.seq for t in feed.tables}) == list(range(1, seq + 1)), "gap-free seqs"
+
+
+def test_the_head_moves_when_the_first_record_ever_commits(
+    worker: tuple[ProviderDB, Runtime],
+) -> None:
+    pdb, runtime = worker
+    source = runtime.sources[0]
+    before = source.head()
+    pdb.script("UPDATE a SET n = 5 WHERE id = 'k1'")
+    assert source.head() != before, "a polling follower would never look at this commit"
+
+
+def test_the_head_moves_when_a_record_whose_id_was_taken_before_it_was_read_commits(
+    worker: tuple[ProviderDB, Runtime],
+) -> None:
+    pdb, runtime = worker
+    source = runtime.sources[0]
+    pdb.script("UPDATE b SET n = 1 WHERE id = 'k0'")
+    with psycopg.connect(pdb.raw) as open_tx:
+        open_tx.execute(b"UPDATE a SET n = 1 WHERE id = 'k0'")  # its capture id is taken now
+        before = source.head()
+        open_tx.commit()
+    assert source.head() != before, "a polling follower would never look at this commit"
+
+
+def test_trimming_consumed_records_leaves_the_head_where_it_was(
+    worker: tuple[ProviderDB, Runtime],
+) -> None:
+    pdb, runtime = worker
+    source = runtime.sources[0]
+    pdb.script("UPDATE a SET n = 1 WHERE id = 'k0'", "UPDATE b SET n = 1 WHERE id = 'k0'")
+    head = source.head()
+    assert ingest(runtime.registry, source) is True  # consumes, then trims
+    assert pdb.query("SELECT count(*) FROM invalidation_contracts.capture") == [(0,)]
+    assert source.head() == head, "a follower that saw this head has nothing new to read"

@@ -117,7 +117,8 @@ class CaptureDialect(ABC):
 
     @abstractmethod
     def head_sql(self) -> str:
-        """SQL returning the last capture id handed out (one row, one column; no row: 0)."""
+        """SQL returning the capture's head: a number that changes whenever a record commits
+        (contiguous ids: the last id handed out; one row, one column; no row: 0)."""
 
     contiguous: bool = True
     """Whether record ids are contiguous in commit order (a missing id is a gap)."""
@@ -322,6 +323,7 @@ class PostgresCapture(CaptureDialect):
         s = self._quote(schema)
         self.capture = f"{s}.capture"
         self.sequence = f"{s}.capture_seq"
+        self.trimmed = f"{s}.capture_trimmed"
         self.quarantine = QuarantineTable(f"{s}.quarantine")
         self.verified_table = f"{s}.verified"
 
@@ -360,6 +362,15 @@ class PostgresCapture(CaptureDialect):
         s = self._quote(self.schema)
         conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
         conn.exec_driver_sql(f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}")
+        # How many records trim has deleted, kept by the trimmers only (writers never touch it):
+        # with the records' count it makes a head that moves at every commit of a record.
+        conn.exec_driver_sql(
+            f"CREATE TABLE IF NOT EXISTS {self.trimmed} (id int PRIMARY KEY CHECK (id = 1),"
+            " total bigint NOT NULL)"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {self.trimmed} (id, total) VALUES (1, 0) ON CONFLICT DO NOTHING"
+        )
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
             " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
@@ -478,8 +489,15 @@ END $ic$"""
         return str(conn.exec_driver_sql("SELECT pg_current_xact_id()::text").scalar_one())
 
     def head_sql(self) -> str:
-        # The last id handed out: moves only when something is captured (the followers' signal).
-        return f"SELECT last_value FROM {self.sequence}"
+        # The followers' "anything new?" signal: every record ever committed (those present plus
+        # those trimmed), read in one snapshot, so it moves exactly when a record commits. Not
+        # the sequence: nextval is not transactional (an id taken before a head read can commit
+        # after it without moving the head) and a fresh sequence's last_value stays 1 across
+        # its first nextval.
+        return (
+            f"SELECT (SELECT count(*) FROM {self.capture})"
+            f" + (SELECT total FROM {self.trimmed} WHERE id = 1)"
+        )
 
     def position_sql(self) -> str:
         # Every transaction below the snapshot's xmin has ended: their records are all visible
@@ -493,8 +511,12 @@ END $ic$"""
         )
 
     def trim_sql(self) -> str:
+        # One statement: the deleted count joins the total in the same commit (concurrent
+        # trimmers each count only the rows they deleted).
         return (
-            f"DELETE FROM {self.capture} WHERE tx::xid8 < CAST(CAST(:upto AS bigint) AS text)::xid8"
+            f"WITH d AS (DELETE FROM {self.capture}"
+            " WHERE tx::xid8 < CAST(CAST(:upto AS bigint) AS text)::xid8 RETURNING 1)"
+            f" UPDATE {self.trimmed} SET total = total + (SELECT count(*) FROM d) WHERE id = 1"
         )
 
 

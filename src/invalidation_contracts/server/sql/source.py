@@ -231,7 +231,7 @@ class SQLSource:
             raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
 
     def head(self) -> int:
-        """The last capture id handed out (cheap: one row)."""
+        """The capture's head: a number that moves whenever a record commits (cheap to read)."""
         try:
             with self._connect() as conn, conn.begin():
                 return self.dialect.head(conn)
