@@ -32,9 +32,11 @@ from . import (
     production,
     provider_load,
     push_contention,
+    reconcile_cost,
     recovery,
     reload_cost,
     serve_latency,
+    two_writers,
     wire_cost,
 )
 from .common import Check, StudyResult, machine, markdown_table
@@ -54,6 +56,8 @@ MODULES: tuple[ModuleType, ...] = (
     push_contention,
     recovery,
     confirmation_cost,
+    reconcile_cost,
+    two_writers,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

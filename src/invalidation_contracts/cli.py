@@ -760,10 +760,12 @@ def _add_bench(sub: Subparsers) -> None:
     )
     p.add_argument(
         "--transport",
-        choices=("http", "mcp", "mcp-stdio", "mcp-http"),
+        choices=("http", "mcp", "mcp-stdio", "mcp-http", *_FRAMEWORK_EXTRAS),
         default="http",
-        help="how the agent reaches the provider: http (default), or a real MCP client and "
-        "server (serve-mcp in a child process) over stdio (mcp, mcp-stdio) or streamable HTTP",
+        help="how the agent reaches the provider: http (default), a real MCP client and "
+        "server (serve-mcp in a child process) over stdio (mcp, mcp-stdio) or streamable HTTP, "
+        "or through an agent framework's integration and agent loop over streamable HTTP MCP "
+        "(pydantic-ai, openai-agents, langchain; the framework's test model relays the plan)",
     )
     p.add_argument(
         "--mcp-notifications",
@@ -802,6 +804,12 @@ _HARNESS_EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("fastapi", "uvicorn"),
     "bench": ("matplotlib",),
 }
+#: What a run through each agent framework adds (``--transport``).
+_FRAMEWORK_EXTRAS: dict[str, tuple[str, ...]] = {
+    "pydantic-ai": ("pydantic_ai", "fastmcp"),
+    "openai-agents": ("agents",),
+    "langchain": ("langchain_core", "langgraph"),
+}
 #: What a planner of each kind adds (simulated planners need nothing).
 _PLANNER_EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "anthropic": ("anthropic", ("anthropic", "jsonschema_rs")),
@@ -828,6 +836,8 @@ def _require_grid_extras(planners: Sequence[str], transport: str) -> None:
             needs[extra] = modules
     if transport != "http":
         needs["mcp"] = ("mcp",)
+    if transport in _FRAMEWORK_EXTRAS:
+        needs[transport] = _FRAMEWORK_EXTRAS[transport]
     require_extras(needs)
 
 
@@ -990,7 +1000,7 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError("--server-url runs over http; --transport mcp starts its own server")
         options["transport"] = args.transport
     if args.mcp_notifications:
-        if args.transport == "http":
+        if args.transport == "http" or args.transport in _FRAMEWORK_EXTRAS:
             raise UsageError("--mcp-notifications needs --transport mcp, mcp-stdio or mcp-http")
         options["notifications"] = True
     return _execute_grid(grid, args, **options)

@@ -33,4 +33,4 @@ def test_the_mcp_keep_alive_study_compares_serve_mcp_with_serve(tmp_path: Path) 
 
     result = mcp_keepalive.run(quick=True, out_dir=tmp_path)
     assert "|---" in result.markdown and len(result.checks) == 1
-    assert set(result.data["servers"]) == {"serve-mcp --transport http", "serve"}
+    assert set(result.data["servers"]) == set(mcp_keepalive.REQUESTS)

@@ -27,6 +27,7 @@ from ..client.transport import (
     is_json,
 )
 from ..protocol.wirecost import WireCost, wire_cost
+from ..server import Route
 
 Listener = Callable[[MemoryEvent], None]
 
@@ -41,16 +42,27 @@ class Reply:
     cost: WireCost
 
 
-class Channel(Protocol):
-    """What an episode talks to the provider through."""
+def route_operation(route: Route[Any]) -> str:
+    """A route as an operation: ``POST /v1/subscriptions``."""
+    return f"{route.method.upper()} {route.path}"
 
-    @property
-    def operation(self) -> str:
-        """The operation fixes are filed and looked up under (a route, or a tool name)."""
+
+class Channel(Protocol):
+    """What an episode talks to the provider through: any route of the catalog's domain."""
+
+    def operation(self, route: Route[Any]) -> str:
+        """The operation fixes learned on ``route`` are filed and looked up under (the route, or
+        the tool that serves it)."""
         ...
 
     async def send(
-        self, request: dict[str, Any], *, episode: int, injected: list[str], listener: Listener
+        self,
+        request: dict[str, Any],
+        *,
+        route: Route[Any],
+        episode: int,
+        injected: list[str],
+        listener: Listener,
     ) -> Reply: ...
 
     async def fulfil(
@@ -69,31 +81,32 @@ class Channel(Protocol):
 
 
 class HttpChannel:
-    """The domain route over ``AsyncContractTransport`` (what an httpx agent runs)."""
+    """The domain's routes over ``AsyncContractTransport`` (what an httpx agent runs)."""
 
-    def __init__(
-        self, client: httpx.AsyncClient, transport: AsyncContractTransport, method: str, path: str
-    ) -> None:
+    def __init__(self, client: httpx.AsyncClient, transport: AsyncContractTransport) -> None:
         self.client = client
         self.transport = transport
-        self.method = method.upper()
-        self.path = path
 
-    @property
-    def operation(self) -> str:
-        return f"{self.method} {self.path}"
+    def operation(self, route: Route[Any]) -> str:
+        return route_operation(route)
 
     async def send(
-        self, request: dict[str, Any], *, episode: int, injected: list[str], listener: Listener
+        self,
+        request: dict[str, Any],
+        *,
+        route: Route[Any],
+        episode: int,
+        injected: list[str],
+        listener: Listener,
     ) -> Reply:
         response = await self.client.request(
-            self.method,
-            self.path,
+            route.method.upper(),
+            route.path,
             json=request,
             extensions={
                 EPISODE_EXTENSION: episode,
                 INJECTED_EXTENSION: injected,
-                OPERATION_EXTENSION: self.operation,
+                OPERATION_EXTENSION: self.operation(route),
                 LISTENER_EXTENSION: listener,
             },
         )

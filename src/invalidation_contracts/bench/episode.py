@@ -33,6 +33,7 @@ from ..planners.rendering import contract_tokens
 from ..protocol.levels import Level
 from ..protocol.models import Suggestion
 from ..protocol.wirecost import paper_wire_cost
+from ..server import Route
 from .artifacts import ArtifactWriter
 from .channels import Channel
 from .errors import PlannerUnavailable
@@ -109,21 +110,20 @@ class EpisodeLoop:
         self.planner = planner
         self.writer = writer
         self.oracle = oracle
-        self.route = catalog.route
-        self.operation = agent.channel.operation
-        """The operation fixes are filed and looked up under (a route, or a tool name)."""
-        self.request_schema = catalog.route.request_model.model_json_schema()
+        self._target(catalog.route)
         self._call_failures = 0
         """Planner calls failed in a row (``PlannerCallError``); ``max_attempts`` stop the run."""
 
     async def run(self, episode: int) -> tuple[bool, str | None]:
         """Plan, send and observe up to ``max_attempts`` times; return (completed, served model)."""
         family = self.catalog.task_families[self.scenario.family(episode)]
+        self._target(self.catalog.route_of(family))
         draft = family.draft()
         await self._begin(episode)
         entries, stale_injected = self._inject(draft, episode)
         injected = [entry.id for entry in entries]
-        shown = consumption(self.catalog.system_prompt, entries, CONSUMPTION_LEVEL, draft)
+        base = self.catalog.system_prompt_of(family)
+        shown = consumption(base, entries, CONSUMPTION_LEVEL, draft)
         tally = _Tally(fixes=[entry.suggestion for entry in entries])
         while tally.number < self.scenario.max_attempts and tally.accepted is None:
             tally.number += 1
@@ -157,6 +157,14 @@ class EpisodeLoop:
         self._finish(episode, family, injected, stale_injected, tally)
         return tally.accepted is not None, tally.served
 
+    def _target(self, route: Route[Any]) -> None:
+        """Point the next episode at ``route`` (its family's): where requests go, the operation
+        fixes are filed and looked up under (a route, or a tool name), the schema a planner
+        answers."""
+        self.route = route
+        self.operation = self.agent.channel.operation(route)
+        self.request_schema: dict[str, Any] = route.request_model.model_json_schema()
+
     async def _begin(self, episode: int) -> None:
         """Fetch what the memory wants before the episode (resync detection), as an agent does.
 
@@ -177,7 +185,7 @@ class EpisodeLoop:
         self._log(lookup.events, episode, 1)
         stale_ids = []
         for entry in lookup.entries:
-            stale = not self.oracle.is_current(entry.suggestion, draft)
+            stale = not self.oracle.is_current(entry.suggestion, draft, self.route)
             if stale:
                 stale_ids.append(entry.id)
             self.writer.write(
@@ -244,10 +252,10 @@ class EpisodeLoop:
         contract metadata (an estimate)."""
         events: list[MemoryEvent] = []
         reply = await self.agent.channel.send(
-            request, episode=episode, injected=injected, listener=events.append
+            request, route=self.route, episode=episode, injected=injected, listener=events.append
         )
         body, cost = reply.body, reply.cost
-        self.oracle.heard(request, _suggestions(body))
+        self.oracle.heard(request, _suggestions(body), self.route)
         paper = paper_wire_cost(body)
         feedback = body.get("recovery_feedback")
         suggested = feedback.get("suggestions") if isinstance(feedback, dict) else None
@@ -305,6 +313,7 @@ class EpisodeLoop:
             "episode",
             episode=episode,
             family=family.id,
+            route=self.route.path,
             klass=family.klass,
             action=family.action,
             attempts=tally.number,

@@ -30,18 +30,24 @@ Chain = tuple[tuple[str, bytes], ...]
 
 
 def fix_chain(
-    provider: Provider, catalog: DomainCatalog, draft: Mapping[str, Any], state: RegistryState
+    provider: Provider,
+    catalog: DomainCatalog,
+    draft: Mapping[str, Any],
+    state: RegistryState,
+    family: str | None = None,
 ) -> Chain:
-    """The cacheable fixes ``draft`` draws at ``state``, each applied in turn: ``(type, params)``.
+    """The cacheable fixes ``draft`` draws at ``state`` on the route of ``family`` (the default
+    route when None), each applied in turn: ``(type, params)``.
 
     A fix that appears where none was, or replaces one the client could not cache, makes nothing
     stale; only a cacheable fix that changes or goes does.
     """
     chain: list[tuple[str, bytes]] = []
+    route = catalog.route if family is None else catalog.route_of(family)
     request = dict(draft)
     for _ in range(MAX_CHAIN):
         try:
-            findings = provider.findings(catalog.route, request, state)
+            findings = provider.findings(route, request, state)
         except ValidationError:
             break
         if not findings:
@@ -65,11 +71,11 @@ def observed_label(
     provider = Provider(catalog.domain, registry)
     drafts = {f: catalog.family(f).draft() for f in dict.fromkeys(scenario.schedule)}
     before_state = registry.state
-    before = {f: fix_chain(provider, catalog, d, before_state) for f, d in drafts.items()}
+    before = {f: fix_chain(provider, catalog, d, before_state, f) for f, d in drafts.items()}
     moved = apply_event(catalog, registry, event)
     after_state = registry.state
     for family, draft in drafts.items():
-        after = set(fix_chain(provider, catalog, draft, after_state))
+        after = set(fix_chain(provider, catalog, draft, after_state, family))
         gone = [fix for fix in before[family] if fix not in after]
         if gone:
             kind, params = gone[0]

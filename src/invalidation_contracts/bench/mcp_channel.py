@@ -17,6 +17,7 @@ the stale fix is evicted before the next episode looks it up. That changes the v
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import subprocess
 import sys
@@ -33,7 +34,11 @@ from .._extras import require_extra
 
 require_extra("mcp", "mcp")
 
-from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp.client.stdio import (  # noqa: E402
+    StdioServerParameters,
+    get_default_environment,
+    stdio_client,
+)
 
 from ..client.events import MemoryEvent, Need  # noqa: E402
 from ..client.memory import FixMemory  # noqa: E402
@@ -42,7 +47,8 @@ from ..mcp import names  # noqa: E402
 from ..mcp.session import ContractSession, connect  # noqa: E402
 from ..protocol.levels import Level  # noqa: E402
 from ..protocol.wirecost import wire_cost  # noqa: E402
-from .channels import Listener, Reply  # noqa: E402
+from ..server import Route  # noqa: E402
+from .channels import Listener, Reply, route_operation  # noqa: E402
 from .errors import ServerUnavailable  # noqa: E402
 
 #: Seconds a child server may take to start (imports, opening the store) and to settle a drift.
@@ -52,30 +58,40 @@ _URL_LINE = re.compile(r"serving MCP at (http://\S+)")
 
 
 class McpChannel:
-    """A domain tool over a ``ContractSession``."""
+    """The domain's tools over a ``ContractSession``; ``tools`` maps each catalog route's
+    operation (``POST /v1/x``) to the tool that serves it."""
 
     def __init__(
         self,
         contract: ContractSession,
-        tool: str,
+        tools: Mapping[str, str],
         *,
         notifications: bool,
         background: list[MemoryEvent] | None = None,
     ) -> None:
         self.contract = contract
-        self.tool = tool
+        self.tools = dict(tools)
         self.notifications = notifications
         self._background = background if background is not None else []
 
-    @property
-    def operation(self) -> str:
-        return self.tool
+    def operation(self, route: Route[Any]) -> str:
+        operation = route_operation(route)
+        try:
+            return self.tools[operation]
+        except KeyError:
+            raise ServerUnavailable(f"the MCP server offers no tool for {operation}") from None
 
     async def send(
-        self, request: dict[str, Any], *, episode: int, injected: list[str], listener: Listener
+        self,
+        request: dict[str, Any],
+        *,
+        route: Route[Any],
+        episode: int,
+        injected: list[str],
+        listener: Listener,
     ) -> Reply:
         reply = await self.contract.call_tool(
-            self.tool, request, episode=episode, injected=injected, listener=listener
+            self.operation(route), request, episode=episode, injected=injected, listener=listener
         )
         cost = reply.cost if reply.cost is not None else wire_cost(reply.body)
         size = cost.total if reply.body else 0
@@ -113,14 +129,47 @@ async def mcp_agent(
     conditional: bool,
     wire: str,
     notifications: bool,
+    domain: str | None = None,
 ) -> AsyncIterator[tuple[McpChannel, str, httpx.AsyncClient]]:
-    """The channel, the origin its memory entries are keyed by, and the operator's client."""
+    """The channel, the origin its memory entries are keyed by, and the operator's client
+    (``domain``: as ``mcp_provider``)."""
+    provider = mcp_provider(catalog, level=level, token=token, wire=wire, domain=domain)
+    async with provider as (target, admin):
+        background: list[MemoryEvent] = []
+        async with connect(
+            target,
+            memory,
+            conditional=conditional,
+            watch=notifications,
+            watch_listener=background.append,
+            read_timeout_seconds=30,
+        ) as contract:
+            channel = McpChannel(
+                contract,
+                tools_of(contract, catalog),
+                notifications=notifications,
+                background=background,
+            )
+            yield channel, contract.origin, admin
+
+
+@contextlib.asynccontextmanager
+async def mcp_provider(
+    catalog: DomainCatalog, *, level: Level, token: str, wire: str, domain: str | None = None
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient]]:
+    """``serve-mcp`` in a child process on a fresh registry store, and the operator's client (an
+    admin app in this process on the same store): what ``connect`` is given (the stdio client,
+    or the child's URL for ``wire="http"``) and that client.
+
+    ``domain`` is the spec the child server loads the domain by (a shipped name, an entry point or
+    an import path, as the scenario names it; the catalog's domain name when None): a domain kept
+    outside the package must be importable in the child too."""
     from ..server.app import create_app
 
-    domain = catalog.domain
+    served = catalog.domain
     with tempfile.TemporaryDirectory(prefix="ic-mcp-") as scratch:
         store = str(Path(scratch) / "registry.sqlite")
-        app = create_app(domain, level=level, store=store, admin_token=token)
+        app = create_app(served, level=level, store=store, admin_token=token)
         service = app.state.service
         try:
             admin = httpx.AsyncClient(
@@ -132,37 +181,28 @@ async def mcp_agent(
                 "invalidation_contracts.cli",
                 "serve-mcp",
                 "--domain",
-                domain.name,
+                domain or served.name,
                 "--level",
                 str(int(level)),
                 "--db",
                 store,
             ]
             async with admin, _server(command, wire, scratch) as target:
-                background: list[MemoryEvent] = []
-                async with connect(
-                    target,
-                    memory,
-                    conditional=conditional,
-                    watch=notifications,
-                    watch_listener=background.append,
-                    read_timeout_seconds=30,
-                ) as contract:
-                    tool = _tool_of(contract, catalog)
-                    channel = McpChannel(
-                        contract, tool, notifications=notifications, background=background
-                    )
-                    yield channel, contract.origin, admin
+                yield target, admin
         finally:
             service.close()
 
 
-def _tool_of(contract: ContractSession, catalog: DomainCatalog) -> str:
-    operation = f"{catalog.route.method.upper()} {catalog.route.path}"
-    for tool in contract.tools.values():
-        if names.meta_value(tool.meta, names.OPERATION) == operation:
-            return tool.name
-    raise ServerUnavailable(f"the MCP server offers no tool for {operation}")
+def tools_of(contract: ContractSession, catalog: DomainCatalog) -> dict[str, str]:
+    """The tool serving each of the catalog's routes, by the route's operation."""
+    offered = {names.meta_value(t.meta, names.OPERATION): t.name for t in contract.tools.values()}
+    tools = {}
+    for route in catalog.routes.values():
+        operation = route_operation(route)
+        if operation not in offered:
+            raise ServerUnavailable(f"the MCP server offers no tool for {operation}")
+        tools[operation] = offered[operation]
+    return tools
 
 
 @contextlib.asynccontextmanager
@@ -170,7 +210,7 @@ async def _server(command: list[str], wire: str, scratch: str) -> AsyncIterator[
     """What ``connect`` is given: the stdio command, or the URL of a child serving HTTP."""
     if wire == "stdio":
         with (Path(scratch) / "server.log").open("w") as log:
-            params = StdioServerParameters(command=command[0], args=command[1:])
+            params = StdioServerParameters(command=command[0], args=command[1:], env=_child_env())
             yield stdio_client(params, errlog=log)
         return
     command = [*command, "--transport", "http", "--host", "127.0.0.1", "--port", "0"]
@@ -187,6 +227,15 @@ async def _server(command: list[str], wire: str, scratch: str) -> AsyncIterator[
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+
+
+def _child_env() -> dict[str, str]:
+    """The stdio child's environment: the SDK's safe default, plus ``PYTHONPATH`` so the child
+    imports the same code and domains as the harness (a domain named by import path)."""
+    env = get_default_environment()
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 async def _announced_url(child: subprocess.Popen[bytes], log: Path) -> str:

@@ -16,8 +16,11 @@ from ..client.entries import canonical_scope
 from ..client.events import Stored
 from ..domains.catalog import DomainCatalog
 from ..protocol.models import Suggestion
-from ..server import Registry
+from ..server import Registry, Route
 from .errors import UnlabelledEviction
+
+_Sent = tuple[dict[str, Any], "Route[Any] | None"]
+"""A request as sent, and the route it went to (None: the catalog's default)."""
 
 
 class Oracle:
@@ -26,18 +29,24 @@ class Oracle:
     def __init__(self, catalog: DomainCatalog, shadow: Registry) -> None:
         self._catalog = catalog
         self._shadow = shadow
-        self._received: dict[tuple[str, str], list[tuple[Suggestion, dict[str, Any]]]] = {}
+        self._received: dict[tuple[str, str], list[tuple[Suggestion, _Sent]]] = {}
         """(fix type, canonical scope) → every (suggestion, request) received, oldest first."""
-        self._learned_on: dict[str, dict[str, Any]] = {}
+        self._learned_on: dict[str, _Sent] = {}
         self._fixes: dict[str, Suggestion] = {}
         self._marked: set[str] = set()
 
-    def heard(self, request: Mapping[str, Any], suggestions: Iterable[Suggestion]) -> None:
-        """The response to ``request`` carried ``suggestions``: any may become an entry, now or
-        once the memory has applied a pending diff."""
+    def heard(
+        self,
+        request: Mapping[str, Any],
+        suggestions: Iterable[Suggestion],
+        route: Route[Any] | None = None,
+    ) -> None:
+        """The response to ``request`` (sent to ``route``, the catalog's default when None)
+        carried ``suggestions``: any may become an entry, now or once the memory has applied a
+        pending diff."""
         for suggestion in suggestions:
             key = (suggestion.type, canonical_scope(suggestion.scope))
-            self._received.setdefault(key, []).append((suggestion, dict(request)))
+            self._received.setdefault(key, []).append((suggestion, (dict(request), route)))
 
     def learned(self, event: Stored, fix: Suggestion | None) -> None:
         """Register a stored entry: ``fix`` is the suggestion it holds (None if already gone).
@@ -57,14 +66,18 @@ class Oracle:
 
     def is_stale(self, entry_id: str) -> bool:
         """Whether the entry's fix is no longer what the server says for the request it is from."""
-        request, fix = self._learned_on.get(entry_id), self._fixes.get(entry_id)
-        if request is None or fix is None:
+        sent, fix = self._learned_on.get(entry_id), self._fixes.get(entry_id)
+        if sent is None or fix is None:
             raise UnlabelledEviction(f"entry {entry_id} is unknown to the oracle; cannot label it")
-        return not self.is_current(fix, request)
+        request, route = sent
+        return not self.is_current(fix, request, route)
 
-    def is_current(self, fix: Suggestion, request: Mapping[str, Any]) -> bool:
-        """Would the server still give ``fix`` for ``request``, under the shadow registry now?"""
-        return self._catalog.is_fix_current(fix, request, self._shadow.state)
+    def is_current(
+        self, fix: Suggestion, request: Mapping[str, Any], route: Route[Any] | None = None
+    ) -> bool:
+        """Would the server still give ``fix`` for ``request`` on ``route`` (the catalog's
+        default when None), under the shadow registry now?"""
+        return self._catalog.is_fix_current(fix, request, self._shadow.state, route)
 
     def newly_stale(self, entry_ids: Iterable[str]) -> list[str]:
         """After a drift event: the live entries that just went stale (each reported once)."""

@@ -27,7 +27,7 @@ def domain_probes(catalog: DomainCatalog) -> tuple[Probe, ...]:
     for family in catalog.task_families.values():
         if family.expected_fix_type is None:
             continue
-        outcome = provider.handle(catalog.route, family.draft())
+        outcome = provider.handle(catalog.route_of(family), family.draft())
         feedback = getattr(outcome.body, "recovery_feedback", None)
         suggestions = feedback.suggestions if feedback is not None else []
         fix = next(

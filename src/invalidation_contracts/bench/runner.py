@@ -51,6 +51,7 @@ from .scenario import Scenario, ScenarioMismatch, check_scenario
 
 __all__ = [
     "CONSUMPTION_LEVEL",
+    "FRAMEWORK_TRANSPORTS",
     "TRANSPORTS",
     "HarnessError",
     "PlannerUnavailable",
@@ -84,9 +85,11 @@ class RunSpec:
         )
 
 
-#: How a run reaches the provider: httpx over HTTP (the default), or MCP over stdio or
-#: streamable HTTP (``mcp`` is ``mcp-stdio``).
-TRANSPORTS = ("http", "mcp", "mcp-stdio", "mcp-http")
+#: How a run reaches the provider: httpx over HTTP (the default), MCP over stdio or streamable
+#: HTTP (``mcp`` is ``mcp-stdio``), or an agent framework's integration over streamable HTTP MCP
+#: (``framework_channel``).
+TRANSPORTS = ("http", "mcp", "mcp-stdio", "mcp-http", "pydantic-ai", "openai-agents", "langchain")
+FRAMEWORK_TRANSPORTS = ("pydantic-ai", "openai-agents", "langchain")
 
 PlannerFactory = Callable[[str], Planner]
 """Builds the planner a spec names: ``create_planner``, with any options bound."""
@@ -202,6 +205,8 @@ def _validate(
         raise ValueError("a run against a server URL goes over HTTP")
     if notifications and transport == "http":
         raise ValueError("notifications are an MCP transport's (resources/updated)")
+    if notifications and transport in FRAMEWORK_TRANSPORTS:
+        raise ValueError("notifications are the mcp-stdio and mcp-http transports'")
     return _Plan(
         spec=spec,
         catalog=catalog,
@@ -230,7 +235,10 @@ def _open(
             plan.level,
             plan.conditional,
         )
+    if plan.transport in FRAMEWORK_TRANSPORTS:
+        return _connect_framework(plan, memory)
     return _connect_mcp(
+        plan.spec.scenario,
         plan.catalog,
         memory,
         plan.token,
@@ -307,6 +315,8 @@ def transport_label(transport: str, notifications: bool = False) -> str:
     transport = wire_of(transport)
     if transport == "http":
         return "AsyncContractTransport"
+    if transport in FRAMEWORK_TRANSPORTS:
+        return f"{_FRAMEWORK_LABELS[transport]} (MCP over streamable HTTP)"
     wire = "stdio" if transport == "mcp-stdio" else "streamable HTTP"
     return f"ContractSession (MCP over {wire}{', resources/updated' if notifications else ''})"
 
@@ -349,14 +359,16 @@ async def _connect(
     )
     client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
     admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
-    memory.set_patchable(origin, catalog.route.patchable_fields)
-    channel = HttpChannel(client, transport, catalog.route.method, catalog.route.path)
+    patchable = frozenset().union(*(route.patchable_fields for route in catalog.routes.values()))
+    memory.set_patchable(origin, patchable)
+    channel = HttpChannel(client, transport)
     async with client, admin:
         yield Agent(channel, origin, memory), admin
 
 
 @contextlib.asynccontextmanager
 async def _connect_mcp(
+    scenario: Scenario,
     catalog: DomainCatalog,
     memory: FixMemory,
     token: str,
@@ -372,11 +384,39 @@ async def _connect_mcp(
     async with mcp_agent(
         catalog,
         memory,
+        domain=scenario.domain,
         level=level,
         token=token,
         conditional=conditional,
         wire="stdio" if transport == "mcp-stdio" else "http",
         notifications=notifications,
+    ) as (channel, origin, admin):
+        yield Agent(channel, origin, memory), admin
+
+
+_FRAMEWORK_LABELS = {
+    "pydantic-ai": "PydanticAI ContractToolset",
+    "openai-agents": "OpenAI Agents SDK ContractMCPServerStreamableHttp",
+    "langchain": "LangGraph ReAct agent, LangChain contract tools",
+}
+
+
+@contextlib.asynccontextmanager
+async def _connect_framework(
+    plan: _Plan, memory: FixMemory
+) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
+    """The agent through the plan's framework (its integration and agent loop), over an MCP
+    session to ``serve-mcp`` in a child process, and the operator's client to the same registry."""
+    from .framework_channel import framework_agent
+
+    async with framework_agent(
+        plan.transport,
+        plan.catalog,
+        memory,
+        level=plan.level,
+        token=plan.token,
+        conditional=plan.conditional,
+        domain=plan.spec.scenario.domain,
     ) as (channel, origin, admin):
         yield Agent(channel, origin, memory), admin
 

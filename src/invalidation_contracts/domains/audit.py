@@ -51,6 +51,12 @@ def audit(catalog: DomainCatalog) -> list[Leak]:
         for v in sorted(values, key=repr)
         if _in_text(v, catalog.system_prompt)
     ]
+    found += [
+        Leak(v, f"the system prompt of route {path}")
+        for path, text in catalog.route_prompts.items()
+        for v in sorted(values, key=repr)
+        if _in_text(v, text)
+    ]
     found += schema_leaks(catalog, values)
     for family in catalog.task_families.values():
         for value in sorted(values, key=repr):
@@ -61,20 +67,32 @@ def audit(catalog: DomainCatalog) -> list[Leak]:
     return found
 
 
-def request_schema(catalog: DomainCatalog) -> dict[str, Any]:
-    """The JSON Schema of the request body, exactly as the harness shows it to a planner."""
-    schema: dict[str, Any] = catalog.route.request_model.model_json_schema()
+def request_schema(catalog: DomainCatalog, route: str | None = None) -> dict[str, Any]:
+    """The JSON Schema of the request body of ``route`` (a path; the default route when None),
+    exactly as the harness shows it to a planner."""
+    chosen = catalog.route if route is None else catalog.routes[route]
+    schema: dict[str, Any] = chosen.request_model.model_json_schema()
     return schema
 
 
 def schema_leaks(catalog: DomainCatalog, fix_values: set[Any]) -> list[Leak]:
-    """Fix values anywhere in the request schema's prose, enums or consts, and task values in
-    its prose: each is a value a planner could copy from the schema instead of its task."""
-    schema = request_schema(catalog)
+    """Fix values anywhere in a route's request schema (prose, enums or consts), and task values
+    in its prose: each is a value a planner could copy from the schema instead of its task."""
+    found: list[Leak] = []
+    for path in catalog.routes:
+        where = "the request schema" if path == catalog.route.path else f"the schema of {path}"
+        found += _route_schema_leaks(catalog, fix_values, path, where)
+    return found
+
+
+def _route_schema_leaks(
+    catalog: DomainCatalog, fix_values: set[Any], route: str, where: str
+) -> list[Leak]:
+    schema = request_schema(catalog, route)
     prose = " \n ".join(str(v) for v in _schema_leaves(schema, SCHEMA_PROSE_KEYWORDS))
     constraints = " \n ".join(str(v) for v in _schema_leaves(schema, frozenset({"enum", "const"})))
     found = [
-        Leak(value, "the request schema")
+        Leak(value, where)
         for value in sorted(fix_values, key=repr)
         if _in_text(value, prose) or _in_text(value, constraints)
     ]
@@ -85,7 +103,7 @@ def schema_leaks(catalog: DomainCatalog, fix_values: set[Any]) -> list[Leak]:
         if isinstance(leaf, str) and leaf not in fix_values
     }
     found += [
-        Leak(value, "the request schema", kind="task value")
+        Leak(value, where, kind="task value")
         for value in sorted(task_values)
         if _in_text(value, prose)
     ]
@@ -99,9 +117,10 @@ def fix_values(catalog: DomainCatalog) -> set[Any]:
     values: set[Any] = set()
     for state in _states(catalog):
         for family in catalog.task_families.values():
+            route = catalog.route_of(family)
             for draft in _neighbours(family.draft(), candidates):
                 try:
-                    findings = provider.findings(catalog.route, draft, state)
+                    findings = provider.findings(route, draft, state)
                 except ValidationError:
                     continue
                 for finding in findings:
@@ -109,7 +128,7 @@ def fix_values(catalog: DomainCatalog) -> set[Any]:
                     if finding.violation.parameters and draft == family.fields:
                         chained = {**draft, **finding.violation.parameters}
                         try:
-                            more = provider.findings(catalog.route, chained, state)
+                            more = provider.findings(route, chained, state)
                         except ValidationError:
                             continue
                         for f in more:

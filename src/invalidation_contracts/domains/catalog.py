@@ -40,7 +40,8 @@ class TaskFamily:
 
     ``fields`` are the request values the text states (the planner's starting draft); they never
     hold the fix. ``action`` and ``expected_fix_type`` describe the hint the draft draws on a first
-    try without memory (both None for a class that carries no constraint).
+    try without memory (both None for a class that carries no constraint). ``route`` is the path of
+    the route the family's requests go to; None means the catalog's default route.
     """
 
     id: str
@@ -50,6 +51,7 @@ class TaskFamily:
     action: Action | None = None
     expected_fix_type: str | None = None
     description: str = ""
+    route: str | None = None
 
     def draft(self) -> dict[str, Any]:
         """A fresh, mutable copy of ``fields``."""
@@ -62,7 +64,13 @@ class DomainCatalog:
 
     ``snapshots`` maps a drift snapshot's name to its table file (its ``table`` field says which
     table it replaces); ``rule_sets`` maps a name to a file of complete rule declarations (what
-    ``POST /admin/rules`` takes). ``route`` is the endpoint the task families call.
+    ``POST /admin/rules`` takes). ``route`` is the default endpoint: the one a task family that
+    names no route calls. ``routes`` maps every route a family may name by its path (the default
+    route is always among them, and wins over a route given there under its path); a family naming a
+    path not in it is a ``ValueError``.
+    ``route_prompts`` adds, per route path, a paragraph to the system prompt of that route's
+    families (what the endpoint does); the default route's families see ``system_prompt`` alone
+    unless their path has one too.
     """
 
     domain: Domain
@@ -71,6 +79,8 @@ class DomainCatalog:
     snapshots: Mapping[str, Path]
     route: Route[Any]
     rule_sets: Mapping[str, Path] = field(default_factory=dict)
+    routes: Mapping[str, Route[Any]] = field(default_factory=dict)
+    route_prompts: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_directory(
@@ -86,22 +96,56 @@ class DomainCatalog:
         Every rule set under ``rules/`` is loaded by its file stem (``rules/rule-removal.json`` is
         the rule set ``rule-removal``); ``rule_sets`` adds names or points one elsewhere (e.g.
         ``{"initial": rules/rules-stream.json}`` for a domain that starts from another set).
+        ``route_path`` is the default route; a family's ``route`` and the ``[routes."<path>"]``
+        tables of ``tasks.toml`` name the others, each one of ``domain``'s routes.
         """
         directory = Path(directory)
-        tasks = load_tasks(directory / "tasks.toml")
+        path = directory / "tasks.toml"
+        tasks = load_tasks(path)
+        named = [route_path, *tasks.route_prompts]
+        named += [f.route for f in tasks.families.values() if f.route is not None]
+        routes: dict[str, Route[Any]] = {}
+        for name in dict.fromkeys(named):
+            try:
+                routes[name] = domain.route(name)
+            except KeyError:
+                known = ", ".join(r.path for r in domain.routes)
+                raise DataFileError(
+                    f"{path}: route {name!r} is not a route of domain {domain.name!r} "
+                    f"(routes: {known})"
+                ) from None
         return cls(
             domain=domain,
             system_prompt=tasks.system_prompt,
             task_families=tasks.families,
             snapshots=snapshot_paths(directory / "snapshots"),
-            route=domain.route(route_path),
+            route=routes[route_path],
             rule_sets={**rule_set_paths(directory / "rules"), **dict(rule_sets or {})},
+            routes=routes,
+            route_prompts=tasks.route_prompts,
         )
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "task_families", MappingProxyType(dict(self.task_families)))
         object.__setattr__(self, "snapshots", MappingProxyType(dict(self.snapshots)))
         object.__setattr__(self, "rule_sets", MappingProxyType(dict(self.rule_sets)))
+        routes = {self.route.path: self.route}
+        routes.update((p, r) for p, r in self.routes.items() if p != self.route.path)
+        object.__setattr__(self, "routes", MappingProxyType(routes))
+        object.__setattr__(self, "route_prompts", MappingProxyType(dict(self.route_prompts)))
+        known = ", ".join(sorted(routes))
+        for family in self.task_families.values():
+            if family.route is not None and family.route not in routes:
+                raise ValueError(
+                    f"task family {family.id!r} names route {family.route!r}, which catalog "
+                    f"{self.domain.name!r} does not have (routes: {known})"
+                )
+        for path in self.route_prompts:
+            if path not in routes:
+                raise ValueError(
+                    f"a system prompt is given for route {path!r}, which catalog "
+                    f"{self.domain.name!r} does not have (routes: {known})"
+                )
 
     @property
     def name(self) -> str:
@@ -116,6 +160,18 @@ class DomainCatalog:
             raise KeyError(
                 f"domain {self.name!r} has no task family {family_id!r}; known: {known}"
             ) from None
+
+    def route_of(self, family: TaskFamily | str) -> Route[Any]:
+        """The route ``family`` (a family or its id) sends its requests to."""
+        if isinstance(family, str):
+            family = self.family(family)
+        return self.route if family.route is None else self.routes[family.route]
+
+    def system_prompt_of(self, family: TaskFamily | str) -> str:
+        """The base system prompt a planner gets for ``family``: the catalog's, then its route's
+        paragraph when ``route_prompts`` has one."""
+        extra = self.route_prompts.get(self.route_of(family).path)
+        return self.system_prompt if extra is None else f"{self.system_prompt}\n\n{extra}"
 
     def families_of(self, klass: str) -> list[TaskFamily]:
         """The families of one class, in declaration order."""
@@ -144,13 +200,18 @@ class DomainCatalog:
         return load_rules(path)
 
     def is_fix_current(
-        self, fix: Suggestion, draft: Mapping[str, Any], state: RegistryState
+        self,
+        fix: Suggestion,
+        draft: Mapping[str, Any],
+        state: RegistryState,
+        route: Route[Any] | None = None,
     ) -> bool:
         """Evaluator oracle: would the server still give ``fix`` for ``draft`` under ``state``?
 
-        ``draft`` is the request the fix was learned on (the task's fields), before the fix.
+        ``draft`` is the request the fix was learned on (the task's fields), before the fix;
+        ``route`` the route it was sent to (the default route when None).
         """
-        return oracle.is_fix_current(self.route, draft, fix, state)
+        return oracle.is_fix_current(route or self.route, draft, fix, state)
 
 
 def load_tables(directory: Path) -> dict[str, TableSpec]:
@@ -206,17 +267,20 @@ def load_rules(path: Path) -> tuple[Rule, ...]:
 
 @dataclass(frozen=True, slots=True)
 class TaskFile:
-    """A ``tasks.toml``: the base system prompt and the task families."""
+    """A ``tasks.toml``: the base system prompt, the task families, and each route's paragraph."""
 
     system_prompt: str
     families: dict[str, TaskFamily]
+    route_prompts: dict[str, str] = field(default_factory=dict)
 
 
 def load_tasks(path: Path) -> TaskFile:
     """Read ``tasks.toml``: ``system_prompt`` and one ``[[family]]`` table per task family.
 
     Each family has ``id``, ``class``, ``text``, ``[family.fields]`` and, when the draft draws a
-    hint, ``action`` and ``expected_fix_type``.
+    hint, ``action`` and ``expected_fix_type``; ``route`` (a route path) when it calls another
+    route than the catalog's default. ``[routes."<path>"]`` tables may give ``system_prompt``: a
+    paragraph added to the system prompt of that route's families.
     """
     path = Path(path)
     try:
@@ -236,7 +300,21 @@ def load_tasks(path: Path) -> TaskFile:
         families[family.id] = family
     if not families:
         raise DataFileError(f"{path}: no [[family]] entries")
-    return TaskFile(prompt.strip(), families)
+    return TaskFile(prompt.strip(), families, _route_prompts(path, data.get("routes", {})))
+
+
+def _route_prompts(path: Path, routes: Any) -> dict[str, str]:
+    if not isinstance(routes, dict):
+        raise DataFileError(f"{path}: 'routes' must be a table of [routes.\"<path>\"] tables")
+    out: dict[str, str] = {}
+    for route, item in routes.items():
+        text = item.get("system_prompt") if isinstance(item, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise DataFileError(
+                f"{path}: routes.{route!r}: 'system_prompt' must be a non-empty string"
+            )
+        out[route] = text.strip()
+    return out
 
 
 def _family(path: Path, index: int, item: Any) -> TaskFamily:
@@ -257,6 +335,9 @@ def _family(path: Path, index: int, item: Any) -> TaskFamily:
         raise DataFileError(
             f"{where} ({item['id']}): action {action!r} is not one of {choices}"
         ) from None
+    route = item.get("route")
+    if route is not None and (not isinstance(route, str) or not route.startswith("/")):
+        raise DataFileError(f"{where} ({item['id']}): 'route' must be a route path like '/v1/x'")
     fix_type = item.get("expected_fix_type")
     if (parsed is None) != (fix_type is None):
         raise DataFileError(
@@ -270,4 +351,5 @@ def _family(path: Path, index: int, item: Any) -> TaskFamily:
         action=parsed,
         expected_fix_type=fix_type,
         description=" ".join(str(item.get("description", "")).split()),
+        route=route,
     )

@@ -132,6 +132,9 @@ class ContractSession(calls.AgentCalls):
         self._watcher = Watcher(self._refresh, on_lost=lambda: memory.reopened(self.origin))
         self._tasks: anyio.abc.TaskGroup | None = None
         self.tools: dict[str, types.Tool] = {}
+        self.reply_listener: Callable[[ToolReply], None] | None = None
+        """Given each ``call_tool`` reply as received, contract included (what a framework
+        adapter keeps from its model; the harness records it)."""
 
     @property
     def origin(self) -> str:
@@ -246,9 +249,12 @@ class ContractSession(calls.AgentCalls):
         self._emit(obs.events, listener)
         record = _both(events, listener)
         outstanding = await self.fulfil(obs.needs, episode=episode, listener=record)
-        return ToolReply(
+        reply = ToolReply(
             result, answer.status, answer.body, tuple(events), answer.cost, outstanding
         )
+        if self.reply_listener is not None:
+            self.reply_listener(reply)
+        return reply
 
     async def fulfil(
         self,

@@ -81,8 +81,8 @@ class SQLRegistryStore:
                 if "domain" not in meta:
                     loaded = writer.initialise(s, domain, load_sql)
                 else:
-                    loaded = writer.load_or_repair(s, domain, meta, self._restored(meta))
-                self._mark(loaded.state.epoch, loaded.state.seq)
+                    loaded = writer.load_or_repair(s, domain, meta, self._restored(s, meta))
+                self._mark(s, loaded.state.epoch, loaded.state.seq)
         registry = Registry.restore(
             loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
         )
@@ -113,7 +113,7 @@ class SQLRegistryStore:
             write = _Write(s, self._capacity)
             yield write
             if write.saved is not None:
-                self._mark(*write.saved_at)
+                self._mark(s, *write.saved_at)
                 self._dialect.committed(s.db, write.saved)
 
     def catch_up(self, state: RegistryState) -> Catchup | None:
@@ -133,18 +133,19 @@ class SQLRegistryStore:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _restored(self, meta: Mapping[str, str]) -> str | None:
+    def _restored(self, s: Statements, meta: Mapping[str, str]) -> str | None:
         """Why the stored history is not a clean continuation of what was served (None: it is)."""
+        text = meta.get("seq", "")
+        epoch, seq = meta.get("epoch", ""), int(text) if text.isdigit() else -1
+        reason = self._dialect.discontinuity(s.db, epoch, seq)
         path = self._dialect.mark_path()
-        if path is None:
-            return None
-        seq = meta.get("seq", "")
-        return discontinuity(
-            read_mark(path), meta.get("epoch", ""), int(seq) if seq.isdigit() else -1
-        )
+        if reason is not None or path is None:
+            return reason
+        return discontinuity(read_mark(path), epoch, seq)
 
-    def _mark(self, epoch: str, seq: int) -> None:
+    def _mark(self, s: Statements, epoch: str, seq: int) -> None:
         """Record the furthest position served, before the commit that reaches it."""
+        self._dialect.stamp(s.db, epoch, seq)
         path = self._dialect.mark_path()
         if path is not None:
             try:

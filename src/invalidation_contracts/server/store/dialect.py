@@ -56,6 +56,14 @@ class Dialect(ABC):
         """Where the store keeps its high-water mark (``highwater``); None: it keeps none."""
         return None
 
+    def discontinuity(self, db: Any, epoch: str, seq: int) -> str | None:
+        """Why the stored ``(epoch, seq)`` is not what the last commit left, by the database's
+        own identity of it (``highwater.Identity``); None: it is, or the database keeps none."""
+        return None
+
+    def stamp(self, db: Any, epoch: str, seq: int) -> None:  # noqa: B027 - optional hook
+        """Record, inside the write transaction that reaches ``(epoch, seq)``, its identity."""
+
     def usable(self, db: Any) -> bool:
         """False when the connection is lost and must be opened again."""
         return True

@@ -14,6 +14,7 @@ from typing import Any
 from ..._extras import require_extra
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
+from .highwater import Identity, identity_discontinuity
 
 require_extra("postgres", "psycopg")
 
@@ -133,6 +134,39 @@ class PostgresDialect(Dialect):
 
     def listener(self) -> PostgresListener:
         return PostgresListener(self.url, [self.channel])
+
+    def discontinuity(self, db: Any, epoch: str, seq: int) -> str | None:
+        row = db.execute(
+            sql.SQL("SELECT value, xmin::text FROM {}.meta WHERE name = 'identity'").format(
+                sql.Identifier(self.schema)
+            )
+        ).fetchone()
+        if row is None:
+            return None
+        recorded = Identity.decode(row[0])
+        if recorded is None:
+            return "the registry's history identity is unreadable"
+        cluster, _ = self._identify(db)
+        return identity_discontinuity(recorded, int(row[1]), cluster, epoch, seq)
+
+    def stamp(self, db: Any, epoch: str, seq: int) -> None:
+        cluster, xid = self._identify(db)
+        db.execute(
+            sql.SQL(
+                "INSERT INTO {}.meta (name, value) VALUES ('identity', %s)"
+                " ON CONFLICT (name) DO UPDATE SET value = excluded.value"
+            ).format(sql.Identifier(self.schema)),
+            (Identity(cluster, xid, epoch, seq).encode(),),
+        )
+
+    def _identify(self, db: Any) -> tuple[str, int]:
+        """The cluster (system identifier / current WAL timeline) and this transaction's id."""
+        cluster, xid = db.execute(
+            "SELECT system_identifier::text || '/'"
+            " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8),"
+            " pg_current_xact_id()::text FROM pg_control_system()"
+        ).fetchone()
+        return str(cluster), int(xid)
 
     def _lock(self, db: Any) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ic:{self.schema}",))
