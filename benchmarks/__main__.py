@@ -35,6 +35,7 @@ from . import (
     reconcile_cost,
     recovery,
     reload_cost,
+    retrofit_overhead,
     serve_latency,
     two_writers,
     wire_cost,
@@ -58,6 +59,7 @@ MODULES: tuple[ModuleType, ...] = (
     confirmation_cost,
     reconcile_cost,
     two_writers,
+    retrofit_overhead,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -189,7 +189,7 @@ def write_run(
             key=m.get("key", ["origin", "TYPE", {}]),
             reason=m.get("reason"),
             stale=m.get("stale"),
-            **{k: m[k] for k in ("fix", "cascaded_from") if k in m},
+            **{k: m[k] for k in ("fix", "cascaded_from", "tables") if k in m},
         )
     for episode, entry in stale:
         writer.write("stale", episode=episode, entry=entry)

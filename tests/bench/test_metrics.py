@@ -228,6 +228,69 @@ def test_events_after_the_same_episode_are_one_window_naming_every_part(tmp_path
     assert (window.kind, window.evictions, window.evictions_correct) == ("breaking", 2, 2)
 
 
+SHARED = (
+    {"after_episode": 5, "kind": "benign", "table": "token_map", "rules": None},
+    {"after_episode": 5, "kind": "breaking", "table": "recommended", "rules": None},
+)
+
+
+def _store(entry: str, *tables: str) -> dict:
+    return {"episode": 2, "event": "store", "entry": entry, "tables": list(tables)}
+
+
+def test_events_after_the_same_episode_each_keep_their_own_figures(tmp_path):
+    memory = [
+        _store("tok", "token_map"),
+        _store("rec1", "recommended"),
+        _store("rec2", "recommended"),
+        {"episode": 6, "event": "evict", "entry": "tok", "stale": False},
+        {"episode": 6, "event": "evict", "entry": "rec1", "stale": True},
+        {"episode": 7, "event": "evict", "entry": "rec2", "stale": True},
+        {"episode": 7, "event": "restamp", "entry": "x", "tables": ["token_map"]},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory, drift=SHARED)
+    [window] = only(tmp_path).drift
+    assert (window.evictions, window.restamps) == (3, 1)
+    token, recommended = window.parts
+    assert (token.target, token.kind) == ("table token_map", "benign")
+    assert (token.evictions, token.evictions_wrong, token.restamps) == (1, 1, 1)
+    assert (recommended.target, recommended.kind) == ("table recommended", "breaking")
+    assert (recommended.evictions, recommended.evictions_correct, recommended.restamps) == (2, 2, 0)
+
+
+def test_an_entry_depending_on_both_events_tables_counts_under_each(tmp_path):
+    memory = [
+        _store("both", "recommended", "token_map"),
+        {"episode": 6, "event": "evict", "entry": "both", "stale": True},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory, drift=SHARED)
+    [window] = only(tmp_path).drift
+    assert window.evictions == 1
+    assert [p.evictions for p in window.parts] == [1, 1]
+
+
+def test_a_window_of_one_event_has_no_parts(tmp_path):
+    B.write_run(tmp_path, B.episodes(), memory=[])
+    assert all(w.parts == () for w in only(tmp_path).drift)
+
+
+def test_a_multi_table_event_is_named_by_its_tables(tmp_path):
+    drift = (
+        {
+            "after_episode": 5,
+            "kind": "breaking",
+            "rules": None,
+            "tables": [
+                {"table": "token_map", "snapshot": "a"},
+                {"table": "recommended", "snapshot": "b"},
+            ],
+        },
+    )
+    B.write_run(tmp_path, B.episodes(), memory=[], drift=drift)
+    [window] = only(tmp_path).drift
+    assert (window.target, window.rules) == ("tables token_map + recommended", False)
+
+
 def test_consumer_evictions_descending_from_a_wrong_eviction_are_counted_apart(tmp_path):
     memory = [
         {"episode": 6, "event": "evict", "entry": "w", "stale": False},

@@ -273,6 +273,27 @@ def test_the_events_table_splits_counts_per_drift_event(report):
     )  # rotation: one eviction; benign bump: zero evictions, one restamp
 
 
+def test_the_events_table_gives_events_after_the_same_episode_each_their_own_counts(tmp_path):
+    drift = (
+        {"after_episode": 5, "kind": "benign", "table": "token_map", "rules": None},
+        {"after_episode": 5, "kind": "breaking", "table": "recommended", "rules": None},
+    )
+    memory = [
+        {"episode": 2, "event": "store", "entry": "tok", "tables": ["token_map"]},
+        {"episode": 3, "event": "store", "entry": "rec", "tables": ["recommended"]},
+        {"episode": 3, "event": "store", "entry": "rec2", "tables": ["recommended"]},
+        {"episode": 6, "event": "evict", "entry": "rec", "stale": True},
+        {"episode": 7, "event": "evict", "entry": "rec2", "stale": True},
+        {"episode": 7, "event": "restamp", "entry": "tok", "tables": ["token_map"]},
+    ]
+    B.write_run(tmp_path, B.episodes(), memory=memory, drift=drift)
+    events = _section(build_report(tmp_path), "### Events and completion")
+    row = next(line for line in events.splitlines() if "A2D (row)" in line)
+    assert "| 0 + 2 | 1 + 0 |" in row  # token_map: a restamp; recommended: two evictions
+    assert "after episode 5 (table token_map, benign); after episode 5 (table recommended" in events
+    assert "counted each on its own" in events
+
+
 def test_an_exhausted_run_shows_its_completed_count(tmp_path):
     eps = B.episodes()[:3] + [
         B.Ep(k, first_try=False, attempts=5, completed=False) for k in B.STREAM[3:]

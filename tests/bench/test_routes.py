@@ -178,6 +178,11 @@ def test_each_episode_goes_to_its_familys_route_and_files_its_fix_there(travel, 
         "USE_HOLDER_CURRENCY": f"POST {CARDS}",
     }
     assert metrics.completed_episodes == 9
+    tables = {r["key"]["type"]: r["tables"] for r in run.of("memory") if r["event"] == "store"}
+    assert tables == {
+        "USE_REGISTERED_CARD": ["cards"],
+        "USE_HOLDER_CURRENCY": ["holders"],
+    }
 
 
 def test_the_oracle_judges_each_fix_on_the_route_it_was_learned_on(travel, tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchmarks import production, serve_latency
+from benchmarks import production, retrofit_overhead, serve_latency
 
 
 @pytest.mark.workers
@@ -34,3 +34,14 @@ def test_the_mcp_keep_alive_study_compares_serve_mcp_with_serve(tmp_path: Path) 
     result = mcp_keepalive.run(quick=True, out_dir=tmp_path)
     assert "|---" in result.markdown and len(result.checks) == 1
     assert set(result.data["servers"]) == set(mcp_keepalive.REQUESTS)
+
+
+@pytest.mark.workers
+def test_the_retrofit_study_compares_the_same_app_with_and_without_the_contract(
+    tmp_path: Path,
+) -> None:
+    result = retrofit_overhead.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown
+    assert set(result.data["ratios"]) == {"POST", "GET"}
+    assert len(result.data["cpu_s_per_request"]) == 4
+    assert bool(result.data["profile"]) == any(not check.met for check in result.checks)

@@ -280,10 +280,10 @@ def test_preflight_probes_with_an_external_domains_families(ext, capsys):
 
 
 def test_serve_builds_the_app_of_an_external_domain(ext, entry_point, monkeypatch):
-    from invalidation_contracts import cli
+    from invalidation_contracts.cli import service
 
     served = []
-    monkeypatch.setattr(cli, "_listen", lambda app, args, **kw: served.append(app))
+    monkeypatch.setattr(service, "_listen", lambda app, args, **kw: served.append(app))
     monkeypatch.setenv("INVALIDATION_CONTRACTS_ADMIN_TOKEN", "secret-token-for-tests")
     for spec in (f"{PACKAGE}:catalog", entry_point):
         assert run_cli("serve", "--domain", spec, "--port", "0") == 0

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from invalidation_contracts.bench.arms import Arm
-from invalidation_contracts.bench.artifacts import read_runs
+from invalidation_contracts.bench.artifacts import read_run, read_runs
 from invalidation_contracts.bench.errors import HarnessError
 from invalidation_contracts.bench.framework_channel import framework_agent
 from invalidation_contracts.bench.metrics import RunMetrics, run_metrics
@@ -25,6 +27,8 @@ from invalidation_contracts.bench.scenario import load_scenario
 from invalidation_contracts.cli import main
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.planners import PlanningContext
+from invalidation_contracts.planners.registry import create_planner
 from invalidation_contracts.protocol.levels import Level
 
 pytest.importorskip("pydantic_ai")
@@ -141,3 +145,48 @@ def test_a_framework_whose_model_makes_no_tool_call_stops_the_run():
 
     with pytest.raises(HarnessError, match="0 tool calls"):
         asyncio.run(_attempt(silent))
+
+
+class _KillsTheServer:
+    """``simulated:exact``, which kills the ``serve-mcp`` children of this process before it
+    plans episode ``at``: the server dies mid-stream."""
+
+    def __init__(self, at: int) -> None:
+        self.inner = create_planner("simulated:exact")
+        self.name, self.simulated, self.at = self.inner.name, True, at
+
+    async def plan(self, context: PlanningContext) -> Any:
+        if context.episode == self.at and context.attempt == 1:
+            for pid in _serve_mcp_children():
+                os.kill(pid, signal.SIGKILL)
+        return await self.inner.plan(context)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _serve_mcp_children() -> list[int]:
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        for pid in (task / "children").read_text().split():
+            if b"serve-mcp" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_server_killed_mid_stream_ends_the_run_with_its_error_recorded(framework, tmp_path):
+    spec = RunSpec(load_scenario("payments-drifted"), "simulated:exact", Arm("row"), 0)
+
+    with pytest.raises(Exception):  # noqa: B017 (each framework words a dead server its own way)
+        asyncio.run(
+            run_one(
+                spec, tmp_path, transport=framework, planner_factory=lambda n: _KillsTheServer(3)
+            )
+        )
+
+    assert read_runs(tmp_path) == []  # no completed run: a rerun starts it again
+    (meta,) = (tmp_path / "runs").rglob("*.meta.json")
+    run = read_run(meta)
+    assert run.meta.completed is False and run.meta.error
+    assert [r["episode"] for r in run.of("episode")] == [1, 2]  # the finished ones are kept

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from invalidation_contracts import cli
+from invalidation_contracts.cli import service as cli_service
 from invalidation_contracts.server.app import create_app
 
 TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"
@@ -120,7 +121,7 @@ def test_an_unexpected_error_is_one_line_unless_debugging(capsys, monkeypatch):
     def broken(args):
         raise RuntimeError("a bug\nwith a second line")
 
-    monkeypatch.setattr(cli, "_graph", broken)
+    monkeypatch.setattr(cli_service, "_graph", broken)
     status, _, err = run(capsys, "graph")
     assert status == 1
     assert one_line(err) == ("invalidation-contracts: error: unexpected RuntimeError: a bug")

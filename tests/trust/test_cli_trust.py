@@ -2,7 +2,8 @@ import argparse
 
 import pytest
 
-from invalidation_contracts.cli import CommandError, _trust_options, main
+from invalidation_contracts.cli import CommandError, main
+from invalidation_contracts.cli.options import _trust_options
 
 
 def test_keygen_writes_a_private_key_and_prints_the_public_key(tmp_path, capsys):

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from invalidation_contracts.cli import _admin_token, main
+from invalidation_contracts.cli import main
+from invalidation_contracts.cli.options import _admin_token
 from invalidation_contracts.private_files import PrivateFileError, exposure, write_private
 from invalidation_contracts.server.trust import TrustOptions
 

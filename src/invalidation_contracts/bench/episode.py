@@ -345,6 +345,7 @@ class EpisodeLoop:
             stale = None
             fix: dict[str, Any] | None = None
             cascaded: str | None = None
+            tables: list[str] | None = None
             if isinstance(event, Stored):
                 if live is None:
                     live = {e.id: e.suggestion for e in self._entries()}
@@ -352,6 +353,9 @@ class EpisodeLoop:
                 self.oracle.learned(event, learned)
                 if learned is not None:
                     fix = {"type": learned.type, "parameters": dict(learned.parameters)}
+                tables = sorted(event.tables)
+            elif isinstance(event, Restamped):
+                tables = sorted(event.versions) + (["rules"] if event.rules_version else [])
             elif isinstance(event, Evicted):
                 if event.reason is EvictionReason.CONSUMER:
                     parent = _PARENT.search(event.detail)
@@ -374,6 +378,7 @@ class EpisodeLoop:
                 stale=stale,
                 **({"fix": fix} if fix is not None else {}),
                 **({"cascaded_from": cascaded} if cascaded is not None else {}),
+                **({"tables": tables} if tables is not None else {}),
             )
 
 

@@ -28,6 +28,7 @@ from .order import (
 from .pooling import CELL_FIELDS, CellMetrics, DriftCell, Stat, aggregate, summary_json
 from .run import (
     KIND_RANK,
+    DriftPart,
     DriftWindow,
     RunMetrics,
     drift_events,
@@ -50,6 +51,7 @@ __all__ = [
     "SIMULATED_MARK",
     "CellMetrics",
     "DriftCell",
+    "DriftPart",
     "DriftWindow",
     "RunMetrics",
     "Stat",

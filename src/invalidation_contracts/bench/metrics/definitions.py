@@ -77,7 +77,11 @@ DEFINITIONS: tuple[tuple[str, str], ...] = (
         "Per drift event",
         (
             "evictions and restamps counted over the episodes after that drift event's "
-            "`after_episode` up to and including the next drift event's `after_episode`."
+            "`after_episode` up to and including the next drift event's `after_episode`. Events "
+            "after the same episode share those episodes and are counted each on its own: an "
+            "eviction under each event that changed a table the evicted entry depended on (its "
+            "`store` record's `tables`; a rules event: evictions for a rules change), a restamp "
+            "under each event whose table (or the rules) its record's `tables` names."
         ),
     ),
     (

@@ -37,6 +37,19 @@ class Stat:
 
 
 @dataclass(frozen=True, slots=True)
+class DriftPartCell:
+    """One event of a shared drift window (``DriftPart``), its counts over the seeds of a cell."""
+
+    target: str
+    kind: str
+    rules: bool
+    evictions: Stat
+    evictions_correct: Stat
+    evictions_wrong: Stat
+    restamps: Stat
+
+
+@dataclass(frozen=True, slots=True)
 class DriftCell:
     """One drift window's counts over the seeds of a cell."""
 
@@ -49,6 +62,8 @@ class DriftCell:
     evictions_wrong: Stat
     restamps: Stat
     alert: Stat
+    parts: tuple[DriftPartCell, ...] = ()
+    """Each event of a window several share, with its own counts (empty for a single event)."""
 
 
 #: The per-run numbers a cell averages over seeds (RunMetrics attribute names).
@@ -191,6 +206,7 @@ def _drift_cells(group: Sequence[RunMetrics]) -> tuple[DriftCell, ...]:
                         "alert",
                     )
                 },
+                parts=_part_cells(windows),
             )
         )
     return tuple(cells)
@@ -261,3 +277,20 @@ def summary_json(root: Path) -> dict[str, Any]:
         "runs": [m.to_json() for m in metrics],
         "cells": [c.to_json() for c in aggregate(metrics)],
     }
+
+
+def _part_cells(windows: Sequence[DriftWindow]) -> tuple[DriftPartCell, ...]:
+    """The parts of one shared window over the seeds, matched by position."""
+    count = min((len(w.parts) for w in windows), default=0)
+    return tuple(
+        DriftPartCell(
+            target=windows[0].parts[i].target,
+            kind=windows[0].parts[i].kind,
+            rules=windows[0].parts[i].rules,
+            **{
+                name: Stat.of(getattr(w.parts[i], name) for w in windows)
+                for name in ("evictions", "evictions_correct", "evictions_wrong", "restamps")
+            },
+        )
+        for i in range(count)
+    )

@@ -15,6 +15,25 @@ from .wire_totals import WireTotals
 
 
 @dataclass(frozen=True, slots=True)
+class DriftPart:
+    """One of several events applied after the same episode, with its own figures.
+
+    Nothing runs between such events, so each eviction and restamp of the window is attributed by
+    what it concerns: an eviction to each event that changed a table the evicted entry depended on
+    (a rules event: an eviction for a rules change), a restamp to each event whose table (or the
+    rules) it restamped. An entry depending on tables of two events counts under both; the
+    window's own figures count it once."""
+
+    target: str
+    kind: str
+    rules: bool
+    evictions: int
+    evictions_correct: int
+    evictions_wrong: int
+    restamps: int
+
+
+@dataclass(frozen=True, slots=True)
 class DriftWindow:
     """What a run did between one drift event and the next. Events applied after the same
     episode are one window (``_change_sets``): nothing runs between them to tell them apart."""
@@ -33,6 +52,8 @@ class DriftWindow:
     restamps: int
     alert: int | None
     """Rule events: the episode the arm first learned the rules changed (DEFINITIONS "Alert")."""
+    parts: tuple[DriftPart, ...] = ()
+    """Each event of a window several share, with its own figures (empty for a single event)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,13 +164,20 @@ def drift_events(run: Run) -> list[dict[str, Any]]:
     if manifest is not None:
         events = []
         for e in manifest:
-            target = f"table {e['table']}" if e.get("table") else f"rules {e.get('rules')}"
+            tables = [str(t["table"]) for t in e.get("tables") or ()]
+            if tables:
+                target = "tables " + " + ".join(tables)
+            elif e.get("table"):
+                tables, target = [str(e["table"])], f"table {e['table']}"
+            else:
+                target = f"rules {e.get('rules')}"
             events.append(
                 {
                     "after_episode": int(e["after_episode"]),
                     "kind": e.get("kind", ""),
                     "target": target,
                     "rules": bool(e.get("rules")),
+                    "tables": tables,
                 }
             )
     else:
@@ -159,10 +187,19 @@ def drift_events(run: Run) -> list[dict[str, Any]]:
                 "kind": r.get("kind", ""),
                 "target": str(r.get("target", "")),
                 "rules": str(r.get("target", "")).startswith("rules"),
+                "tables": _target_tables(str(r.get("target", ""))),
             }
             for r in run.of("drift")
         ]
     return sorted(events, key=lambda e: e["after_episode"])
+
+
+def _target_tables(target: str) -> list[str]:
+    """The tables a drift record's target names (``table a``, ``tables a + b``; rules: none)."""
+    for prefix in ("tables ", "table "):
+        if target.startswith(prefix):
+            return [t.strip() for t in target[len(prefix) :].split("+")]
+    return []
 
 
 def _stale_slots(run: Run, episodes: Sequence[Mapping[str, Any]]) -> frozenset[int]:
@@ -254,6 +291,7 @@ def _change_sets(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for event in events:
         if merged and merged[-1]["after_episode"] == event["after_episode"]:
             last = merged[-1]
+            last.setdefault("events", [dict(last)]).append(dict(event))
             parts = last.setdefault("parts", [(last["target"], last["kind"])])
             parts.append((event["target"], event["kind"]))
             last["target"] = " + ".join(f"{target} ({kind})" for target, kind in parts)
@@ -273,6 +311,10 @@ def _windows(
 ) -> tuple[DriftWindow, ...]:
     windows = []
     events = _change_sets(events)
+    # Each entry's dependency tables, as its store record names them.
+    depends = {
+        str(m.get("entry")): set(m.get("tables") or ()) for m in memory if m.get("event") == "store"
+    }
     for i, event in enumerate(events):
         start = event["after_episode"]
         until = events[i + 1]["after_episode"] if i + 1 < len(events) else None
@@ -296,9 +338,37 @@ def _windows(
                 evictions_wrong=sum(1 for m in evicts if m.get("stale") is False),
                 restamps=sum(1 for m in inside if m.get("event") == "restamp"),
                 alert=_alert(event, inside, attempts, until, detection),
+                parts=tuple(_part(e, inside, depends) for e in event.get("events", ())),
             )
         )
     return tuple(windows)
+
+
+def _part(
+    event: Mapping[str, Any], inside: Sequence[Mapping[str, Any]], depends: Mapping[str, set[str]]
+) -> DriftPart:
+    """One event of a shared window, with the evictions and restamps attributed to it."""
+    tables = set(event.get("tables") or ())
+
+    def evicted_by(m: Mapping[str, Any]) -> bool:
+        if event["rules"]:
+            return m.get("reason") == "rules"
+        return bool(depends.get(str(m.get("entry")), set()) & tables)
+
+    def restamped_by(m: Mapping[str, Any]) -> bool:
+        touched = set(m.get("tables") or ())
+        return "rules" in touched if event["rules"] else bool(touched & tables)
+
+    evicts = [m for m in inside if m.get("event") == "evict" and evicted_by(m)]
+    return DriftPart(
+        target=event["target"],
+        kind=event["kind"],
+        rules=event["rules"],
+        evictions=len(evicts),
+        evictions_correct=sum(1 for m in evicts if m.get("stale") is True),
+        evictions_wrong=sum(1 for m in evicts if m.get("stale") is False),
+        restamps=sum(1 for m in inside if m.get("event") == "restamp" and restamped_by(m)),
+    )
 
 
 def _recall(run: Run, memory: list[dict[str, Any]]) -> tuple[int, int]:

@@ -140,17 +140,30 @@ def _completed(cells: Iterable[CellMetrics]) -> str:
 
 
 def _per_drift(cell: CellMetrics, name: str, rules_only: bool = False) -> str:
-    windows = [w for w in cell.drift if w.rules or not rules_only]
-    return " + ".join(_count(getattr(w, name).mean) for w in windows) or DASH
+    """One term per drift event, in order; the events of a shared window each with its own."""
+    terms = []
+    for w in cell.drift:
+        for event in w.parts or (w,):
+            if event.rules or not rules_only:
+                terms.append(_count(getattr(event, name).mean))
+    return " + ".join(terms) or DASH
 
 
 def _drift_caption(cells: Sequence[CellMetrics]) -> str:
     windows = next((c.drift for c in cells if c.drift), ())
     if not windows:
         return "no drift events"
-    return "drift events in order: " + "; ".join(
-        f"after episode {w.after_episode} ({w.target}, {w.kind})" for w in windows
+    events = [(w.after_episode, e.target, e.kind) for w in windows for e in (w.parts or (w,))]
+    caption = "drift events in order: " + "; ".join(
+        f"after episode {after} ({target}, {kind})" for after, target, kind in events
     )
+    if any(w.parts for w in windows):
+        caption += (
+            ". Events after the same episode are counted each on its own: an eviction under "
+            "each event that changed a table the evicted entry depended on (a rules event: an "
+            "eviction for a rules change), a restamp under each event whose table it restamped"
+        )
+    return caption
 
 
 def _by_arm_counts(arms: dict[str, CellMetrics], order: Sequence[str], name: str) -> str:

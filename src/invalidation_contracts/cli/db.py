@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 
-def add_db(sub: Any) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser("db", help="manage the change capture in the provider's database")
     actions = p.add_subparsers(dest="db_action", metavar="ACTION", required=True)
     up = actions.add_parser(
@@ -36,11 +36,11 @@ def add_db(sub: Any) -> None:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    from .cli import CommandError, UsageError
-    from .domains import get_domain
-    from .server.ingest import SourceError
-    from .server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
-    from .server.sql.install import DEFAULT_LOCK_TIMEOUT_S
+    from ..domains import get_domain
+    from ..server.ingest import SourceError
+    from ..server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
+    from ..server.sql.install import DEFAULT_LOCK_TIMEOUT_S
+    from . import CommandError, UsageError
 
     if args.lock_timeout is not None and args.lock_timeout <= 0:
         raise UsageError("--lock-timeout must be positive")

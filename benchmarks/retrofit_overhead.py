@@ -1,0 +1,301 @@
+"""Study — retrofit overhead (issue 21): server CPU per request of one FastAPI shop with its routes
+on a plain ``APIRouter`` against the same routes on the contract's router (``service.router()``,
+whose route class runs the policy check and stamps the answer), same run.
+
+Setup: the shop of docs/examples/retrofit_app.py (a ``plans`` table in SQLite made with plain
+SQL, the ``funding_policy`` on ``POST /v1/orders``) plus ``GET /v1/plans/{plan}``. The handlers
+are the same code in both apps and do no I/O (they answer from a dict), so the ratio is the
+route class's whole cost against a near-empty endpoint: an upper bound for a real handler. Each
+app is served by real uvicorn (one process each, started as ``uvicorn --factory``); a keep-alive
+client sends blocks of requests, alternating app and method, and the server's CPU (user + system,
+``/proc/PID/stat``) over each block is divided by its requests. The POST is a passing order.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import os
+import pstats
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from fastapi import APIRouter, FastAPI
+from pydantic import BaseModel
+
+from invalidation_contracts.protocol import Action
+from invalidation_contracts.server import Domain, Route, SQLTable, TrackedTables, Violation, policy
+
+from .common import Check, StudyResult, markdown_table
+
+NAME = "retrofit"
+TITLE = "Retrofit overhead: server CPU per request with and without the contract"
+TARGET = 1.10
+ROOT = Path(__file__).resolve().parents[1]
+PLANS = {"basic": "card", "enterprise": "invoice"}
+ORDER = {"plan": "enterprise", "funding_type": "invoice"}
+
+
+@dataclass(frozen=True, slots=True)
+class Size:
+    requests: int
+    rounds: int
+
+
+FULL = Size(requests=2000, rounds=3)
+QUICK = Size(requests=100, rounds=1)
+
+
+class Order(BaseModel):
+    plan: str
+    funding_type: str | None = None
+
+
+@policy("funding_policy")
+def funding_policy(request: Mapping[str, Any], tables: TrackedTables) -> Violation | None:
+    """Each plan is paid with the funding type its row names (as in the retrofit example)."""
+    plan = tables["plans"].get(request["plan"])
+    if plan is None or request.get("funding_type") == plan["funding"]:
+        return None
+    return Violation(
+        "USE_REQUIRED_FUNDING_TYPE",
+        f"plan {request['plan']} is paid by {plan['funding']}",
+        {"funding_type": plan["funding"]},
+        Action.ADD_FIELD if request.get("funding_type") is None else Action.REWRITE_VALUE,
+        scope={"plan": request["plan"]},
+    )
+
+
+DOMAIN = Domain(
+    "shop",
+    {"plans": SQLTable("plans", key="id", columns=["funding"])},
+    [],
+    [Route("/v1/orders", Order, [funding_policy])],
+)
+
+
+def _routes(router: APIRouter) -> APIRouter:
+    """The shop's own handlers, the same code on either router."""
+
+    @router.post("/v1/orders")
+    async def place_order(order: Order) -> dict[str, Any]:
+        return {"order": "accepted", "plan": order.plan}
+
+    @router.get("/v1/plans/{plan}")
+    async def show_plan(plan: str) -> dict[str, Any]:
+        return {"plan": plan, "funding": PLANS.get(plan)}
+
+    return router
+
+
+def plain_app() -> FastAPI:
+    """The shop without the contract."""
+    app = FastAPI(title="Shop")
+    app.include_router(_routes(APIRouter()))
+    return app
+
+
+def contract_app() -> FastAPI:
+    """The shop with the contract (database and registry from the environment)."""
+    from invalidation_contracts.server.http import ContractService
+
+    contract = ContractService.open(
+        DOMAIN,
+        database=os.environ["SHOP_DATABASE"],
+        store=os.environ["SHOP_REGISTRY"],
+        admin_token="bench",
+    )
+    app = FastAPI(title="Shop", lifespan=contract.lifespan)
+    app.include_router(contract.contract_router(), prefix="/api")
+    app.include_router(_routes(contract.router()))
+    return app
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def _uvicorn(factory: str, env: Mapping[str, str]) -> Iterator[tuple[int, int]]:
+    """``uvicorn --factory`` serving ``factory``; yields (pid, port) once it answers."""
+    port = _port()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "--factory",
+            factory,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+            "--no-access-log",
+        ],
+        cwd=ROOT,
+        env={**os.environ, **env, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/v1/plans/basic").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise RuntimeError(f"{factory} did not start")
+            time.sleep(0.1)
+        yield proc.pid, port
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def _cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _block(http: httpx.Client, pid: int, method: str, n: int) -> float:
+    """Server CPU seconds per request over ``n`` requests of ``method``."""
+    before = _cpu(pid)
+    for _ in range(n):
+        if method == "POST":
+            answer = http.post("/v1/orders", json=ORDER)
+        else:
+            answer = http.get("/v1/plans/enterprise")
+        if answer.status_code != 200:
+            raise RuntimeError(f"{method} answered {answer.status_code}: {answer.text[:200]}")
+    return (_cpu(pid) - before) / n
+
+
+def _profile(env: Mapping[str, str], n: int) -> str:
+    """Where the contract app's CPU goes: ``n`` passing POSTs in process (the ASGI app called in
+    this thread, its lifespan running), the library's functions by cumulative time."""
+    import asyncio
+
+    os.environ.update(env)
+    app = contract_app()
+    profiler = cProfile.Profile()
+
+    async def drive() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with (
+            app.router.lifespan_context(app),
+            httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http,
+        ):
+            await http.post("/v1/orders", json=ORDER)
+            profiler.enable()
+            for _ in range(n):
+                await http.post("/v1/orders", json=ORDER)
+            profiler.disable()
+
+    asyncio.run(drive())
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out).sort_stats("cumulative")
+    stats.print_stats(r"invalidation_contracts", 12)
+    stats.sort_stats("tottime").print_stats(8)
+    return out.getvalue()
+
+
+def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
+    size = QUICK if quick else FULL
+    with tempfile.TemporaryDirectory(prefix="retrofit-") as work:
+        shop = Path(work) / "shop.db"
+        with sqlite3.connect(shop) as db:
+            db.execute("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT NOT NULL)")
+            db.executemany("INSERT INTO plans VALUES (?, ?)", PLANS.items())
+        env = {"SHOP_DATABASE": f"sqlite:///{shop}", "SHOP_REGISTRY": str(Path(work) / "reg")}
+        per: dict[tuple[str, str], list[float]] = {}
+        with (
+            _uvicorn("benchmarks.retrofit_overhead:plain_app", env) as plain,
+            _uvicorn("benchmarks.retrofit_overhead:contract_app", env) as contract,
+        ):
+            servers = {"without": plain, "with": contract}
+            clients = {
+                name: httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=30)
+                for name, (_, port) in servers.items()
+            }
+            try:
+                for name, (pid, _) in servers.items():  # warm both
+                    for method in ("POST", "GET"):
+                        _block(clients[name], pid, method, 20)
+                for round_ in range(size.rounds):
+                    for method in ("POST", "GET"):
+                        order = ["without", "with"][:: 1 if round_ % 2 == 0 else -1]
+                        for name in order:
+                            pid = servers[name][0]
+                            cost = _block(clients[name], pid, method, size.requests)
+                            per.setdefault((name, method), []).append(cost)
+            finally:
+                for client in clients.values():
+                    client.close()
+        medians = {k: sorted(v)[len(v) // 2] for k, v in per.items()}
+        ratios = {m: medians[("with", m)] / medians[("without", m)] for m in ("POST", "GET")}
+        profile = _profile(env, 50 if quick else 300) if max(ratios.values()) > TARGET else ""
+    rows = [
+        [
+            method,
+            f"{medians[('without', method)] * 1e6:.0f}",
+            f"{medians[('with', method)] * 1e6:.0f}",
+            f"**{ratios[method]:.2f}×**",
+        ]
+        for method in ("POST", "GET")
+    ]
+    md = (
+        f"The same FastAPI shop, each served by real uvicorn (one process), blocks of "
+        f"{size.requests} keep-alive requests alternating app and method, {size.rounds} round(s); "
+        "server CPU (user + system of the uvicorn process) per request, median over rounds. "
+        "Handlers answer from a dict (no I/O), so the ratio is an upper bound for a real "
+        "handler. POST is a passing order (the policy check runs and passes).\n\n"
+        + markdown_table(
+            ["request", "without the contract (µs CPU)", "with the contract (µs CPU)", "ratio"],
+            rows,
+        )
+        + f"\n\nTarget ≤ {TARGET:.2f}×."
+    )
+    if profile:
+        md += (
+            "\n\nAbove the target: where the contract app's time goes (cProfile of passing "
+            "POSTs, the ASGI app driven in process; the library's functions by cumulative "
+            "time, then all by own time; `_check` runs the policy in the thread pool, so its "
+            "cumulative time includes the hop and waiting for that thread):\n\n```\n"
+            + _trim(profile)
+            + "\n```"
+        )
+    checks = [
+        Check(
+            f"{m}: CPU with / without the contract ≤ {TARGET:.2f}× (issue 21)",
+            f"{ratios[m]:.2f}×",
+            ratios[m] <= TARGET,
+        )
+        for m in ("POST", "GET")
+    ]
+    data = {
+        "cpu_s_per_request": {f"{n}/{m}": v for (n, m), v in per.items()},
+        "ratios": ratios,
+        "profile": profile,
+    }
+    return StudyResult(NAME, TITLE, md, checks, [], data)
+
+
+def _trim(profile: str) -> str:
+    keep = [
+        line.replace(str(ROOT) + "/", "").replace(str(Path(os.__file__).parent) + "/", "")
+        for line in profile.splitlines()
+        if line.strip() and not line.lstrip().startswith(("Ordered by", "List reduced"))
+    ]
+    return "\n".join(keep)

@@ -1,0 +1,7 @@
+"""``python -m invalidation_contracts.cli``: the command line, as the console script runs it."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

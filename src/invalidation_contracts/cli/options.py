@@ -1,0 +1,156 @@
+"""Argument types and options more than one command group shares (ports, tokens, history)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..private_files import exposure
+from . import CommandError, UsageError
+
+if TYPE_CHECKING:
+    from ..server.trust import TrustOptions
+
+
+#: The most worker processes ``serve --workers`` starts (each is a whole interpreter).
+
+MAX_WORKERS = 256
+
+
+def _workers(text: str) -> int:
+    value = _positive_int(text)
+    if value > MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_WORKERS}, got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, not {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
+    return value
+
+
+def _add_admin_token(p: argparse.ArgumentParser, what: str) -> None:
+    from ..server.auth import ADMIN_TOKEN_ENV
+
+    p.add_argument(
+        "--admin-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"file holding {what} (default: ${ADMIN_TOKEN_ENV})",
+    )
+
+
+def _admin_token(args: argparse.Namespace) -> str | None:
+    """The admin token from ``--admin-token-file`` or the environment; None when neither."""
+    from ..server.auth import ADMIN_TOKEN_ENV
+
+    path: Path | None = args.admin_token_file
+    if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the admin token file {exposed}", file=sys.stderr)
+        try:
+            token = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise CommandError(f"cannot read the admin token file {path}: {reason}") from None
+        source = str(path)
+        if not token:
+            raise UsageError(f"the admin token file {path} is empty")
+    else:
+        token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
+        source = f"${ADMIN_TOKEN_ENV}"
+    if not token:
+        return None
+    if not all("!" <= ch <= "~" for ch in token):
+        raise UsageError(
+            f"the admin token in {source} holds characters an HTTP header cannot carry "
+            "(use visible ASCII)"
+        )
+    return token
+
+
+def _console() -> Any:
+    """A rich console for tables; ``MissingExtra`` naming ``cli`` without rich."""
+    from .._extras import require_extra
+
+    require_extra("cli", "rich")
+    from rich.console import Console
+
+    return Console()
+
+
+def _level(text: str) -> int:
+    from ..protocol.levels import Level
+
+    try:
+        return int(Level.parse(text))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
+    """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
+    from ..server.trust import TrustOptions
+
+    try:
+        return TrustOptions.from_files(
+            tuple(str(path) for path in args.signing_key), args.opaque_key_env
+        )
+    except ValueError as exc:
+        raise CommandError(str(exc)) from exc
+
+
+def _add_history(p: argparse.ArgumentParser, shared: str) -> None:
+    """``--db`` and ``--ephemeral``: where the domain's contract history is kept."""
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--db",
+        default=None,
+        metavar="PATH|URL",
+        help=f"registry store: a SQLite file or a postgresql:// URL, {shared} (default: "
+        "$XDG_STATE_HOME/invalidation-contracts/DOMAIN.sqlite, ~/.local/state/... without it)",
+    )
+    where.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="keep the history in memory: it ends with the process (tests, demos); every "
+        "client's memory of this server is evicted at the next start",
+    )
+
+
+def _history(args: argparse.Namespace, domain: str | None = None) -> tuple[str | None, str]:
+    """The registry store to serve from (None: in memory), and the line that says so on stderr
+    once the store opened (a new history is said before the file exists)."""
+    from ..server.store.location import default_registry, history_notice
+
+    if args.ephemeral:
+        target = None
+    elif args.db is not None:
+        target = str(args.db)
+    else:
+        if domain is None:
+            from ..domains import get_domain
+
+            domain = get_domain(args.domain).name
+        target = str(default_registry(domain))
+    return target, f"invalidation-contracts: {history_notice(target)}"

@@ -1,0 +1,339 @@
+"""``serve``, ``keygen``, ``reload`` and ``graph``: run a provider and talk to a running one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .._extras import MissingExtra
+from ..private_files import PrivateFileError, write_private
+from . import DOMAIN_HELP, CommandError, UsageError
+from .options import (
+    _add_admin_token,
+    _add_history,
+    _admin_token,
+    _history,
+    _level,
+    _port,
+    _trust_options,
+    _workers,
+)
+
+if TYPE_CHECKING:
+    from ..server.http.launch import AppSpec
+    from . import Subparsers
+
+
+def register(sub: Subparsers) -> None:
+    p = sub.add_parser("serve", help="run a domain's API with the contract under uvicorn")
+    p.add_argument("--domain", required=True, help="the domain to serve: " + DOMAIN_HELP)
+    p.add_argument("--level", type=_level, default=6, help="contract level, 0-6 (default 6)")
+    _add_history(p, "shared by every worker")
+    p.add_argument(
+        "--database",
+        default=None,
+        metavar="URL",
+        help="the provider's database (sqlite:///FILE or postgresql://...): the domain's tables "
+        "are read from its SQL tables, and every committed write to them is captured",
+    )
+    p.add_argument(
+        "--declare",
+        type=Path,
+        default=None,
+        metavar="TOML",
+        help="with --database: [tables.NAME] table/key/columns/schema declarations "
+        "(default: each table from the SQL table of the same name)",
+    )
+    p.add_argument(
+        "--create-tables",
+        action="store_true",
+        help="with --database: create the SQL tables that are missing from the domain's data",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--workers",
+        type=_workers,
+        default=1,
+        help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
+    )
+    _add_admin_token(p, "the token admin routes accept")
+    p.add_argument(
+        "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="also answer requests whose Host is NAME (repeatable; '*': any). Default: only "
+        "localhost, 127.0.0.1 and ::1, against DNS rebinding",
+    )
+    p.add_argument(
+        "--max-lag",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a worker that has not confirmed it is current for this long answers 503 "
+        "(default 2; must exceed the 1 s heartbeat)",
+    )
+    p.add_argument(
+        "--metrics",
+        action="store_true",
+        help="instrument the contract (the otel extra) and serve GET /contract/metrics "
+        "(Prometheus format, admin token; docs/operators.md)",
+    )
+    p.add_argument(
+        "--signing-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help="Ed25519 private key (PEM) to sign freshness statements with; repeat to rotate "
+        "(the key id is the file's stem; the last one signs)",
+    )
+    p.add_argument(
+        "--opaque-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
+    )
+    p.set_defaults(handler=_serve)
+
+    p = sub.add_parser(
+        "keygen", help="write a new Ed25519 signing key (PEM) and print its public key"
+    )
+    p.add_argument("--out", type=Path, required=True, help="where to write the private key (PEM)")
+    p.set_defaults(handler=_keygen)
+
+    for name, help_text in (
+        ("reload", "replace a table's rows on a running server from a snapshot file"),
+        ("graph", "print a running server's knowledge graph"),
+    ):
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument(
+            "--url", default="http://127.0.0.1:8000", help="the server (default %(default)s)"
+        )
+        _add_admin_token(p, "the server's admin token")
+        p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
+        if name == "reload":
+            p.add_argument("--snapshot", type=Path, required=True, help="JSON or TOML snapshot")
+            p.add_argument("--table", default=None, help="the table (default: the file's)")
+            p.add_argument("--version", default=None, help="new version (default: file's, or bump)")
+            p.set_defaults(handler=_reload)
+        else:
+            p.set_defaults(handler=_graph)
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, not {text!r}")
+    return value
+
+
+def _ed25519() -> Any:
+    from ..protocol.signing import ed25519
+
+    return ed25519()
+
+
+def _keygen(args: argparse.Namespace) -> int:
+    from ..protocol.signing import public_key_text
+
+    ed25519 = _ed25519()
+    from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
+    if os.path.lexists(args.out):
+        raise CommandError(f"{args.out} exists (or is a link); refusing to overwrite a key")
+    key = ed25519.Ed25519PrivateKey.generate()
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    try:
+        write_private(args.out, pem)
+    except PrivateFileError as exc:
+        raise CommandError(str(exc)) from None
+    except OSError as exc:
+        raise CommandError(f"cannot write {args.out}: {exc.strerror or exc}") from exc
+    print(f"key id {args.out.stem}; public key (give it to clients): {public_key_text(key)}")
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import os
+
+    from ..server.auth import ADMIN_TOKEN_ENV
+    from ..server.http.launch import FACTORY, SPEC_ENV, AppSpec
+    from ..server.store import StorageError
+
+    if args.workers > 1 and args.ephemeral:
+        raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
+    if (args.declare or args.create_tables) and args.database is None:
+        raise UsageError("--declare and --create-tables need --database")
+    _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
+    store, notice = _history(args)
+    token = _admin_token(args)
+    if token:
+        # Each worker reads the token from its environment, never from its argv.
+        os.environ[ADMIN_TOKEN_ENV] = token
+    else:
+        os.environ.pop(ADMIN_TOKEN_ENV, None)
+        print(
+            f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
+            "admin routes answer 401",
+            file=sys.stderr,
+        )
+    spec = AppSpec(
+        domain=args.domain,
+        level=args.level,
+        store=store,
+        database=args.database,
+        declarations=str(args.declare) if args.declare is not None else None,
+        admin_token_env=ADMIN_TOKEN_ENV,
+        protect_graph=args.protect_graph,
+        metrics=args.metrics,
+        signing_keys=tuple(str(path) for path in args.signing_key),
+        opaque_key_env=args.opaque_key_env,
+        max_lag_s=args.max_lag,
+        allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
+    )
+    _trust_options(args)  # a bad key file or secret is refused before anything opens
+    try:
+        if args.create_tables:
+            _create_tables(spec)
+        app = spec.build()
+    except MissingExtra:
+        raise
+    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
+    except ImportError as exc:
+        raise CommandError(f"cannot load the domain: {exc}") from exc
+    except (StorageError, ValueError, RuntimeError) as exc:
+        raise CommandError(str(exc)) from exc
+    except Exception as exc:  # a database URL SQLAlchemy cannot use (reliability audit 2, N17)
+        if type(exc).__module__.split(".")[0] != "sqlalchemy":
+            raise
+        raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
+    print(notice, file=sys.stderr)
+    try:
+        if args.workers == 1:
+            _listen(app, args)
+        else:
+            app.state.service.close()  # each worker opens its own; this one only checked it
+            os.environ[SPEC_ENV] = spec.to_env()
+            _listen(FACTORY, args, workers=args.workers, factory=True)
+    except (OSError, OverflowError) as exc:
+        where = f"{args.host}:{args.port}"
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise CommandError(f"cannot listen on {where}: {reason}") from None
+    return 0
+
+
+def _known_domain(name: str) -> None:
+    """Refuse an unknown domain name in one line (exit 2) before anything else is said."""
+    from ..domains import get_domain
+
+    try:
+        get_domain(name)
+    except MissingExtra:
+        raise
+    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
+        raise UsageError(exc.args[0] if exc.args else f"unknown domain {name!r}") from exc
+    except ImportError as exc:
+        raise CommandError(f"cannot load the domain: {exc}") from exc
+
+
+def _listen(
+    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+) -> None:
+    from ..server.http.serve import serve
+
+    def listening(url: str) -> None:
+        plural = "s" if workers > 1 else ""
+        print(f"invalidation-contracts: serving {url} ({workers} worker{plural})", file=sys.stderr)
+
+    serve(
+        app, host=args.host, port=args.port, workers=workers, factory=factory, listening=listening
+    )
+
+
+def _create_tables(spec: AppSpec) -> None:
+    from ..domains import get_domain
+    from ..server.sql import create_tables
+
+    assert spec.database is not None
+    created = create_tables(spec.database, get_domain(spec.domain))
+    if created:
+        print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
+
+
+def _admin_client(args: argparse.Namespace) -> Any:
+    from ..server.admin_client import AdminClient
+
+    return AdminClient(args.url, _admin_token(args))
+
+
+def _reload(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from ..server.admin_client import AdminClientError
+    from ..server.datafiles import DataFileError, read_snapshot
+
+    try:
+        snapshot = read_snapshot(args.snapshot)
+    except DataFileError as exc:
+        raise CommandError(str(exc)) from exc
+    if args.table is not None and args.table != snapshot.table:
+        raise UsageError(f"{args.snapshot} holds table {snapshot.table!r}, not {args.table!r}")
+    try:
+        with _admin_client(args) as client:
+            result = client.reload(snapshot.table, snapshot.rows, args.version or snapshot.version)
+    except AdminClientError as exc:
+        raise CommandError(str(exc)) from exc
+    except ValidationError as exc:  # e.g. a --version over 128 characters (audit 2, N17)
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise UsageError(f"cannot send this reload: {where}: {first['msg']}") from None
+    if args.json:
+        print(json.dumps(result.to_wire(), indent=2, sort_keys=True))
+    elif result.old_version == result.new_version:
+        print(f"{result.table}: unchanged at {result.new_version}")
+    else:
+        d = result.diff
+        what = (
+            "touch, no row changed"
+            if result.touch
+            else f"{len(d.added)} added, {len(d.removed)} removed, {len(d.changed)} changed"
+        )
+        print(
+            f"{result.table}: {result.old_version} -> {result.new_version} ({what}); "
+            f"{len(result.affected_downstream)} downstream nodes affected; "
+            f"seq {result.contract_seq}"
+        )
+    return 0
+
+
+def _graph(args: argparse.Namespace) -> int:
+    from ..server.admin_client import AdminClientError
+
+    try:
+        with _admin_client(args) as client:
+            listing = client.graph()
+    except AdminClientError as exc:
+        raise CommandError(str(exc)) from exc
+    if args.json:
+        print(json.dumps(listing.to_wire(), indent=2, sort_keys=True))
+        return 0
+    print(
+        f"{len(listing.nodes)} nodes, {len(listing.edges)} edges "
+        f"(rules_version {listing.rules_version}, seq {listing.contract_seq})"
+    )
+    for edge in listing.edges:
+        print(f"{edge.from_} -[{edge.relation}]-> {edge.to}")
+    return 0
