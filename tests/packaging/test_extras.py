@@ -78,7 +78,7 @@ else:
     [
         ("invalidation_contracts.server.app", ("fastapi",), "server"),
         ("invalidation_contracts.server.app", ("uvicorn",), "server"),
-        ("invalidation_contracts.server.http_errors", ("fastapi",), "server"),
+        ("invalidation_contracts.server.http.errors", ("fastapi",), "server"),
         ("invalidation_contracts.bench.figures", ("matplotlib",), "bench"),
         ("invalidation_contracts.bench.grid", ("rich",), "cli"),
         ("invalidation_contracts.client.operator", ("rich",), "cli"),

@@ -179,7 +179,7 @@ def test_a_write_the_capture_cannot_record_fails_the_writers_transaction(world: 
     if world.pdb.kind == "sqlite":
         world.pdb.script("DROP TABLE ic_capture")
     else:
-        world.pdb.script("DELETE FROM invalidation_contracts.capture_head")
+        world.pdb.script("DROP SEQUENCE invalidation_contracts.capture_seq")
     with pytest.raises(Exception, match="capture"):
         world.pdb.script("UPDATE plans SET funding = 'wire' WHERE id = 'basic'")
     assert world.pdb.query("SELECT funding FROM plans WHERE id = 'basic'") == [("card",)]
@@ -193,7 +193,10 @@ def test_a_gap_in_the_capture_is_reconciled_with_the_tables_in_the_same_epoch(
     old = registry(world).state
     world.pdb.script("UPDATE plans SET funding = 'card' WHERE id = 'enterprise'")
     world.pdb.script(f"DELETE FROM {world.pdb.capture}")  # someone lost a record
-    world.ingest()
+    world.ingest()  # SQLite: the ids show the gap at once
+    if world.pdb.kind == "postgres":  # sequence ids show no gap: the reconciliation finds it
+        assert world.runtime is not None
+        ingest(world.runtime.registry, world.runtime.sources[0], verify=True)
     state = registry(world).state
     assert (state.epoch, state.seq) == (old.epoch, old.seq + 1), "no new history"
     assert state.tables["plans"].rows["enterprise"]["funding"] == "card", "the database wins"

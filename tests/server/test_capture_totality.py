@@ -112,15 +112,22 @@ def test_a_blob_is_refused_on_sqlite(tmp_path: Path) -> None:
 
 
 def forge(pdb: ProviderDB, op: str, key: str, row: str | None) -> None:
-    """A capture record as an older release (without the checks) could have written it."""
+    """A capture record as an older release (without the checks) could have written it; on
+    PostgreSQL, where a reader takes each touched row's current image, the row is written too."""
+    if pdb.kind == "postgres" and key == '["a"]' and row is not None:
+        pdb.script(
+            "ALTER TABLE poison DISABLE TRIGGER ic_capture",
+            "UPDATE poison SET b = 9007199254740993 WHERE k = 'a'",
+            "ALTER TABLE poison ENABLE ALWAYS TRIGGER ic_capture",
+        )
     values = f"'poison', '{op}', '{key}', " + ("NULL" if row is None else f"'{row}'")
     if pdb.kind == "sqlite":
         pdb.script(f"INSERT INTO ic_capture (table_name, op, key, row) VALUES ({values})")
         return
     pdb.script(
-        "WITH n AS (UPDATE invalidation_contracts.capture_head SET last_id = last_id + 1"
-        " RETURNING last_id) INSERT INTO invalidation_contracts.capture"
-        f" SELECT last_id, pg_current_xact_id()::text, {values} FROM n"
+        "INSERT INTO invalidation_contracts.capture SELECT"
+        " nextval('invalidation_contracts.capture_seq'), pg_current_xact_id()::text,"
+        f" {values}"
     )
 
 

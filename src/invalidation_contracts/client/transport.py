@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -43,6 +43,7 @@ from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, sett
 from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
 from .memory import FixMemory
+from .needs import need_loop
 from .published import PublishedPatchable
 from .stores import StoreError
 from .watch import Watches, WatchOptions, watch_options
@@ -61,8 +62,6 @@ WIRE_COST_EXTENSION = "invalidation_contracts.wire_cost"
 #: Response extension: the ``Refusal`` (a ``Limits`` bound) that stopped the memory reading the
 #: body; the agent still gets the body as the server sent it.
 REFUSED_EXTENSION = "invalidation_contracts.refused"
-#: How many rounds of needs one response may trigger (a need can lead to another).
-MAX_NEED_ROUNDS = 3
 _FORWARDED_HEADERS = ("authorization",)
 logger = logging.getLogger("invalidation_contracts.client")
 
@@ -642,25 +641,6 @@ def _echo(response: httpx.Response, sent: int | None) -> int | None:
 def _timeout(template: httpx.Request) -> dict[str, Any]:
     timeout = template.extensions.get("timeout")
     return {"timeout": timeout} if timeout is not None else {}
-
-
-def need_loop(
-    needs: tuple[Need, ...],
-) -> Generator[Need, tuple[Need, ...] | None, tuple[Need, ...]]:
-    """The need loop every adapter drives (both transports, the MCP session), sans-IO: yields
-    each need to fetch and is sent what its answer asked for next (None: it could not be
-    fetched); returns the needs outstanding."""
-    outstanding: list[Need] = []
-    for _ in range(MAX_NEED_ROUNDS):
-        follow: list[Need] = []
-        for need in dict.fromkeys(needs):
-            answered = yield need
-            if answered is None:
-                outstanding.append(need)
-            else:
-                follow.extend(answered)
-        needs = tuple(follow)
-    return tuple(dict.fromkeys([*outstanding, *needs]))
 
 
 def _template(

@@ -36,7 +36,7 @@ from ..client.entries import MemoryEntry
 from ..client.events import Ignored, MemoryEvent, Need, Observation
 from ..client.memory import FixMemory
 from ..client.modelview import model_text, model_view
-from ..client.transport import need_loop
+from ..client.needs import need_loop
 from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
 from ..protocol.wirecost import WireCost
 from . import calls, names

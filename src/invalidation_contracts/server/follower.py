@@ -187,7 +187,10 @@ class Follower:
         for source in self.sources:
             if source.name in notified:
                 ingest(self.registry, source)  # catches up under the write lock
-                self._seen[source.name] = self.registry.position(source.name) or 0
+                if getattr(source, "contiguous", True):  # the position is the head read
+                    self._seen[source.name] = self.registry.position(source.name) or 0
+                else:  # positions and heads differ in kind: the next round reads the head
+                    self._seen.pop(source.name, None)
                 ingested = True
                 continue
             if not (everything or self._leads(source)):

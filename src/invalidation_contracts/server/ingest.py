@@ -42,13 +42,17 @@ def ingest(
     verify = verify or _due(source)
     with change_origin("captured"), registry.transaction() as tx:
         after = tx.position(source.name)
-        if after is not None and not verify and head == after:
+        if after is not None and not verify and head == after and _contiguous(source):
             return False
         before = tx.state
         consume(tx, source, verify=verify)
         moved = tx.state is not before
     trim(source, tx.positions[source.name])
     return moved
+
+
+def _contiguous(source: Any) -> bool:
+    return bool(getattr(source, "contiguous", True))
 
 
 def _due(source: Any) -> bool:
@@ -69,7 +73,9 @@ def consume(
     after = tx.position(source.name)
     full = verify or after is None
     batch = source.read(after, full=full, marks=_marks(tx) if full else None)
-    reason = "the capture position is unknown" if after is None else gap(after, batch)
+    reason = "the capture position is unknown" if after is None else None
+    if after is not None and _contiguous(source):
+        reason = gap(after, batch)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
         good, bad = screen(batch.records)

@@ -23,10 +23,9 @@ from ...protocol.models import (
     RulesRequest,
     RulesResult,
 )
-from ..http_errors import read_model
 from ..rules import Rule
 from .auth import admin_dependency
-from .errors import problem_route_class, wire
+from .errors import problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
 
 

@@ -11,8 +11,7 @@ from starlette.responses import Response
 
 from ...protocol.models import SuccessResponse
 from ..domain import Route
-from ..http_errors import read_json
-from .errors import problem_route_class, wire
+from .errors import problem_route_class, read_json, wire
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
 

@@ -4,35 +4,225 @@ Two ways in: ``ProblemRoute`` turns the errors of the contract's own routes into
 whatever app they are included in (the app's exception handlers are never touched), and
 ``install_problem_handlers`` does the same app-wide for the standalone app (``create_app``),
 where routing errors (404, 405) are the contract's too. A worker that cannot read its registry
-answers 503 without contract fields: it sends no stamps it cannot vouch for.
+answers 503 without contract fields: it sends no stamps it cannot vouch for. Request bodies are
+read here too, strictly (``parse_json``, ``read_json``, ``read_model``): a body that is not
+interoperable JSON is a problem document like any other error, never a stack trace.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Callable, Coroutine, Mapping
-from typing import Any
+import math
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from http import HTTPStatus
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.routing import APIRoute
+from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
 
+from ...protocol.headers import is_json_media_type
 from ...protocol.models import Problem, WireModel
 from ...protocol.problems import ProblemType, ProtocolError, problem
+from ..config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from ..faults import PolicyError
-from ..http_errors import (
-    plain_status_problem,
-    problem_response,
-    request_validation_errors,
-    status_problem_type,
-)
 from ..ingest import SourceError
+from ..provider import validation_errors
 from ..store import StorageError
+from ..tables import MAX_SAFE_INTEGER as SAFE_INTEGER
 from .discovery import add_link
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+MAX_JSON_DEPTH = 64
+
+M = TypeVar("M", bound=BaseModel)
+
+#: Statuses Starlette raises itself (routing), mapped to the protocol's problem types.
+_HTTP_STATUS_TYPES = {
+    ProblemType.NOT_FOUND.status: ProblemType.NOT_FOUND,
+    ProblemType.METHOD_NOT_ALLOWED.status: ProblemType.METHOD_NOT_ALLOWED,
+    ProblemType.PAYLOAD_TOO_LARGE.status: ProblemType.PAYLOAD_TOO_LARGE,
+    ProblemType.UNSUPPORTED_MEDIA_TYPE.status: ProblemType.UNSUPPORTED_MEDIA_TYPE,
+}
+
+
+def problem_response(
+    body: Problem, headers: Mapping[str, str] | None = None, content: bytes | None = None
+) -> Response:
+    """``body`` as ``application/problem+json``; ``content``: its encoding, if already made."""
+    return Response(
+        body.to_json() if content is None else content,
+        status_code=body.status,
+        headers=dict(headers or {}),
+        media_type=PROBLEM_MEDIA_TYPE,
+    )
+
+
+def status_problem_type(status: int) -> ProblemType | None:
+    """The protocol problem type of an HTTP status Starlette raised, if the protocol names one."""
+    return _HTTP_STATUS_TYPES.get(status)
+
+
+def plain_status_problem(status: int, detail: str | None = None) -> Problem:
+    """RFC 9457 ``about:blank`` document for a status the protocol has no type for."""
+    try:
+        title = HTTPStatus(status).phrase
+    except ValueError:
+        title = "Error"
+    return Problem(title=title, status=status if 400 <= status <= 599 else 500, detail=detail)
+
+
+def request_validation_errors(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """FastAPI's parameter errors as ``{loc, msg, type}`` items, the shape the core gives bodies."""
+    return [
+        {
+            "loc": [str(p) for p in err.get("loc", ())],
+            "msg": str(err.get("msg", "")),
+            "type": str(err.get("type", "")),
+        }
+        for err in errors
+    ]
+
+
+async def read_body(request: Request, max_bytes: int) -> bytes:
+    """The request body, refused (413) past ``max_bytes`` whether declared or streamed."""
+    declared = (request.headers.get("content-length") or "").strip()
+    if (
+        declared.isascii()
+        and declared.isdigit()
+        and (len(declared) > 18 or int(declared) > max_bytes)
+    ):
+        raise _too_large(max_bytes)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise _too_large(max_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(request: Request, max_bytes: int = DEFAULT_MAX_BODY_BYTES) -> Any:
+    """The request's JSON body: 415 unless JSON, 413 when too large, 400/422 when not I-JSON."""
+    content_type = request.headers.get("content-type")
+    if not is_json_media_type(content_type):
+        raise ProtocolError(
+            ProblemType.UNSUPPORTED_MEDIA_TYPE,
+            f"send the body as application/json, not {content_type or 'no content type'}",
+        )
+    return parse_json(await read_body(request, max_bytes))
+
+
+async def read_model(
+    request: Request, model: type[M], max_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> M:
+    """The request body parsed and validated as ``model`` (422 invalid-request with the errors)."""
+    payload = await read_json(request, max_bytes)
+    try:
+        return model.model_validate(payload)
+    except ValidationError as exc:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"the body does not match the {model.__name__} schema",
+            errors=validation_errors(exc),
+        ) from None
+
+
+def parse_json(raw: bytes) -> Any:
+    """Parse ``raw`` as I-JSON (RFC 7493): UTF-8, no duplicate names, interoperable numbers.
+
+    Syntax errors, NaN/Infinity and repeated member names are 400 malformed-json; JSON that
+    canonical JSON cannot carry (integers beyond ±(2^53-1), numbers beyond double precision, lone
+    surrogates, nesting deeper than ``MAX_JSON_DEPTH``) is 422 invalid-request.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(
+            ProblemType.MALFORMED_JSON, f"the body is not UTF-8 (byte {exc.start})"
+        ) from None
+    try:
+        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(
+            ProblemType.MALFORMED_JSON, f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except _NotJSON as exc:
+        raise ProtocolError(ProblemType.MALFORMED_JSON, str(exc)) from None
+    except ValueError:
+        # json.loads refuses integer literals past sys.get_int_max_str_digits() (4,300 digits).
+        raise _not_interoperable((), "an integer with too many digits") from None
+    except RecursionError:
+        raise ProtocolError(
+            ProblemType.MALFORMED_JSON, "the body is nested too deeply to parse"
+        ) from None
+    _check_interoperable(value)
+    return value
+
+
+class _NotJSON(ValueError):
+    """Raised from the parser's hooks for input Python's json module accepts but JSON does not."""
+
+
+def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise _NotJSON("an object repeats a member name")
+    return obj
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJSON(f"{name} is not a JSON value")
+
+
+def _check_interoperable(value: Any) -> None:
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if len(path) > MAX_JSON_DEPTH:
+            raise _not_interoperable(path, f"nesting deeper than {MAX_JSON_DEPTH} levels")
+        if isinstance(item, dict):
+            for key, child in item.items():
+                _check_string(key, path)
+                stack.append((child, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, (*path, i)) for i, child in enumerate(item))
+        elif isinstance(item, str):
+            _check_string(item, path)
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int):
+            if abs(item) > SAFE_INTEGER:
+                raise _not_interoperable(path, "an integer outside ±(2^53-1)")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise _not_interoperable(path, "a number beyond IEEE 754 double precision")
+
+
+def _check_string(text: str, path: tuple[str | int, ...]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _not_interoperable(path, "a lone surrogate in a string") from None
+
+
+def _not_interoperable(path: tuple[str | int, ...], what: str) -> ProtocolError:
+    return ProtocolError(
+        ProblemType.INVALID_REQUEST,
+        f"the body holds {what}; bodies must be I-JSON (RFC 7493)",
+        errors=[{"loc": ["body", *map(str, path)], "msg": what, "type": "i_json"}],
+    )
+
+
+def _too_large(max_bytes: int) -> ProtocolError:
+    return ProtocolError(ProblemType.PAYLOAD_TOO_LARGE, f"the body exceeds {max_bytes} bytes")
+
 
 logger = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from starlette.responses import Response
 
 from ...protocol.models import WireModel
 from ...protocol.problems import ProblemType, problem
-from ..http_errors import PROBLEM_MEDIA_TYPE
 from ..runtime import WorkerHealth
+from .errors import PROBLEM_MEDIA_TYPE
 
 RETRY_AFTER_S = 1
 

@@ -23,7 +23,7 @@ from ...protocol.models import (
     SuccessResponse,
 )
 from ..domain import Domain
-from ..http_errors import PROBLEM_MEDIA_TYPE
+from .errors import PROBLEM_MEDIA_TYPE
 
 COMPONENTS = "#/components/schemas/{model}"
 BODY_ERRORS = (400, 413, 415, 422)

@@ -24,10 +24,9 @@ from ...protocol.links import CONTRACT_RELATION
 from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
 from ..domain import Route
-from ..http_errors import PROBLEM_MEDIA_TYPE, parse_json
 from ..state import RegistryState
 from .discovery import add_link
-from .errors import Handler, ProblemRoute, answer, problem_of, wire
+from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, parse_json, problem_of, wire
 from .headers import CONTRACT_SINCE, strict_epoch, strict_since
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path

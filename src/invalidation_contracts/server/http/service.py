@@ -35,7 +35,6 @@ from ...protocol.problems import ProblemType, ProtocolError
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
 from ..config import WorkerConfig
 from ..domain import Domain, Route
-from ..http_errors import DEFAULT_MAX_BODY_BYTES
 from ..ingest import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
@@ -49,6 +48,7 @@ from ..state import RegistryState
 from ..store import StorageError
 from ..transitions import TableChange
 from ..trust import TrustOptions
+from .errors import DEFAULT_MAX_BODY_BYTES
 
 RETRY_AFTER_S = 1
 

@@ -8,10 +8,12 @@ fails and so does the writer's statement: nothing is lost silently.
 
 - SQLite: ``ic_capture`` with an AUTOINCREMENT id (writers are serialized by the database lock,
   and a rollback gives the ids back, so committed ids are contiguous); the reader polls.
-- PostgreSQL: ``<schema>.capture`` with ids from a one-row counter ``<schema>.capture_head`` that
-  each capturing transaction updates (its row lock serializes capturing transactions until commit,
-  so ids are contiguous and in commit order), the transaction id of each record, a statement
-  trigger for TRUNCATE, and ``NOTIFY <schema>_capture`` to wake the workers.
+- PostgreSQL: ``<schema>.capture`` with ids from a sequence (no row every writer locks, so writers
+  of different tables never wait on each other) and the writer's transaction id (``xid8``); a
+  reader resumes at its snapshot's ``pg_snapshot_xmin`` (every transaction below it has ended, so
+  no record can appear there later) and replaces each record's image with the row's current image
+  in the same snapshot, so records applied out of commit order cannot leave an older image
+  (``SQLSource.read``); a statement trigger for TRUNCATE, and ``NOTIFY <schema>_capture``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from sqlalchemy import text  # noqa: E402
 from sqlalchemy.engine import Connection, Engine  # noqa: E402
 
 DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
-CAPTURE_FORMAT = "ic-capture/3"
+CAPTURE_FORMAT = "ic-capture/4"
 """The capture's schema version: part of every installed table's digest."""
 
 
@@ -115,7 +117,19 @@ class CaptureDialect(ABC):
 
     @abstractmethod
     def head_sql(self) -> str:
-        """SQL returning the last capture id handed out (one row, one column; no row: 0)."""
+        """SQL returning the capture's head: a number that changes whenever a record commits
+        (contiguous ids: the last id handed out; one row, one column; no row: 0)."""
+
+    contiguous: bool = True
+    """Whether record ids are contiguous in commit order (a missing id is a gap)."""
+
+    def position_sql(self) -> str:
+        """SQL returning where a reader that read in this snapshot resumes (default: the head)."""
+        return self.head_sql()
+
+    def position(self, conn: Connection) -> int:
+        row = conn.exec_driver_sql(self.position_sql()).first()
+        return int(row[0]) if row is not None and row[0] is not None else 0
 
     @abstractmethod
     def records_sql(self) -> str:
@@ -300,6 +314,7 @@ class SQLiteCapture(CaptureDialect):
 
 class PostgresCapture(CaptureDialect):
     by_transaction = True
+    contiguous = False
 
     def __init__(self, engine: Engine, schema: str = DEFAULT_CAPTURE_SCHEMA) -> None:
         super().__init__(engine)
@@ -307,7 +322,8 @@ class PostgresCapture(CaptureDialect):
         self.channel = f"{schema}_capture"
         s = self._quote(schema)
         self.capture = f"{s}.capture"
-        self.counter = f"{s}.capture_head"
+        self.sequence = f"{s}.capture_seq"
+        self.trimmed = f"{s}.capture_trimmed"
         self.quarantine = QuarantineTable(f"{s}.quarantine")
         self.verified_table = f"{s}.verified"
 
@@ -345,12 +361,15 @@ class PostgresCapture(CaptureDialect):
     def install_base(self, conn: Connection) -> None:
         s = self._quote(self.schema)
         conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
+        conn.exec_driver_sql(f"CREATE SEQUENCE IF NOT EXISTS {self.sequence}")
+        # How many records trim has deleted, kept by the trimmers only (writers never touch it):
+        # with the records' count it makes a head that moves at every commit of a record.
         conn.exec_driver_sql(
-            f"CREATE TABLE IF NOT EXISTS {self.counter} (id int PRIMARY KEY CHECK (id = 1),"
-            " last_id bigint NOT NULL)"
+            f"CREATE TABLE IF NOT EXISTS {self.trimmed} (id int PRIMARY KEY CHECK (id = 1),"
+            " total bigint NOT NULL)"
         )
         conn.exec_driver_sql(
-            f"INSERT INTO {self.counter} (id, last_id) VALUES (1, 0) ON CONFLICT DO NOTHING"
+            f"INSERT INTO {self.trimmed} (id, total) VALUES (1, 0) ON CONFLICT DO NOTHING"
         )
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
@@ -392,12 +411,7 @@ class PostgresCapture(CaptureDialect):
 
     def _function(self, table: BoundTable, function: str) -> str:
         name = literal(table.name)
-        record = (
-            f"UPDATE {self.counter} SET last_id = last_id + 1 WHERE id = 1"
-            " RETURNING last_id INTO n;"
-            " IF n IS NULL THEN RAISE EXCEPTION 'invalidation-contracts: the capture counter "
-            f"{self.counter} has no row; the change cannot be recorded'; END IF;"
-        )
+        record = f"n := nextval({literal(self.sequence)});"
         insert = (
             f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row)"
             f" VALUES (n, pg_current_xact_id()::text, {name},"
@@ -461,9 +475,7 @@ END $ic$"""
         return "(" + " || ".join(parts) + ")::text"
 
     def record_version(self, conn: Connection, table: str, version: str) -> None:
-        n = conn.exec_driver_sql(
-            f"UPDATE {self.counter} SET last_id = last_id + 1 WHERE id = 1 RETURNING last_id"
-        ).scalar_one()
+        n = conn.exec_driver_sql(f"SELECT nextval({literal(self.sequence)})").scalar_one()
         conn.execute(
             text(
                 f"INSERT INTO {self.capture} (id, tx, table_name, op, key, row) VALUES "
@@ -477,16 +489,35 @@ END $ic$"""
         return str(conn.exec_driver_sql("SELECT pg_current_xact_id()::text").scalar_one())
 
     def head_sql(self) -> str:
-        return f"SELECT last_id FROM {self.counter} WHERE id = 1"
+        # The followers' "anything new?" signal: every record ever committed (those present plus
+        # those trimmed), read in one snapshot, so it moves exactly when a record commits. Not
+        # the sequence: nextval is not transactional (an id taken before a head read can commit
+        # after it without moving the head) and a fresh sequence's last_value stays 1 across
+        # its first nextval.
+        return (
+            f"SELECT (SELECT count(*) FROM {self.capture})"
+            f" + (SELECT total FROM {self.trimmed} WHERE id = 1)"
+        )
+
+    def position_sql(self) -> str:
+        # Every transaction below the snapshot's xmin has ended: their records are all visible
+        # now and no later insert can carry such an xid, so this is where a reader resumes.
+        return "SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint"
 
     def records_sql(self) -> str:
         return (
             f"SELECT id, tx, table_name, op, key, row FROM {self.capture} "
-            "WHERE id > :after ORDER BY id"
+            "WHERE tx::xid8 >= CAST(CAST(:after AS bigint) AS text)::xid8 ORDER BY tx::xid8, id"
         )
 
     def trim_sql(self) -> str:
-        return f"DELETE FROM {self.capture} WHERE id <= :upto"
+        # One statement: the deleted count joins the total in the same commit (concurrent
+        # trimmers each count only the rows they deleted).
+        return (
+            f"WITH d AS (DELETE FROM {self.capture}"
+            " WHERE tx::xid8 < CAST(CAST(:upto AS bigint) AS text)::xid8 RETURNING 1)"
+            f" UPDATE {self.trimmed} SET total = total + (SELECT count(*) FROM d) WHERE id = 1"
+        )
 
 
 def _digest(table: BoundTable) -> str:

@@ -25,6 +25,7 @@ from .declare import BoundTable, bind
 from .engine import make_engine
 from .images import CaptureBatch, Quarantined, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
+from .rewrite import current_images
 from .upsert import write_rows
 
 require_extra("sql", "sqlalchemy")
@@ -80,6 +81,12 @@ class SQLSource:
     @property
     def by_transaction(self) -> bool:
         return self.dialect.by_transaction
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether the capture's ids are contiguous (a missing one is a gap; the head is the
+        position a reader resumes at)."""
+        return self.dialect.contiguous
 
     def open(self) -> None:
         """Check every declaration (``DeclarationError``) and install the capture where stale.
@@ -144,8 +151,10 @@ class SQLSource:
             self._heal()
         try:
             with self._connect() as conn, conn.begin():
-                head = self.dialect.head(conn)
+                head = self.dialect.position(conn)
                 records = self.dialect.records(conn, after) if after is not None else []
+                if not self.dialect.contiguous:
+                    records = current_images(conn, self.dialect, self.bound, records)
                 if not full:
                     return CaptureBatch(head, tuple(records))
                 digests = self.dialect.digests(conn, list(self.bound.values()))
@@ -222,7 +231,7 @@ class SQLSource:
             raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
 
     def head(self) -> int:
-        """The last capture id handed out (cheap: one row)."""
+        """The capture's head: a number that moves whenever a record commits (cheap to read)."""
         try:
             with self._connect() as conn, conn.begin():
                 return self.dialect.head(conn)

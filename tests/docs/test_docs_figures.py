@@ -1,0 +1,103 @@
+"""The README's figures are what their commands print.
+
+- The real-model table is rebuilt from the committed artifacts (docs/results/...), cell by cell.
+- The ladder table is compared with a fresh ``invalidation-contracts ladder`` (a study: 72 runs).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from invalidation_contracts.bench.artifacts import read_runs
+from invalidation_contracts.bench.metrics import aggregate
+from invalidation_contracts.bench.report import ladder_table
+from invalidation_contracts.cli import main
+
+from .snippets import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+REAL_MODEL = ROOT / "docs" / "results" / "real-model-qwen2.5-coder-0.5b"
+
+
+def markdown_rows(text: str, after: str) -> list[dict[str, str]]:
+    """The first Markdown table after the line ``after``: one dict per row, keyed by header."""
+    lines = text[text.index(after) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("| "))
+    table = []
+    for line in lines[start:]:
+        if not line.startswith("|"):
+            break
+        table.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    header, _, *rows = table
+    return [dict(zip(header, row, strict=True)) for row in rows]
+
+
+def arm_of(readme_arm: str) -> tuple[str, bool]:
+    """``A2D `row/eager/client``` -> ("A2D", client applies)."""
+    code, name = readme_arm.split(" ", 1)
+    return code, name.strip("`").endswith("/client")
+
+
+def printed(table: str, planner: str) -> dict[tuple[str, bool], dict[str, str]]:
+    """The ladder table's rows of one planner, by (arm code, client apply)."""
+    rows = markdown_rows(table, "| Scenario")
+    return {
+        (row["Arm"], row["Planner"].endswith("[client]")): row
+        for row in rows
+        if row["Planner"].split(" ")[0] == planner
+    }
+
+
+def percent(readme: str) -> str:
+    return readme.replace(" %", "").replace("−", "")
+
+
+def check_common(readme: dict[str, str], row: dict[str, str]) -> None:
+    assert percent(readme["compliance"]) == row["Compl. (%)"]
+    assert readme["retries"] == row["Retries"]
+    assert readme["eviction precision"] == row["Prec."]
+    assert readme["recall"] == row["Recall"]
+    assert readme["evictions correct/wrong"] == row["Evict c/w"]
+    assert readme["restamps"] == row["Restamps"]
+
+
+def stale_injections(report: str) -> dict[tuple[str, bool], str]:
+    """The events table's stale injections (outside the parenthesis: all of them) per arm."""
+    rows = markdown_rows(report, "| Planner | Arm | Evict (correct/wrong/unlabelled)")
+    found = {}
+    for row in rows:
+        code = row["Arm"].split(" ")[0]
+        found[(code, row["Planner"].endswith("[client]"))] = row[
+            "Stale inj. (outside slots)"
+        ].split(" ")[0]
+    return found
+
+
+def test_the_readme_real_model_table_is_what_its_artifacts_say():
+    table = ladder_table(aggregate(read_runs(REAL_MODEL)))
+    rows = printed(table, "local:qwen2.5-coder-0.5b")
+    stale = stale_injections((REAL_MODEL / "report.md").read_text(encoding="utf-8"))
+    readme_rows = markdown_rows(README, "### A real model, offline")
+    assert len(readme_rows) == len(rows) == 4
+    for readme in readme_rows:
+        key = arm_of(readme["arm"])
+        check_common(readme, rows[key])
+        assert readme["stale injections"] == stale[key]
+        assert readme["completed (faithful)"] == rows[key]["Completed"]
+        if key[0] != "A0":  # A0's cell is its token count, the base of the others' saving
+            assert percent(readme["tokens vs A0"]) == rows[key]["Saving (%)"]
+
+
+@pytest.mark.study
+def test_the_readme_ladder_table_is_what_ladder_prints(tmp_path: Path, capsys):
+    assert main(["ladder", "--out", str(tmp_path), "--no-progress"]) == 0
+    rows = printed(capsys.readouterr().out, "simulated:exact")
+    readme_rows = markdown_rows(README, "## What the ladder measures")
+    assert [arm_of(r["arm"])[0] for r in readme_rows] == ["A0", "A1", "A2", "A2D", "A2DC", "A2DG"]
+    for readme in readme_rows:
+        check_common(readme, rows[arm_of(readme["arm"])])
+    assert re.search(r"ladder` \(72 runs", README)
+    assert len(list((tmp_path / "runs").rglob("*.meta.json"))) == 72

@@ -1,0 +1,216 @@
+"""The layering of the library, read from the source with ``ast`` (issue 28).
+
+Every ``import`` in src/ counts, function-local and ``TYPE_CHECKING`` ones included, except where a
+rule says "at import time". A violation is reported as ``file:line imports module``. Where today's
+tree breaks a rule that issue 28 names, the break is listed below as an explicit exception with
+its reason; an exception that no longer occurs fails the test too, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+SRC = Path(__file__).parents[1] / "src"
+ROOT = "invalidation_contracts"
+
+#: Third-party libraries only an edge may import at import time.
+EDGE_LIBRARIES = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "sqlalchemy",
+    "psycopg",
+    "mcp",
+    "httpx",
+    "rich",
+    "opentelemetry",
+)
+#: The client's edge modules: its httpx integration, the rich operator view, the PostgreSQL store.
+#: (Issue 28 item 1 moves the httpx integration out of the client's root.)
+CLIENT_EDGES = (
+    "client.transport",
+    "client.bounded",
+    "client.discovery",
+    "client.watch",
+    "client.operator",
+    "client.stores.postgres",
+)
+#: The server's edge packages.
+SERVER_EDGES = ("server.http", "server.sql", "server.store")
+#: The library: what an agent or a provider installs; the harness (bench, domains) is not in it.
+LIBRARY = ("client", "server", "protocol", "mcp")
+HARNESS = ("bench", "domains")
+#: The HTTP edges MCP must not depend on: it needs the worker and the need loop, never FastAPI.
+HTTP_EDGES = (
+    "server.http",
+    "server.app",
+    "server.admin_client",
+    "client.transport",
+    "client.bounded",
+    "client.discovery",
+    "client.watch",
+)
+
+#: Known breaks, each named for the issue that removes it: (importing file, imported module).
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    # Issue 28 item 1: edge modules still in the server's root (httpx admin client, the FastAPI
+    # app factory).
+    ("server/admin_client.py", "httpx"): "issue 28: an httpx edge module in the server's root",
+    ("server/app.py", "fastapi"): "issue 28: the FastAPI app factory in the server's root",
+    # Issue 28 item 1: ``ContractService`` is transport neutral apart from its routers but lives in
+    # the FastAPI package, so MCP over a shared store reaches into the HTTP edge.
+    ("mcp/serve.py", f"{ROOT}.server.http.service"): "issue 28: the worker lives in server/http",
+    # Issue 28 item 1: domain lookup belongs to the harness, not to the HTTP edge's launcher.
+    ("server/http/launch.py", f"{ROOT}.domains"): "issue 28: the HTTP edge looks domains up",
+    # Issue 28 item 1: ``oracle`` is evaluation ground truth; the server re-exports it for domains.
+    ("server/__init__.py", f"{ROOT}.server.oracle"): "issue 28: harness ground truth in server",
+}
+
+
+@dataclass(frozen=True)
+class Import:
+    path: str
+    """The importing file, relative to src/invalidation_contracts."""
+    line: int
+    module: str
+    """The imported module, absolute (``invalidation_contracts.…`` for the project's own)."""
+    at_import_time: bool
+    """A module-level import outside ``if TYPE_CHECKING``: it runs when the importer is imported."""
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line} imports {self.module}"
+
+    def within(self, *prefixes: str) -> bool:
+        """Whether the importer is one of ``prefixes`` (dotted, below the package) or in one."""
+        name = _module_of(self.path)
+        return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+    def reaches(self, *prefixes: str, project: bool = True) -> bool:
+        """Whether the imported module is one of ``prefixes`` or inside one of them."""
+        full = tuple(f"{ROOT}.{p}" if project else p for p in prefixes)
+        return any(self.module == p or self.module.startswith(p + ".") for p in full)
+
+
+def _module_of(path: str) -> str:
+    parts = list(Path(path).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_module(dotted: str) -> bool:
+    base = SRC.joinpath(*dotted.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def _resolve(node: ast.ImportFrom, path: Path) -> list[str]:
+    """The modules ``from … import …`` names: a submodule when a name is one, else the package."""
+    if node.level == 0:
+        return [node.module or ""]
+    package = list(path.relative_to(SRC).parent.parts)
+    base = package[: len(package) - (node.level - 1)]
+    module = ".".join(base + ([node.module] if node.module else []))
+    submodules = [f"{module}.{a.name}" for a in node.names if _is_module(f"{module}.{a.name}")]
+    return submodules or [module]
+
+
+def _walk(node: ast.AST, path: Path, top: bool, out: list[Import]) -> None:
+    for child in ast.iter_child_nodes(node):
+        here = top and not isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
+        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+            for stmt in child.body:
+                _walk(ast.Module(body=[stmt], type_ignores=[]), path, False, out)
+            for stmt in child.orelse:
+                _walk(ast.Module(body=[stmt], type_ignores=[]), path, top, out)
+            continue
+        rel = path.relative_to(SRC / ROOT).as_posix()
+        if isinstance(child, ast.Import):
+            out.extend(Import(rel, child.lineno, a.name, here) for a in child.names)
+        elif isinstance(child, ast.ImportFrom):
+            out.extend(Import(rel, child.lineno, m, here) for m in _resolve(child, path))
+        else:
+            _walk(child, path, here, out)
+
+
+@functools.cache
+def imports() -> tuple[Import, ...]:
+    out: list[Import] = []
+    for path in sorted((SRC / ROOT).rglob("*.py")):
+        _walk(ast.parse(path.read_text(encoding="utf-8")), path, True, out)
+    return tuple(out)
+
+
+def broken(found: list[Import]) -> list[str]:
+    """The violations not listed in ``EXCEPTIONS``."""
+    return [str(i) for i in found if (i.path, i.module) not in EXCEPTIONS]
+
+
+def test_the_parser_sees_function_local_and_relative_imports():
+    # A rule that reads no imports passes vacuously: pin what the reader must find.
+    found = {(i.path, i.module, i.at_import_time) for i in imports()}
+    assert ("mcp/serve.py", f"{ROOT}.server.http.service", False) in found
+    assert ("client/transport.py", "httpx", True) in found
+    assert ("client/transport.py", f"{ROOT}.client.needs", True) in found
+    assert len(found) > 1000
+
+
+def test_protocol_imports_no_other_package_of_the_project():
+    found = [
+        i
+        for i in imports()
+        if i.within("protocol")
+        and i.module.startswith(ROOT)
+        # The optional-dependency guard (a module, not a package) every edge module uses.
+        and not i.reaches("protocol", "_extras")
+    ]
+    assert broken(found) == []
+
+
+def test_client_and_server_never_import_each_other():
+    found = [
+        i
+        for i in imports()
+        if (i.within("client") and i.reaches("server"))
+        or (i.within("server") and i.reaches("client"))
+    ]
+    assert broken(found) == []
+
+
+def test_the_core_imports_no_edge_library_at_import_time():
+    found = [
+        i
+        for i in imports()
+        if i.at_import_time
+        and i.within("protocol", "client", "server")
+        and not i.within(*CLIENT_EDGES, *SERVER_EDGES)
+        and i.reaches(*EDGE_LIBRARIES, project=False)
+    ]
+    assert broken(found) == []
+
+
+def test_mcp_never_imports_an_http_edge():
+    found = [i for i in imports() if i.within("mcp") and i.reaches(*HTTP_EDGES)]
+    assert broken(found) == []
+
+
+def test_the_library_never_imports_the_harness():
+    found = [i for i in imports() if i.within(*LIBRARY) and i.reaches(*HARNESS)]
+    assert broken(found) == []
+
+
+def test_no_library_module_but_the_listed_one_imports_the_oracle():
+    found = [
+        i
+        for i in imports()
+        if i.within(*LIBRARY) and not i.within("server.oracle") and i.reaches("server.oracle")
+    ]
+    assert broken(found) == []
+
+
+def test_every_listed_exception_still_occurs():
+    """A break that is fixed leaves the list, so no exception outlives its reason."""
+    found = {(i.path, i.module) for i in imports()}
+    assert sorted(set(EXCEPTIONS) - found) == []
