@@ -65,7 +65,6 @@ def open_store(where: str) -> Any:
 
 
 def memory(where: str) -> FixMemory:
-    logging.disable(logging.CRITICAL)
     return FixMemory("table", store=open_store(where), limits=LIMITS, close_store=True)
 
 
@@ -95,6 +94,7 @@ def server_version(journal: Path) -> str:
 def writer(where: str, name: str, journal: Path, pause_s: float = 0.0) -> None:
     """Store a small fix on ``t1`` again and again, until killed (each answer stamped with the
     server's current version of ``t0``: after the move, a writer may be the one that moves)."""
+    logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
     i = 0
     journal = Path(journal)
@@ -118,6 +118,7 @@ def reader(where: str, journal: Path) -> None:
     """Look the fixes up again and again, until killed; journal which ``t0`` fixes were served.
 
     It first confirms the origin with one response (a process serves nothing it has not)."""
+    logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
     version = server_version(Path(journal))
     m.observe(ORIGIN, None, 200, {"success": True, **contract(version)})
@@ -137,6 +138,7 @@ def mover(where: str, journal: Path) -> None:
     """The server commits the new version of ``t0`` and this agent observes it: the call that
     evicts every ``t0`` fix (unless a writer's call, stamped after the commit, did it first)."""
     moved(journal).touch()
+    logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
     start = time.monotonic()
     try:
