@@ -17,7 +17,7 @@ them), the result feeds the memory, and the SDK is handed the model view as a ``
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from ._extras import require_extra
 
@@ -43,6 +43,21 @@ class ContractServer:
     session: Any
     memory: FixMemory
     contract: ContractSession | None
+    _sdk: ClassVar[type[Any]]
+    """The SDK's server class this one extends (its ``connect`` and ``cleanup`` run first/last)."""
+
+    async def connect(self) -> None:
+        await self._sdk.connect(self)
+        await self._open_contract()
+
+    async def cleanup(self) -> None:
+        await self._close_contract()
+        await self._sdk.cleanup(self)
+
+    async def call_tool(
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
+    ) -> types.CallToolResult:
+        return await self._contract_call(tool_name, arguments)
 
     def _bind(
         self,
@@ -100,6 +115,8 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
     ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
     URL's, ``mcp.origins``)."""
 
+    _sdk = MCPServerStreamableHttp
+
     def __init__(
         self,
         params: Any,
@@ -117,23 +134,12 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
         origin = origin if origin is not None else target_origin(str(params.get("url", "")))
         self._bind(memory, apply, origin, watch, listener, watch_listener)
 
-    async def connect(self) -> None:
-        await MCPServerStreamableHttp.connect(self)  # type: ignore[no-untyped-call]
-        await self._open_contract()
-
-    async def cleanup(self) -> None:
-        await self._close_contract()
-        await MCPServerStreamableHttp.cleanup(self)  # type: ignore[no-untyped-call]
-
-    async def call_tool(
-        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
-    ) -> types.CallToolResult:
-        return await self._contract_call(tool_name, arguments)
-
 
 class ContractMCPServerStdio(ContractServer, MCPServerStdio):
     """``MCPServerStdio`` bound to ``memory`` (options as ``ContractMCPServerStreamableHttp``;
     the origin defaults to the command line's)."""
+
+    _sdk = MCPServerStdio
 
     def __init__(
         self,
@@ -157,16 +163,3 @@ class ContractMCPServerStdio(ContractServer, MCPServerStdio):
             )
             origin = target_origin(line)
         self._bind(memory, apply, origin, watch, listener, watch_listener)
-
-    async def connect(self) -> None:
-        await MCPServerStdio.connect(self)  # type: ignore[no-untyped-call]
-        await self._open_contract()
-
-    async def cleanup(self) -> None:
-        await self._close_contract()
-        await MCPServerStdio.cleanup(self)  # type: ignore[no-untyped-call]
-
-    async def call_tool(
-        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
-    ) -> types.CallToolResult:
-        return await self._contract_call(tool_name, arguments)
