@@ -19,6 +19,7 @@ import anyio
 from ..server.domain import Domain
 from ..server.provider import Provider
 from ..server.trust import TrustOptions
+from ..sockets import listen
 from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
 from .source import ContractSource, ProviderSource
@@ -109,24 +110,6 @@ async def running_http(
                 yield _url(host, listener)
             finally:
                 runner.should_exit = True
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """A listening socket made with ``IPPROTO_TCP``, as ``serve``'s: asyncio sets
-    ``TCP_NODELAY`` on the connections of such a socket only, and without it each keep-alive
-    answer waits for Nagle's delayed ACK (reliability audit 2, N6: 48 ms instead of 4-8)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def _url(host: str, listener: socket.socket) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._extras import require_extra
+from ...sockets import listen as tcp_listener
 
 require_extra("server", "fastapi", "uvicorn")
 
@@ -25,18 +26,9 @@ GRACEFUL_SHUTDOWN_S = 5
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A listening TCP socket as uvicorn makes one (``TCP_NODELAY`` reaches every connection)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-        sock.listen(2048)
-    except BaseException:
-        sock.close()
-        raise
+    """A listening TCP socket as uvicorn makes one (``TCP_NODELAY`` reaches every connection),
+    inheritable by the worker processes."""
+    sock = tcp_listener(host, port)
     sock.set_inheritable(True)
     return sock
 
