@@ -154,12 +154,12 @@ def acme_tables(here: Folder) -> None:
 
 
 def shop_plans(here: Folder) -> None:
-    """providers.md's retrofitted shop on PostgreSQL: the shop's own ``plans`` table exists (the
-    example's ``main`` makes the same one on SQLite)."""
+    """providers.md's retrofitted shop served by uvicorn: the shop's own ``plans`` table exists in
+    its database (PostgreSQL, or ``shop.db``), as the example's ``main`` makes it."""
     from sqlalchemy import create_engine, text
 
-    assert here.postgres_url is not None
-    engine = create_engine(here.postgres_url)
+    url = here.postgres_url or f"sqlite:///{here.path / 'shop.db'}"
+    engine = create_engine(url)
     with engine.begin() as db:
         db.execute(text("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT NOT NULL)"))
         db.execute(text("INSERT INTO plans VALUES ('basic', 'card'), ('enterprise', 'invoice')"))
@@ -176,7 +176,7 @@ def _json(value: object) -> str:
 SETUP: dict[str, Callable[[Folder], None]] = {
     "my-stream.toml": external_domain,
     "db upgrade --domain acme_billing": acme_tables,
-    "SHOP_DATABASE=postgresql://": shop_plans,
+    "retrofit_app:create": shop_plans,
 }
 
 
