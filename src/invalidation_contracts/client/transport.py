@@ -124,11 +124,15 @@ class _Contract:
         return is_json(response) and (length is None or length <= self.memory.limits.max_body_bytes)
 
     def body(self, response: httpx.Response, bound: str) -> BoundedBody:
-        """An empty bounded reading of ``response``'s body (one already read: of its content)."""
+        """An empty bounded reading of ``response``'s body (one already read: of its content).
+
+        A need's answer (``max_feed_bytes``) is read by the memory alone: no raw chunk is kept
+        for a replay, so an encoded feed costs its decoded bytes only."""
         limits = self.memory.limits
-        cap = limits.max_body_bytes if bound == "max_body_bytes" else limits.max_feed_bytes
+        agent = bound == "max_body_bytes"
+        cap = limits.max_body_bytes if agent else limits.max_feed_bytes
         if not response.is_stream_consumed:
-            return BoundedBody.of(response.headers, cap, limits, bound)
+            return BoundedBody.of(response.headers, cap, limits, bound, replay=agent)
         body = BoundedBody([], cap, limits.max_decoding_ratio, bound)
         body.feed(response.content)
         return body
