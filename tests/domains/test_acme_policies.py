@@ -121,7 +121,10 @@ def test_funding_depends_on_three_tables_and_their_rows(acme):
 def test_funding_is_scoped_by_the_plan_and_the_token(acme):
     # the plan decides whether the fix is needed, the token which credit token replaces it
     s = suggestion(acme, plan="plan_enterprise_annual", payment_method_token="acme_pm_visa_debit")
-    assert s.scope == {"plan": "plan_enterprise_annual", "payment_method_token": "acme_pm_visa_debit"}
+    assert s.scope == {
+        "plan": "plan_enterprise_annual",
+        "payment_method_token": "acme_pm_visa_debit",
+    }
 
 
 def test_funding_publishes_no_patch_since_the_payment_method_is_not_patchable(acme):

@@ -14,6 +14,7 @@ import pytest
 from invalidation_contracts.domains import available_domains, get_catalog
 from invalidation_contracts.server import Provider
 
+
 def fixes_and_drafts(domain: str) -> Iterator[tuple[Any, dict[str, Any], dict[str, Any]]]:
     """``(violation, draft that drew it, draft in its scope)`` for every pair of the domain."""
     catalog = get_catalog(domain)
