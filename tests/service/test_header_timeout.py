@@ -268,6 +268,18 @@ def test_the_next_request_on_a_kept_alive_connection_is_timed_too(provider):
     assert second.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
 
 
+def test_a_pipelined_request_that_stalls_behind_a_complete_one_is_timed(provider):
+    request = f"GET /contract/rules HTTP/1.1\r\nHost: 127.0.0.1:{provider.port}\r\n\r\n"
+    with socket.create_connection((provider.host, provider.port), timeout=10.0) as sock:
+        sock.sendall(request.encode() + b"GET /contract/rules HTTP/1.1\r\nHo")  # then stall
+        first = _read_response(sock)
+        sock.setblocking(False)
+        rest = _wait_closed([sock], CLOSE_BOUND_S)[sock]
+
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
 def _problem_type(response: bytes) -> str:
     return str(json.loads(response.partition(b"\r\n\r\n")[2])["type"])
 
