@@ -107,7 +107,9 @@ def watch_latency(size: Size) -> dict[str, Any]:
                     if i:  # the first is a warm-up
                         latencies.append(time.perf_counter() - start)
                         round_trips.append(trip)
-                    memory_stale = memory.relevant(url, draft, operation="POST /v1/orders")
+                    memory_stale = list(
+                        memory.lookup(url, draft, operation="POST /v1/orders").entries
+                    )
                     assert memory_stale == [], "a stale fix was still served"
         memory.close()
     return {
