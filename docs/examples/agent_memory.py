@@ -3,10 +3,13 @@
 Needs the ``server`` extra for the in-process provider: ``pip install '.[server]'``.
 
 Runs against the Acme billing provider in-process (an ASGI transport), so it needs no network:
-    python docs/examples/agent_memory.py
+    python docs/examples/agent_memory.py [MEMORY_FILE]
+The memory is kept in MEMORY_FILE when one is named (``invalidation-contracts memory`` reads it),
+else in a temporary folder.
 """
 
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,12 +20,12 @@ from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server.app import create_app
 
 
-async def main() -> None:
+async def main(store: Path) -> None:
     catalog = get_catalog("acme_billing")
     app = create_app(catalog.domain, level=6, admin_token="operator-secret")
     task = catalog.family("governed-partner-growth").draft()
 
-    with FixMemory("row", store=Path(tempfile.mkdtemp()) / "memory.sqlite") as memory:
+    with FixMemory("row", store=store) as memory:  # store: a SQLite file, e.g. memory.sqlite
         transport = httpx.ASGITransport(app=app)
         async with async_contract_client(
             memory, transport=transport, base_url="http://acme.test"
@@ -58,4 +61,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    named = sys.argv[1:2]
+    asyncio.run(main(Path(named[0]) if named else Path(tempfile.mkdtemp()) / "memory.sqlite"))

@@ -53,6 +53,7 @@ class AgentCalls:
         *,
         episode: int | None = None,
         injected: Iterable[MemoryEntry | str] = (),
+        meta: Mapping[str, Any] | None = None,
     ) -> ToolReply:
         raise NotImplementedError
 
@@ -103,10 +104,13 @@ class AgentCalls:
         *,
         apply: str | None = None,
         episode: int | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> ToolReply:
         """One call as an adapter makes it: the relevant fixes patched in (``apply="client"``)
-        or left to the model, which was shown them (``"model"``); default: ``self.apply``."""
-        return await answer(self, tool, arguments, self.apply if apply is None else apply, episode)
+        or left to the model, which was shown them (``"model"``); default: ``self.apply``.
+        ``meta``: the framework's own request ``_meta``, sent beside the contract's."""
+        chosen = self.apply if apply is None else apply
+        return await answer(self, tool, arguments, chosen, episode, meta=meta)
 
     async def hook(self, tool: str, arguments: Mapping[str, Any] | None = None) -> tuple[str, bool]:
         """The framework-neutral call hook: ``(model text, is_error)`` of ``answer``."""
@@ -120,6 +124,8 @@ async def answer(
     arguments: Mapping[str, Any] | None,
     apply: str,
     episode: int | None = None,
+    *,
+    meta: Mapping[str, Any] | None = None,
 ) -> ToolReply:
     """Call ``tool`` with ``arguments`` through ``contract`` in ``apply`` mode."""
     check_apply(apply)
@@ -132,4 +138,4 @@ async def answer(
             logger.warning("%s: %s sent unpatched: %s", contract.origin, tool, exc)
         else:
             request = patched.request
-    return await contract.call_tool(tool, request, episode=episode, injected=fixes)
+    return await contract.call_tool(tool, request, episode=episode, injected=fixes, meta=meta)
