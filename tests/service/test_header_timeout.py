@@ -11,6 +11,7 @@ finishes its head in time is served; a keep-alive connection's next request is t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import socket
@@ -26,6 +27,7 @@ import pytest
 from tests.service.processes import free_port, serving
 
 from invalidation_contracts.cli import main
+from invalidation_contracts.protocol.problems import ProblemType
 
 TIMEOUT_S = 1.0
 #: Bounds on the waits (generous: the machine is shared); the assertions are about what happens.
@@ -224,6 +226,7 @@ def test_stalled_connections_are_closed_while_a_normal_client_is_served(server):
     answers = {received[sock].split(b"\r\n", 1)[0] for sock in stalled}
     assert answers == {b"HTTP/1.1 408 Request Timeout"}
     assert all(b"application/problem+json" in received[sock] for sock in stalled)
+    assert {_problem_type(received[sock]) for sock in stalled} == {ProblemType.REQUEST_TIMEOUT.uri}
     assert _settle(server.fds, lambda now: now <= fds) <= fds
     assert server.rss_kb() - rss < RSS_SLACK_KB
 
@@ -263,6 +266,22 @@ def test_the_next_request_on_a_kept_alive_connection_is_timed_too(provider):
 
     assert first.startswith(b"HTTP/1.1 200 ")
     assert second.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+def test_a_pipelined_request_that_stalls_behind_a_complete_one_is_timed(provider):
+    request = f"GET /contract/rules HTTP/1.1\r\nHost: 127.0.0.1:{provider.port}\r\n\r\n"
+    with socket.create_connection((provider.host, provider.port), timeout=10.0) as sock:
+        sock.sendall(request.encode() + b"GET /contract/rules HTTP/1.1\r\nHo")  # then stall
+        first = _read_response(sock)
+        sock.setblocking(False)
+        rest = _wait_closed([sock], CLOSE_BOUND_S)[sock]
+
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+def _problem_type(response: bytes) -> str:
+    return str(json.loads(response.partition(b"\r\n\r\n")[2])["type"])
 
 
 def _read_all(sock: socket.socket) -> bytes:
