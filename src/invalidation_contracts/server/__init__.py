@@ -1,8 +1,8 @@
 """The provider side: versioned reference tables, rules, graph, policies and the feedback generator.
 
-The core here is sans-IO; ``http`` and ``app`` (FastAPI), ``store`` (the registry's history in
-SQLite or PostgreSQL) and ``sql`` (reference tables in the provider's own database, captured at
-the source) are adapters at the edge.
+The core here is sans-IO; ``http`` (FastAPI, with ``http.app`` the standalone app), ``store`` (the
+registry's history in SQLite or PostgreSQL) and ``sql`` (reference tables in the provider's own
+database, captured at the source) are adapters at the edge.
 """
 
 from . import oracle
