@@ -8,7 +8,7 @@ state (``RenderCache``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -223,9 +223,12 @@ class Provider:
         *,
         since: int | None = None,
         epoch: str | None = None,
-        instance: str | None = None,
+        instance: str | Callable[[], str] | None = None,
     ) -> Outcome | None:
-        """The 422 answer when a validated request violates a policy on ``state``, else None."""
+        """The 422 answer when a validated request violates a policy on ``state``, else None.
+
+        ``instance``: the problem's ``instance``, or a function giving it (called only for a
+        refusal, so a passing request does not pay for building it)."""
         request = model.model_dump(mode="json")
         telemetry = self.telemetry
         if telemetry is None:
@@ -243,7 +246,7 @@ class Provider:
             since=since,
             epoch=epoch,
             patchable=route.patchable_fields,
-            instance=instance,
+            instance=instance() if callable(instance) else instance,
         )
         refusal = Outcome(failure.body.status, failure.body, found, state, failure.content)
         if telemetry is not None:
