@@ -15,9 +15,9 @@ from pathlib import Path
 
 import httpx
 
-from invalidation_contracts.client import FixMemory, async_contract_client
+from invalidation_contracts.client import AsyncFixMemory, async_contract_client
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
 async def main(store: Path) -> None:
@@ -25,19 +25,19 @@ async def main(store: Path) -> None:
     app = create_app(catalog.domain, level=6, admin_token="operator-secret")
     task = catalog.family("governed-partner-growth").draft()
 
-    with FixMemory("row", store=store) as memory:  # store: a SQLite file, e.g. memory.sqlite
+    async with AsyncFixMemory("row", store=store) as memory:  # store: a SQLite file
         transport = httpx.ASGITransport(app=app)
         async with async_contract_client(
             memory, transport=transport, base_url="http://acme.test"
         ) as http:
             first = await http.post("/v1/subscriptions", json=task)  # 422: a fix is learned
-            learned = [e.type for e in memory.entries("http://acme.test")]
+            learned = [e.type for e in await memory.entries("http://acme.test")]
             print("first try:", first.status_code, "-> learned", learned)
 
             # episode 2: reuse it (fixes are filed under the operation: METHOD + route)
-            (fix,) = await memory.arelevant(
-                "http://acme.test", task, operation="POST /v1/subscriptions"
-            )
+            operation = "POST /v1/subscriptions"
+            found = await memory.lookup("http://acme.test", task, operation=operation)
+            (fix,) = found.entries
             second = await http.post(
                 "/v1/subscriptions", json={**task, **fix.suggestion.parameters}
             )
@@ -54,10 +54,9 @@ async def main(store: Path) -> None:
             await http.post(
                 "/v1/subscriptions", json=catalog.family("plain-starter-monthly").draft()
             )
-            reasons = [t.reason.value for t in memory.tombstones("http://acme.test")]
-            print(
-                "after the rotation: live", memory.entries("http://acme.test"), "evicted", reasons
-            )
+            reasons = [t.reason.value for t in await memory.tombstones("http://acme.test")]
+            live = await memory.entries("http://acme.test")
+            print("after the rotation: live", live, "evicted", reasons)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from invalidation_contracts.bench.metrics import RunMetrics, run_metrics
 from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
 from invalidation_contracts.cli import main
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 pytestmark = [pytest.mark.watch, pytest.mark.timeout(600)]
 

@@ -4,6 +4,7 @@ import pytest
 from domain_helpers import ask, dependency_keys
 
 from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.domains.acme_billing.policies import (
     ASSIGNED_BY_CSM,
     REPLACED_BY,
@@ -138,12 +139,12 @@ def test_a_remembered_funding_fix_is_not_served_to_a_plan_that_accepts_the_token
     memory = FixMemory("row")
     draft = {**BASE, "plan": "plan_enterprise_annual", "payment_method_token": "acme_pm_visa_debit"}
     _, _, body = ask(acme, draft)
-    memory.observe("http://acme.test", draft, 422, body)
+    memory.observe("http://acme.test", Observed(draft, 422, body))
     starter = {**BASE, "payment_method_token": "acme_pm_visa_debit"}
 
     assert ask(acme, starter)[0] == 200  # plan_starter_monthly accepts the debit token
-    assert memory.relevant("http://acme.test", starter) == []
-    assert [e.type for e in memory.relevant("http://acme.test", draft)] == [
+    assert list(memory.lookup("http://acme.test", starter).entries) == []
+    assert [e.type for e in memory.lookup("http://acme.test", draft).entries] == [
         "USE_REQUIRED_FUNDING_TYPE"
     ]
 
