@@ -111,7 +111,7 @@ class BruteForce:
         if opening:
             figures.episodes += 1
             figures.first_try += 0 if findings else 1
-            figures.stale_injections += self.stale(client, route, request, state, findings)
+            figures.stale_values_sent += self.stale(client, route, request, state, findings)
         else:
             figures.retries += 1
         if findings:

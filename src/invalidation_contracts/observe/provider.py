@@ -47,6 +47,12 @@ SCOPE = "invalidation_contracts.server"
 _BYTES_CACHE = 512
 """Contract-byte counts remembered per encoded answer (a cached 422 is the same bytes object)."""
 
+_CLIENT_UNITS = {
+    "episodes": "{episode}",
+    "first_try": "{episode}",
+    "retries": "{request}",
+    "stale_values_sent": "{fix}",
+}
 _TRACER_RECHECK_S = 1.0
 """How often the global tracer provider is looked up again while it is the API's proxy."""
 _NO_TRACING = frozenset({"ProxyTracerProvider", "NoOpTracerProvider"})
@@ -309,12 +315,16 @@ class ProviderTelemetry:
             ("episodes", "Episodes opened by clients, from requests alone."),
             ("first_try", "Episodes whose opening request passed every policy."),
             ("retries", "Requests that followed a 422 on the same route."),
-            ("stale_injections", "Opening requests carrying a taught fix a change made stale."),
+            (
+                "stale_values_sent",
+                "Taught fixes a change made stale that opening requests carried (stale values "
+                "sent; a stale fix shown to a model that ignored it never reaches the provider).",
+            ),
         ):
             self.meter.create_observable_counter(
                 f"invalidation_contracts.clients.{name}",
                 callbacks=[self._total(scores, name)],
-                unit="{request}" if name in ("retries", "stale_injections") else "{episode}",
+                unit=_CLIENT_UNITS[name],
                 description=description,
             )
 

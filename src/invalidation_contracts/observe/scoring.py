@@ -1,4 +1,4 @@
-"""Client scoring from requests alone (paper §6.5): stale injections and first-try compliance.
+"""Client scoring from requests alone (paper §6.5): stale values sent and first-try compliance.
 
 The provider sees each client's requests and what it answered. ``ClientScores`` folds them, per
 opaque client key, into the paper's figures without any help from the client:
@@ -7,10 +7,13 @@ opaque client key, into the paper's figures without any help from the client:
   ``max_attempts`` requests in a row were refused (the client's retry budget); any other request
   opens an episode.
 - **First try.** An episode whose opening request passes every policy.
-- **Stale injection.** An opening request that carries the parameters of a fix this provider
-  taught the client (same type and scope, every parameter value equal) when that fix is no longer
-  what the provider would answer for the request (``server.oracle.current_fix`` on the request
-  with the fix undone) — a value a change made stale since it was taught.
+- **Stale values sent.** Per opening request, the fixes this provider taught the client (same
+  type and scope, every parameter value equal) that the request carries although the provider
+  would no longer answer them for it (``server.oracle.current_fix`` on the request with the fix
+  undone): values a change made stale since they were taught. A server sees requests, not
+  prompts: a stale fix a client showed its model and the model ignored never reaches it, so this
+  is the harness's *stale values sent* (``RunMetrics.stale_values_sent``), not its *stale
+  injections* (stale fixes shown to the model).
 
 Cheap where it runs (every policy check): what a refusal teaches is built once per 422 document
 (``observe.lessons``), a request finds the taught fixes it may carry by one dict lookup per
@@ -53,7 +56,8 @@ class ClientFigures:
     episodes: int = 0
     first_try: int = 0
     retries: int = 0
-    stale_injections: int = 0
+    stale_values_sent: int = 0
+    """Taught fixes a change made stale that opening requests carried (one per fix slot)."""
     refused: int = 0
 
     @property
@@ -67,7 +71,7 @@ class ClientFigures:
             "first_try": self.first_try,
             "first_try_rate": self.first_try_rate,
             "retries": self.retries,
-            "stale_injections": self.stale_injections,
+            "stale_values_sent": self.stale_values_sent,
             "refused": self.refused,
         }
 
@@ -163,7 +167,7 @@ class ClientScores:
         figures.requests += 1
         if opening:
             figures.episodes += 1
-            figures.stale_injections += stale
+            figures.stale_values_sent += stale
             figures.first_try += 0 if lesson else 1
         else:
             figures.retries += 1
