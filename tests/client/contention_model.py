@@ -18,6 +18,8 @@ from typing import Any
 
 from invalidation_contracts.client import FixMemory, SQLiteStore, StoreError
 from invalidation_contracts.client.limits import Limits
+from invalidation_contracts.client.stores import Op, PutOp, Result, Store
+from invalidation_contracts.client.values import Observed
 
 ORIGIN = "https://contention.test"
 LIMITS = Limits(max_suggestions=1000, max_entries_per_origin=1_000_000)
@@ -64,8 +66,36 @@ def open_store(where: str) -> Any:
     return SQLiteStore(where, synchronous="NORMAL")
 
 
-def memory(where: str) -> FixMemory:
-    return FixMemory("table", store=open_store(where), limits=LIMITS, close_store=True)
+def memory(where: str, store: Store | None = None) -> FixMemory:
+    store = store if store is not None else open_store(where)
+    return FixMemory("table", store=store, limits=LIMITS, close_store=True)
+
+
+class StallBeforeRecord(Store):
+    """A store that, asked to commit an eviction record, writes the time to ``flag`` and hangs
+    there (until the process is killed): a mover stopped between announcing its move (the turn,
+    ``client.turn``) and committing it."""
+
+    def __init__(self, inner: Store, flag: Path) -> None:
+        self.inner, self.flag = inner, Path(flag)
+
+    def batch(self, ops: Any) -> list[Result]:
+        ops = list(ops)
+        if any(_records_put(op) for op in ops):
+            self.flag.write_text(str(time.monotonic()))
+            while True:
+                time.sleep(1)
+        return self.inner.batch(ops)
+
+    def version(self) -> Any:
+        return self.inner.version()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _records_put(op: Op) -> bool:
+    return isinstance(op, PutOp) and op.namespace[-1] == "records" and op.value is not None
 
 
 def seed(where: str, entries: int) -> None:
@@ -73,7 +103,7 @@ def seed(where: str, entries: int) -> None:
     with memory(where) as m:
         for start in range(0, entries, 1000):
             batch = [fix(f"F{i}", "t0", "1.0.0") for i in range(start, min(entries, start + 1000))]
-            m.observe(ORIGIN, REQUEST, 422, failure(batch))
+            m.observe(ORIGIN, Observed(REQUEST, 422, failure(batch)))
 
 
 def _journal(path: Path, record: dict[str, Any]) -> None:
@@ -102,13 +132,12 @@ def writer(where: str, name: str, journal: Path, pause_s: float = 0.0) -> None:
         start = time.monotonic()
         try:
             batch = [fix(f"W{name}-{i}", "t1", "1")]
-            m.observe(ORIGIN, REQUEST, 422, failure(batch, server_version(journal)))
+            m.observe(ORIGIN, Observed(REQUEST, 422, failure(batch, server_version(journal))))
             error = None
         except StoreError as exc:
             error = str(exc)
-        _journal(
-            journal, {"kind": "write", "start": start, "end": time.monotonic(), "error": error}
-        )
+        record = {"kind": "write", "start": start, "end": time.monotonic(), "error": error}
+        _journal(journal, {**record, "fix": f"W{name}-{i}"})
         i += 1
         if pause_s:
             time.sleep(pause_s)
@@ -121,11 +150,11 @@ def reader(where: str, journal: Path) -> None:
     logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
     version = server_version(Path(journal))
-    m.observe(ORIGIN, None, 200, {"success": True, **contract(version)})
+    m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract(version)}))
     while True:
         start = time.monotonic()
         try:
-            served = [e.suggestion.type for e in m.relevant(ORIGIN, REQUEST)]
+            served = [e.suggestion.type for e in m.lookup(ORIGIN, REQUEST).entries]
             error = None
         except StoreError as exc:
             served, error = [], str(exc)
@@ -134,20 +163,34 @@ def reader(where: str, journal: Path) -> None:
         _journal(journal, {**record, "t0": len(stale)})
 
 
-def mover(where: str, journal: Path) -> None:
+def mover(where: str, journal: Path, warm: bool = False) -> None:
     """The server commits the new version of ``t0`` and this agent observes it: the call that
-    evicts every ``t0`` fix (unless a writer's call, stamped after the commit, did it first)."""
-    moved(journal).touch()
+    evicts every ``t0`` fix (unless a writer's call, stamped after the commit, did it first).
+
+    ``warm``: the agent has read its memory before (a running agent); else the call includes
+    loading the origin into a new process's replica."""
     logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
+    if warm:
+        m.stats(ORIGIN)
+    moved(journal).touch()
     start = time.monotonic()
     try:
-        m.observe(ORIGIN, None, 200, {"success": True, **contract("2.0.0")})
+        m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
         error = None
     except StoreError as exc:
         error = str(exc)
     _journal(journal, {"kind": "move", "start": start, "end": time.monotonic(), "error": error})
     m.close()
+
+
+def stalled_mover(where: str, journal: Path, flag: Path) -> None:
+    """A mover that observes the new version of ``t0`` first (before any other agent: the
+    ``moved`` flag is the test's to set) and hangs between announcing its move and committing it
+    (``StallBeforeRecord``), to be killed there."""
+    logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
+    m = memory(where, StallBeforeRecord(open_store(where), flag))
+    m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
 
 
 def records(journal: Path) -> list[dict[str, Any]]:

@@ -40,11 +40,13 @@ def encoded(body: bytes, codings: list[str]) -> bytes:
     return body
 
 
-def read(body: bytes, codings: list[str], cap: int, cuts: list[int]) -> BoundedBody:
+def read(
+    body: bytes, codings: list[str], cap: int, cuts: list[int], replay: bool = True
+) -> BoundedBody:
     body = encoded(body, codings)
     names = ", ".join("deflate" if c == "raw" else c for c in reversed(codings))
     headers = httpx.Headers({"content-encoding": names} if names else {})
-    reading = BoundedBody.of(headers, cap, LIMITS, "max_body_bytes")
+    reading = BoundedBody.of(headers, cap, LIMITS, "max_body_bytes", replay=replay)
     points = sorted({0, len(body), *(c % (len(body) + 1) for c in cuts)})
     for start, end in zip(points, points[1:], strict=False):
         if not reading.feed(body[start:end]):
@@ -64,11 +66,30 @@ codings = st.lists(st.sampled_from(["gzip", "deflate", "raw"]), max_size=3)
 
 
 @settings(max_examples=150, deadline=None)
-@given(json_values, codings, st.lists(st.integers(min_value=0), max_size=6))
-def test_a_body_within_the_cap_decodes_to_exactly_its_bytes(value, chain, cuts):
+@given(json_values, codings, st.lists(st.integers(min_value=0), max_size=6), st.booleans())
+def test_a_body_within_the_cap_decodes_to_exactly_its_bytes(value, chain, cuts, replay):
     body = json.dumps(value).encode()
 
-    assert read(body, chain, 1 << 20, cuts).finish() == body
+    assert read(body, chain, 1 << 20, cuts, replay).finish() == body
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values, st.lists(st.integers(min_value=0), max_size=6), st.booleans())
+def test_an_unencoded_body_is_held_once_as_the_chunks_it_came_in(value, cuts, replay):
+    body = json.dumps(value).encode()
+    reading = read(body, [], 1 << 20, cuts, replay)
+
+    assert b"".join(reading.raw) == body and reading.decoded == b""
+    assert reading.size == len(body)
+
+
+@settings(max_examples=100, deadline=None)
+@given(json_values, codings.filter(bool), st.lists(st.integers(min_value=0), max_size=6))
+def test_an_encoded_body_read_for_the_memory_alone_keeps_no_raw_chunk(value, chain, cuts):
+    body = json.dumps(value).encode()
+    reading = read(body, chain, 1 << 20, cuts, replay=False)
+
+    assert reading.finish() == body and reading.raw == []
 
 
 @settings(max_examples=150, deadline=None)

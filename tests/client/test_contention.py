@@ -16,10 +16,12 @@ import pytest
 from tests.client.contention_model import (
     ORIGIN,
     memory,
+    moved,
     mover,
     reader,
     records,
     seed,
+    stalled_mover,
     start,
     writer,
 )
@@ -27,6 +29,7 @@ from tests.client.contention_model import (
 from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.stores import CheckOp, PutOp
 from invalidation_contracts.client.turn import TURN_KEY
+from invalidation_contracts.client.values import Observed
 
 ENTRIES = 2000
 DEADLINE_S = 60.0
@@ -60,11 +63,23 @@ def contend(where: str, work: Path, *, kills: int) -> list[dict]:
                 victim = (victim + 1) % len(writers)
             time.sleep(0.1)
         move.join(10)
-        time.sleep(0.5)  # lookups after the move
+        while not _after_the_move(records(journal)):  # writes and lookups after the move
+            assert time.monotonic() < deadline + DEADLINE_S, "nothing ran after the move"
+            time.sleep(0.05)
     finally:
         for process in (*writers, *readers):
             _stop(process)
     return records(journal)
+
+
+def _after_the_move(journal: list[dict]) -> bool:
+    moves = [r for r in journal if r["kind"] == "move"]
+    if not moves:
+        return True  # the move failed: the assertions say how
+    (move,) = moves
+    return any(r["kind"] == "write" and r["start"] > move["start"] for r in journal) and any(
+        r["kind"] == "lookup" and r["start"] > move["end"] for r in journal
+    )
 
 
 def _warm(journal: list[dict]) -> bool:
@@ -103,6 +118,74 @@ def test_a_large_move_commits_beside_writers_killed_with_sigkill_on_postgresql(
     assert_contract_held(contend(postgres_url, tmp_path, kills=6), postgres_url)
 
 
+def kill_mid_move(where: str, work: Path) -> tuple[list[dict], float]:
+    """Seed, start 3 writers and a reader; a mover announces its move and is killed with SIGKILL
+    before it commits; then the server's new version reaches the writers, which move instead.
+    Returns the journal and when the announcement was seen."""
+    seed(where, ENTRIES)
+    journal, flag = work / "journal.jsonl", work / "announced"
+    writers = [start(writer, where, str(n), journal) for n in range(3)]
+    readers = [start(reader, where, journal)]
+    try:
+        deadline = time.monotonic() + DEADLINE_S
+        while not _warm(records(journal)):
+            assert time.monotonic() < deadline, "the writers never wrote, or the reader never read"
+            time.sleep(0.05)
+        victim = start(stalled_mover, where, journal, flag)
+        while not flag.exists() or not flag.read_text():
+            assert time.monotonic() < deadline, "the mover never announced its move"
+            time.sleep(0.01)
+        announced_at = float(flag.read_text())
+        time.sleep(0.3)  # lookups while the announced move is not committed
+        _stop(victim)
+        moved(journal).touch()  # the new version reaches the writers: one of them moves
+        while not _moved_by_a_writer(where):
+            assert time.monotonic() < deadline, "no writer committed the move"
+            time.sleep(0.05)
+        time.sleep(0.5)  # lookups after the move
+    finally:
+        for process in (*writers, *readers):
+            _stop(process)
+    return records(journal), announced_at
+
+
+def _moved_by_a_writer(where: str) -> bool:
+    with memory(where) as m:
+        return not [e for e in m.entries(ORIGIN) if e.suggestion.type.startswith("F")]
+
+
+def assert_no_stale_serve_after_the_announcement(journal: list[dict], announced_at: float, where):
+    assert [r["error"] for r in journal if r["error"] is not None] == []  # no give-up
+    assert not [r for r in journal if r["kind"] == "move"]  # the mover died before committing
+    before = [r for r in journal if r["kind"] == "lookup" and r["end"] < announced_at]
+    assert any(r["t0"] for r in before), "the reader served the fixes before the move"
+    after = [r for r in journal if r["kind"] == "lookup" and r["start"] > announced_at]
+    assert after, "no lookup ran after the announcement"
+    assert [r for r in after if r["t0"]] == []  # 0 stale serves, committed or not
+    written = {r["fix"] for r in journal if r["kind"] == "write" and r["error"] is None}
+    with memory(where) as m:
+        live = {e.suggestion.type for e in m.entries(ORIGIN)}
+    assert not [name for name in live if name.startswith("F")]
+    assert written - live == set()  # nothing the writers stored is lost
+
+
+@pytest.mark.workers
+def test_a_mover_killed_between_announcing_and_committing_serves_nothing_stale_on_sqlite(
+    tmp_path,
+):
+    where = str(tmp_path / "memory.sqlite")
+    journal, announced_at = kill_mid_move(where, tmp_path)
+    assert_no_stale_serve_after_the_announcement(journal, announced_at, where)
+
+
+@pytest.mark.postgres
+def test_a_mover_killed_between_announcing_and_committing_serves_nothing_stale_on_postgresql(
+    postgres_url, tmp_path
+):
+    journal, announced_at = kill_mid_move(postgres_url, tmp_path)
+    assert_no_stale_serve_after_the_announcement(journal, announced_at, postgres_url)
+
+
 def test_a_turn_left_by_a_killed_process_is_taken_over_at_once(tmp_path):
     """A holder killed between taking the turn and committing: the next writer does not wait
     for the turn to expire."""
@@ -115,7 +198,7 @@ def test_a_turn_left_by_a_killed_process_is_taken_over_at_once(tmp_path):
         meta = namespace(ORIGIN, "meta")
         m.store.batch([CheckOp(meta, TURN_KEY, None), PutOp(meta, TURN_KEY, turn)])
         started = time.monotonic()
-        m.observe(ORIGIN, None, 200, {"success": True, **_contract("2.0.0")})
+        m.observe(ORIGIN, Observed(None, 200, {"success": True, **_contract("2.0.0")}))
         assert time.monotonic() - started < 20
         assert m.store.get(meta, TURN_KEY) is None
         assert [e for e in m.entries(ORIGIN)] == []

@@ -339,3 +339,40 @@ def test_a_captured_write_naming_a_served_version_is_bumped_not_refused(world: W
     state = registry(world).state
     assert state.tables["funding_types"].plain_rows()["wire"]["label"] == "Telegraph"
     assert state.versions()["funding_types"] == "5.1.0"
+
+
+# -- issue 26: the server's own bump of a version that is not a dotted number --------------------
+
+
+@pytest.mark.parametrize("opaque", ["x", "2024-rates"])
+def test_a_captured_write_naming_a_served_version_over_an_opaque_one_gets_a_fresh_version(
+    world: World, opaque: str
+) -> None:
+    assert world.runtime is not None
+    world.runtime.patch("funding_types", {"wire": {"label": "Wire transfer"}}, [], opaque)
+    source = world.runtime.sources[0]
+    source.write("funding_types", {"wire": {"label": "Telegraph"}}, [], "2.0.0")  # served before
+
+    world.ingest()
+
+    state = registry(world).state
+    assert state.tables["funding_types"].plain_rows()["wire"]["label"] == "Telegraph"
+    assert state.versions()["funding_types"] == f"{opaque}+1"
+
+
+def test_an_outside_write_to_a_table_at_an_opaque_version_gets_a_fresh_version(
+    world: World,
+) -> None:
+    assert world.runtime is not None
+    world.runtime.patch("funding_types", {"wire": {"label": "Wire transfer"}}, [], "2024-rates")
+    world.pdb.script("UPDATE funding_types SET label = 'Telegraph' WHERE id = 'wire'")
+    world.ingest()
+    world.pdb.script("UPDATE funding_types SET label = 'Semaphore' WHERE id = 'wire'")
+
+    world.ingest()
+
+    state = registry(world).state
+    assert state.tables["funding_types"].plain_rows()["wire"]["label"] == "Semaphore"
+    assert state.versions()["funding_types"] == "2024-rates+2"
+    moves = [(t.old_version, t.new_version) for t in registry(world).changes(0).tables]
+    assert moves[-2:] == [("2024-rates", "2024-rates+1"), ("2024-rates+1", "2024-rates+2")]

@@ -8,7 +8,12 @@ from hypothesis import strategies as st
 
 from invalidation_contracts.protocol.problems import ProtocolError
 from invalidation_contracts.server import Registry
-from invalidation_contracts.server.versions import check_forward, is_newer, next_version
+from invalidation_contracts.server.versions import (
+    check_forward,
+    fresh_version,
+    is_newer,
+    next_version,
+)
 
 parts = st.lists(st.integers(min_value=0, max_value=10**30), min_size=1, max_size=4)
 
@@ -103,3 +108,81 @@ def test_an_automatic_bump_never_passes_128_characters():
     with pytest.raises(ProtocolError, match="pass a version"):
         next_version("9" * 128)
     assert len(next_version("9" * 127)) == 128
+
+
+# -- issue 26: the automatic bump is total (a captured write over an opaque version) ----------
+
+versions = st.one_of(
+    st.text(
+        st.characters(codec="utf-8", categories=["L", "N", "P", "S"]), min_size=1, max_size=128
+    ),
+    st.builds(dotted, parts),
+    st.builds(
+        lambda b, k: f"{b}+{k}", st.text("ab9-", min_size=0, max_size=126), st.integers(1, 99)
+    ),
+    st.just("9" * 128),
+    st.just("x" * 126 + "+9"),
+)
+
+
+def is_version(text: str) -> bool:
+    """What ``check_forward`` accepts as a version (the oracle: its own rules)."""
+    return 0 < len(text) <= 128 and text == text.strip() and text.isprintable()
+
+
+@settings(max_examples=400, deadline=None)
+@given(versions.filter(is_version), st.data())
+def test_the_automatic_bump_of_any_version_is_a_valid_version_never_served(current, data):
+    near = [current[:120] + f"+{k}" for k in range(1, 4)]
+    if is_newer(current, current) is not None and len(current) < 100:
+        near.append(next_version(current))
+    served = set(data.draw(st.lists(st.sampled_from(near) | versions, max_size=6))) | {current}
+
+    bumped = fresh_version(current, served)
+
+    assert is_version(bumped) and bumped not in served
+    assert bumped == fresh_version(current, set(served))  # deterministic
+
+
+@settings(max_examples=200, deadline=None)
+@given(versions.filter(is_version))
+def test_repeated_bumps_never_give_a_version_twice(current):
+    served = {current}
+    for _ in range(30):
+        current = fresh_version(current, served)
+        assert current not in served
+        served.add(current)
+
+
+def test_a_dotted_number_keeps_its_numeric_bump():
+    assert fresh_version("1.0.0", {"1.0.0"}) == "1.1.0"
+    assert fresh_version("1.0.0", {"1.0.0", "1.1.0"}) == "1.2.0"
+
+
+@pytest.mark.parametrize(
+    ("current", "bumped"),
+    [
+        ("x", "x+1"),
+        ("2024-rates", "2024-rates+1"),
+        ("2024-rates+1", "2024-rates+2"),
+        ("build+09", "build+09+1"),
+        ("9" * 128, "9" * 126 + "+1"),  # the numeric bump would pass 128 characters
+        ("x" * 126 + "+9", "x" * 125 + "+10"),
+    ],
+)
+def test_any_other_version_gets_a_counter(current, bumped):
+    assert fresh_version(current, {current}) == bumped
+
+
+def test_the_counter_skips_versions_served_before_in_the_epoch():
+    assert fresh_version("x", {"x", "x+1", "x+2"}) == "x+3"
+
+
+def test_a_reload_naming_no_version_over_an_opaque_one_gets_the_counter(domain):
+    registry = registry_of(domain)
+    rows = registry.state.tables["active_csm_codes"].plain_rows()
+    registry.reload("active_csm_codes", {**rows, "x": {"code": "Z"}}, version="2024-rates")
+
+    result = registry.reload("active_csm_codes", {**rows, "y": {"code": "Z"}})
+
+    assert result.new_version == "2024-rates+1"

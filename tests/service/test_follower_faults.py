@@ -14,11 +14,9 @@ import random
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, closing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,103 +25,21 @@ import psycopg
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.service.probes import UNAVAILABLE, Probe, wait_every_worker_ready
 from tests.service.processes import serving
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
 
 from invalidation_contracts.domains import get_domain
-from invalidation_contracts.protocol.problems import PROBLEM_BASE
 from invalidation_contracts.server.app import create_app
 from invalidation_contracts.server.follower import DEFAULT_MAX_LAG_S, backoff
 from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
 
-UNAVAILABLE = PROBLEM_BASE + "registry-unavailable"
 KEY = "plan_partner_growth"
-RECOVERY_BOUND_S = 60.0
 
 
 def rotate(code: str) -> str:
     return f"UPDATE active_csm_codes SET code = '{code}' WHERE key = '{KEY}'"
-
-
-@dataclass
-class Seen:
-    sent: float
-    status: int
-    seq: int | None
-
-
-@dataclass
-class Probe:
-    """Sends ``GET /contract/versions`` on fresh connections (so every worker answers) in a
-    background thread and records when each request was sent and what it carried."""
-
-    url: str
-    seen: list[Seen] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def __enter__(self) -> Probe:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        assert self._thread is not None
-        self._thread.join(30)
-
-    def _run(self) -> None:
-        limits = httpx.Limits(max_keepalive_connections=0)
-        with httpx.Client(limits=limits, timeout=10.0) as http:
-            while not self._stop.is_set():
-                sent = time.monotonic()
-                try:
-                    answer = http.get(self.url + "/contract/versions")
-                except httpx.TransportError:
-                    continue
-                self.seen.append(Seen(sent, answer.status_code, _stamped_seq(answer)))
-                self._stop.wait(0.02)
-
-    def unverified(self, committed_at: float, seq: int) -> list[Seen]:
-        """Stamped answers older than ``seq`` to requests sent past the lag bound."""
-        bound = committed_at + DEFAULT_MAX_LAG_S
-        return [s for s in self.seen if s.sent > bound and s.seq is not None and s.seq < seq]
-
-    def stamped_between(self, start: float, end: float) -> list[Seen]:
-        return [s for s in self.seen if start < s.sent < end and s.status != 503]
-
-
-def _stamped_seq(answer: httpx.Response) -> int | None:
-    if answer.status_code == 503:
-        body = answer.json()
-        assert body["type"] == UNAVAILABLE, body
-        assert "contract_seq" not in body and "table_versions" not in body, body
-        assert answer.headers["retry-after"]
-        return None
-    assert answer.status_code == 200, answer.text
-    return int(answer.json()["contract_seq"])
-
-
-def wait_every_worker_ready(url: str, workers: int, seq: int) -> set[int]:
-    """Poll ``/contract/ready`` on fresh connections until ``workers`` distinct processes say
-    ready at ``seq`` or later (bounded); the set of their pids."""
-    ready: set[int] = set()
-    deadline = time.monotonic() + RECOVERY_BOUND_S
-    limits = httpx.Limits(max_keepalive_connections=0)
-    with httpx.Client(limits=limits, timeout=10.0) as http:
-        while len(ready) < workers:
-            assert time.monotonic() < deadline, f"only workers {sorted(ready)} became ready"
-            try:
-                answer = http.get(url + "/contract/ready")
-            except httpx.TransportError:
-                continue
-            body = answer.json()
-            if answer.status_code == 200 and body["contract_seq"] >= seq:
-                assert body["ready"] and body["live"] and body["lag_s"] < body["max_lag_s"]
-                ready.add(body["pid"])
-            time.sleep(0.02)
-    return ready
 
 
 def commit(url: str, statement: str) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import tracemalloc
 from collections.abc import Iterator
 from typing import Any
 
@@ -143,7 +144,7 @@ def test_a_10_mb_parameter_is_never_stored_or_injected(raised):
     assert refused(events) == (
         [("max_parameter_bytes", 4096)] if raised else [("max_body_bytes", 1 << 20)]
     )
-    assert memory.relevant(ORIGIN, DRAFT, operation=OPERATION) == []
+    assert list(memory.lookup(ORIGIN, DRAFT, operation=OPERATION).entries) == []
 
 
 def test_a_60_mb_changes_feed_is_read_only_up_to_the_cap_and_costs_a_resync(caplog):
@@ -158,6 +159,22 @@ def test_a_60_mb_changes_feed_is_read_only_up_to_the_cap_and_costs_a_resync(capl
     assert [e.reason.value for e in events if isinstance(e, Evicted)] == ["resync"]
     assert memory.entries(ORIGIN) == []
     assert any("max_feed_bytes" in r.getMessage() for r in caplog.records)
+
+
+def test_a_60_mb_changes_feed_costs_the_agent_the_feed_cap_once():
+    memory = FixMemory("row")
+    run(memory, Hostile(failure(suggestion(0)), Feed(1024)), requests=2)  # warm every code path
+    memory = FixMemory("row")
+    transport = Hostile(failure(suggestion(0)), Feed(60 * 1024 * 1024))
+
+    tracemalloc.start()
+    try:
+        run(memory, transport, requests=2)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+    assert peak <= memory.limits.max_feed_bytes + 16 * CHUNK  # not the raw and decoded copies
 
 
 def test_a_feed_within_the_cap_is_read_whole():

@@ -11,6 +11,7 @@ from .._extras import MissingExtra
 from . import DOMAIN_HELP, CommandError, UsageError
 from .options import (
     _add_admin_token,
+    _add_header_timeout,
     _add_history,
     _admin_token,
     _history,
@@ -67,6 +68,7 @@ def register(sub: Subparsers) -> None:
         help="with http: another Origin to accept (https://app.example)",
     )
     _add_admin_token(p, "the bearer token MCP clients must send (required off loopback)")
+    _add_header_timeout(p, "with http: ")
     p.add_argument(
         "--idle-timeout",
         type=float,
@@ -127,6 +129,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         if args.admin_token_file is not None or not is_loopback(args.host)
         else None,
         idle_timeout_s=args.idle_timeout,
+        header_timeout_s=args.header_timeout,
     )
     store, notice = _history(args, domain.name)
     try:

@@ -47,6 +47,31 @@ def _port(text: str) -> int:
     return value
 
 
+def _header_seconds(text: str) -> float:
+    from ..sockets import header_timeout
+
+    try:
+        return header_timeout(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive number of seconds, not {text!r}"
+        ) from None
+
+
+def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
+    from ..sockets import DEFAULT_HEADER_TIMEOUT_S
+
+    p.add_argument(
+        "--header-timeout",
+        type=_header_seconds,
+        default=DEFAULT_HEADER_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"{what}close a connection that has not sent a request's line and headers this "
+        f"long after it opened (or after the request's first byte); 408 if it had begun one "
+        f"(default {DEFAULT_HEADER_TIMEOUT_S:g}, against slowloris)",
+    )
+
+
 def _add_admin_token(p: argparse.ArgumentParser, what: str) -> None:
     from ..server.auth import ADMIN_TOKEN_ENV
 

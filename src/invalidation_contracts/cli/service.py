@@ -14,6 +14,7 @@ from ..private_files import PrivateFileError, write_private
 from . import DOMAIN_HELP, CommandError, UsageError
 from .options import (
     _add_admin_token,
+    _add_header_timeout,
     _add_history,
     _admin_token,
     _history,
@@ -62,6 +63,7 @@ def register(sub: Subparsers) -> None:
         help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
+    _add_header_timeout(p)
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
     )
@@ -259,7 +261,13 @@ def _listen(
         print(f"invalidation-contracts: serving {url} ({workers} worker{plural})", file=sys.stderr)
 
     serve(
-        app, host=args.host, port=args.port, workers=workers, factory=factory, listening=listening
+        app,
+        host=args.host,
+        port=args.port,
+        workers=workers,
+        factory=factory,
+        listening=listening,
+        header_timeout_s=args.header_timeout,
     )
 
 

@@ -132,24 +132,31 @@ def _drain(stages: Sequence[_Stage]) -> Iterator[bytes]:
 
 @dataclass(slots=True)
 class BoundedBody:
-    """One body read incrementally for the memory: the raw chunks (to replay to the agent) and
-    the decoded bytes, both at most ``cap`` (plus one step)."""
+    """One body read incrementally for the memory, holding each byte once, at most ``cap`` (plus
+    one chunk or step) of it: an unencoded body's chunks are its decoded bytes; an encoded one
+    keeps its decoded bytes, and its raw chunks only when they are replayed to the agent."""
 
     stages: list[_Stage]
     cap: int
     ratio: int
     bound: str = "max_body_bytes"
+    replay: bool = True
+    """Keep the raw chunks to replay to the agent (a need's fetch, read by the memory alone,
+    keeps none of an encoded body's)."""
     raw: list[bytes] = field(default_factory=list)
     raw_bytes: int = 0
     decoded: bytearray = field(default_factory=bytearray)
+    decoded_bytes: int = 0
     refusal: Refusal | None = None
     broken: bool = False
     """The encoding did not decode (httpx would raise ``DecodingError`` on it)."""
     ended: bool = False
 
     @classmethod
-    def of(cls, headers: httpx.Headers, cap: int, limits: Limits, bound: str) -> BoundedBody:
-        return cls(stages_of(headers), cap, limits.max_decoding_ratio, bound)
+    def of(
+        cls, headers: httpx.Headers, cap: int, limits: Limits, bound: str, *, replay: bool = True
+    ) -> BoundedBody:
+        return cls(stages_of(headers), cap, limits.max_decoding_ratio, bound, replay)
 
     @property
     def stopped(self) -> bool:
@@ -157,19 +164,25 @@ class BoundedBody:
 
     def feed(self, chunk: bytes) -> bool:
         """Take one raw chunk; False once a bound is broken (read no further)."""
-        self.raw.append(chunk)
         self.raw_bytes += len(chunk)
+        if self.replay or not self.stages:
+            self.raw.append(chunk)
         if self.raw_bytes > self.cap:
             self.refusal = Refusal(self.bound, self.raw_bytes)
             return False
+        if not self.stages:  # the chunks are the decoded bytes: nothing to decode or copy
+            self.decoded_bytes = self.raw_bytes
+            return True
         return self._take(_pump(self.stages, chunk))
 
     def finish(self) -> bytes | None:
         """The decoded body, once the stream ended; None if a bound broke or it did not decode."""
-        if not self.ended and not self.stopped:
+        if not self.ended and not self.stopped and self.stages:
             self._take(_drain(self.stages))
         self.ended = True
-        return None if self.stopped else bytes(self.decoded)
+        if self.stopped:
+            return None
+        return bytes(self.decoded) if self.stages else b"".join(self.raw)
 
     def over_size(self) -> bool:
         """Whether the bound broken is the byte cap (which the size alone reports)."""
@@ -180,12 +193,13 @@ class BoundedBody:
         """The body's decoded size (at least, when a size bound broke)."""
         if self.refusal is not None and self.over_size():
             return self.refusal.actual
-        return len(self.decoded)
+        return self.decoded_bytes
 
     def _take(self, pieces: Iterator[bytes]) -> bool:
         try:
             for piece in pieces:
                 self.decoded += piece
+                self.decoded_bytes = len(self.decoded)
                 if len(self.decoded) > self.cap:
                     self.refusal = Refusal(self.bound, len(self.decoded))
                     return False

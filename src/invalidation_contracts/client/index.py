@@ -109,15 +109,16 @@ class OriginIndex:
             _discard(self._by_rule, rule, entry_id)
         for parent in entry.derived_from:
             _discard(self._consumers, parent, entry_id)
-        consumers = self._in_order(self._consumers.pop(entry_id, {}))
-        return entry, consumers
+        bucket = self._consumers.pop(entry_id, None)
+        return entry, self._in_order(bucket) if bucket else []
 
     def get(self, entry_id: str) -> MemoryEntry | None:
         return self.entries.get(entry_id)
 
     def consumers_of(self, entry_id: str) -> list[MemoryEntry]:
         """Live entries learned while ``entry_id`` was injected (its ``derived_from`` children)."""
-        return self._in_order(self._consumers.get(entry_id, {}))
+        bucket = self._consumers.get(entry_id)
+        return self._in_order(bucket) if bucket else []
 
     def by_key(self, key: MemoryKey) -> MemoryEntry | None:
         eid = self._by_key.get(key)

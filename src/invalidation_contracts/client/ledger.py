@@ -57,6 +57,8 @@ class Ledger:
         self._shared_moves: dict[tuple[tuple[str, str, str], ...], dict[str, tuple[str, str]]] = {}
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
+        self.announced: frozenset[str] = frozenset()
+        """Ids a writer announced it is evicting (``client.turn``): not served meanwhile."""
 
     def emit(self, event: MemoryEvent) -> None:
         self.events.append(event)

@@ -4,8 +4,11 @@ A memory reads its ``Replica`` of an origin, never the store. Before each call i
 replica is current: if the store's ``version()`` token has not moved, nothing was committed
 anywhere and no I/O happens at all; otherwise it reads the origin's generation, and if that moved,
 reads only what the journal says changed (or the whole origin, when the journal no longer reaches
-back). A call's batch is written on the condition that the generation is still the one it was
-computed at, and folded into the replica only once it is committed.
+back) — eviction records included: a large eviction another process recorded once
+(``client.moves``) is applied to the replica before anything is served from it, and so is the
+turn, which may announce one about to commit (``client.turn``). A call's batch is written on the
+condition that the generation is still the one it was computed at, and folded into the replica
+only once it is committed.
 
 Counters (lookups, hits, responses, ...) are kept as ``unflushed`` increments and written with the
 next real write or on close: a crash may lose increments, never an entry, eviction or restamp.
@@ -24,7 +27,9 @@ from .entries import MemoryEntry
 from .index import OriginIndex
 from .layout import (
     JOURNAL_KEEP,
+    CommitPlan,
     Snapshot,
+    announced,
     entries_of,
     entry_ops,
     generation_of,
@@ -34,8 +39,11 @@ from .layout import (
     load_ops,
     loaded,
     meta_of,
+    record_ops,
+    record_read,
 )
 from .ledger import Ledger
+from .moves import EvictionRecord, apply
 from .state import OriginState
 from .stats import OriginStats
 from .steps import Steps
@@ -58,6 +66,10 @@ class Replica:
     """The store's ``version()`` read before this replica was last found current."""
     unflushed: OriginStats = field(default_factory=OriginStats)
     """Counter increments not written yet."""
+    records: dict[int, EvictionRecord] = field(default_factory=dict)
+    """The origin's eviction records as committed (their entries are out of ``index``)."""
+    announced: frozenset[str] = frozenset()
+    """Ids a writer announced it is evicting, as last read (withheld: ``client.turn``)."""
 
     @property
     def counters(self) -> OriginStats:
@@ -98,18 +110,20 @@ class Replicas:
             if token is not None and token == replica.token:
                 return replica
             at = replica.generation
-            (result,) = yield generation_ops(origin)
-            now = generation_of(result)
+            result, turn = yield generation_ops(origin)
+            now, evicting = generation_of(result), announced(turn)
             with self.lock:
                 if self._by_origin.get(origin) is not replica or replica.generation != at:
                     continue  # another thread moved it meanwhile: look again
                 if now == at:
-                    replica.token = token
+                    replica.token, replica.announced = token, evicting
                     return replica
             if now < at or now - at > JOURNAL_KEEP:  # a replaced store, or a long absence
                 return (yield from self._reload(origin, token, force=now < at))
             caught = yield from self._catch_up(origin, replica, at, now, token)
             if caught is not None:
+                with self.lock:
+                    caught.announced = evicting
                 return caught
         return (yield from self._reload(origin, self.store.version()))
 
@@ -124,11 +138,16 @@ class Replicas:
         if generation_of(results[0]) != now:
             return None
         state, stats = meta_of(origin, results[1], results[2])
-        got = yield entry_ops(origin, changes.written)
+        touched = sorted(changes.records)
+        got = yield entry_ops(origin, changes.written) + record_ops(origin, touched)
         if generation_of(got[0]) != now:
             return None
-        entries = entries_of(origin, got[1:])
-        if len(entries) != len(changes.written):
+        split = 1 + len(changes.written)
+        entries = entries_of(origin, got[1:split])
+        records = {g: record_read(origin, r) for g, r in zip(touched, got[split:], strict=True)}
+        if len(entries) != len(changes.written) or any(
+            g > at and record is None for g, record in records.items()
+        ):  # a row or a record swept meanwhile: read the origin anew
             return (yield from self._reload(origin, token))
         with self.lock:
             if self._by_origin.get(origin) is not replica or replica.generation != at:
@@ -138,6 +157,13 @@ class Replicas:
                     replica.index.remove(entry_id)
             for entry in sorted(entries, key=lambda e: e.serial):
                 _put(replica.index, entry)
+            for generation, record in records.items():  # after the entries: never re-added
+                if record is None:
+                    replica.records.pop(generation, None)
+                    continue
+                if generation > at and generation not in replica.records:
+                    apply(replica.index, record)
+                replica.records[generation] = record
             replica.state, replica.stats = state, stats
             replica.generation, replica.token = now, token
             return replica
@@ -162,6 +188,8 @@ class Replicas:
                 snapshot.generation,
                 token,
                 current.unflushed if current is not None else OriginStats(),
+                dict(snapshot.records),
+                snapshot.announced,
             )
             self._by_origin[origin] = replica
             return replica
@@ -175,12 +203,20 @@ class Replicas:
         generation: int,
         stats: OriginStats,
         flushed: OriginStats,
+        plan: CommitPlan | None = None,
     ) -> None:
         """Fold a call committed at ``generation`` into its replica (if nobody moved it since)."""
         with self.lock:
             current = self._by_origin.get(tx.origin)
             if current is replica and replica.generation == generation:
                 tx.index.fold_into(replica.index)
+                if plan is not None:
+                    if plan.record is not None:
+                        replica.records[plan.record.generation] = plan.record
+                    for record in plan.sweep.updated:
+                        replica.records[record.generation] = record
+                    for gone in plan.sweep.dropped:
+                        replica.records.pop(gone, None)
                 replica.state = tx.state
                 replica.stats = stats
                 replica.generation = generation + 1

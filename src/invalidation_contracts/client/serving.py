@@ -96,6 +96,8 @@ class Serving:
 
     def _serves(self, tx: Ledger, entry: MemoryEntry) -> bool:
         """Whether a lookup may serve a matching entry (quarantining or evicting it otherwise)."""
+        if entry.id in tx.announced:
+            return False  # another writer is committing its eviction (``client.turn``)
         if not entry.key.scope_items and not entry.suggestion.origin_wide:
             tx.quarantine(entry.id, "its scope is empty and the server did not mark it origin_wide")
             return False

@@ -30,7 +30,7 @@ from .events import (
     Refused,
 )
 from .invalidation import Invalidation
-from .layout import commit_ops
+from .layout import commit_ops, plan_commit
 from .ledger import Ledger
 from .overlay import IndexOverlay
 from .replica import Replica, Replicas
@@ -120,14 +120,18 @@ class Transactions:
                     return call
                 flushed = replica.unflushed.copy()
                 total = replica.stats.plus(flushed).plus(tx.stats)
-                ops = commit_ops(tx, base, total, turn, self.admission.limits)
+                limits = self.admission.limits
+                plan = plan_commit(tx, base, replica.records, limits)
+            if plan.record is not None and turn is None:
+                # a large eviction: announced in the turn before it commits (``client.turn``)
+                turn = yield from take_turn(origin, self.clock, None, plan.record)
             try:
-                yield ops
+                yield commit_ops(tx, base, total, turn, limits, plan)
             except StoreConflict:
                 self.replicas.suspect(origin)
                 turn = yield from take_turn(origin, self.clock, turn)
                 continue
-            self.replicas.committed(replica, tx, base, total, flushed)
+            self.replicas.committed(replica, tx, base, total, flushed, plan)
             with self.lock:
                 self._lessons[origin] = tx.lessons
             self.confirmations.settle(origin, call.confirms)
@@ -173,6 +177,7 @@ class Transactions:
             operation=operation,
         )
         tx.lessons = list(self._lessons.get(origin, ()))
+        tx.announced = replica.announced
         detail = _invalid_position(tx)
         if detail is not None:
             tx.emit(PositionDropped(origin=tx.origin, episode=tx.episode, detail=detail))

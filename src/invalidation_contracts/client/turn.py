@@ -12,6 +12,14 @@ its own — so while a turn is held no other writer commits on that origin: they
 with jitter) and recompute after, on what the holder committed. The holder's commit releases the
 turn. A turn expires after ``TURN_TTL_S``; one held by a process on this host that no longer
 exists (``kill -9``) is taken over at once. Readers never wait: lookups read the replica.
+
+A call that evicts many entries (a version move, a resync: ``client.moves``) takes the turn
+*before* it commits, and the turn then **announces** the eviction (``evicting``: the record it is
+about to commit). Every reader reads the turn with the generation, before it serves, and withholds
+the entries an announced eviction names — so from the announcement until the commit (or, if the
+mover dies, until another writer commits the move) no entry the move covers is served: a turn
+taken over keeps the announcement it replaces, and a commit that leaves announced entries live
+leaves the announcement behind it, in a free turn (``layout.commit_ops``).
 """
 
 from __future__ import annotations
@@ -23,12 +31,13 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from .layout import namespace
+from .layout import TURN_KEY, namespace
+from .moves import EvictionRecord
 from .steps import Steps, Wait
 from .stores import CheckOp, GetOp, Item, PutOp, StoreConflict
 
-#: The item that holds the turn, in the origin's ``meta`` namespace.
-TURN_KEY = "turn"
+__all__ = ["TURN_KEY", "TURN_POLL_S", "TURN_TTL_S", "free", "new_turn", "take"]
+
 #: Seconds a turn is held at most (a holder that died on another host is waited for this long).
 TURN_TTL_S = 30.0
 #: Seconds between two looks at a turn another writer holds (with ±50 % jitter).
@@ -36,14 +45,18 @@ TURN_POLL_S = 0.005
 _HOST = socket.gethostname()
 
 
-def new_turn(now: float) -> dict[str, Any]:
-    """A turn for this process, valid until ``now + TURN_TTL_S``."""
-    return {
+def new_turn(now: float, announce: EvictionRecord | None = None) -> dict[str, Any]:
+    """A turn for this process, valid until ``now + TURN_TTL_S``; ``announce``: the eviction
+    it is about to commit, withheld by every reader meanwhile."""
+    turn: dict[str, Any] = {
         "holder": secrets.token_hex(8),
         "host": _HOST,
         "pid": os.getpid(),
         "until": now + TURN_TTL_S,
     }
+    if announce is not None:
+        turn["evicting"] = announce.to_dict()
+    return turn
 
 
 def free(turn: dict[str, Any] | None, now: float) -> bool:
@@ -57,11 +70,14 @@ def free(turn: dict[str, Any] | None, now: float) -> bool:
 
 
 def take(
-    origin: str, clock: Callable[[], float], mine: dict[str, Any] | None = None
+    origin: str,
+    clock: Callable[[], float],
+    mine: dict[str, Any] | None = None,
+    announce: EvictionRecord | None = None,
 ) -> Steps[dict[str, Any]]:
     """Wait for the origin's turn and take it; returns the turn held (release it by committing
     with it: ``commit_ops(..., turn=...)``). ``mine``: a turn this call took before, kept if it
-    still holds."""
+    still holds. ``announce``: the eviction the call is about to commit (``new_turn``)."""
     meta = namespace(origin, "meta")
     while True:
         (current,) = yield [GetOp(meta, TURN_KEY)]
@@ -70,7 +86,9 @@ def take(
         if held is not None and mine is not None and held == mine:
             return mine
         if free(held, now):
-            mine = new_turn(now)
+            mine = new_turn(now, announce)
+            if announce is None and held is not None and "evicting" in held:
+                mine["evicting"] = held["evicting"]  # a dead holder's move: still announced
             try:
                 yield [CheckOp(meta, TURN_KEY, held), PutOp(meta, TURN_KEY, mine)]
             except StoreConflict:

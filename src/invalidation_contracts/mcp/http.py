@@ -11,6 +11,8 @@
 - **Idle sessions are reaped** after ``idle_timeout_s``, and at most ``max_sessions`` are held.
 - **A stalled body is cut off**: reading a request body that stalls longer than
   ``body_timeout_s`` between chunks answers 408.
+- **A stalled request head is cut off** (by the listener, ``header_timeout``): a connection that
+  has not sent a request's line and headers ``header_timeout_s`` after it opened is closed.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..server.auth import REALM
+from ..sockets import DEFAULT_HEADER_TIMEOUT_S
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -49,6 +52,8 @@ class HttpOptions:
     idle_timeout_s: float = 600.0
     max_sessions: int = 1000
     body_timeout_s: float = 30.0
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
+    """Seconds a connection has to send a request's line and headers (the listener's)."""
 
 
 def is_loopback(host: str) -> bool:

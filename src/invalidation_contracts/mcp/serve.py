@@ -71,9 +71,18 @@ def serve_mcp(
         raise ValueError(f"transport must be stdio or http, not {transport!r}")
     import uvicorn
 
-    app = http_app(server, host, http or HttpOptions())  # ValueError before binding
+    from ..header_timeout import server_config
+
+    options = http or HttpOptions()
+    app = http_app(server, host, options)  # ValueError before binding
+    config = server_config(
+        app,
+        header_timeout_s=options.header_timeout_s,
+        log_level="warning",
+        lifespan="on",
+        timeout_keep_alive=5,
+    )
     with listen(host, port) as listener:
-        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_keep_alive=5)
         (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
         uvicorn.Server(config).run(sockets=[listener])
 
@@ -87,9 +96,14 @@ async def running_http(
     stops it on exit."""
     import uvicorn
 
-    app = http_app(server, host, http or HttpOptions())
+    from ..header_timeout import server_config
+
+    options = http or HttpOptions()
+    app = http_app(server, host, options)
+    config = server_config(
+        app, header_timeout_s=options.header_timeout_s, log_level="warning", lifespan="on"
+    )
     with listen(host, port) as listener:
-        config = uvicorn.Config(app, log_level="warning", lifespan="on")
         runner = uvicorn.Server(config)
         stopped = anyio.Event()
 

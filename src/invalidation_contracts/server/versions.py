@@ -1,7 +1,9 @@
-"""Table version strings: ordering where they are comparable, and the automatic bump."""
+"""Table version strings: ordering where they are comparable, and the automatic bump (total:
+every version has one, SPEC §7)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 
 from ..protocol.models import MAX_VERSION_LENGTH
@@ -59,13 +61,44 @@ def next_version(current: str) -> str:
 
 
 def fresh_version(current: str, served: Collection[str]) -> str:
-    """The automatic bump of ``current``, past every version already ``served`` in the epoch."""
-    candidate = next_version(current)
-    for _ in range(len(served)):
+    """The automatic bump of ``current``, past every version already ``served`` in the epoch.
+
+    Total, so that a write no operator names a version for (a captured one) always gets one:
+    a dotted number gets ``next_version`` (skipping served ones); any other version, or a dotted
+    number whose bump would pass 128 characters, gets the counter form ``opaque_bump`` (SPEC §7).
+    """
+    try:
+        candidate = next_version(current)
+        for _ in range(len(served)):
+            if candidate not in served:
+                break
+            candidate = next_version(candidate)
         if candidate not in served:
-            break
-        candidate = next_version(candidate)
-    return candidate
+            return candidate
+    except ProtocolError:  # not dotted-numeric, or the bump passes 128 characters
+        pass
+    return opaque_bump(current, served)
+
+
+#: A counter suffix the counter form increments (``+1`` … ``+`` 20 digits), else it starts one.
+_COUNTER = re.compile(r"\+([1-9][0-9]{0,19})\Z", re.ASCII)
+
+
+def opaque_bump(current: str, served: Collection[str]) -> str:
+    """``v`` → ``v+1`` → ``v+2`` …: the first ``base+k`` not ``served`` (nor ``current``), ``base``
+    being ``current`` without its counter and cut so the result fits in 128 characters.
+
+    Distinct ``k`` give distinct versions (the text after the last ``+`` is ``k``), so at most
+    ``len(served) + 1`` candidates are tried, and the result depends on its inputs alone.
+    """
+    counter = _COUNTER.search(current)
+    base, k = (current[: counter.start()], int(counter.group(1)) + 1) if counter else (current, 1)
+    while True:
+        suffix = f"+{k}"
+        candidate = base[: MAX_VERSION_LENGTH - len(suffix)] + suffix
+        if candidate != current and candidate not in served:
+            return candidate
+        k += 1
 
 
 def check_unserved(candidate: str, served: Collection[str], table: str) -> None:

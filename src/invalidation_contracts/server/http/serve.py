@@ -4,7 +4,8 @@ The socket is bound here (so a port in use is an ``OSError`` for the caller, not
 uvicorn) as uvicorn binds it: ``IPPROTO_TCP`` and ``SO_REUSEADDR``. With protocol 0 asyncio never
 sets ``TCP_NODELAY`` on accepted connections, and Nagle's algorithm meets the client's delayed ACK:
 about 44 ms per keep-alive request. Several workers each build their app in their own process from
-an app factory (``module:function``) and share the history through the store.
+an app factory (``module:function``) and share the history through the store. Every connection
+must deliver each request's head within ``header_timeout_s`` (``header_timeout``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..._extras import require_extra
+from ...header_timeout import server_config
+from ...sockets import DEFAULT_HEADER_TIMEOUT_S
 from ...sockets import listen as tcp_listener
 
 require_extra("server", "fastapi", "uvicorn")
@@ -48,27 +51,31 @@ def serve(
     log_level: str = "info",
     factory: bool = False,
     listening: Callable[[str], None] | None = None,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
     ``app`` is an ASGI app, or (required for ``workers`` > 1) an import string ``module:attr``;
     with ``factory`` the attribute is called to build the app in each worker. ``listening`` is
     called with the bound address (``http://host:port``) before the first request is accepted.
+    A connection that has not delivered a request's line and headers ``header_timeout_s`` after
+    it opened (or after that request's first byte) is closed.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if workers > 1 and not isinstance(app, str):
         raise ValueError("several workers build their own app: pass an import string")
-    listener = listen(host, port)
-    if listening is not None:
-        listening(address_of(listener))
-    config = uvicorn.Config(
+    config = server_config(
         app,
+        header_timeout_s=header_timeout_s,  # ValueError before binding
         log_level=log_level,
         workers=workers,
         factory=factory,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
     )
+    listener = listen(host, port)
+    if listening is not None:
+        listening(address_of(listener))
     with listener:
         if workers == 1:
             uvicorn.Server(config).run(sockets=[listener])

@@ -1,0 +1,188 @@
+"""A worker killed with SIGKILL under load (docs/SPEC.md §8.2.5, docs/providers.md §7).
+
+``serve --workers 2`` runs under uvicorn's supervisor. While a client keeps asking every worker for
+its stamps and a second process commits plain-SQL writes to the provider's tables, one worker (on
+PostgreSQL: the one consuming the capture) is killed with ``kill -9`` — whatever it held (a
+write transaction, the capture lead, a SQLite lock) is released by the database or the kernel,
+never by the worker. The promise: no answer carries an unverified stamp (every stamp a request
+sent past the lag bound sees includes every write committed before), every committed write
+reaches the changes feed, the agent keeps no stale fix and loses no valid one, and the service
+recovers by itself: the supervisor starts a new worker in the dead one's place, and both serve.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from tests.service.agent import Agent
+from tests.service.probes import Probe, ready_reports
+from tests.service.processes import serving
+
+from invalidation_contracts.domains import get_catalog, get_domain
+from invalidation_contracts.server.sql import create_tables
+
+WORKERS = 2
+WRITES = 60
+ROTATED = "WINTERLAUNCH26"  # a code promo_eligibility recognises
+FAMILIES = (
+    "governed-partner-growth",
+    "funding-enterprise-annual",
+    "control-partner-starter",
+    "control-agency-pro",
+    "plain-starter-monthly",
+)
+LEARNED = [
+    "ADD_REQUIRED_PROMO_CODE plan_agency_pro",
+    "ADD_REQUIRED_PROMO_CODE plan_partner_growth",
+    "ADD_REQUIRED_PROMO_CODE plan_partner_starter",
+    "USE_REQUIRED_FUNDING_TYPE plan_enterprise_annual",
+]
+FEED_BOUND_S = 60.0
+
+# The second process: plain SQL, one committed write at a time, each acknowledged on stdout with
+# the moment its COMMIT returned (CLOCK_MONOTONIC is one clock for every process on the machine).
+# Half-way through it rotates the governed code, the write that makes one learned fix stale.
+WRITER = """
+import json, sys, time
+kind, target, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if kind == "sqlite":
+    import sqlite3
+    db = sqlite3.connect(target, timeout=30)
+else:
+    import psycopg
+    db = psycopg.connect(target)
+for i in range(count):
+    if i == count // 2:
+        key = "plan_partner_growth"
+        db.execute(f"UPDATE active_csm_codes SET code = '{sys.argv[4]}' WHERE key = '{key}'")
+    else:
+        key = f"kill_{i:03d}"
+        db.execute(f"INSERT INTO active_csm_codes VALUES ('{key}', 'K{i}', 'csm_kill')")
+    db.commit()
+    print(json.dumps({"key": key, "at": time.monotonic()}), flush=True)
+    time.sleep(0.05)
+db.close()
+"""
+
+
+@dataclass(frozen=True)
+class Store:
+    """Where the provider's tables and the registry live, and how the writer reaches them."""
+
+    kind: str
+    database: str  # --database
+    registry: str  # --db
+    raw: str  # what the writer connects to
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "sqlite":
+        path = tmp_path / "acme.db"
+        store = Store("sqlite", f"sqlite:///{path}", str(tmp_path / "registry.sqlite"), str(path))
+    else:
+        url = request.getfixturevalue("postgres_url")
+        store = Store("postgres", url, url, url)
+    create_tables(store.database, get_domain("acme_billing"))
+    yield store
+
+
+@dataclass(frozen=True)
+class Write:
+    key: str
+    at: float
+
+
+def start_writer(store: Store) -> subprocess.Popen[str]:
+    command = [sys.executable, "-c", WRITER, store.kind, store.raw, str(WRITES), ROTATED]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+
+
+def victim(reports: dict[int, dict[str, Any]]) -> int:
+    """The worker consuming the capture (PostgreSQL elects one), else the first."""
+    leading = [pid for pid, body in reports.items() if all(body["capture_leader"].values())]
+    return min(leading or reports)
+
+
+def feed_with(url: str, keys: set[str]) -> dict[str, Any]:
+    """``/contract/changes?since=0`` once it names every key in ``keys`` (bounded)."""
+    deadline = time.monotonic() + FEED_BOUND_S
+    while True:
+        feed = httpx.get(url + "/contract/changes", params={"since": 0}, timeout=10).json()
+        missing = keys - {row["key"] for row in feed["rows"]}
+        if not missing:
+            return dict(feed)
+        assert time.monotonic() < deadline, f"acknowledged writes never reached the feed: {missing}"
+        time.sleep(0.1)
+
+
+@pytest.mark.workers
+def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_and_is_replaced(
+    store: Store, tmp_path: Path
+) -> None:
+    catalog = get_catalog("acme_billing")
+    args = ["--domain", "acme_billing", "--database", store.database, "--db", store.registry]
+    with ExitStack() as stack:
+        url = stack.enter_context(serving([*args, "--workers", str(WORKERS)], tmp_path / "logs"))
+        before = ready_reports(url, WORKERS, 0)
+        agent = Agent([url], keepalive=False)  # a connection per request: both workers answer
+        stack.callback(agent.close)
+        for family in FAMILIES:
+            assert agent.solve(catalog.family(family).draft()) > 0
+        assert agent.live() == LEARNED
+
+        with Probe(url) as probe:
+            writer = start_writer(store)
+            assert writer.stdout is not None
+            first = writer.stdout.readline()  # the first write is acknowledged: writes flow
+            assert first, "the writer made no write"
+            time.sleep(0.3)
+            killed = victim(before)
+            os.kill(killed, signal.SIGKILL)
+            killed_at = time.monotonic()
+            rest, _ = writer.communicate(timeout=120)
+            assert writer.returncode == 0
+            writes = [Write(**json.loads(line)) for line in [first, *rest.splitlines()]]
+            assert len(writes) == WRITES
+            assert writes[0].at < killed_at < writes[-1].at, "the kill came while writes flowed"
+
+            # Nothing lost: every acknowledged write is in the changes feed.
+            feed = feed_with(url, {w.key for w in writes})
+            seq_of = {row["key"]: row["seq"] for row in feed["rows"]}
+            # Recovery by itself: the supervisor replaced the killed worker; both are ready.
+            after = ready_reports(url, WORKERS, feed["last_seq"])
+            assert killed not in after
+            assert set(after) - set(before), "a new worker took the killed one's place"
+            time.sleep(2.5)  # past the lag bound of the last write, still probing
+
+        # No unverified stamp: past the lag bound of each write, every stamp includes it.
+        late = {w.key: probe.unverified(w.at, seq_of[w.key]) for w in writes}
+        assert {key: seen for key, seen in late.items() if seen} == {}
+        served_after_kill = [s for s in probe.seen if s.sent > killed_at and s.status == 200]
+        assert served_after_kill, "the surviving worker kept serving"
+        assert any(s.seq == feed["last_seq"] for s in probe.seen)
+
+        # The agent: exactly the rotated fix evicted and learned again; no 410, no valid fix lost.
+        for family in FAMILIES:
+            assert agent.solve(catalog.family(family).draft()) > 0
+        assert agent.evictions() == [("ADD_REQUIRED_PROMO_CODE plan_partner_growth", "row-changed")]
+        assert agent.live() == LEARNED
+        [governed] = [
+            e
+            for e in agent.memory.entries("http://acme.test")
+            if (e.suggestion.scope or {}).get("plan") == "plan_partner_growth"
+        ]
+        assert governed.suggestion.parameters == {"promo_code": ROTATED}
+        assert agent.recorder.count(410) == 0
