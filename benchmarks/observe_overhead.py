@@ -137,7 +137,7 @@ def _handle_path(size: Size) -> dict[str, Any]:
     """The provider's request path in one process, with and without ``instrument``, in
     interleaved chunks (both see the same machine load): ``ContractService.handle``."""
     from invalidation_contracts.observe import instrument
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     catalog = get_catalog(DOMAIN)
     payloads = [json.loads(body) for body in request_mixes()["failures"]]

@@ -71,7 +71,7 @@ def watch_latency(size: Size) -> dict[str, Any]:
     from invalidation_contracts.client import Evicted, FixMemory
     from invalidation_contracts.client.transport import contract_client
     from invalidation_contracts.client.watch import watches
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     draft = {"plan": "enterprise", "funding_type": "invoice"}
     evicted = threading.Event()

@@ -17,7 +17,7 @@ import httpx
 
 from invalidation_contracts.client import AsyncFixMemory, async_contract_client
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
 async def main(store: Path) -> None:

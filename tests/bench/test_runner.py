@@ -194,7 +194,7 @@ def test_a_run_verifies_signed_contracts_because_it_asks_for_them_as_an_agent_tr
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     from invalidation_contracts.client.trust import TrustPolicy
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
     from invalidation_contracts.server.trust import TrustOptions
 
     key = Ed25519PrivateKey.generate()
@@ -211,7 +211,7 @@ def test_a_run_verifies_signed_contracts_because_it_asks_for_them_as_an_agent_tr
 
 
 def test_resync_detection_fetches_the_changes_feed_before_episodes_through_the_transport(tmp_path):
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     fetched = []
 

@@ -25,7 +25,7 @@ from invalidation_contracts.client.values import Observed
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.protocol.wirecost import wire_cost
 from invalidation_contracts.server import read_snapshot
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ORIGIN = "http://acme.test"
 CATALOG = get_catalog("acme_billing")

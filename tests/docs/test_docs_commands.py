@@ -24,6 +24,7 @@ import pytest
 
 from .runner import Folder, Server, folder, tail, wait_for_answer
 from .snippets import ROOT, Block, Command, blocks, commands, shell_blocks
+from .test_guide_figures import check_paper_grid
 
 INSTALL = (
     "an install step: it builds the environment this test already runs in; .ci/run runs the "
@@ -55,8 +56,11 @@ ELSEWHERE: dict[str, str] = {
         "test_preflight_round_answers_every_probe_with_a_request_body"
     ),
 }
-#: Grid-sized commands (minutes of CPU): run by test_grid_sized_commands_run, under ``study``.
-STUDY = {"invalidation-contracts run --grid paper"}
+#: Grid-sized commands (minutes of CPU): run by test_grid_sized_commands_run, under ``study``,
+#: then the pages' figures of what they wrote are checked against it.
+STUDY: dict[str, Callable[[Path], None]] = {
+    "invalidation-contracts run --grid paper": lambda folder: check_paper_grid(folder / "results"),
+}
 
 SHELL = shell_blocks()
 FILE_BLOCK = re.compile(r"^# ([\w.-]+\.(toml|json))\n")
@@ -269,6 +273,9 @@ def test_every_synopsis_has_a_runnable_example_on_its_page() -> None:
     [c for b in SHELL for c in commands(b.body) if text(c) in STUDY],
     ids=text,
 )
-def test_grid_sized_commands_run(command: Command, tmp_path) -> None:
+def test_grid_sized_commands_run_and_give_the_figures_the_pages_quote(
+    command: Command, tmp_path
+) -> None:
     with folder(tmp_path, list(sys.path)) as here:
         here.run(command, timeout=900)
+        STUDY[text(command)](here.path)

@@ -16,7 +16,7 @@ from tests.mcp.conftest import run
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.mcp import contract_server, names
 from invalidation_contracts.mcp.results import read_resource_result
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.http.service import ContractService
 
 pytestmark = [pytest.mark.mcp, pytest.mark.timeout(120)]

@@ -25,7 +25,7 @@ from invalidation_contracts.bench.metrics import run_metrics
 from invalidation_contracts.bench.runner import run_one
 from invalidation_contracts.observe import instrument
 from invalidation_contracts.observe.scoring import ClientScores
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 PAPER = load_grid("paper")
 CELLS = [(s.name, p) for s in PAPER.scenarios for p in PAPER.planners]

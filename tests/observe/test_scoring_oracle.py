@@ -23,7 +23,7 @@ from invalidation_contracts.observe.lessons import Lessons, value_key
 from invalidation_contracts.observe.scoring import ClientFigures, ClientScores
 from invalidation_contracts.protocol.models import Action
 from invalidation_contracts.server import Domain, Provider, Route, TableSpec, Violation, policy
-from invalidation_contracts.server.oracle import current_fix
+from invalidation_contracts.server.provider import current_fix
 
 PLAN_ROWS = [
     {"basic": {"funding": "card"}, "enterprise": {"funding": "invoice", "promo": "ENT10"}},

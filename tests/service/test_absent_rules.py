@@ -28,7 +28,7 @@ from invalidation_contracts.server import (
     Violation,
     policy,
 )
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.opaque import OpaqueNames
 from invalidation_contracts.server.trust import TrustOptions
 

@@ -34,7 +34,7 @@ from invalidation_contracts.server import (
     Violation,
     policy,
 )
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

@@ -9,7 +9,7 @@ import pytest
 from invalidation_contracts.client import FixMemory, TrustPolicy, contract_client
 from invalidation_contracts.client.published import parse_patchable
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 pytestmark = [pytest.mark.workers, pytest.mark.timeout(120)]
 

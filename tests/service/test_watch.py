@@ -14,7 +14,7 @@ from invalidation_contracts.client.events import WatchLost, WatchOpened
 from invalidation_contracts.client.sse import SSEParser
 from invalidation_contracts.client.transport import async_contract_client, contract_client
 from invalidation_contracts.client.watch import WatchOptions, watches
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 from .conftest import PLANS, TOKEN
 

@@ -15,7 +15,7 @@ from tests.service.conftest import running
 from tests.service.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "workers-admin-token"
 ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}

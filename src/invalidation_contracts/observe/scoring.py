@@ -9,7 +9,7 @@ opaque client key, into the paper's figures without any help from the client:
 - **First try.** An episode whose opening request passes every policy.
 - **Stale values sent.** Per opening request, the fixes this provider taught the client (same
   type and scope, every parameter value equal) that the request carries although the provider
-  would no longer answer them for it (``server.oracle.current_fix`` on the request with the fix
+  would no longer answer them for it (``server.provider.current_fix`` on the request with the fix
   undone): values a change made stale since they were taught. A server sees requests, not
   prompts: a stale fix a client showed its model and the model ignored never reaches it, so this
   is the harness's *stale values sent* (``RunMetrics.stale_values_sent``), not its *stale
@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..server.domain import Route
-from ..server.oracle import current_fix
 from ..server.policies import Finding
+from ..server.provider import current_fix
 from ..server.state import RegistryState
 from .lessons import Lesson, Lessons, Taught, ValueKey, freeze, same_object, value_key
 
@@ -229,8 +229,8 @@ class ClientScores:
         Candidates are found by one dict lookup per anchored field the request holds. A carried
         fix whose slot the request was refused for is stale outright (its values no longer
         pass); any other is judged by running its own policy on the request with the fix undone
-        (``server.oracle``'s rule, one policy instead of the route's all), once per fix, draft
-        and served state (``_Judgements``).
+        (``server.provider.current_fix``, one policy instead of the route's all), once per fix,
+        draft and served state (``_Judgements``).
         """
         if not client.by_anchor:
             return 0
