@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..protocol.canonical import canonical_json
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
@@ -81,6 +82,24 @@ def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState
     """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
+
+
+def current_fix(
+    route: Route[Any],
+    draft: Mapping[str, Any],
+    fix_type: str,
+    scope: Mapping[str, Any] | None,
+    state: RegistryState,
+) -> dict[str, Any] | None:
+    """The parameters the provider would suggest now for ``(fix_type, scope)`` on ``draft``
+    against ``state``, or None (a fix is identified as a client's memory identifies it: by its
+    type and its scope, so a request that draws several fixes of one type is judged per fix)."""
+    wanted = canonical_json(dict(scope or {}))
+    for finding in findings(route, draft, state):
+        v = finding.violation
+        if v.type == fix_type and canonical_json(dict(v.scope)) == wanted:
+            return dict(v.parameters)
+    return None
 
 
 def strict_request(model: type[M], payload: Any) -> M:
