@@ -18,7 +18,7 @@ from typing import Any
 
 from ..._extras import require_extra
 from ...header_timeout import server_config
-from ...sockets import DEFAULT_HEADER_TIMEOUT_S
+from ...sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
 from ...sockets import listen as tcp_listener
 
 require_extra("server", "fastapi", "uvicorn")
@@ -56,6 +56,7 @@ def serve(
     factory: bool = False,
     listening: Callable[[str], None] | None = None,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
@@ -63,7 +64,8 @@ def serve(
     with ``factory`` the attribute is called to build the app in each worker. ``listening`` is
     called with the bound address (``http://host:port``) before the first request is accepted.
     A connection that has not delivered a request's line and headers ``header_timeout_s`` after
-    it opened (or after that request's first byte) is closed.
+    it opened (or after that request's first byte) is closed, as is one whose request body sends
+    nothing for ``body_timeout_s`` while it is read.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -72,6 +74,7 @@ def serve(
     config = server_config(
         app,
         header_timeout_s=header_timeout_s,  # ValueError before binding
+        body_timeout_s=body_timeout_s,
         log_level=log_level,
         workers=workers,
         factory=factory,
