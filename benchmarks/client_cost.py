@@ -11,7 +11,7 @@ public API with cacheable L4 suggestions, each reading one row. ``HOT`` entries 
   this must not grow with their number;
 - *same table*: the change again, but every entry reads a row of ``hot`` — each unchanged one must
   be restamped, so this grows with the entries *on the changed table* (shown for contrast);
-- *lookup*: ``FixMemory.relevant`` for one draft (the injection path, before a request); beside
+- *lookup*: ``FixMemory.lookup`` for one draft (the injection path, before a request); beside
   it, the same selection by ``OriginIndex.matching`` alone, checked to agree.
 
 Part two (``client_stores``): SQLite against in-memory, restamps of 10³ … 10⁵ entries, processes
@@ -30,6 +30,7 @@ from invalidation_contracts.client.events import Evicted
 from invalidation_contracts.client.index import OriginIndex
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.memory import FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol.models import ChangesFeed, RowChange, TableTransition
 
 from . import client_hostile, client_stores
@@ -114,10 +115,12 @@ class Client:
                 "recovery_feedback": {"suggestions": suggestions},
                 **self.contract(),
             }
-            self.memory.observe(ORIGIN, None, 422, body)
+            self.memory.observe(ORIGIN, Observed(None, 422, body))
 
     def steady(self) -> None:
-        self.memory.observe(ORIGIN, None, 200, {"success": True, "result": {}, **self.contract()})
+        self.memory.observe(
+            ORIGIN, Observed(None, 200, {"success": True, "result": {}, **self.contract()})
+        )
 
     def change(self, keys: Sequence[str]) -> int:
         """A ``hot`` move seen on a 200 response, then its changes feed; returns the evictions."""
@@ -126,7 +129,9 @@ class Client:
         new = f"1.{self.minor}.0"
         self.seq += 1
         self.versions["hot"] = new
-        self.memory.observe(ORIGIN, None, 200, {"success": True, "result": {}, **self.contract()})
+        self.memory.observe(
+            ORIGIN, Observed(None, 200, {"success": True, "result": {}, **self.contract()})
+        )
         feed = ChangesFeed(
             contract_epoch=EPOCH,
             since=self.seq - 1,
@@ -178,7 +183,7 @@ def grow(sizes: Sequence[int], repeats: int) -> list[dict[str, Any]]:
                 "steady_s": median(time_calls(client.steady, repeats=repeats)),
                 "change_s": median(_timed_change(client, changed, repeats)),
                 "lookup_s": median(
-                    time_calls(lambda: client.memory.relevant(ORIGIN, draft), repeats=repeats)
+                    time_calls(lambda: client.memory.lookup(ORIGIN, draft).entries, repeats=repeats)
                 ),
                 "indexed_s": _indexed(client, draft, repeats),
             }
@@ -292,7 +297,7 @@ def _report(
                 f"— {CHANGED} evictions, {HOT - CHANGED} restamps (checked on every repeat); the "
                 "evicted rows are re-learned, untimed, before the next repeat. *Same table*: the "
                 "change when every entry reads a `hot` row (all unchanged ones restamped). "
-                "*Lookup*: `relevant` for one draft; *indexed selection*: `OriginIndex.matching` "
+                "*Lookup*: `lookup` for one draft; *indexed selection*: `OriginIndex.matching` "
                 f"alone for the same draft, the same entries (checked). Medians of {size.repeats} "
                 f"repeats (same table: {max(3, size.repeats // 3)}); *×* columns are ratios "
                 "against the smallest memory in the same run."
@@ -352,7 +357,7 @@ def _draw(fig: Any, points: Sequence[dict[str, Any]], contrast: Sequence[dict[st
         ns,
         [1e6 * p["lookup_s"] for p in points],
         "x:",
-        label="lookup (relevant) for one draft",
+        label="lookup for one draft",
     )
     ax.plot(
         ns,

@@ -1,10 +1,10 @@
 """Client cost on a real store: SQLite against in-memory, restamps at scale, a file shared.
 
 Everything is driven through ``FixMemory``'s public calls (``observe``, ``apply_changes``,
-``relevant``), the code an agent runs, with cacheable L4 suggestions (one row each) learned from
+``lookup``), the code an agent runs, with cacheable L4 suggestions (one row each) learned from
 422 responses of ``BATCH`` suggestions. Part of the client study (``client_cost.run``).
 
-- *Stores*: at ``entries`` entries, ``relevant()`` for one draft and ``observe()`` of a steady 200
+- *Stores*: at ``entries`` entries, ``lookup()`` for one draft and ``observe()`` of a steady 200
   (stamps unmoved) on ``SQLiteStore`` (its defaults: WAL, ``synchronous=FULL``) and on
   ``InMemoryStore``: the ratio is what the SQLite store costs a read (target ≤ 1.5×).
 - *Restamp*: ``N`` entries on one table, then a touch (the stamp moves, the feed says no row
@@ -35,6 +35,7 @@ from invalidation_contracts.client.events import Restamped
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.memory import FixMemory
 from invalidation_contracts.client.stores import InMemoryStore, SQLiteStore, Store
+from invalidation_contracts.client.values import Answer, Observed
 
 from .common import (
     Check,
@@ -137,7 +138,7 @@ class Server:
 
 def learn(memory: FixMemory, server: Server, reads: Sequence[tuple[str, str]]) -> None:
     for start in range(0, len(reads), BATCH):
-        memory.observe(ORIGIN, None, 422, server.failure(reads[start : start + BATCH]))
+        memory.observe(ORIGIN, Observed(None, 422, server.failure(reads[start : start + BATCH])))
 
 
 def spread(count: int) -> list[tuple[str, str]]:
@@ -164,14 +165,16 @@ def stores(size: Size, work: Path) -> dict[str, Any]:
         memory = FixMemory("row", store=open_store(), close_store=True, limits=LIMITS)
         learn(memory, server, spread(size.entries))
         success = server.success()
-        memory.observe(ORIGIN, None, 200, success)
-        if not memory.relevant(ORIGIN, draft):
+        memory.observe(ORIGIN, Observed(None, 200, success))
+        if not memory.lookup(ORIGIN, draft).entries:
             raise RuntimeError(f"{name}: the lookup found nothing")
         runs[name] = (memory, success, [], [])
     for _ in range(size.repeats):
         for memory, success, lookups, observes in runs.values():
-            lookups += time_calls(partial(memory.relevant, ORIGIN, draft), repeats=200)
-            observes += time_calls(partial(memory.observe, ORIGIN, None, 200, success), repeats=200)
+            lookups += time_calls(partial(memory.lookup, ORIGIN, draft), repeats=200)
+            observes += time_calls(
+                partial(memory.observe, ORIGIN, Observed(None, 200, success)), repeats=200
+            )
     out: dict[str, Any] = {"entries": size.entries}
     for name, (memory, _, lookups, observes) in runs.items():
         memory.close()
@@ -239,8 +242,8 @@ def _timed_touch(memory: FixMemory, server: Server, n: int) -> float:
     success = server.success()
 
     def restamp() -> int:
-        (need,) = memory.observe(ORIGIN, None, 200, success).needs
-        return len(memory.answer(need, 200, feed).of(Restamped))
+        (need,) = memory.observe(ORIGIN, Observed(None, 200, success)).needs
+        return len(memory.answer(need, Answer(200, feed)).of(Restamped))
 
     seconds, restamped = time_once(restamp)
     if restamped != n:
@@ -285,7 +288,7 @@ def _lookups_per_second(
             ready.wait(timeout=120)
             start = time.perf_counter()
             for i in range(lookups):
-                memory.relevant(ORIGIN, {"item": f"i{1 + i % 1000}"})
+                memory.lookup(ORIGIN, {"item": f"i{1 + i % 1000}"})
                 if writer and n == 0 and i % WRITE_EVERY == 0:
                     learn(memory, server, [("cold0", f"w{n}-{i}")])
             done.put((start, time.perf_counter()))
@@ -332,7 +335,7 @@ def report(data: dict[str, Any], figures_dir: Path) -> tuple[str, list[Check], l
     n = st["entries"]
     checks = [
         Check(
-            f"`relevant()` on SQLite ≤ {TARGET_RATIO}× in-memory at {n:,} entries",
+            f"`lookup()` on SQLite ≤ {TARGET_RATIO}× in-memory at {n:,} entries",
             f"{st['lookup_ratio']:.2f}×",
             st["lookup_ratio"] <= TARGET_RATIO,
         ),
@@ -354,7 +357,7 @@ def report(data: dict[str, Any], figures_dir: Path) -> tuple[str, list[Check], l
             )
         )
     stores_table = markdown_table(
-        ["Store", "`relevant()` (µs)", "× in-memory", "steady `observe()` (µs)", "× in-memory"],
+        ["Store", "`lookup()` (µs)", "× in-memory", "steady `observe()` (µs)", "× in-memory"],
         [
             [
                 name,

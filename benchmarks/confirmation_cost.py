@@ -109,7 +109,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 
 def _episode(memory: FixMemory, client: object, url: str, draft: dict) -> None:
-    fixes = memory.relevant(url, draft, operation=OPERATION)
+    fixes = list(memory.lookup(url, draft, operation=OPERATION).entries)
     request = {**draft, **{k: v for f in fixes for k, v in f.suggestion.parameters.items()}}
     response = client.post(ROUTE, json=request)  # type: ignore[attr-defined]
     if response.status_code != 200:

@@ -24,6 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,
@@ -94,7 +95,9 @@ def _settle(memory: FixMemory, provider: Provider, needs: tuple[Any, ...]) -> No
 
 def _send(memory: FixMemory, provider: Provider, draft: dict[str, Any]) -> None:
     outcome = provider.handle(provider.domain.routes[0], draft)
-    obs = memory.observe(ORIGIN, draft, outcome.status, outcome.body.to_wire(), operation=OPERATION)
+    obs = memory.observe(
+        ORIGIN, Observed(draft, outcome.status, outcome.body.to_wire()), operation=OPERATION
+    )
     _settle(memory, provider, obs.needs)
 
 

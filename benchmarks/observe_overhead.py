@@ -137,7 +137,7 @@ def _handle_path(size: Size) -> dict[str, Any]:
     """The provider's request path in one process, with and without ``instrument``, in
     interleaved chunks (both see the same machine load): ``ContractService.handle``."""
     from invalidation_contracts.observe import instrument
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     catalog = get_catalog(DOMAIN)
     payloads = [json.loads(body) for body in request_mixes()["failures"]]
@@ -180,7 +180,7 @@ if mode == "sdk":
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     metrics.set_meter_provider(MeterProvider(metric_readers=[InMemoryMetricReader()]))
-from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client import FixMemory, Observed
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server import Provider
 catalog = get_catalog("acme_billing")
@@ -190,7 +190,7 @@ origin = "https://acme.example"
 drafts = [dict(f.fields) for f in catalog.task_families.values()]
 for draft in drafts:
     outcome = provider.handle(catalog.route, draft)
-    memory.observe(origin, draft, outcome.status, outcome.body.to_wire())
+    memory.observe(origin, Observed(draft, outcome.status, outcome.body.to_wire()))
 chunks = []
 for _ in range(30):
     start = time.perf_counter()

@@ -158,7 +158,7 @@ def sample(level: int, seconds: float) -> dict[str, float]:
 _SERVER = """
 import sys, uvicorn
 from invalidation_contracts.domains import get_domain
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 app = create_app(get_domain(sys.argv[1]), level=int(sys.argv[2]), admin_token="benchmark-only")
 uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[3]), log_level="warning", access_log=False)
 """

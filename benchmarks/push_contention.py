@@ -71,7 +71,7 @@ def watch_latency(size: Size) -> dict[str, Any]:
     from invalidation_contracts.client import Evicted, FixMemory
     from invalidation_contracts.client.transport import contract_client
     from invalidation_contracts.client.watch import watches
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     draft = {"plan": "enterprise", "funding_type": "invoice"}
     evicted = threading.Event()
@@ -107,7 +107,9 @@ def watch_latency(size: Size) -> dict[str, Any]:
                     if i:  # the first is a warm-up
                         latencies.append(time.perf_counter() - start)
                         round_trips.append(trip)
-                    memory_stale = memory.relevant(url, draft, operation="POST /v1/orders")
+                    memory_stale = list(
+                        memory.lookup(url, draft, operation="POST /v1/orders").entries
+                    )
                     assert memory_stale == [], "a stale fix was still served"
         memory.close()
     return {

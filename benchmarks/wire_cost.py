@@ -46,7 +46,7 @@ from invalidation_contracts.protocol.wirecost import (
     compact,
     wire_cost,
 )
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 from .common import Check, StudyResult, figure, markdown_table, pct
 

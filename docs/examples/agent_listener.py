@@ -18,7 +18,7 @@ from invalidation_contracts.client.transport import (
     AsyncContractTransport,
 )
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
 async def main() -> None:

@@ -3,38 +3,41 @@
 Needs the ``server`` extra for the in-process provider: ``pip install '.[server]'``.
 
 Runs against the Acme billing provider in-process (an ASGI transport), so it needs no network:
-    python docs/examples/agent_memory.py
+    python docs/examples/agent_memory.py [MEMORY_FILE]
+The memory is kept in MEMORY_FILE when one is named (``invalidation-contracts memory`` reads it),
+else in a temporary folder.
 """
 
 import asyncio
+import sys
 import tempfile
 from pathlib import Path
 
 import httpx
 
-from invalidation_contracts.client import FixMemory, async_contract_client
+from invalidation_contracts.client import AsyncFixMemory, async_contract_client
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
-async def main() -> None:
+async def main(store: Path) -> None:
     catalog = get_catalog("acme_billing")
     app = create_app(catalog.domain, level=6, admin_token="operator-secret")
     task = catalog.family("governed-partner-growth").draft()
 
-    with FixMemory("row", store=Path(tempfile.mkdtemp()) / "memory.sqlite") as memory:
+    async with AsyncFixMemory("row", store=store) as memory:  # store: a SQLite file
         transport = httpx.ASGITransport(app=app)
         async with async_contract_client(
             memory, transport=transport, base_url="http://acme.test"
         ) as http:
             first = await http.post("/v1/subscriptions", json=task)  # 422: a fix is learned
-            learned = [e.type for e in memory.entries("http://acme.test")]
+            learned = [e.type for e in await memory.entries("http://acme.test")]
             print("first try:", first.status_code, "-> learned", learned)
 
             # episode 2: reuse it (fixes are filed under the operation: METHOD + route)
-            (fix,) = await memory.arelevant(
-                "http://acme.test", task, operation="POST /v1/subscriptions"
-            )
+            operation = "POST /v1/subscriptions"
+            found = await memory.lookup("http://acme.test", task, operation=operation)
+            (fix,) = found.entries
             second = await http.post(
                 "/v1/subscriptions", json={**task, **fix.suggestion.parameters}
             )
@@ -51,11 +54,11 @@ async def main() -> None:
             await http.post(
                 "/v1/subscriptions", json=catalog.family("plain-starter-monthly").draft()
             )
-            reasons = [t.reason.value for t in memory.tombstones("http://acme.test")]
-            print(
-                "after the rotation: live", memory.entries("http://acme.test"), "evicted", reasons
-            )
+            reasons = [t.reason.value for t in await memory.tombstones("http://acme.test")]
+            live = await memory.entries("http://acme.test")
+            print("after the rotation: live", live, "evicted", reasons)
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    named = sys.argv[1:2]
+    asyncio.run(main(Path(named[0]) if named else Path(tempfile.mkdtemp()) / "memory.sqlite"))

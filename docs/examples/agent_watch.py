@@ -18,7 +18,7 @@ from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.transport import contract_client
 from invalidation_contracts.client.watch import watches
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "operator-secret-for-the-example"
 

@@ -4,7 +4,7 @@ Needs no extra: the provider's core installs with ``pip install .``.
 
 Run it: ``python docs/examples/minimal_provider.py``. It sends a request that violates the policy,
 applies the suggested fix, then drifts the table and shows the cached fix going stale.
-Serve the same domain over HTTP with ``invalidation_contracts.server.app.create_app(domain)``.
+Serve the same domain over HTTP with ``invalidation_contracts.server.http.app.create_app(domain)``.
 """
 
 from __future__ import annotations

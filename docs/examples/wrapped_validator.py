@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import Action, Problem
 from invalidation_contracts.server import (
     Domain,
@@ -122,7 +123,7 @@ ORIGIN = "https://travel.example"
 def observe(memory: FixMemory, provider: Provider, body: dict[str, Any]) -> Problem | None:
     """Send ``body`` to the provider and feed the answer (and the diffs it asks for) to memory."""
     outcome = provider.handle(provider.domain.routes[0], body)
-    needs = memory.observe(ORIGIN, body, outcome.status, outcome.body.to_wire()).needs
+    needs = memory.observe(ORIGIN, Observed(body, outcome.status, outcome.body.to_wire())).needs
     while needs:
         feeds = [
             provider.registry.changes(n.since, epoch=n.epoch)

@@ -17,12 +17,12 @@ from ``server_config``'s ``header_timeout_s`` or ``$INVALIDATION_CONTRACTS_HEADE
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from collections.abc import Callable
 from typing import Any
 
 from ._extras import require_extra
+from .protocol.problems import ProblemType, problem
 from .sockets import DEFAULT_HEADER_TIMEOUT_S, HEADER_TIMEOUT_ENV
 from .sockets import header_timeout as parse_header_timeout
 
@@ -106,14 +106,8 @@ class _Deadline:
 
 def _timeout_response(seconds: float) -> bytes:
     """The ``408`` sent to a connection whose request head stalled: a problem document."""
-    body = json.dumps(
-        {
-            "type": "about:blank",
-            "title": "Request Timeout",
-            "status": 408,
-            "detail": f"the request line and headers did not arrive within {seconds:g} s",
-        }
-    ).encode()
+    detail = f"the request line and headers did not arrive within {seconds:g} s"
+    body = problem(ProblemType.REQUEST_TIMEOUT, detail).to_json()
     head = (
         "HTTP/1.1 408 Request Timeout\r\n"
         "content-type: application/problem+json\r\n"

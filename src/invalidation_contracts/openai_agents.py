@@ -57,7 +57,7 @@ class ContractServer:
     async def call_tool(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
-        return await self._contract_call(tool_name, arguments)
+        return await self._contract_call(tool_name, arguments, meta)
 
     def _bind(
         self,
@@ -93,11 +93,13 @@ class ContractServer:
             await self.contract.on_message(message)
 
     async def _contract_call(
-        self, tool_name: str, arguments: dict[str, Any] | None
+        self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None
     ) -> types.CallToolResult:
         if self.contract is None:
             raise RuntimeError("the server is not connected: call connect() first")
-        reply = await self.contract.answer(tool_name, arguments)
+        # The SDK's request _meta (tool_meta_resolver, static tool meta) goes out beside the
+        # contract's position.
+        reply = await self.contract.answer(tool_name, arguments, meta=meta)
         return reply.to_call_tool_result()
 
 

@@ -11,7 +11,7 @@ import uvicorn
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.domains import get_domain
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
 def test_ladder_prints_the_table_and_writes_report_and_figures(tmp_path, capsys):

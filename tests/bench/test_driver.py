@@ -6,7 +6,7 @@ import pytest
 from invalidation_contracts.bench.driver import DriftDriver, DriftError
 from invalidation_contracts.bench.scenario import DriftEvent
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 
 def drive(events, token="t"):

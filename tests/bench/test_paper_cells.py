@@ -19,7 +19,6 @@ from invalidation_contracts.bench.metrics import RunMetrics, score
 from invalidation_contracts.bench.scenario import load_scenario
 
 ROTATIONS = ("payments-rotations-1", "payments-rotations-2", "payments-rotations-3")
-ROW_ARMS = ("row", "row+consumers", "row+graph")
 MEMORY_ARMS = ("naive", "table", "row", "row+consumers", "row+graph")
 
 
@@ -67,17 +66,20 @@ def test_compliance_100_over_nine_eligible_episodes_at_every_memory_arm(cells):
         assert (m.compliance, m.compliance_eligible) == (1.0, 9), arm
 
 
-def test_eviction_precision_025_at_a2_and_100_at_a2d(cells):
+def test_eviction_precision_014_at_a2_where_the_paper_reads_025_and_100_at_a2d(cells):
+    # the paper's 0.25 is 1 of 4; the sound funding scope keeps one funding entry per plan, and
+    # A2 evicts all four at the bump (1 of 7): docs/researchers.md, "The funding fix's scope"
     table, row = drifted(cells, "table"), drifted(cells, "row")
-    assert (table.evictions, table.evictions_correct, table.precision) == (4, 1, 0.25)
+    assert (table.evictions, table.evictions_correct, table.precision) == (7, 1, 1 / 7)
     assert (row.evictions, row.evictions_correct, row.precision) == (1, 1, 1.0)
 
 
-def test_the_rotation_evicts_one_entry_and_the_benign_bump_none_with_one_restamp(cells):
+def test_the_rotation_evicts_one_entry_and_the_benign_bump_none_with_four_restamps(cells):
+    # the paper reads one restamp at the bump: one funding entry per debit token, ours one per plan
     rotation, bump = drifted(cells, "row").drift
     assert (rotation.evictions, rotation.restamps) == (1, 2)
-    assert (bump.evictions, bump.restamps) == (0, 1)
-    assert drifted(cells, "row").restamps == 3
+    assert (bump.evictions, bump.restamps) == (0, 4)
+    assert drifted(cells, "row").restamps == 6
 
 
 def test_post_drift_funding_667_0_667_at_a1_a2_a2d(cells):
@@ -130,11 +132,21 @@ def test_a2d_holds_100_compliance_and_retries_near_7_at_every_rotation_count(
 
 
 @pytest.mark.parametrize("scenario", ROTATIONS)
-@pytest.mark.parametrize("arm", ROW_ARMS)
+@pytest.mark.parametrize("arm", ("row", "row+consumers"))
 def test_row_arms_evict_only_stale_fixes_on_every_rotation_stream(cells, scenario, arm):
     m = cells[(scenario, arm, "eager")]
     assert (m.precision, m.evictions_unlabelled) == (1.0, 0)
     assert m.evictions_correct == len(m.drift)  # one stale code per rotation
+
+
+@pytest.mark.parametrize("scenario", ROTATIONS)
+def test_the_graph_arm_also_evicts_the_rotated_plans_funding_fix(cells, scenario):
+    # the rotated code's row reaches the plan's funding_type_policy row (settles_under), which the
+    # plan's own funding fix reads: one wrong eviction per rotation (the paper's 1.00 was one
+    # funding entry learned on a plan no rotation reaches)
+    m = cells[(scenario, "row+graph", "eager")]
+    assert (m.precision, m.evictions_unlabelled) == (0.5, 0)
+    assert m.evictions_correct == len(m.drift) == m.evictions - len(m.drift)
 
 
 # --- Table 2: A2D at the paper's L1 + diff -------------------------------------------------------

@@ -28,12 +28,15 @@ def test_the_production_study_measures_all_four_things(tmp_path: Path) -> None:
 
 @pytest.mark.workers
 @pytest.mark.mcp
-def test_the_mcp_keep_alive_study_compares_serve_mcp_with_serve(tmp_path: Path) -> None:
+def test_the_mcp_keep_alive_study_compares_serve_mcp_with_serve_and_a_bare_sdk_server(
+    tmp_path: Path,
+) -> None:
     from benchmarks import mcp_keepalive
 
     result = mcp_keepalive.run(quick=True, out_dir=tmp_path)
-    assert "|---" in result.markdown and len(result.checks) == 1
+    assert "|---" in result.markdown and len(result.checks) == 2  # against serve, and the SDK
     assert set(result.data["servers"]) == set(mcp_keepalive.REQUESTS)
+    assert mcp_keepalive.FLOOR in result.data["ratios"]
 
 
 @pytest.mark.workers

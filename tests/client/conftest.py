@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from invalidation_contracts.client import FetchChanges, FixMemory, Observation
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import ProblemType, rules_version
 
 ORIGIN = "https://api.test"
@@ -239,7 +240,7 @@ class Driver:
     def ok(
         self, request: dict[str, Any] | None = None, *, injected: Iterable[str] = ()
     ) -> list[Any]:
-        since = self.memory.contract_since(self.origin) if self.conditional else None
+        since = self.memory.position(self.origin).seq if self.conditional else None
         body = self.server.success(since)
         return self._observe(request, 200, body, injected, since)
 
@@ -249,19 +250,15 @@ class Driver:
         request: dict[str, Any] | None = None,
         injected: Iterable[str] = (),
     ) -> list[Any]:
-        since = self.memory.contract_since(self.origin) if self.conditional else None
+        since = self.memory.position(self.origin).seq if self.conditional else None
         body = self.server.failure(*suggestions, since=since)
         return self._observe(request, 422, body, injected, since)
 
     def _observe(self, request, status, body, injected, since) -> list[Any]:
         obs = self.memory.observe(
             self.origin,
-            request,
-            status,
-            body,
+            Observed(request, status, body, injected=injected, delta_since=since),
             episode=self.episode,
-            injected=injected,
-            delta_since=since,
         )
         return self.settle(obs)
 

@@ -19,6 +19,7 @@ from typing import Any
 from invalidation_contracts.client import FixMemory, SQLiteStore, StoreError
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.stores import Op, PutOp, Result, Store
+from invalidation_contracts.client.values import Observed
 
 ORIGIN = "https://contention.test"
 LIMITS = Limits(max_suggestions=1000, max_entries_per_origin=1_000_000)
@@ -102,7 +103,7 @@ def seed(where: str, entries: int) -> None:
     with memory(where) as m:
         for start in range(0, entries, 1000):
             batch = [fix(f"F{i}", "t0", "1.0.0") for i in range(start, min(entries, start + 1000))]
-            m.observe(ORIGIN, REQUEST, 422, failure(batch))
+            m.observe(ORIGIN, Observed(REQUEST, 422, failure(batch)))
 
 
 def _journal(path: Path, record: dict[str, Any]) -> None:
@@ -131,7 +132,7 @@ def writer(where: str, name: str, journal: Path, pause_s: float = 0.0) -> None:
         start = time.monotonic()
         try:
             batch = [fix(f"W{name}-{i}", "t1", "1")]
-            m.observe(ORIGIN, REQUEST, 422, failure(batch, server_version(journal)))
+            m.observe(ORIGIN, Observed(REQUEST, 422, failure(batch, server_version(journal))))
             error = None
         except StoreError as exc:
             error = str(exc)
@@ -149,11 +150,11 @@ def reader(where: str, journal: Path) -> None:
     logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where)
     version = server_version(Path(journal))
-    m.observe(ORIGIN, None, 200, {"success": True, **contract(version)})
+    m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract(version)}))
     while True:
         start = time.monotonic()
         try:
-            served = [e.suggestion.type for e in m.relevant(ORIGIN, REQUEST)]
+            served = [e.suggestion.type for e in m.lookup(ORIGIN, REQUEST).entries]
             error = None
         except StoreError as exc:
             served, error = [], str(exc)
@@ -175,7 +176,7 @@ def mover(where: str, journal: Path, warm: bool = False) -> None:
     moved(journal).touch()
     start, cpu = time.monotonic(), time.process_time()
     try:
-        m.observe(ORIGIN, None, 200, {"success": True, **contract("2.0.0")})
+        m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
         error = None
     except StoreError as exc:
         error = str(exc)
@@ -190,7 +191,7 @@ def stalled_mover(where: str, journal: Path, flag: Path) -> None:
     (``StallBeforeRecord``), to be killed there."""
     logging.disable(logging.CRITICAL)  # a child process: quiet, never the test's own
     m = memory(where, StallBeforeRecord(open_store(where), flag))
-    m.observe(ORIGIN, None, 200, {"success": True, **contract("2.0.0")})
+    m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
 
 
 def records(journal: Path) -> list[dict[str, Any]]:

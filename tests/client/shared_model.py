@@ -29,6 +29,7 @@ from invalidation_contracts.client import FixMemory, Observation, Store
 from invalidation_contracts.client.events import Evicted, Restamped, Served, Stored
 from invalidation_contracts.client.index import OriginIndex
 from invalidation_contracts.client.limits import Limits
+from invalidation_contracts.client.values import Answer, Observed
 
 ORIGIN = "https://shared.test"
 EPOCH = "shared-epoch"
@@ -154,11 +155,11 @@ class Agent:
                 "recovery_feedback": {"suggestions": [fix(op[1], seq)]},
                 **contract(seq),
             }
-            return self.settle(memory.observe(ORIGIN, None, 422, body))
+            return self.settle(memory.observe(ORIGIN, Observed(None, 422, body)))
         if kind == "observe":
             seq = self.clock.seq.value
             return self.settle(
-                memory.observe(ORIGIN, None, 200, {"success": True, **contract(seq)})
+                memory.observe(ORIGIN, Observed(None, 200, {"success": True, **contract(seq)}))
             )
         if kind == "evict":
             live = memory.entries(ORIGIN)
@@ -182,7 +183,7 @@ class Agent:
             for need in needs:
                 upto = self.clock.seq.value
                 since = getattr(need, "since", 0)
-                answer = self.memory.answer(need, 200, feed(self.steps, since, upto))
+                answer = self.memory.answer(need, Answer(200, feed(self.steps, since, upto)))
                 events += _records(answer.events)
                 follow += answer.needs
             needs = follow

@@ -23,12 +23,13 @@ from invalidation_contracts.client import (
 from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.stores import InMemoryStore
+from invalidation_contracts.client.values import Answer, Observed
 
 PROMO = {"promo_code": "SUMMER"}
 
 
 def learn(memory, server, *fixes, request=None):
-    return memory.observe(server.url, request, 422, server.failure(*fixes))
+    return memory.observe(server.url, Observed(request, 422, server.failure(*fixes)))
 
 
 def promo(server, code="SUMMER", plan="plan_a", **extra):
@@ -65,7 +66,7 @@ def test_a_parameter_value_over_the_byte_cap_is_refused_and_never_served(server)
     (refused,) = obs.of(Refused)
     assert refused.bound == "max_parameter_bytes" and refused.actual == 102
     assert refused.suggestion_type == "ADD_PROMO"
-    assert memory.relevant(server.url, {"plan": "plan_a"}) == []
+    assert list(memory.lookup(server.url, {"plan": "plan_a"}).entries) == []
 
 
 def test_a_patch_value_over_the_byte_cap_is_refused(server):
@@ -105,7 +106,7 @@ def test_a_body_over_the_byte_cap_has_its_contract_left_unread(server):
     learn(memory, server, promo(server))
     server.update("codes", "plan_a", {"code": "WINTER"})
 
-    obs = memory.observe(server.url, None, 200, server.success(), response_bytes=1001)
+    obs = memory.observe(server.url, Observed(None, 200, server.success(), response_bytes=1001))
 
     (refused,) = obs.of(Refused)
     assert (refused.bound, refused.actual) == ("max_body_bytes", 1001)
@@ -118,9 +119,9 @@ def test_a_changes_feed_over_the_item_cap_is_treated_as_lost_history(server, sta
     learn(memory, server, *standard_fixes(server))
     for n in range(3):
         server.update("codes", f"plan_{n}", {"code": f"C{n}"})
-    (need,) = memory.observe(server.url, None, 200, server.success()).needs
+    (need,) = memory.observe(server.url, Observed(None, 200, server.success())).needs
 
-    obs = memory.answer(need, 200, server.changes(need.since))
+    obs = memory.answer(need, Answer(200, server.changes(need.since)))
 
     (refused,) = obs.of(Refused)
     assert (refused.bound, refused.cap) == ("max_feed_items", 3) and refused.actual > 3
@@ -133,7 +134,7 @@ def test_a_changes_feed_over_the_byte_cap_is_treated_as_lost_history(server, sta
     learn(memory, server, *standard_fixes(server))
     need = FetchChanges(server.url, 0, "epoch-1")
 
-    obs = memory.answer(need, 200, None, body_bytes=1025)
+    obs = memory.answer(need, Answer(200, None, body_bytes=1025))
 
     assert [(r.bound, r.actual) for r in obs.of(Refused)] == [("max_feed_bytes", 1025)]
     assert len(obs.of(Evicted)) == 3 and memory.state(server.url).known_seq is None
@@ -147,7 +148,7 @@ def test_an_empty_scope_is_refused_unless_the_server_marks_the_fix_origin_wide(s
     obs = learn(memory, server, unmarked, marked)
 
     assert [(r.bound, r.suggestion_type) for r in obs.of(Refused)] == [("unscoped", "GLOBAL")]
-    assert [e.type for e in memory.relevant(server.url, {"any": "request"})] == ["WIDE"]
+    assert [e.type for e in memory.lookup(server.url, {"any": "request"}).entries] == ["WIDE"]
 
 
 def test_a_stored_unscoped_entry_without_the_marker_is_quarantined_not_served(server):
@@ -258,7 +259,11 @@ def test_the_defaults_are_documented_values():
 def test_a_response_id_longer_than_any_real_one_is_not_kept(server):
     memory = FixMemory("row")
 
-    memory.observe(server.url, None, 422, server.failure(promo(server)), response_id="r" * 257)
-    memory.observe(server.url, None, 422, server.failure(promo(server, plan="p")), response_id="r1")
+    memory.observe(
+        server.url, Observed(None, 422, server.failure(promo(server)), response_id="r" * 257)
+    )
+    memory.observe(
+        server.url, Observed(None, 422, server.failure(promo(server, plan="p")), response_id="r1")
+    )
 
     assert [e.provenance.response_id for e in memory.entries(server.url)] == [None, "r1"]

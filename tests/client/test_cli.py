@@ -8,6 +8,7 @@ import pytest
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.client import EvictionReason, FixMemory
+from invalidation_contracts.client.values import Observed
 
 
 @pytest.fixture
@@ -16,7 +17,7 @@ def db(tmp_path, server, standard_fixes, driver_class):
     with FixMemory("row", store=path) as memory:
         drive = driver_class(memory, server)
         drive.fail(*standard_fixes(server))
-        memory.relevant(server.url, {"plan": "plan_a"})
+        memory.lookup(server.url, {"plan": "plan_a"})
         server.update("codes", "plan_a", {"code": "WINTER"})
         drive.ok()
     return path
@@ -55,7 +56,7 @@ def test_memory_stats_counts_refusals_by_bound(capsys, tmp_path, server):
     path = tmp_path / "refusing.db"
     unmarked = server.fix("GLOBAL", {"x": 1}, reads={"codes": None}, origin_wide=None)
     with FixMemory("row", store=path) as memory:
-        memory.observe(server.url, None, 422, server.failure(unmarked))
+        memory.observe(server.url, Observed(None, 422, server.failure(unmarked)))
 
     status, out, _ = run(capsys, "memory", "stats", "--db", str(path))
 

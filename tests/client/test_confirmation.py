@@ -12,6 +12,7 @@ from tests.client.shared_model import EPOCH, KEYS, ORIGIN, contract, feed, fix
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.events import FetchChanges, FetchFailed
+from invalidation_contracts.client.values import Answer, Observed
 
 
 def failure(i: int, seq: int = 0) -> dict:
@@ -29,11 +30,13 @@ def learn(path: Path, fixes: range, seq: int = 0) -> None:
     """A first process learns ``fixes`` at ``seq`` and exits."""
     with FixMemory("row", store=path) as memory:
         for i in fixes:
-            memory.observe(ORIGIN, None, 422, failure(i, seq))
+            memory.observe(ORIGIN, Observed(None, 422, failure(i, seq)))
 
 
 def served(memory: FixMemory, scopes: int = 2) -> list[str]:
-    return sorted(e.id for s in range(scopes) for e in memory.relevant(ORIGIN, {"item": f"s{s}"}))
+    return sorted(
+        e.id for s in range(scopes) for e in memory.lookup(ORIGIN, {"item": f"s{s}"}).entries
+    )
 
 
 def test_a_new_process_serves_nothing_before_it_confirms_the_origin(tmp_path):
@@ -51,7 +54,7 @@ def test_the_confirmation_read_evicts_what_moved_while_away_and_serves_the_rest(
 
     with FixMemory("row", store=tmp_path / "m.db") as memory:
         (need,) = memory.needs(ORIGIN)
-        memory.answer(need, 200, feed(["k0"], 0, 1))
+        memory.answer(need, Answer(200, feed(["k0"], 0, 1)))
 
         assert served(memory) == ["e2"]
         assert [t.entry.id for t in memory.tombstones(ORIGIN)] == ["e1"]
@@ -74,7 +77,7 @@ def test_a_response_read_at_the_position_confirms_the_origin(tmp_path):
     learn(tmp_path / "m.db", range(2))
 
     with FixMemory("row", store=tmp_path / "m.db") as memory:
-        memory.observe(ORIGIN, None, 200, {"success": True, **contract(0)})
+        memory.observe(ORIGIN, Observed(None, 200, {"success": True, **contract(0)}))
 
         assert served(memory) == ["e1", "e2"]
 
@@ -84,14 +87,14 @@ def test_a_410_confirms_by_evicting_everything(tmp_path):
 
     with FixMemory("row", store=tmp_path / "m.db") as memory:
         (need,) = memory.needs(ORIGIN)
-        memory.answer(need, 410, {"status": 410, "title": "resync required"})
+        memory.answer(need, Answer(410, {"status": 410, "title": "resync required"}))
 
         assert served(memory) == [] and memory.needs(ORIGIN) == []
 
 
 def test_a_reopened_connection_asks_for_the_read_again(tmp_path):
     with FixMemory("row", store=tmp_path / "m.db") as memory:
-        memory.observe(ORIGIN, None, 422, failure(0))
+        memory.observe(ORIGIN, Observed(None, 422, failure(0)))
         assert served(memory) == ["e1"]
 
         memory.reopened(ORIGIN)
@@ -110,7 +113,7 @@ def test_lazy_detection_claims_nothing_and_gates_nothing(tmp_path):
 
 def test_a_memory_that_learned_in_this_process_needs_no_read(tmp_path):
     with FixMemory("row", store=tmp_path / "m.db") as memory:
-        memory.observe(ORIGIN, None, 422, failure(0))
+        memory.observe(ORIGIN, Observed(None, 422, failure(0)))
 
         assert served(memory) == ["e1"] and memory.needs(ORIGIN) == []
 
@@ -131,7 +134,7 @@ def test_after_any_drift_while_away_exactly_the_unmoved_fixes_are_served(
     with FixMemory("row", store=path) as memory:
         before = served(memory, scopes)
         for need in memory.needs(ORIGIN):
-            memory.answer(need, 200, feed(away, 0, len(away)))
+            memory.answer(need, Answer(200, feed(away, 0, len(away))))
         after = served(memory, scopes)
 
     moved = {key for key in away if key is not None}

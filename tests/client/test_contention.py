@@ -29,6 +29,7 @@ from tests.client.contention_model import (
 from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.stores import CheckOp, PutOp
 from invalidation_contracts.client.turn import TURN_KEY
+from invalidation_contracts.client.values import Observed
 
 ENTRIES = 2000
 DEADLINE_S = 60.0
@@ -197,7 +198,7 @@ def test_a_turn_left_by_a_killed_process_is_taken_over_at_once(tmp_path):
         meta = namespace(ORIGIN, "meta")
         m.store.batch([CheckOp(meta, TURN_KEY, None), PutOp(meta, TURN_KEY, turn)])
         started = time.monotonic()
-        m.observe(ORIGIN, None, 200, {"success": True, **_contract("2.0.0")})
+        m.observe(ORIGIN, Observed(None, 200, {"success": True, **_contract("2.0.0")}))
         assert time.monotonic() - started < 20
         assert m.store.get(meta, TURN_KEY) is None
         assert [e for e in m.entries(ORIGIN)] == []

@@ -11,6 +11,7 @@ from invalidation_contracts.client import (
     FetchChanges,
     FixMemory,
 )
+from invalidation_contracts.client.values import Observed
 
 
 def test_lazy_detection_ignores_the_stamps_of_successful_responses(
@@ -24,7 +25,7 @@ def test_lazy_detection_ignores_the_stamps_of_successful_responses(
     events = drive.ok()
 
     assert events == []
-    assert [e.id for e in memory.relevant(server.url, {"plan": "plan_a"})] == ["e1"]
+    assert [e.id for e in memory.lookup(server.url, {"plan": "plan_a"}).entries] == ["e1"]
 
 
 def test_lazy_detection_evicts_on_the_next_failure(server, standard_fixes, driver_class):
@@ -126,7 +127,7 @@ def test_a_new_contract_epoch_on_a_response_revalidates_everything(
 
 def test_a_changes_feed_of_another_epoch_revalidates_everything(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     feed = server.changes(0) | {"contract_epoch": "epoch-9"}
 
     obs = memory.apply_changes(server.url, feed)
@@ -136,7 +137,7 @@ def test_a_changes_feed_of_another_epoch_revalidates_everything(server, standard
 
 def test_naive_memory_survives_a_resync(server, standard_fixes):
     memory = FixMemory("naive")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     memory.resync_required(server.url)
 
@@ -152,7 +153,7 @@ def test_an_older_response_than_the_memory_position_changes_nothing(
     drive = driver_class(memory, server)
     drive.fail(*standard_fixes(server))
 
-    obs = memory.observe(server.url, None, 200, stale_body)
+    obs = memory.observe(server.url, Observed(None, 200, stale_body))
 
     assert obs.events == () and len(memory.entries(server.url)) == 3
 
@@ -165,14 +166,14 @@ def test_contract_since_is_the_position_the_known_versions_are_accurate_at(serve
     server.touch("codes")
     driver_class(memory, server).ok()
 
-    assert memory.contract_since(server.url) == server.seq == 1
+    assert memory.position(server.url).seq == server.seq == 1
 
 
 def test_strategies_that_do_not_read_the_contract_send_no_contract_since(server, driver_class):
     memory = FixMemory("naive")
     driver_class(memory, server).ok()
 
-    assert memory.contract_since(server.url) is None
+    assert memory.position(server.url).seq is None
 
 
 def test_a_delta_does_not_drop_the_tables_it_leaves_out(server, standard_fixes, driver_class):
@@ -194,7 +195,7 @@ def test_a_delta_listing_a_moved_table_invalidates_it(server, standard_fixes, dr
     events = drive.ok()
 
     assert [e.entry_id for e in events if isinstance(e, Evicted)] == ["e1"]
-    assert memory.contract_since(server.url) == server.seq
+    assert memory.position(server.url).seq == server.seq
 
 
 def test_full_and_delta_forms_reach_the_same_memory(
@@ -222,19 +223,19 @@ def test_a_response_from_another_origin_never_evicts_this_origins_entries(
     server, fake_origin, standard_fixes
 ):
     memory = FixMemory("table")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     other = fake_origin(server.tables, url="https://other.test")
     for table in other.tables:
         other.touch(table)
 
-    obs = memory.observe(other.url, None, 200, other.success())
+    obs = memory.observe(other.url, Observed(None, 200, other.success()))
 
     assert obs.events == () and len(memory.entries(server.url)) == 3
 
 
 def test_a_resync_of_another_origin_leaves_this_origins_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     memory.resync_required("https://other.test")
 
@@ -245,7 +246,7 @@ def test_an_origins_stamps_never_restamp_another_origins_entries(
     server, fake_origin, standard_fixes, driver_class
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     other = fake_origin(server.tables, url="https://other.test")
     driver_class(memory, other).ok()
     other.touch("codes")
@@ -257,9 +258,9 @@ def test_an_origins_stamps_never_restamp_another_origins_entries(
 
 def test_lookups_serve_only_the_asking_origins_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
-    assert memory.relevant("https://other.test", {"plan": "plan_a"}) == []
+    assert list(memory.lookup("https://other.test", {"plan": "plan_a"}).entries) == []
 
 
 def test_detection_names_parse_and_unknown_ones_are_refused():

@@ -18,6 +18,7 @@ from invalidation_contracts.client.layout import TURN_KEY, namespace
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.moves import EvictionRecord, Group
 from invalidation_contracts.client.stores import CheckOp, PutOp
+from invalidation_contracts.client.values import Observed
 
 ORIGIN = "https://records.test"
 REQUEST = {"item": "x"}
@@ -88,7 +89,7 @@ def memory(store: InMemoryStore, clock=lambda: 1_000.0) -> FixMemory:
 
 def seeded(store: InMemoryStore, server: Server, count: int) -> FixMemory:
     m = memory(store)
-    m.observe(ORIGIN, REQUEST, 422, server.failure("t0", count))
+    m.observe(ORIGIN, Observed(REQUEST, 422, server.failure("t0", count)))
     return m
 
 
@@ -104,7 +105,7 @@ def test_a_version_move_of_many_entries_writes_one_record_and_no_tombstone_row()
     m = seeded(store, server, 100)
     server.move("t0")
 
-    m.observe(ORIGIN, None, 200, server.success())
+    m.observe(ORIGIN, Observed(None, 200, server.success()))
 
     assert m.entries(ORIGIN) == []
     (record,) = items(store, "records")
@@ -118,7 +119,7 @@ def test_a_small_eviction_is_still_written_entry_by_entry():
     m = seeded(store, server, 3)
     server.move("t0")
 
-    m.observe(ORIGIN, None, 200, server.success())
+    m.observe(ORIGIN, Observed(None, 200, server.success()))
 
     assert items(store, "records") == []
     assert len(items(store, "tombstones")) == 3
@@ -129,13 +130,13 @@ def test_another_process_applies_the_record_before_it_serves():
     store, server = InMemoryStore(), Server()
     mover = seeded(store, server, 100)
     reader = memory(store)
-    reader.observe(ORIGIN, None, 200, server.success())
-    assert len(reader.relevant(ORIGIN, REQUEST)) == 100
+    reader.observe(ORIGIN, Observed(None, 200, server.success()))
+    assert len(reader.lookup(ORIGIN, REQUEST).entries) == 100
     server.move("t0")
 
-    mover.observe(ORIGIN, None, 200, server.success())
+    mover.observe(ORIGIN, Observed(None, 200, server.success()))
 
-    assert reader.relevant(ORIGIN, REQUEST) == []
+    assert list(reader.lookup(ORIGIN, REQUEST).entries) == []
     assert memory(store).entries(ORIGIN) == []  # and a process that loads the origin anew
 
 
@@ -146,7 +147,7 @@ def test_the_record_stands_for_the_tombstones_the_eager_rewrite_writes():
         with recording(minimum):
             m = seeded(store, server, 100)
             server.move("t0")
-            m.observe(ORIGIN, None, 200, server.success())
+            m.observe(ORIGIN, Observed(None, 200, server.success()))
     with recording(64):
         got = [t.to_dict() for t in memory(lazy).tombstones(ORIGIN)]
     want = [t.to_dict() for t in memory(eager).tombstones(ORIGIN)]
@@ -159,17 +160,17 @@ def test_later_commits_sweep_the_dead_rows_and_then_the_record():
     with recording(64, sweep=40):
         m = seeded(store, server, 100)
         server.move("t0")
-        m.observe(ORIGIN, None, 200, server.success())
+        m.observe(ORIGIN, Observed(None, 200, server.success()))
         kept = LIMITS.max_tombstones_per_origin
         for _ in range(2):  # 93 rows below the floor, 40 a commit
-            m.observe(ORIGIN, REQUEST, 422, server.failure("t1", 1))
+            m.observe(ORIGIN, Observed(REQUEST, 422, server.failure("t1", 1)))
         assert len(items(store, "entries")) == 2 + 100 - 80
-        m.observe(ORIGIN, REQUEST, 422, server.failure("t1", 1))
+        m.observe(ORIGIN, Observed(REQUEST, 422, server.failure("t1", 1)))
         assert len(items(store, "entries")) == 3 + kept  # the rows kept tombstones stand on
-        m.observe(ORIGIN, REQUEST, 422, server.failure("t1", 4))
+        m.observe(ORIGIN, Observed(REQUEST, 422, server.failure("t1", 4)))
         server.move("t1")  # 7 more tombstones: every one of the record falls below the floor
-        m.observe(ORIGIN, None, 200, server.success())
-        m.observe(ORIGIN, REQUEST, 422, server.failure("t0", 1))
+        m.observe(ORIGIN, Observed(None, 200, server.success()))
+        m.observe(ORIGIN, Observed(REQUEST, 422, server.failure("t0", 1)))
     assert items(store, "records") == []
     assert [e.type for e in m.entries(ORIGIN)] == [f"F{server.fixes}"]
 
@@ -199,7 +200,7 @@ def test_entries_an_uncommitted_eviction_announces_are_not_served():
     store, server = InMemoryStore(), Server()
     seeded(store, server, 3)
     reader = memory(store)
-    reader.observe(ORIGIN, None, 200, server.success())
+    reader.observe(ORIGIN, Observed(None, 200, server.success()))
     announced = EvictionRecord(
         1, None, 1.0, (Group(EvictionReason.TABLE_CHANGED, "t0 moved", 1, ((1, 2),)),)
     )
@@ -212,10 +213,10 @@ def test_entries_an_uncommitted_eviction_announces_are_not_served():
         ]
     )
 
-    assert [e.id for e in reader.relevant(ORIGIN, REQUEST)] == ["e3"]
+    assert [e.id for e in reader.lookup(ORIGIN, REQUEST).entries] == ["e3"]
 
     store.batch([PutOp(meta, TURN_KEY, None)])  # the holder gave up without committing
-    assert [e.id for e in reader.relevant(ORIGIN, REQUEST)] == ["e1", "e2", "e3"]
+    assert [e.id for e in reader.lookup(ORIGIN, REQUEST).entries] == ["e1", "e2", "e3"]
 
 
 # -- the brute-force oracle ----------------------------------------------------------------------
@@ -248,10 +249,12 @@ class World:
         m = self.memories[action[1]]
         with recording(self.minimum, sweep=3):
             if action[0] == "learn":
-                m.observe(ORIGIN, REQUEST, 422, self.server.failure(f"t{action[2]}", action[3]))
+                m.observe(
+                    ORIGIN, Observed(REQUEST, 422, self.server.failure(f"t{action[2]}", action[3]))
+                )
             elif action[0] == "move":
                 self.server.move(f"t{action[2]}")
-                m.observe(ORIGIN, None, 200, self.server.success())
+                m.observe(ORIGIN, Observed(None, 200, self.server.success()))
             elif action[0] == "resync":
                 m.resync_required(ORIGIN)
             elif action[0] == "evict":

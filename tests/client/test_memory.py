@@ -19,6 +19,7 @@ from invalidation_contracts.client import (
     Stored,
 )
 from invalidation_contracts.client.stats import contract_bytes
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol.wirecost import wire_cost
 
 
@@ -30,7 +31,7 @@ def test_only_cacheable_suggestions_are_stored(server):
         server.fix("ADD_PROMO", {"promo_code": "SUMMER"}, reads={"codes": ["plan_a"]}),
     )
 
-    obs = memory.observe(server.url, None, 422, body)
+    obs = memory.observe(server.url, Observed(None, 422, body))
 
     assert [(e.suggestion_type, e.reason) for e in obs.of(NotStored)] == [
         ("ROUND", "cache_hint is recompute"),
@@ -45,7 +46,7 @@ def test_suggestions_of_a_successful_response_are_not_stored(server):
         "recovery_feedback": {"suggestions": [server.fix("X", {"a": 1}, reads={"codes": None})]}
     }
 
-    memory.observe(server.url, None, 200, body)
+    memory.observe(server.url, Observed(None, 200, body))
 
     assert memory.entries(server.url) == []
 
@@ -54,15 +55,17 @@ def test_an_entry_is_keyed_by_origin_type_and_canonical_scope(server):
     memory = FixMemory("row")
     memory.observe(
         server.url,
-        None,
-        422,
-        server.failure(
-            server.fix(
-                "ADD_PROMO",
-                {"promo_code": "S"},
-                scope={"plan": "a", "region": "eu"},
-                reads={"codes": ["a"]},
-            )
+        Observed(
+            None,
+            422,
+            server.failure(
+                server.fix(
+                    "ADD_PROMO",
+                    {"promo_code": "S"},
+                    scope={"plan": "a", "region": "eu"},
+                    reads={"codes": ["a"]},
+                )
+            ),
         ),
     )
 
@@ -77,22 +80,25 @@ def test_an_entry_is_keyed_by_origin_type_and_canonical_scope(server):
 
 def test_an_entry_is_relevant_when_every_scope_field_equals_the_drafts(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
-    assert [e.id for e in memory.relevant(server.url, {"plan": "plan_b", "token": "tok_x"})] == [
+    assert [
+        e.id for e in memory.lookup(server.url, {"plan": "plan_b", "token": "tok_x"}).entries
+    ] == [
         "e2",
         "e3",
     ]
-    assert memory.relevant(server.url, {"plan": "plan_c"}) == []
+    assert list(memory.lookup(server.url, {"plan": "plan_c"}).entries) == []
 
 
 def test_an_entry_without_scope_is_relevant_to_every_draft(server):
     memory = FixMemory("row")
     memory.observe(
-        server.url, {}, 422, server.failure(server.fix("ALWAYS", {"v": 1}, reads={"codes": None}))
+        server.url,
+        Observed({}, 422, server.failure(server.fix("ALWAYS", {"v": 1}, reads={"codes": None}))),
     )
 
-    assert [e.type for e in memory.relevant(server.url, {})] == ["ALWAYS"]
+    assert [e.type for e in memory.lookup(server.url, {}).entries] == ["ALWAYS"]
 
 
 def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
@@ -100,10 +106,10 @@ def test_a_new_fix_with_the_same_key_supersedes_the_old_one(server):
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
-    memory.observe(server.url, None, 422, server.failure(fix))
+    memory.observe(server.url, Observed(None, 422, server.failure(fix)))
     fix["parameters"] = {"promo_code": "WINTER"}
 
-    obs = memory.observe(server.url, None, 422, server.failure(fix))
+    obs = memory.observe(server.url, Observed(None, 422, server.failure(fix)))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", EvictionReason.SUPERSEDED)]
     assert [(e.entry_id, e.replaced) for e in obs.of(Stored)] == [("e2", "e1")]
@@ -118,10 +124,10 @@ def test_naive_memory_replaces_a_fix_with_the_newer_one_for_its_key(server):
     fix = server.fix(
         "ADD_PROMO", {"promo_code": "SUMMER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
-    memory.observe(server.url, None, 422, server.failure(fix))
+    memory.observe(server.url, Observed(None, 422, server.failure(fix)))
     fix["parameters"] = {"promo_code": "WINTER"}
 
-    obs = memory.observe(server.url, None, 422, server.failure(fix))
+    obs = memory.observe(server.url, Observed(None, 422, server.failure(fix)))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", EvictionReason.SUPERSEDED)]
     assert [e.suggestion.parameters for e in memory.entries(server.url)] == [
@@ -131,14 +137,16 @@ def test_naive_memory_replaces_a_fix_with_the_newer_one_for_its_key(server):
 
 def test_a_fix_learned_with_entries_injected_records_them_as_derived_from(server, standard_fixes):
     memory = FixMemory("row+consumers")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     memory.observe(
         server.url,
-        None,
-        422,
-        server.failure(server.fix("B", {"b": 1}, reads={"promos": ["SUMMER"]})),
-        injected=["e1", "e3", "e1"],
+        Observed(
+            None,
+            422,
+            server.failure(server.fix("B", {"b": 1}, reads={"promos": ["SUMMER"]})),
+            injected=["e1", "e3", "e1"],
+        ),
     )
 
     assert memory.entries(server.url)[-1].derived_from == ("e1", "e3")
@@ -146,14 +154,16 @@ def test_a_fix_learned_with_entries_injected_records_them_as_derived_from(server
 
 def test_derived_from_keeps_only_ids_of_the_same_origin(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     memory.observe(
         "https://other.test",
-        None,
-        422,
-        server.failure(server.fix("B", {"b": 1}, reads={"codes": None})),
-        injected=["e1"],
+        Observed(
+            None,
+            422,
+            server.failure(server.fix("B", {"b": 1}, reads={"codes": None})),
+            injected=["e1"],
+        ),
     )
 
     assert memory.entries("https://other.test")[0].derived_from == ()
@@ -164,19 +174,21 @@ def test_an_entry_records_the_contract_it_was_stored_under(server):
     server.touch("tokens")
     memory.observe(
         server.url,
-        None,
-        422,
-        server.failure(
-            server.fix(
-                "ADD_PROMO",
-                {"p": 1},
-                scope={"plan": "a"},
-                reads={"codes": ["plan_a"], "tokens": None},
-                rules=[("codes", "promos", "r")],
+        Observed(
+            None,
+            422,
+            server.failure(
+                server.fix(
+                    "ADD_PROMO",
+                    {"p": 1},
+                    scope={"plan": "a"},
+                    reads={"codes": ["plan_a"], "tokens": None},
+                    rules=[("codes", "promos", "r")],
+                ),
             ),
+            response_id="req-9",
         ),
         episode=4,
-        response_id="req-9",
     )
 
     entry = memory.entries(server.url)[0]
@@ -199,10 +211,12 @@ def test_an_entry_past_its_max_age_is_evicted_instead_of_served(server):
     memory = FixMemory("row", clock=lambda: now[0])
     memory.observe(
         server.url,
-        None,
-        422,
-        server.failure(
-            server.fix("ADD_PROMO", {"p": 1}, reads={"codes": ["plan_a"]}, max_age_s=60)
+        Observed(
+            None,
+            422,
+            server.failure(
+                server.fix("ADD_PROMO", {"p": 1}, reads={"codes": ["plan_a"]}, max_age_s=60)
+            ),
         ),
     )
     now[0] += 61
@@ -217,7 +231,9 @@ def test_an_entry_past_its_max_age_is_evicted_instead_of_served(server):
 
 def test_a_lookup_reports_each_served_entry(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)), episode=1)
+    memory.observe(
+        server.url, Observed(None, 422, server.failure(*standard_fixes(server))), episode=1
+    )
 
     lookup = memory.lookup(server.url, {"plan": "plan_a"}, episode=2)
 
@@ -226,10 +242,10 @@ def test_a_lookup_reports_each_served_entry(server, standard_fixes):
 
 def test_malformed_contract_fields_are_ignored_and_change_nothing(server, standard_fixes):
     memory = FixMemory("table")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     body = server.success() | {"table_versions": {"codes": 7}, "contract_seq": -1}
 
-    obs = memory.observe(server.url, None, 200, body)
+    obs = memory.observe(server.url, Observed(None, 200, body))
 
     assert [type(e) for e in obs.events] == [Ignored]
     assert len(memory.entries(server.url)) == 3
@@ -239,7 +255,7 @@ def test_a_rejection_with_malformed_contract_fields_teaches_nothing(server, stan
     memory = FixMemory("row")
     body = server.failure(*standard_fixes(server)) | {"table_versions": {"codes": 7}}
 
-    obs = memory.observe(server.url, None, 422, body)
+    obs = memory.observe(server.url, Observed(None, 422, body))
 
     assert [type(e) for e in obs.events] == [Ignored]
     assert memory.entries(server.url) == []
@@ -251,7 +267,7 @@ def test_a_malformed_suggestion_is_reported_and_the_others_stored(server):
         {"type": "BROKEN", "parameters": "nope"}, server.fix("OK", {"a": 1}, reads={"codes": None})
     )
 
-    obs = memory.observe(server.url, None, 422, body)
+    obs = memory.observe(server.url, Observed(None, 422, body))
 
     assert [e.suggestion_type for e in obs.of(NotStored)] == ["BROKEN"]
     assert [e.type for e in memory.entries(server.url)] == ["OK"]
@@ -287,7 +303,7 @@ def test_tombstones_keep_the_entry_and_the_reason_in_eviction_order(
 )
 def test_an_operator_evicts_by_id_table_or_all(selector, evicted, server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     obs = memory.evict(server.url, **selector)
 
@@ -302,8 +318,8 @@ def test_counters_track_lookups_stores_evictions_restamps_and_contract_bytes(
     memory = FixMemory("row")
     drive = driver_class(memory, server)
     drive.fail(*standard_fixes(server))
-    memory.relevant(server.url, {"plan": "plan_a"})
-    memory.relevant(server.url, {"plan": "nobody"})
+    memory.lookup(server.url, {"plan": "plan_a"})
+    memory.lookup(server.url, {"plan": "nobody"})
     server.update("codes", "plan_a", {"code": "WINTER"})
     drive.ok()
 
@@ -318,7 +334,7 @@ def test_contract_bytes_count_the_response_and_suggestion_contract_members(serve
     memory = FixMemory("none")
     body = {"success": True, "contract_seq": 12, "rules_version": "abc"}
 
-    memory.observe(server.url, None, 200, body, response_bytes=80)
+    memory.observe(server.url, Observed(None, 200, body, response_bytes=80))
 
     stats = memory.stats(server.url)
     assert stats.contract_bytes == len('"contract_seq":12,') + len('"rules_version":"abc",')
@@ -355,8 +371,10 @@ def test_a_sqlite_memory_reopened_holds_the_same_entries_state_and_counters(
 ):
     path = tmp_path / "memory.db"
     with FixMemory("row", store=path) as memory:
-        memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)), episode=3)
-        memory.relevant(server.url, {"plan": "plan_a"})
+        memory.observe(
+            server.url, Observed(None, 422, server.failure(*standard_fixes(server))), episode=3
+        )
+        memory.lookup(server.url, {"plan": "plan_a"})
         before = (memory.entries(server.url), memory.state(server.url), memory.stats(server.url))
 
     with FixMemory("row", store=SQLiteStore(path), close_store=True) as reopened:
@@ -374,11 +392,13 @@ def test_entry_ids_keep_counting_after_a_reopen(tmp_path, server):
     path = tmp_path / "memory.db"
     with FixMemory("row", store=path) as memory:
         memory.observe(
-            server.url, {}, 422, server.failure(server.fix("A", {"a": 1}, reads={"codes": None}))
+            server.url,
+            Observed({}, 422, server.failure(server.fix("A", {"a": 1}, reads={"codes": None}))),
         )
     with FixMemory("row", store=path) as memory:
         memory.observe(
-            server.url, {}, 422, server.failure(server.fix("B", {"b": 1}, reads={"codes": None}))
+            server.url,
+            Observed({}, 422, server.failure(server.fix("B", {"b": 1}, reads={"codes": None}))),
         )
         assert [e.id for e in memory.entries(server.url)] == ["e1", "e2"]
 
@@ -389,7 +409,8 @@ def test_an_origin_with_dots_and_ports_round_trips_through_the_store(
     origin = fake_origin({"codes": {"plan_a": {}}}, url="http://127.0.0.1:8080")
     with FixMemory("row", store=tmp_path / "m.db") as memory:
         memory.observe(
-            origin.url, {}, 422, origin.failure(origin.fix("A", {"a": 1}, reads={"codes": None}))
+            origin.url,
+            Observed({}, 422, origin.failure(origin.fix("A", {"a": 1}, reads={"codes": None}))),
         )
         assert memory.origins() == ["http://127.0.0.1:8080"]
 
@@ -398,12 +419,14 @@ def test_answer_routes_a_410_to_resync_and_a_bad_body_to_the_fallback(server, st
     from invalidation_contracts.client import FetchChanges
 
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     need = FetchChanges(server.url, 0, "epoch-1")
 
-    gone = memory.answer(need, 410, {"type": "urn:invalidation-contracts:problem:resync-required"})
+    gone = memory.answer(
+        need, Answer(410, {"type": "urn:invalidation-contracts:problem:resync-required"})
+    )
     assert {e.reason for e in gone.of(Evicted)} == {EvictionReason.RESYNC}
-    assert memory.answer(need, 200, {"not": "a feed"}).needs == ()
+    assert memory.answer(need, Answer(200, {"not": "a feed"})).needs == ()
 
 
 json_values = st.recursive(
@@ -440,28 +463,34 @@ def _two_operations(server) -> FixMemory:
         fix = server.fix(
             "ADD_PROMO", {"promo_code": code}, scope={"plan": plan}, reads={"codes": [plan]}
         )
-        memory.observe(server.url, {"plan": plan}, 422, server.failure(fix), operation="create")
+        memory.observe(
+            server.url, Observed({"plan": plan}, 422, server.failure(fix)), operation="create"
+        )
     fix = server.fix("ROUND", {"amount": 10}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]})
-    memory.observe(server.url, {"plan": "plan_a"}, 422, server.failure(fix), operation="refund")
+    memory.observe(
+        server.url, Observed({"plan": "plan_a"}, 422, server.failure(fix)), operation="refund"
+    )
     return memory
 
 
 def test_fixes_for_an_operation_lists_its_fixes_whatever_the_draft(server):
     memory = _two_operations(server)
 
-    shown = memory.fixes_for(server.url, "create")
+    shown = list(memory.lookup(server.url, operation="create").entries)
 
     assert [e.suggestion.parameters for e in shown] == [
         {"promo_code": "SUMMER"},
         {"promo_code": "WINTER"},
     ]
-    assert [e.key.operation for e in memory.fixes_for(server.url, "refund")] == ["refund"]
+    assert [e.key.operation for e in memory.lookup(server.url, operation="refund").entries] == [
+        "refund"
+    ]
 
 
 def test_fixes_for_is_not_counted_as_a_lookup(server):
     memory = _two_operations(server)
 
-    memory.fixes_for(server.url, "create")
+    memory.lookup(server.url, operation="create")
 
     assert (memory.stats(server.url).lookups, memory.stats(server.url).hits) == (0, 0)
 
@@ -469,8 +498,8 @@ def test_fixes_for_is_not_counted_as_a_lookup(server):
 def test_fixes_for_leaves_out_fixes_awaiting_the_row_diff(server):
     memory = _two_operations(server)
     server.touch("codes")
-    need = memory.observe(server.url, None, 200, server.success()).needs[0]
+    need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
-    assert memory.fixes_for(server.url, "create") == []
+    assert list(memory.lookup(server.url, operation="create").entries) == []
     memory.apply_changes(server.url, server.changes(need.since))
-    assert len(memory.fixes_for(server.url, "create")) == 2
+    assert len(memory.lookup(server.url, operation="create").entries) == 2

@@ -16,13 +16,16 @@ from invalidation_contracts.client.transport import (
     contract_client,
     operation_of,
 )
+from invalidation_contracts.client.values import Observed
 
 ORDERS = "POST /v1/orders"
 REFUNDS = "POST /v1/refunds"
 
 
 def learn(memory, server, fix, operation, request=None):
-    return memory.observe(server.url, request, 422, server.failure(fix), operation=operation)
+    return memory.observe(
+        server.url, Observed(request, 422, server.failure(fix)), operation=operation
+    )
 
 
 def promo(server, code="SUMMER"):
@@ -35,19 +38,19 @@ def test_a_fix_is_served_only_to_the_operation_it_was_learned_on(server):
     memory = FixMemory("row")
     learn(memory, server, promo(server), ORDERS)
 
-    assert [e.id for e in memory.relevant(server.url, {"plan": "plan_a"}, operation=ORDERS)] == [
-        "e1"
-    ]
-    assert memory.relevant(server.url, {"plan": "plan_a"}, operation=REFUNDS) == []
-    assert memory.relevant(server.url, {"plan": "plan_a"}) == []
+    assert [
+        e.id for e in memory.lookup(server.url, {"plan": "plan_a"}, operation=ORDERS).entries
+    ] == ["e1"]
+    assert list(memory.lookup(server.url, {"plan": "plan_a"}, operation=REFUNDS).entries) == []
+    assert list(memory.lookup(server.url, {"plan": "plan_a"}).entries) == []
 
 
 def test_an_origin_wide_fix_is_wide_within_its_operation_only(server):
     memory = FixMemory("row")
     learn(memory, server, server.fix("WIDE", {"region": "eu"}, reads={"codes": None}), ORDERS)
 
-    assert [e.type for e in memory.relevant(server.url, {}, operation=ORDERS)] == ["WIDE"]
-    assert memory.relevant(server.url, {}, operation=REFUNDS) == []
+    assert [e.type for e in memory.lookup(server.url, {}, operation=ORDERS).entries] == ["WIDE"]
+    assert list(memory.lookup(server.url, {}, operation=REFUNDS).entries) == []
 
 
 def test_the_same_fix_on_two_operations_is_two_entries(server):
@@ -67,10 +70,9 @@ def test_a_failure_of_one_operation_never_contradicts_a_fix_of_another(server):
 
     obs = memory.observe(
         server.url,
-        {"plan": "plan_a", "promo_code": "SUMMER"},
-        422,
-        server.failure(other),
-        injected=["e1"],
+        Observed(
+            {"plan": "plan_a", "promo_code": "SUMMER"}, 422, server.failure(other), injected=["e1"]
+        ),
         operation=REFUNDS,
     )
 
@@ -117,7 +119,7 @@ def test_the_transport_files_a_fix_under_the_operation_extension(server):
         )
 
     assert [e.key.operation for e in memory.entries(server.url)] == [template]
-    assert memory.relevant(server.url, {"plan": "plan_a"}, operation=template)
+    assert memory.lookup(server.url, {"plan": "plan_a"}, operation=template).entries
 
 
 def test_without_the_extension_the_operation_is_the_method_and_path(server):

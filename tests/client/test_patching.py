@@ -12,6 +12,7 @@ from invalidation_contracts.client import (
     Quarantined,
     apply_patch,
 )
+from invalidation_contracts.client.values import Observed
 
 PATCHABLE = ["/promo_code", "/payment_method_token", "/metadata"]
 
@@ -101,7 +102,7 @@ def test_a_malformed_patch_is_refused():
 def _memory_with(server, *fixes):
     memory = FixMemory("row")
     memory.set_patchable(server.url, PATCHABLE)
-    memory.observe(server.url, None, 422, server.failure(*fixes))
+    memory.observe(server.url, Observed(None, 422, server.failure(*fixes)))
     return memory
 
 
@@ -123,7 +124,7 @@ def test_the_memory_applies_each_relevant_entrys_patch_in_order(server):
     )
 
     outcome = memory.apply_patches(
-        server.url, {"payment_method_token": "t1"}, memory.relevant(server.url, {})
+        server.url, {"payment_method_token": "t1"}, memory.lookup(server.url, {}).entries
     )
 
     assert outcome.request == {"payment_method_token": "t2", "promo_code": "S"}
@@ -141,7 +142,9 @@ def test_an_entry_whose_patch_writes_off_limits_is_quarantined(server):
         ),
     )
 
-    outcome = memory.apply_patches(server.url, {"plan": "pro"}, memory.relevant(server.url, {}))
+    outcome = memory.apply_patches(
+        server.url, {"plan": "pro"}, memory.lookup(server.url, {}).entries
+    )
 
     assert outcome.request == {"plan": "pro"} and outcome.applied == ()
     assert [e.entry_id for e in outcome.events if isinstance(e, Quarantined)] == ["e1"]
@@ -154,7 +157,7 @@ def test_an_entry_without_a_patch_is_left_to_the_planner(server):
         server, server.fix("ADD_PROMO", {"promo_code": "S"}, reads={"codes": ["plan_a"]})
     )
 
-    outcome = memory.apply_patches(server.url, {}, memory.relevant(server.url, {}))
+    outcome = memory.apply_patches(server.url, {}, memory.lookup(server.url, {}).entries)
 
     assert outcome.skipped == (("e1", "no patch; left to the planner"),) and outcome.request == {}
 
@@ -191,7 +194,7 @@ def test_the_planned_request_is_never_mutated(server):
     )
     planned = {"metadata": {"a": 1}}
 
-    memory.apply_patches(server.url, planned, memory.relevant(server.url, {}))
+    memory.apply_patches(server.url, planned, memory.lookup(server.url, {}).entries)
 
     assert planned == {"metadata": {"a": 1}}
 
@@ -211,7 +214,9 @@ def _scoped_promo(server):
 
 def test_a_patch_applies_only_to_a_planned_request_its_scope_matches(server):
     memory = _memory_with(server, _scoped_promo(server))
-    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})  # chosen on the draft
+    entries = list(
+        memory.lookup(server.url, {"plan": "plan_agency_pro"}).entries
+    )  # chosen on the draft
 
     planned = {"plan": "plan_starter_monthly", "customer": "cus_northwind"}
     outcome = memory.apply_patches(server.url, planned, entries)
@@ -232,7 +237,7 @@ def test_a_rejected_request_carrying_a_mis_scoped_fix_does_not_contradict_it(ser
     )
     sent = {"plan": "plan_starter_monthly", "promo_code": "AGENCYPRO15"}
 
-    obs = memory.observe(server.url, sent, 422, server.failure(remove), injected=["e1"])
+    obs = memory.observe(server.url, Observed(sent, 422, server.failure(remove), injected=["e1"]))
 
     assert EvictionReason.CONTRADICTED not in {e.reason for e in obs.of(Evicted)}
     assert "e1" in {e.id for e in memory.entries(server.url)}
@@ -248,7 +253,7 @@ def test_a_rejected_request_carrying_a_fix_in_scope_still_contradicts_it(server)
     )
     sent = {"plan": "plan_agency_pro", "promo_code": "AGENCYPRO15"}
 
-    obs = memory.observe(server.url, sent, 422, server.failure(remove), injected=["e1"])
+    obs = memory.observe(server.url, Observed(sent, 422, server.failure(remove), injected=["e1"]))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [
         ("e1", EvictionReason.CONTRADICTED)
@@ -257,7 +262,7 @@ def test_a_rejected_request_carrying_a_fix_in_scope_still_contradicts_it(server)
 
 def test_an_entry_of_another_operation_is_not_applied(server):
     memory = _memory_with(server, _scoped_promo(server))
-    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})
+    entries = list(memory.lookup(server.url, {"plan": "plan_agency_pro"}).entries)
 
     outcome = memory.apply_patches(
         server.url, {"plan": "plan_agency_pro"}, entries, operation="POST /v1/refunds"
@@ -269,7 +274,7 @@ def test_an_entry_of_another_operation_is_not_applied(server):
 
 def test_an_entry_evicted_since_it_was_looked_up_is_not_applied(server):
     memory = _memory_with(server, _scoped_promo(server))
-    entries = memory.relevant(server.url, {"plan": "plan_agency_pro"})
+    entries = list(memory.lookup(server.url, {"plan": "plan_agency_pro"}).entries)
     memory.evict(server.url, entry_ids=["e1"])
 
     outcome = memory.apply_patches(server.url, {"plan": "plan_agency_pro"}, entries)

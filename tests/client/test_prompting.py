@@ -17,6 +17,7 @@ from invalidation_contracts.client.prompting import (
     render_memory_block,
     system_prompt,
 )
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import Suggestion
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -125,7 +126,7 @@ def test_rendering_is_deterministic_whatever_the_parameter_order():
 def test_memory_entries_render_as_their_suggestions(server):
     memory = FixMemory("row")
     wire = [fix.model_dump(mode="json", exclude_none=True) for fix in FIXES[:1]]
-    memory.observe(server.url, None, 422, server.failure(*wire))
+    memory.observe(server.url, Observed(None, 422, server.failure(*wire)))
 
     assert render_memory_block(memory.entries(server.url), 3) == render_memory_block(FIXES[:1], 3)
 

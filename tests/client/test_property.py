@@ -121,4 +121,4 @@ def test_row_strategy_evicts_exactly_the_entries_whose_rows_changed(
         assert live == oracle.fresh, (
             f"stale kept: {live & oracle.stale}, fresh evicted: {oracle.fresh - live}"
         )
-        assert {entry.id for entry in memory.relevant(server.url, {})} <= oracle.fresh
+        assert {entry.id for entry in memory.lookup(server.url, {}).entries} <= oracle.fresh

@@ -24,9 +24,16 @@ from tests.client.shared_model import (
     run_threads,
 )
 
-from invalidation_contracts.client import FixMemory, InMemoryStore, SQLiteStore, StoreError
+from invalidation_contracts.client import (
+    AsyncFixMemory,
+    FixMemory,
+    InMemoryStore,
+    SQLiteStore,
+    StoreError,
+)
 from invalidation_contracts.client.events import Stored
 from invalidation_contracts.client.stores import Store
+from invalidation_contracts.client.values import Answer, Observed
 
 scripts = st.lists(st.lists(call, min_size=8, max_size=30), min_size=3, max_size=3)
 CONCURRENT = settings(
@@ -135,8 +142,8 @@ def test_two_writers_never_issue_the_same_id(two):
     a.entries(ORIGIN)
     b.entries(ORIGIN)  # both hold a replica before either writes
 
-    first = a.observe(ORIGIN, None, 422, failure(0)).of(Stored)
-    second = b.observe(ORIGIN, None, 422, failure(1)).of(Stored)
+    first = a.observe(ORIGIN, Observed(None, 422, failure(0))).of(Stored)
+    second = b.observe(ORIGIN, Observed(None, 422, failure(1))).of(Stored)
 
     assert [e.entry_id for e in first + second] == ["e1", "e2"]
     assert {e.id for e in a.entries(ORIGIN)} == {e.id for e in b.entries(ORIGIN)} == {"e1", "e2"}
@@ -166,9 +173,9 @@ def test_a_write_that_loses_a_race_is_recomputed_on_what_the_winner_committed():
     a = FixMemory("row", store=shared)
     racing = _Racing(shared)
     b = FixMemory("row", store=racing)
-    racing.before_write = lambda: a.observe(ORIGIN, None, 422, failure(0))
+    racing.before_write = lambda: a.observe(ORIGIN, Observed(None, 422, failure(0)))
 
-    stored = b.observe(ORIGIN, None, 422, failure(1)).of(Stored)
+    stored = b.observe(ORIGIN, Observed(None, 422, failure(1))).of(Stored)
 
     assert [e.entry_id for e in stored] == ["e2"]
     assert [e.id for e in FixMemory("row", store=shared).entries(ORIGIN)] == ["e1", "e2"]
@@ -176,28 +183,28 @@ def test_a_write_that_loses_a_race_is_recomputed_on_what_the_winner_committed():
 
 def test_a_memory_serves_what_another_stored(two):
     a, b = two
-    b.relevant(ORIGIN, {"item": "s0"})
+    b.lookup(ORIGIN, {"item": "s0"})
 
-    a.observe(ORIGIN, None, 422, failure(0))
+    a.observe(ORIGIN, Observed(None, 422, failure(0)))
 
-    assert [e.id for e in b.relevant(ORIGIN, {"item": "s0"})] == ["e1"]
+    assert [e.id for e in b.lookup(ORIGIN, {"item": "s0"}).entries] == ["e1"]
 
 
 def test_a_memory_never_serves_what_another_evicted(two):
     a, b = two
     b.entries(ORIGIN)  # b is running (it has confirmed the origin) before a learns
-    a.observe(ORIGIN, None, 422, failure(0))
-    assert [e.id for e in b.relevant(ORIGIN, {"item": "s0"})] == ["e1"]
+    a.observe(ORIGIN, Observed(None, 422, failure(0)))
+    assert [e.id for e in b.lookup(ORIGIN, {"item": "s0"}).entries] == ["e1"]
 
     a.evict(ORIGIN, entry_ids=["e1"])
 
-    assert b.relevant(ORIGIN, {"item": "s0"}) == []
+    assert list(b.lookup(ORIGIN, {"item": "s0"}).entries) == []
 
 
 def test_a_memory_sees_another_memorys_restamp(two):
     a, b = two
     b.entries(ORIGIN)  # b is running (it has confirmed the origin) before a learns
-    a.observe(ORIGIN, None, 422, failure(1))
+    a.observe(ORIGIN, Observed(None, 422, failure(1)))
     b.entries(ORIGIN)
     moved = {"success": True, **contract(1)}
     touch = {
@@ -209,22 +216,22 @@ def test_a_memory_sees_another_memorys_restamp(two):
         ],
     }
 
-    (need,) = a.observe(ORIGIN, None, 200, moved).needs
-    a.answer(need, 200, touch)
+    (need,) = a.observe(ORIGIN, Observed(None, 200, moved)).needs
+    a.answer(need, Answer(200, touch))
 
-    (entry,) = b.relevant(ORIGIN, {"item": "s1"})
+    (entry,) = b.lookup(ORIGIN, {"item": "s1"}).entries
     assert entry.dependencies[0].version == "1.0.1" and entry.restamps == 1
 
 
 def test_a_read_that_changes_nothing_writes_nothing(tmp_path):
     store = SQLiteStore(tmp_path / "m.sqlite")
     with FixMemory("row", store=store, close_store=True) as memory:
-        memory.observe(ORIGIN, None, 422, failure(0))
+        memory.observe(ORIGIN, Observed(None, 422, failure(0)))
         before = store.version()
 
         for _ in range(5):
-            memory.relevant(ORIGIN, {"item": "s0"})
-            memory.observe(ORIGIN, None, 200, success())
+            memory.lookup(ORIGIN, {"item": "s0"})
+            memory.observe(ORIGIN, Observed(None, 200, success()))
 
         assert store.version() == before
         stats = memory.stats(ORIGIN)
@@ -234,8 +241,8 @@ def test_a_read_that_changes_nothing_writes_nothing(tmp_path):
 def test_counters_are_written_with_the_next_real_write(tmp_path):
     path = tmp_path / "m.sqlite"
     with FixMemory("row", store=path) as memory:
-        memory.relevant(ORIGIN, {"item": "s0"})
-        memory.observe(ORIGIN, None, 422, failure(0))
+        memory.lookup(ORIGIN, {"item": "s0"})
+        memory.observe(ORIGIN, Observed(None, 422, failure(0)))
         with FixMemory("row", store=SQLiteStore(path), close_store=True) as other:
             assert other.stats(ORIGIN).lookups == 1
 
@@ -243,8 +250,8 @@ def test_counters_are_written_with_the_next_real_write(tmp_path):
 def test_counters_not_yet_written_are_written_on_close(tmp_path):
     path = tmp_path / "m.sqlite"
     with FixMemory("row", store=path) as memory:
-        memory.observe(ORIGIN, None, 422, failure(0))
-        memory.relevant(ORIGIN, {"item": "s0"})
+        memory.observe(ORIGIN, Observed(None, 422, failure(0)))
+        memory.lookup(ORIGIN, {"item": "s0"})
 
     with FixMemory("row", store=path) as reopened:
         assert (reopened.stats(ORIGIN).lookups, reopened.stats(ORIGIN).hits) == (1, 1)
@@ -265,18 +272,18 @@ class _FailingWrites(InMemoryStore):
 def test_a_failed_write_leaves_the_memory_as_it_was():
     store = _FailingWrites()
     memory = FixMemory("row", store=store)
-    memory.observe(ORIGIN, None, 422, failure(0))
+    memory.observe(ORIGIN, Observed(None, 422, failure(0)))
     before = (memory.entries(ORIGIN), memory.state(ORIGIN))
 
     store.broken = True
     with pytest.raises(StoreError, match="disk full"):
         memory.evict(ORIGIN, everything=True)
     with pytest.raises(StoreError, match="disk full"):
-        memory.observe(ORIGIN, None, 422, failure(1))
+        memory.observe(ORIGIN, Observed(None, 422, failure(1)))
 
     assert (memory.entries(ORIGIN), memory.state(ORIGIN)) == before
     store.broken = False
-    assert memory.observe(ORIGIN, None, 422, failure(1)).of(Stored)[0].entry_id == "e2"
+    assert memory.observe(ORIGIN, Observed(None, 422, failure(1))).of(Stored)[0].entry_id == "e2"
 
 
 def test_the_async_memory_shares_the_store_with_a_sync_one(tmp_path):
@@ -284,11 +291,11 @@ def test_the_async_memory_shares_the_store_with_a_sync_one(tmp_path):
     sync = FixMemory("row", store=SQLiteStore(path), close_store=True)
 
     async def agent():
-        memory = FixMemory("row", store=SQLiteStore(path), close_store=True)
-        learned = await memory.aobserve(ORIGIN, None, 422, failure(0))
+        memory = AsyncFixMemory("row", store=SQLiteStore(path), close_store=True)
+        learned = await memory.observe(ORIGIN, Observed(None, 422, failure(0)))
         sync.evict(ORIGIN, entry_ids=["e1"])
-        served = await memory.arelevant(ORIGIN, {"item": "s0"})
-        await memory.aclose()
+        served = list((await memory.lookup(ORIGIN, {"item": "s0"})).entries)
+        await memory.close()
         return learned, served
 
     learned, served = asyncio.run(agent())
@@ -303,12 +310,12 @@ def test_an_operator_eviction_is_seen_by_a_running_agent(tmp_path):
 
     path = tmp_path / "m.sqlite"
     with FixMemory("row", store=path) as agent:
-        agent.observe(ORIGIN, None, 422, failure(0))
-        assert agent.relevant(ORIGIN, {"item": "s0"})
+        agent.observe(ORIGIN, Observed(None, 422, failure(0)))
+        assert agent.lookup(ORIGIN, {"item": "s0"}).entries
 
         assert operator.evict(path, ORIGIN, entry_ids=["e1"]) == ["e1"]
 
-        assert agent.relevant(ORIGIN, {"item": "s0"}) == []
+        assert list(agent.lookup(ORIGIN, {"item": "s0"}).entries) == []
 
 
 @pytest.mark.postgres
@@ -318,12 +325,12 @@ def test_an_async_memory_and_a_sync_one_share_a_postgresql_database(postgres_url
     sync = FixMemory("row", store=PostgresStore(postgres_url), close_store=True)
 
     async def agent():
-        memory = FixMemory("row", store=PostgresStore(postgres_url), close_store=True)
-        learned = await memory.aobserve(ORIGIN, None, 422, failure(0))
-        before = await memory.arelevant(ORIGIN, {"item": "s0"})
+        memory = AsyncFixMemory("row", store=PostgresStore(postgres_url), close_store=True)
+        learned = await memory.observe(ORIGIN, Observed(None, 422, failure(0)))
+        before = list((await memory.lookup(ORIGIN, {"item": "s0"})).entries)
         sync.evict(ORIGIN, entry_ids=["e1"])
-        after = await memory.arelevant(ORIGIN, {"item": "s0"})
-        await memory.aclose()
+        after = list((await memory.lookup(ORIGIN, {"item": "s0"})).entries)
+        await memory.close()
         return learned, before, after
 
     learned, before, after = asyncio.run(agent())

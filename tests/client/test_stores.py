@@ -14,6 +14,7 @@ import pytest
 
 from invalidation_contracts.client import FixMemory, InMemoryStore, SQLiteStore, StoreError
 from invalidation_contracts.client.stores import CheckOp, GetOp, PutOp, StoreConflict
+from invalidation_contracts.client.values import Answer
 
 
 @pytest.fixture(
@@ -261,9 +262,11 @@ def test_a_version_1_memory_is_migrated_and_its_entries_serve_the_unnamed_operat
         (migrated,) = memory.entries("https://api.test")
         (confirm,) = memory.needs("https://api.test")  # a new process confirms the origin first
         empty = {"contract_epoch": "e", "since": 0, "last_seq": 0, "tables": []}
-        memory.answer(confirm, 200, empty)
-        served = memory.relevant("https://api.test", {"plan": "plan_a"})
-        named = memory.relevant("https://api.test", {"plan": "plan_a"}, operation="POST /v1/x")
+        memory.answer(confirm, Answer(200, empty))
+        served = list(memory.lookup("https://api.test", {"plan": "plan_a"}).entries)
+        named = list(
+            memory.lookup("https://api.test", {"plan": "plan_a"}, operation="POST /v1/x").entries
+        )
 
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA user_version").fetchone()[0] == 2
@@ -316,7 +319,7 @@ def test_a_closed_sqlite_store_refuses_work(tmp_path):
 _WRITER = textwrap.dedent(
     """
     import sys
-    from invalidation_contracts.client import FixMemory
+    from invalidation_contracts.client import FixMemory, Observed
     memory = FixMemory("row", store=sys.argv[1])
     origin = "https://api.test"
     print("ready", flush=True)
@@ -332,7 +335,7 @@ _WRITER = textwrap.dedent(
             "recovery_feedback": {"suggestions": [fix]},
             "table_versions": {"codes": "1.0.0"}, "contract_seq": 0, "contract_epoch": "e",
         }
-        obs = memory.observe(origin, None, 422, body)
+        obs = memory.observe(origin, Observed(None, 422, body))
         print(obs.events[0].entry_id, flush=True)
     """
 )

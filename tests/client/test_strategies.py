@@ -17,6 +17,7 @@ from invalidation_contracts.client import (
     RulesAlert,
     strategy_for,
 )
+from invalidation_contracts.client.values import Observed
 
 ROW = EvictionReason.ROW_CHANGED
 TABLE = EvictionReason.TABLE_CHANGED
@@ -107,7 +108,7 @@ def test_no_memory_stores_nothing_whatever_the_drift(
 
     assert events == []
     assert memory.entries(server.url) == []
-    assert memory.relevant(server.url, {"plan": "plan_a"}) == []
+    assert list(memory.lookup(server.url, {"plan": "plan_a"}).entries) == []
 
 
 def test_every_strategy_is_named_by_its_descriptive_name_and_its_arm_code():
@@ -264,7 +265,7 @@ def test_vectors_keep_entries_in_service_after_the_alert(
     server.set_rules({rules["promo"]})
     drive.ok()
 
-    served = memory.relevant(server.url, {"token": "tok_x"})
+    served = list(memory.lookup(server.url, {"token": "tok_x"}).entries)
 
     assert [e.id for e in served] == ["e3"]
 
@@ -368,35 +369,35 @@ def test_an_l1_suggestion_depends_on_its_table_at_the_stamped_version(server, dr
 
 def test_entries_awaiting_the_row_diff_are_withheld_from_lookups(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     server.touch("codes")
 
-    obs = memory.observe(server.url, None, 200, server.success())
+    obs = memory.observe(server.url, Observed(None, 200, server.success()))
 
-    assert obs.needs and memory.relevant(server.url, {"plan": "plan_a"}) == []
+    assert obs.needs and list(memory.lookup(server.url, {"plan": "plan_a"}).entries) == []
     memory.apply_changes(server.url, server.changes(obs.needs[0].since))
-    assert [e.id for e in memory.relevant(server.url, {"plan": "plan_a"})] == ["e1"]
+    assert [e.id for e in memory.lookup(server.url, {"plan": "plan_a"}).entries] == ["e1"]
 
 
 def test_without_a_changes_feed_row_strategies_fall_back_to_table_eviction(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     server.touch("codes")
-    need = memory.observe(server.url, None, 200, server.success()).needs[0]
+    need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
     obs = memory.need_failed(need)
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": TABLE, "e2": TABLE}
-    assert memory.observe(server.url, None, 200, server.success()).needs == ()
+    assert memory.observe(server.url, Observed(None, 200, server.success())).needs == ()
 
 
 def test_without_a_rule_listing_the_oracle_clears_rule_dependent_entries(
     server, rules, standard_fixes
 ):
     memory = FixMemory("rules-oracle")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     server.set_rules({rules["credit"]})
-    need = memory.observe(server.url, None, 200, server.success()).needs[0]
+    need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
     obs = memory.need_failed(need)
 
@@ -405,11 +406,11 @@ def test_without_a_rule_listing_the_oracle_clears_rule_dependent_entries(
 
 def test_a_table_no_longer_served_evicts_its_entries(server, standard_fixes):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     body = server.success()
     del body["table_versions"]["tokens"]
 
-    obs = memory.observe(server.url, None, 200, body)
+    obs = memory.observe(server.url, Observed(None, 200, body))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e3", TABLE)]
 
@@ -418,26 +419,26 @@ def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(
     server, standard_fixes
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     server.update("codes", "plan_a", {"code": "WINTER"})
     fresh = server.fix(
         "ADD_PROMO", {"promo_code": "WINTER"}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
-    held = memory.observe(server.url, None, 422, server.failure(fresh), injected=["e1"])
+    held = memory.observe(server.url, Observed(None, 422, server.failure(fresh), injected=["e1"]))
     settled = memory.apply_changes(server.url, server.changes(held.needs[0].since))
 
     assert not any(isinstance(e, Evicted) for e in held.events)
     assert {e.entry_id: e.reason for e in settled.of(Evicted)} == {"e1": ROW}
-    assert [e.suggestion.parameters for e in memory.relevant(server.url, {"plan": "plan_a"})] == [
-        {"promo_code": "WINTER"}
-    ]
+    assert [
+        e.suggestion.parameters for e in memory.lookup(server.url, {"plan": "plan_a"}).entries
+    ] == [{"promo_code": "WINTER"}]
 
 
 def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fixes):
     memory = FixMemory("row")
 
-    obs = memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    obs = memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
     assert [e.entry_id for e in obs.events if e.kind == "stored"] == ["e1", "e2", "e3"]
 
@@ -445,17 +446,16 @@ def test_without_pending_drift_a_failure_is_learned_at_once(server, standard_fix
 @pytest.mark.parametrize("strategy", ["row", "row+consumers", "table", "rules-stamp+vectors"])
 def test_an_injected_fix_the_server_contradicts_is_evicted(strategy, server, standard_fixes):
     memory = FixMemory(strategy)
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     drop = server.fix(
         "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
     obs = memory.observe(
         server.url,
-        {"plan": "plan_a", "promo_code": "SUMMER"},
-        422,
-        server.failure(drop),
-        injected=["e1"],
+        Observed(
+            {"plan": "plan_a", "promo_code": "SUMMER"}, 422, server.failure(drop), injected=["e1"]
+        ),
     )
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": EvictionReason.CONTRADICTED}
@@ -465,10 +465,10 @@ def test_a_failure_that_does_not_touch_the_injected_fields_contradicts_nothing(
     server, standard_fixes
 ):
     memory = FixMemory("row")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     other = server.fix("ROUND", {"amount_cents": 100}, cache_hint="recompute")
 
-    obs = memory.observe(server.url, None, 422, server.failure(other), injected=["e1"])
+    obs = memory.observe(server.url, Observed(None, 422, server.failure(other), injected=["e1"]))
 
     assert obs.of(Evicted) == []
 
@@ -477,12 +477,12 @@ def test_naive_memory_supersedes_a_fix_the_server_refuted_on_a_request_carrying_
     server, standard_fixes
 ):
     memory = FixMemory("naive")
-    memory.observe(server.url, None, 422, server.failure(*standard_fixes(server)))
+    memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     drop = server.fix(
         "REMOVE_PROMO", {"promo_code": None}, scope={"plan": "plan_a"}, reads={"codes": ["plan_a"]}
     )
 
-    obs = memory.observe(server.url, None, 422, server.failure(drop), injected=["e1"])
+    obs = memory.observe(server.url, Observed(None, 422, server.failure(drop), injected=["e1"]))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", SUPERSEDED)]
     assert "e1" not in [e.id for e in memory.entries(server.url)]

@@ -13,6 +13,7 @@ import pytest
 
 from invalidation_contracts.client import Evicted, EvictionReason, FixMemory
 from invalidation_contracts.client.admission import draft_before
+from invalidation_contracts.client.values import Observed
 
 STORING_ARMS = [
     "naive",
@@ -56,7 +57,7 @@ def learned(arm, server, driver_class):
 
 def injected_failure(memory, drive, new_fix):
     """Inject the live fix into DRAFT, send it, and observe (and settle) the server's refusal."""
-    [entry] = memory.relevant(drive.origin, DRAFT)
+    [entry] = memory.lookup(drive.origin, DRAFT).entries
     sent = {**DRAFT, **entry.suggestion.parameters}
     return entry, drive.fail(new_fix, request=sent, injected=[entry.id])
 
@@ -70,7 +71,7 @@ def test_a_rewrite_keyed_fix_is_retired_after_drift_under_every_memory_arm(arm, 
     stale, events = injected_failure(memory, drive, credit_fix(bank, "tok_c1", "tok_c2"))
 
     assert stale.id not in {e.id for e in memory.entries(bank.url)}
-    assert [e.id for e in memory.relevant(bank.url, DRAFT)] == []
+    assert [e.id for e in memory.lookup(bank.url, DRAFT).entries] == []
     [gone] = [e for e in events if isinstance(e, Evicted) and e.entry_id == stale.id]
     if arm == "naive":
         assert gone.reason is EvictionReason.SUPERSEDED
@@ -88,16 +89,17 @@ def test_a_refused_rewrite_keyed_fix_is_contradicted_when_no_stamp_moved(arm, ba
 
 def test_a_fix_injected_into_a_draft_its_scope_did_not_match_is_not_contradicted(bank):
     memory = FixMemory("row")
-    memory.observe(bank.url, DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    memory.observe(
+        bank.url, Observed(DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    )
     [entry] = memory.entries(bank.url)
     sent = {"plan": "growth", "token": "tok_other"}  # the adapter patched the wrong draft
 
     memory.observe(
         bank.url,
-        sent,
-        422,
-        bank.failure(credit_fix(bank, "tok_other", "tok_c2")),
-        injected=[entry.id],
+        Observed(
+            sent, 422, bank.failure(credit_fix(bank, "tok_other", "tok_c2")), injected=[entry.id]
+        ),
     )
 
     assert entry.id in {e.id for e in memory.entries(bank.url)}
@@ -105,13 +107,17 @@ def test_a_fix_injected_into_a_draft_its_scope_did_not_match_is_not_contradicted
 
 def test_no_memory_neither_stores_nor_retires_anything(bank):
     memory = FixMemory("none")
-    obs = memory.observe(bank.url, DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    obs = memory.observe(
+        bank.url, Observed(DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    )
     assert memory.entries(bank.url) == [] and not obs.of(Evicted)
 
 
 def test_the_draft_before_injection_restores_the_scope_value_of_a_field_the_fix_wrote(bank):
     memory = FixMemory("row")
-    memory.observe(bank.url, DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    memory.observe(
+        bank.url, Observed(DRAFT, 422, bank.failure(credit_fix(bank, "tok_x", "tok_c1")))
+    )
     [entry] = memory.entries(bank.url)
 
     assert draft_before({"plan": "growth", "token": "tok_c1"}, entry) == DRAFT

@@ -74,7 +74,7 @@ def test_injections_are_counted_from_the_requests_sent(
     memory = FixMemory("row")
     drive = driver_class(memory, origin)
     drive.fail(*standard_fixes(origin))
-    injected = [e.id for e in memory.relevant(origin.url, {"plan": "plan_a"})]
+    injected = [e.id for e in memory.lookup(origin.url, {"plan": "plan_a"}).entries]
     drive.ok({"plan": "plan_a"}, injected=injected)
     assert value(reader, "injected", origin=origin.url) == len(injected) > 0
 
@@ -119,10 +119,10 @@ def test_without_a_meter_provider_the_memory_never_imports_opentelemetry():
     code = textwrap.dedent(
         """
         import json, sys
-        from invalidation_contracts.client import FixMemory
+        from invalidation_contracts.client import FixMemory, Observed
         memory = FixMemory("row")
         memory.lookup("https://a.example", {"plan": "x"})
-        memory.observe("https://a.example", None, 200, {"success": True})
+        memory.observe("https://a.example", Observed(None, 200, {"success": True}))
         print(json.dumps(sorted(m for m in sys.modules if m.startswith("opentelemetry"))))
         """
     )

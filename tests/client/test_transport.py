@@ -13,6 +13,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from invalidation_contracts.client import (
+    AsyncFixMemory,
     Evicted,
     EvictionReason,
     FetchFailed,
@@ -111,7 +112,7 @@ def test_a_wrapped_sync_client_learns_and_evicts_over_loopback(loopback, server)
     events = []
     with contract_client(memory, base_url=url, listener=events.append) as client:
         client.post("/v1/orders", json={"plan": "plan_a"})
-        (fix,) = memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders")
+        (fix,) = memory.lookup(url, {"plan": "plan_a"}, operation="POST /v1/orders").entries
         ok = client.post(
             "/v1/orders",
             json={"plan": "plan_a", **fix.suggestion.parameters},
@@ -302,7 +303,7 @@ def test_a_network_error_on_a_contract_fetch_never_fails_the_agents_request(loop
 
     assert response.status_code == 200
     assert len(memory.entries(url)) == 1
-    assert memory.relevant(url, {"plan": "plan_a"}, operation="POST /v1/orders") == []
+    assert list(memory.lookup(url, {"plan": "plan_a"}, operation="POST /v1/orders").entries) == []
     assert memory.begin_episode(url, 2)[0].origin == url
 
 
@@ -361,11 +362,12 @@ def test_the_async_transport_never_runs_store_io_on_the_event_loop(server):
             await client.post("/v1/orders", json={"plan": "plan_a"})
             server.touch("codes")
             await client.post("/v1/orders", json={"plan": "plan_b", "promo_code": "SPRING"})
-            found = await memory.arelevant(
+            aio = AsyncFixMemory.over(memory)
+            found = await aio.lookup(
                 "http://shop.test", {"plan": "plan_a"}, operation="POST /v1/orders"
             )
-            await memory.aclose()
-            return found
+            await aio.close()
+            return found.entries
 
     found = asyncio.run(run())
 

@@ -21,10 +21,11 @@ from invalidation_contracts.client.transport import (
     AsyncContractTransport,
     ContractTransport,
 )
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.protocol.wirecost import wire_cost
 from invalidation_contracts.server import read_snapshot
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ORIGIN = "http://acme.test"
 CATALOG = get_catalog("acme_billing")
@@ -153,7 +154,7 @@ def test_the_sync_transport_fulfils_needs_through_the_same_loop():
         seen.append((request.url.path, request.headers.get("authorization")))
         return httpx.Response(410, json={"status": 410}, request=request)
 
-    memory.observe(ORIGIN, GROWTH, 200, {"contract_seq": 3, "contract_epoch": "x"})
+    memory.observe(ORIGIN, Observed(GROWTH, 200, {"contract_seq": 3, "contract_epoch": "x"}))
     transport = ContractTransport(memory, httpx.MockTransport(handler))
     need = FetchChanges(ORIGIN, 3, "x")
 

@@ -174,7 +174,7 @@ def test_a_hostile_stream_is_dropped_the_agent_keeps_working_and_an_event_says_w
     (lost, *_) = [e for e in events if isinstance(e, WatchLost)]
     assert TRANSIENT[scenario] in lost.detail
     assert not lost.permanent and lost.retry_in_s is not None
-    assert memory.contract_since(url) == 0
+    assert memory.position(url).seq == 0
     assert len([e for e in events if isinstance(e, WatchLost)]) == 1  # said once, not per retry
     assert not any(isinstance(e, WatchOpened) for e in events)  # a hostile stream never counts
 

@@ -44,6 +44,16 @@ def blocks() -> list[Block]:
     return found
 
 
+def shell_blocks() -> list[Block]:
+    """The blocks that hold shell commands: tagged as a shell, or untagged and starting with one
+    (the other untagged blocks are layouts, transcripts or header lines)."""
+    found = blocks()
+    tagged = [b for b in found if b.lang in ("bash", "sh", "shell", "console")]
+    commands_ = ("invalidation-contracts", "pytest")
+    untagged = [b for b in found if not b.lang and b.body.lstrip().startswith(commands_)]
+    return tagged + untagged
+
+
 @dataclass(frozen=True)
 class Command:
     """One shell command of a block: its words (environment assignments dropped) and its line."""
@@ -52,6 +62,8 @@ class Command:
     line: str
     synopsis: bool
     """A usage synopsis (optional parts in brackets, alternatives), not a runnable command."""
+    env: tuple[str, ...] = ()
+    """The ``NAME=VALUE`` assignments before the command, as a shell passes them to it."""
 
 
 _OPERATORS = {"&&", "||", ";", "|", "&"}
@@ -76,10 +88,11 @@ def commands(body: str) -> list[Command]:
         words: list[str] = []
         for token in [*tokens, ";"]:
             if token in _OPERATORS or set(token) <= set("&|;"):
+                env: list[str] = []
                 while words and _ASSIGNMENT.match(words[0]):
-                    words.pop(0)
+                    env.append(words.pop(0))
                 if words:
-                    found.append(Command(tuple(words), line, synopsis))
+                    found.append(Command(tuple(words), line, synopsis, tuple(env)))
                 words = []
             else:
                 words.append(token)

@@ -101,3 +101,23 @@ def test_the_readme_ladder_table_is_what_ladder_prints(tmp_path: Path, capsys):
         check_common(readme, rows[arm_of(readme["arm"])])
     assert re.search(r"ladder` \(72 runs", README)
     assert len(list((tmp_path / "runs").rglob("*.meta.json"))) == 72
+    check_researchers_ladder(tmp_path, rows)
+
+
+def check_researchers_ladder(results: Path, rows: dict[tuple[str, bool], dict[str, str]]) -> None:
+    """docs/researchers.md's ladder table (with post-drift funding), from the same fresh run."""
+    text = (ROOT / "docs" / "researchers.md").read_text(encoding="utf-8")
+    page = markdown_rows(text, "Measured by `invalidation-contracts ladder` (simulated:exact")
+    cells = {
+        c.arm_code: c
+        for c in aggregate(read_runs(results))
+        if c.planner == "simulated:exact" and c.apply_mode == "planner"
+    }
+    assert page
+    for row in page:
+        key = arm_of(row["arm"])
+        check_common(
+            {**row, "evictions correct/wrong": row["evictions (correct/wrong)"]}, rows[key]
+        )
+        funding = cells[key[0]].stats["post_drift_funding"].mean
+        assert row["post-drift funding"] == f"{100 * (funding or 0.0):.1f} %"

@@ -24,16 +24,10 @@ import pytest
 
 from invalidation_contracts.cli import build_parser
 
-from .snippets import ROOT, Block, Command, blocks, commands
+from .snippets import ROOT, Block, Command, blocks, commands, shell_blocks
 
 BLOCKS = blocks()
-SHELL = [b for b in BLOCKS if b.lang in ("bash", "sh", "shell", "console")]
-#: Untagged blocks that hold commands (the others are layouts, transcripts or header lines).
-SHELL += [
-    b
-    for b in BLOCKS
-    if not b.lang and b.body.lstrip().startswith(("invalidation-contracts", "pytest"))
-]
+SHELL = shell_blocks()
 PYTHON = [b for b in BLOCKS if b.lang == "python"]
 #: Outside tools the docs may use beside the project's own commands.
 OUTSIDE_TOOLS = {"sqlite3", "curl", "psql", "git", "cd", "export", "python3", "source", "."}

@@ -106,13 +106,17 @@ def test_a_partner_funding_draft_draws_the_funding_fix_and_its_plans_code_at_onc
     assert ask(acme, fixed)[0] == 200
 
 
-def test_one_funding_fix_serves_every_plan_paid_with_the_same_debit_token(acme):
-    # scoped by the token: the enterprise fix is the one the partner plans need too
+def test_each_plan_paid_with_the_same_debit_token_learns_its_own_funding_fix(acme):
+    # scoped by plan and token: the same replacement, but one entry per plan that requires credit
     [fix] = ask(acme, acme.family("funding-enterprise-annual").draft())[1]
-    assert dict(fix.scope) == {"payment_method_token": "acme_pm_visa_debit"}
+    assert dict(fix.scope) == {
+        "plan": "plan_enterprise_annual",
+        "payment_method_token": "acme_pm_visa_debit",
+    }
     _, suggestions, _ = ask(acme, acme.family("funding-partner-starter").draft())
-    [same] = [s for s in suggestions if s.type == fix.type]
-    assert (same.parameters, same.scope) == (fix.parameters, fix.scope)
+    [other] = [s for s in suggestions if s.type == fix.type]
+    assert other.parameters == fix.parameters
+    assert dict(other.scope) == {**fix.scope, "plan": "plan_partner_starter"}
 
 
 def test_the_mastercard_debit_token_has_a_fix_only_after_the_benign_bump(acme):

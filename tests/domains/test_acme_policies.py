@@ -3,6 +3,8 @@
 import pytest
 from domain_helpers import ask, dependency_keys
 
+from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.domains.acme_billing.policies import (
     ASSIGNED_BY_CSM,
     REPLACED_BY,
@@ -117,11 +119,33 @@ def test_funding_depends_on_three_tables_and_their_rows(acme):
     assert s.cache_hint is CacheHint.CACHEABLE and s.table == "recommended_credit_token"
 
 
-def test_funding_patch_tests_the_token_before_replacing_it(acme):
+def test_funding_is_scoped_by_the_plan_and_the_token(acme):
+    # the plan decides whether the fix is needed, the token which credit token replaces it
     s = suggestion(acme, plan="plan_enterprise_annual", payment_method_token="acme_pm_visa_debit")
-    assert [(op.op, op.path, op.value) for op in s.patch] == [
-        ("test", "/payment_method_token", "acme_pm_visa_debit"),
-        ("replace", "/payment_method_token", "acme_pm_visa_credit"),
+    assert s.scope == {
+        "plan": "plan_enterprise_annual",
+        "payment_method_token": "acme_pm_visa_debit",
+    }
+
+
+def test_funding_publishes_no_patch_since_the_payment_method_is_not_patchable(acme):
+    # SPEC §10.4: the customer's instrument stays outside the allowlist, so no published patch
+    s = suggestion(acme, plan="plan_enterprise_annual", payment_method_token="acme_pm_visa_debit")
+    assert "payment_method_token" not in acme.route.patchable
+    assert s.patch is None and s.parameters == {"payment_method_token": "acme_pm_visa_credit"}
+
+
+def test_a_remembered_funding_fix_is_not_served_to_a_plan_that_accepts_the_token(acme):
+    memory = FixMemory("row")
+    draft = {**BASE, "plan": "plan_enterprise_annual", "payment_method_token": "acme_pm_visa_debit"}
+    _, _, body = ask(acme, draft)
+    memory.observe("http://acme.test", Observed(draft, 422, body))
+    starter = {**BASE, "payment_method_token": "acme_pm_visa_debit"}
+
+    assert ask(acme, starter)[0] == 200  # plan_starter_monthly accepts the debit token
+    assert list(memory.lookup("http://acme.test", starter).entries) == []
+    assert [e.type for e in memory.lookup("http://acme.test", draft).entries] == [
+        "USE_REQUIRED_FUNDING_TYPE"
     ]
 
 

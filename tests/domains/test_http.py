@@ -3,7 +3,7 @@
 from fastapi.testclient import TestClient
 
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ADMIN = {"Authorization": "Bearer secret"}
 

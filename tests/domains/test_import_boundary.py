@@ -7,7 +7,7 @@ from invalidation_contracts import protocol, server
 
 DOMAINS = Path(__file__).parents[2] / "src" / "invalidation_contracts" / "domains"
 PUBLIC = {
-    "invalidation_contracts.server": set(server.__all__) | {"oracle"},
+    "invalidation_contracts.server": set(server.__all__),
     "invalidation_contracts.protocol": set(protocol.__all__),
     # The optional-dependency guard every edge module uses (the Stripe backend's `stripe` extra).
     "invalidation_contracts._extras": {"MissingExtra", "require_extra"},

@@ -14,17 +14,6 @@ import pytest
 from invalidation_contracts.domains import available_domains, get_catalog
 from invalidation_contracts.server import Provider
 
-# The Acme funding fix is scoped by the payment token alone (domains/acme_billing/policies.py), so
-# it is served to a plan that accepts the token as it is. Scoping it by plan too moves the pinned
-# paper cells (tests/bench/test_paper_cells.py: A2 eviction precision 4→7 evictions, the benign
-# bump's restamps 1→4, row+graph precision on the rotation streams 1.0→0.5), which count the
-# funding entries; the fix waits for that decision (issue 22, item 7).
-# acme_rules serves the same policy under declared rules.
-KNOWN_UNSOUND = {
-    ("acme_billing", "USE_REQUIRED_FUNDING_TYPE"),
-    ("acme_rules", "USE_REQUIRED_FUNDING_TYPE"),
-}
-
 
 def fixes_and_drafts(domain: str) -> Iterator[tuple[Any, dict[str, Any], dict[str, Any]]]:
     """``(violation, draft that drew it, draft in its scope)`` for every pair of the domain."""
@@ -67,8 +56,6 @@ def applied(request: Mapping[str, Any], parameters: Mapping[str, Any]) -> dict[s
 def unsound(domain: str) -> list[str]:
     problems = []
     for violation, taught_by, draft in fixes_and_drafts(domain):
-        if (domain, violation.type) in KNOWN_UNSOUND:
-            continue
         needs = mark(violation) in violated(domain, draft)
         repaired = mark(violation) not in violated(domain, applied(draft, violation.parameters))
         if not needs or not repaired:
@@ -84,13 +71,12 @@ def test_every_fix_served_in_its_scope_is_needed_there_and_repairs_it(domain):
     assert unsound(domain) == []
 
 
-def test_the_acme_funding_fix_is_still_scoped_by_the_token_alone():
-    """Pins the known gap above: when the funding fix is re-scoped, this fails and
-    KNOWN_UNSOUND must lose its entry (the brute force then covers it)."""
-    served_needlessly = [
-        draft["plan"]
-        for violation, _, draft in fixes_and_drafts("acme_billing")
-        if violation.type == "USE_REQUIRED_FUNDING_TYPE"
-        and mark(violation) not in violated("acme_billing", draft)
+def test_the_acme_funding_fix_is_not_served_to_a_plan_that_accepts_the_token():
+    """The case that was unsound: learned on a plan that requires credit, the debit token's fix is
+    not in scope for a draft of a plan that accepts debit (``plan_starter_monthly``)."""
+    in_scope_elsewhere = [
+        (taught_by["plan"], draft["plan"])
+        for violation, taught_by, draft in fixes_and_drafts("acme_billing")
+        if violation.type == "USE_REQUIRED_FUNDING_TYPE" and draft["plan"] != taught_by["plan"]
     ]
-    assert served_needlessly  # e.g. plan_starter_monthly, which accepts the debit token
+    assert in_scope_elsewhere == []

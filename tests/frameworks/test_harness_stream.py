@@ -79,7 +79,7 @@ def test_through_the_framework_the_row_arms_validity_figures_equal_the_http_harn
 
     figures = {f: getattr(metrics, f) for f in VALIDITY}
     assert figures == {f: getattr(reference, f) for f in VALIDITY}
-    assert (metrics.evictions_correct, metrics.evictions_wrong, metrics.restamps) == (1, 0, 3)
+    assert (metrics.evictions_correct, metrics.evictions_wrong, metrics.restamps) == (1, 0, 6)
     assert metrics.precision == metrics.recall == 1.0
     assert memory == reference_memory  # the same event at the same episode and attempt
     assert metrics.transport is not None and "streamable HTTP" in metrics.transport

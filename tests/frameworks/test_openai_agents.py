@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import mcp_types as types
 import pytest
+from mcp.server.lowlevel import Server
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
 from tests.mcp.scripted import scripted_server
 
@@ -208,3 +209,35 @@ def test_an_error_without_a_problem_document_still_reaches_the_model(acme):
 
     assert planner.shown and "declined: card blocked" in planner.shown[0]
     assert all(memory.entries(origin) == [] for origin in memory.origins())
+
+
+def test_the_sdks_own_request_meta_goes_out_beside_the_contracts(acme):
+    """A ``tool_meta_resolver``'s ``_meta`` reaches the server (the adapter once dropped it)."""
+    memory = FixMemory("row")
+    sent: list[dict[str, Any]] = []
+    tool = types.Tool(name=TOOL, input_schema=acme.route.request_model.model_json_schema())
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        sent.append(params.model_dump(by_alias=True, exclude_none=True).get("_meta") or {})
+        text = types.TextContent(type="text", text="declined: card blocked")
+        return types.CallToolResult(content=[text], is_error=True)
+
+    async def body() -> None:
+        async with running_http(
+            Server("recording", on_list_tools=list_tools, on_call_tool=call_tool)
+        ) as url:
+            options = {"tool_meta_resolver": lambda context: {"app.example/tenant": "t-1"}}
+            async with ContractMCPServerStreamableHttp(
+                {"url": url}, memory=memory, **options
+            ) as mcp:
+                planner = Planner(acme.family("governed-partner-growth").draft())
+                agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[mcp])
+                with pytest.raises(Exception, match="[Mm]ax turns"):
+                    await Runner.run(agent, "go", max_turns=2)
+
+    anyio.run(body)
+
+    assert sent and all(meta.get("app.example/tenant") == "t-1" for meta in sent)

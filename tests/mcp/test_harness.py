@@ -95,7 +95,10 @@ def test_the_harness_reports_the_contract_tokens_kept_from_the_model(cells, tran
     http, _ = cells[("payments-drifted", "row", "http")]
     mcp, _ = cells[("payments-drifted", "row", transport)]
 
-    assert mcp.contract_tokens == http.contract_tokens > 0
+    # equal up to rounding: each retry's estimate is two ceil(chars / 4) whose texts differ by the
+    # HTTP problem document's ``instance`` (absent over MCP), so one token per retry at most
+    assert http.contract_tokens > 0
+    assert abs(mcp.contract_tokens - http.contract_tokens) <= http.retries
     assert mcp.tokens_estimated and http.tokens_estimated
 
 

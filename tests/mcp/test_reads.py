@@ -5,6 +5,7 @@ server (in process), workers over one SQLite registry that never follow by thems
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import httpx
@@ -15,7 +16,7 @@ from tests.mcp.conftest import run
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.mcp import contract_server, names
 from invalidation_contracts.mcp.results import read_resource_result
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.http.service import ContractService
 
 pytestmark = [pytest.mark.mcp, pytest.mark.timeout(120)]
@@ -113,3 +114,48 @@ def test_both_transports_answer_the_same_body_for_the_same_read(tmp_path, uri, p
         service.close()
 
     assert over_mcp == over_http
+
+
+class Threads(ContractService):
+    """A real worker service that notes the thread each contract state is read in."""
+
+    seen: list[int]
+
+    def state(self, since=None, epoch=None):
+        self.seen.append(threading.get_ident())
+        return super().state(since, epoch)
+
+
+def test_a_read_at_the_workers_position_is_answered_in_the_event_loop(tmp_path):
+    service = Threads.open(ACME.domain, store=str(tmp_path / "registry.sqlite"))
+    service.seen = []
+
+    async def read_and_note() -> tuple[dict, int]:
+        return await mcp_read(service, "contract://rules", 0), threading.get_ident()
+
+    try:
+        body, loop_thread = run(read_and_note)
+    finally:
+        service.close()
+
+    assert service.seen == [loop_thread]  # no hop to a worker thread for an in-memory read
+    assert body == service.registry.state.rules_listing().to_wire()
+
+
+def test_a_read_that_catches_up_first_runs_in_a_worker_thread(tmp_path):
+    store = tmp_path / "registry.sqlite"
+    lagging = Threads.open(ACME.domain, store=str(store))
+    lagging.seen = []
+    seq = drift(store)
+
+    async def read_and_note() -> tuple[dict, int]:
+        return await mcp_read(lagging, "contract://rules", seq), threading.get_ident()
+
+    try:
+        body, loop_thread = run(read_and_note)
+        current = lagging.registry.state.rules_listing().to_wire()
+    finally:
+        lagging.close()
+
+    assert len(lagging.seen) == 1 and lagging.seen[0] != loop_thread  # it may read the store
+    assert body == current

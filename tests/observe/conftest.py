@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from tests.service.conftest import TOKEN, make_domain
 
 from invalidation_contracts.observe import instrument
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 ORDERS = "/v1/orders"

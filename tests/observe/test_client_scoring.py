@@ -19,7 +19,7 @@ from invalidation_contracts.bench.runner import RunSpec, run_one
 from invalidation_contracts.bench.scenario import load_scenario
 from invalidation_contracts.observe import instrument
 from invalidation_contracts.observe.scoring import ClientScores
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 #: Profiles that send what they were shown: every stale injection reaches the wire.
 SENDS_WHAT_IT_IS_SHOWN = ("exact", "paraphrase")

@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from tests.service.conftest import TOKEN, make_domain
 
 from invalidation_contracts.observe import instrument
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 BEARER = {"Authorization": f"Bearer {TOKEN}"}
 PAGE = "/contract/operator"

@@ -22,7 +22,7 @@ from tests.service.conftest import TOKEN, running
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.observe import instrument
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.sql import create_tables, sql_domain
 
 pytestmark = pytest.mark.browser

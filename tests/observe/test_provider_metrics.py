@@ -6,7 +6,7 @@ from fastapi.testclient import TestClient
 from tests.observe.conftest import ADMIN, ORDERS
 from tests.service.conftest import make_domain
 
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ENTERPRISE = {"plan": "enterprise", "funding_type": "card", "promo_code": "ENT10"}
 

@@ -10,7 +10,7 @@ from tests.service.conftest import TOKEN, make_domain
 from invalidation_contracts.observe import instrument
 from invalidation_contracts.observe.clients import ClientKey
 from invalidation_contracts.observe.scoring import ClientScores
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 GOOD = {"plan": "basic", "funding_type": "card"}

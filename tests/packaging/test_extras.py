@@ -76,8 +76,8 @@ else:
 @pytest.mark.parametrize(
     ("module", "blocked", "extra"),
     [
-        ("invalidation_contracts.server.app", ("fastapi",), "server"),
-        ("invalidation_contracts.server.app", ("uvicorn",), "server"),
+        ("invalidation_contracts.server.http.app", ("fastapi",), "server"),
+        ("invalidation_contracts.server.http.app", ("uvicorn",), "server"),
         ("invalidation_contracts.server.http.errors", ("fastapi",), "server"),
         ("invalidation_contracts.bench.figures", ("matplotlib",), "bench"),
         ("invalidation_contracts.bench.grid", ("rich",), "cli"),

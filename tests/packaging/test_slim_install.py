@@ -85,7 +85,7 @@ def test_the_protocol_and_the_client_import_and_ship_py_typed(slim):
 @pytest.mark.parametrize(
     ("module", "extra"),
     [
-        ("invalidation_contracts.server.app", "server"),
+        ("invalidation_contracts.server.http.app", "server"),
         ("invalidation_contracts.bench.figures", "bench"),
         ("invalidation_contracts.bench.grid", "cli"),
         ("invalidation_contracts.client.operator", "cli"),

@@ -152,9 +152,9 @@ def test_suggestion_versions_come_from_the_same_state_as_the_stamps(domain):
 def test_the_oracle_judges_each_fix_of_one_type_by_its_scope(domain):
     from dataclasses import replace
 
+    from invalidation_contracts.domains.catalog import is_fix_current
     from invalidation_contracts.protocol import Action
     from invalidation_contracts.server import Violation, policy
-    from invalidation_contracts.server.oracle import is_fix_current
 
     @policy("two_of_a_kind")
     def two(request, tables):

@@ -100,7 +100,7 @@ def app_responses() -> Iterator[tuple[str, str]]:
     """The same through the ASGI app: status, media type, echoed header, length and body."""
     from fastapi.testclient import TestClient
 
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
     from invalidation_contracts.server.trust import TrustOptions
 
     for domain in ("acme_billing", "recipes"):

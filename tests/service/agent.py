@@ -59,7 +59,7 @@ class Agent:
     def solve(self, draft: dict[str, Any], path: str = "/v1/subscriptions") -> int:
         """Attempts until a 200 (at most ``MAX_ATTEMPTS``); 0 when never accepted."""
         request = dict(draft)
-        for entry in self.memory.relevant(ORIGIN, draft, operation=f"POST {path}"):
+        for entry in self.memory.lookup(ORIGIN, draft, operation=f"POST {path}").entries:
             request.update(entry.suggestion.parameters)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             response = self.http.post(path, json=request)

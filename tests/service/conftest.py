@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from invalidation_contracts.protocol.models import Action
 from invalidation_contracts.server import Domain, Route, Rule, TableSpec, Violation, policy
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 PLANS = {

@@ -28,7 +28,7 @@ from invalidation_contracts.server import (
     Violation,
     policy,
 )
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.opaque import OpaqueNames
 from invalidation_contracts.server.trust import TrustOptions
 
@@ -91,7 +91,7 @@ async def learn_then_declare(strategy: str, trust: TrustOptions | None = None) -
         assert learned.status_code == 422
         [fix] = learned.json()["recovery_feedback"]["suggestions"]
         assert len(fix["absent_rules"]) == 1
-        assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == [
+        assert [e.type for e in memory.lookup(BASE, STALE_DRAFT, operation=ORDERS).entries] == [
             "USE_PLAN_FUNDING"
         ]
 
@@ -113,7 +113,7 @@ async def learn_then_declare(strategy: str, trust: TrustOptions | None = None) -
 def test_declaring_a_rule_a_fix_found_absent_evicts_the_fix(strategy):
     memory = asyncio.run(learn_then_declare(strategy))
 
-    assert memory.relevant(BASE, STALE_DRAFT, operation=ORDERS) == []
+    assert list(memory.lookup(BASE, STALE_DRAFT, operation=ORDERS).entries) == []
     [tombstone] = [t for t in memory.tombstones(BASE) if t.entry.scope == {"plan": "basic"}]
     assert tombstone.reason is EvictionReason.RULES
 
@@ -122,7 +122,7 @@ def test_declaring_a_rule_a_fix_found_absent_evicts_the_fix(strategy):
 def test_strategies_that_do_not_read_rules_keep_the_fix(strategy):
     memory = asyncio.run(learn_then_declare(strategy))
 
-    assert [e.type for e in memory.relevant(BASE, STALE_DRAFT, operation=ORDERS)] == [
+    assert [e.type for e in memory.lookup(BASE, STALE_DRAFT, operation=ORDERS).entries] == [
         "USE_PLAN_FUNDING"
     ]
 
@@ -163,4 +163,4 @@ def test_a_rules_client_behind_opaque_names_evicts_the_fix_by_its_tagged_lookup(
         learn_then_declare("rules-oracle", trust=TrustOptions(opaque_key=b"0123456789abcdef"))
     )
 
-    assert memory.relevant(BASE, STALE_DRAFT, operation=ORDERS) == []
+    assert list(memory.lookup(BASE, STALE_DRAFT, operation=ORDERS).entries) == []

@@ -11,7 +11,7 @@ import pytest
 from pydantic import BaseModel
 
 from invalidation_contracts.server import Domain, Route, TableSpec
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

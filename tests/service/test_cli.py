@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from invalidation_contracts import cli, domains
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"

@@ -14,7 +14,7 @@ import pytest
 
 from invalidation_contracts import cli
 from invalidation_contracts.cli import service as cli_service
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"
 SECRET = "tökén€-s3cret"

@@ -180,7 +180,7 @@ def lagging_pair(domain, admin, tmp_path):
     from fastapi.testclient import TestClient
     from tests.service.conftest import TOKEN
 
-    from invalidation_contracts.server.app import create_app
+    from invalidation_contracts.server.http.app import create_app
 
     store = tmp_path / "registry.sqlite"
     first, second = (

@@ -9,7 +9,7 @@ from contextlib import closing
 import httpx
 
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

@@ -30,8 +30,8 @@ from tests.service.processes import serving
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
 
 from invalidation_contracts.domains import get_domain
-from invalidation_contracts.server.app import create_app
 from invalidation_contracts.server.follower import DEFAULT_MAX_LAG_S, backoff
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
 

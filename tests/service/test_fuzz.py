@@ -20,7 +20,7 @@ from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import content_type_conformance, status_code_conformance
 
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 EXAMPLES = 30

@@ -11,6 +11,7 @@ finishes its head in time is served; a keep-alive connection's next request is t
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import socket
@@ -26,10 +27,13 @@ import pytest
 from tests.service.processes import free_port, serving
 
 from invalidation_contracts.cli import main
+from invalidation_contracts.protocol.problems import ProblemType
+from invalidation_contracts.sockets import DEFAULT_HEADER_TIMEOUT_S, HEADER_TIMEOUT_ENV
 
 TIMEOUT_S = 1.0
 #: Bounds on the waits (generous: the machine is shared); the assertions are about what happens.
-CLOSE_BOUND_S = TIMEOUT_S + 15.0
+#: Below the default timeout, so a closing within it shows the configured 1 s reached every worker.
+CLOSE_BOUND_S = DEFAULT_HEADER_TIMEOUT_S - 1
 SETTLE_BOUND_S = 20.0
 HELD = 300
 #: RSS a server may keep after the flood (allocator high-water marks, not per-connection state).
@@ -224,6 +228,7 @@ def test_stalled_connections_are_closed_while_a_normal_client_is_served(server):
     answers = {received[sock].split(b"\r\n", 1)[0] for sock in stalled}
     assert answers == {b"HTTP/1.1 408 Request Timeout"}
     assert all(b"application/problem+json" in received[sock] for sock in stalled)
+    assert {_problem_type(received[sock]) for sock in stalled} == {ProblemType.REQUEST_TIMEOUT.uri}
     assert _settle(server.fds, lambda now: now <= fds) <= fds
     assert server.rss_kb() - rss < RSS_SLACK_KB
 
@@ -265,6 +270,22 @@ def test_the_next_request_on_a_kept_alive_connection_is_timed_too(provider):
     assert second.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
 
 
+def test_a_pipelined_request_that_stalls_behind_a_complete_one_is_timed(provider):
+    request = f"GET /contract/rules HTTP/1.1\r\nHost: 127.0.0.1:{provider.port}\r\n\r\n"
+    with socket.create_connection((provider.host, provider.port), timeout=10.0) as sock:
+        sock.sendall(request.encode() + b"GET /contract/rules HTTP/1.1\r\nHo")  # then stall
+        first = _read_response(sock)
+        sock.setblocking(False)
+        rest = _wait_closed([sock], CLOSE_BOUND_S)[sock]
+
+    assert first.startswith(b"HTTP/1.1 200 ")
+    assert rest.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+def _problem_type(response: bytes) -> str:
+    return str(json.loads(response.partition(b"\r\n\r\n")[2])["type"])
+
+
 def _read_all(sock: socket.socket) -> bytes:
     data = b""
     deadline = time.monotonic() + 20.0
@@ -303,3 +324,46 @@ def test_a_header_timeout_that_is_not_a_positive_number_is_a_usage_error(command
         main([command, "--domain", "acme_billing", "--header-timeout", value])
     assert exit_.value.code == 2
     assert "--header-timeout: expected a positive number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.workers
+def test_an_apps_own_uvicorn_takes_the_protocol_and_the_timeout_from_the_environment(tmp_path):
+    """``uvicorn app:app --http invalidation_contracts.header_timeout:HeaderTimeoutProtocol`` with
+    ``$INVALIDATION_CONTRACTS_HEADER_TIMEOUT`` (the retrofitted app's operator's way)."""
+    (tmp_path / "plain_app.py").write_text(
+        "async def app(scope, receive, send):\n"
+        "    if scope['type'] != 'http':\n"
+        "        return\n"
+        "    await send({'type': 'http.response.start', 'status': 200, 'headers': []})\n"
+        "    await send({'type': 'http.response.body', 'body': b'ok'})\n"
+    )
+    port = free_port()
+    command = [sys.executable, "-m", "uvicorn", "--app-dir", str(tmp_path), "plain_app:app"]
+    command += ["--port", str(port), "--log-level", "warning"]
+    command += ["--http", "invalidation_contracts.header_timeout:HeaderTimeoutProtocol"]
+    env = {**os.environ, HEADER_TIMEOUT_ENV: str(TIMEOUT_S)}
+    process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60.0
+        while True:
+            try:
+                assert httpx.get(f"http://127.0.0.1:{port}/", timeout=5.0).text == "ok"
+                break
+            except httpx.TransportError:
+                assert process.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        silent = socket.create_connection(("127.0.0.1", port), timeout=10.0)
+        stalled = socket.create_connection(("127.0.0.1", port), timeout=10.0)
+        stalled.sendall(b"GET / HT")
+        for sock in (silent, stalled):
+            sock.setblocking(False)
+        # closed well before the default timeout would close them: the environment's was used
+        received = _wait_closed([silent, stalled], CLOSE_BOUND_S)
+        silent.close()
+        stalled.close()
+    finally:
+        process.terminate()
+        process.wait(20)
+
+    assert received[silent] == b""
+    assert received[stalled].startswith(b"HTTP/1.1 408 Request Timeout\r\n")

@@ -13,7 +13,7 @@ import httpx
 import pytest
 from tests.service.conftest import running
 
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.http.hosts import LOOPBACK_HOSTS, host_name
 
 

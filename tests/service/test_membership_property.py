@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,
@@ -153,7 +154,9 @@ def test_a_fix_is_evicted_exactly_when_an_observation_it_made_changes(initial, p
     settle(
         memory,
         registry,
-        memory.observe(ORIGIN, DRAFT, 422, learned.body.to_wire(), operation=OPERATION).needs,
+        memory.observe(
+            ORIGIN, Observed(DRAFT, 422, learned.body.to_wire()), operation=OPERATION
+        ).needs,
     )
     assert len(memory.entries(ORIGIN)) == 1
     before = run(program, {name: dict(rows) for name, rows in initial.items()})
@@ -166,6 +169,8 @@ def test_a_fix_is_evicted_exactly_when_an_observation_it_made_changes(initial, p
         settle(
             memory,
             registry,
-            memory.observe(ORIGIN, PASSING, 200, answer.body.to_wire(), operation=OPERATION).needs,
+            memory.observe(
+                ORIGIN, Observed(PASSING, 200, answer.body.to_wire()), operation=OPERATION
+            ).needs,
         )
         assert (memory.entries(ORIGIN) == []) is stale, (program, rows)

@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.protocol.models import Problem
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.trust import TrustOptions
 
 TOKEN = "s3cret-admin-token"

@@ -23,6 +23,7 @@ from invalidation_contracts.client import (
 )
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import NotStored, Quarantined
+from invalidation_contracts.client.values import Observed
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,
@@ -33,7 +34,7 @@ from invalidation_contracts.server import (
     Violation,
     policy,
 )
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
@@ -102,8 +103,10 @@ def test_an_origin_wide_fix_is_served_to_any_draft_of_its_route_and_no_other():
     asyncio.run(session(memory, ("agent", "/v1/bookings", {"traveller": "ada"})))
 
     other = {"traveller": "grace", "currency": "GBP"}
-    assert [e.type for e in memory.relevant(BASE, other, operation=BOOK)] == ["USE_HOUSE_CURRENCY"]
-    assert memory.relevant(BASE, other, operation=QUOTE) == []
+    assert [e.type for e in memory.lookup(BASE, other, operation=BOOK).entries] == [
+        "USE_HOUSE_CURRENCY"
+    ]
+    assert list(memory.lookup(BASE, other, operation=QUOTE).entries) == []
 
 
 def test_a_changed_row_it_read_evicts_it_and_an_unread_row_does_not():
@@ -129,7 +132,7 @@ def test_a_changed_row_it_read_evicts_it_and_an_unread_row_does_not():
             app=app,
         )
     )
-    assert memory.relevant(BASE, {"traveller": "x"}, operation=BOOK) == []
+    assert list(memory.lookup(BASE, {"traveller": "x"}, operation=BOOK).entries) == []
     [tombstone] = memory.tombstones(BASE)
     assert tombstone.reason is EvictionReason.ROW_CHANGED
 
@@ -139,7 +142,7 @@ def test_a_trust_policy_that_keeps_no_origin_wide_fixes_refuses_it():
     draft = {"traveller": "ada", "currency": "USD"}
     body = Provider(DOMAIN).handle(DOMAIN.routes[0], draft).body.to_wire()
 
-    obs = memory.observe(BASE, draft, 422, body, operation=BOOK)
+    obs = memory.observe(BASE, Observed(draft, 422, body), operation=BOOK)
 
     assert [e.reason for e in obs.of(NotStored)] == [
         "refused: the trust policy does not keep origin-wide fixes"

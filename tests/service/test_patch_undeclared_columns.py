@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from invalidation_contracts.server import Domain, SQLTable
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "patch-admin-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}

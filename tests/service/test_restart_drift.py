@@ -11,7 +11,12 @@ import anyio
 import pytest
 from tests.service.processes import free_port, serving
 
-from invalidation_contracts.client import FixMemory, async_contract_client, contract_client
+from invalidation_contracts.client import (
+    AsyncFixMemory,
+    FixMemory,
+    async_contract_client,
+    contract_client,
+)
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import FetchChanges, MemoryEvent, Served
 from invalidation_contracts.domains import get_catalog
@@ -34,7 +39,7 @@ def learn_both(url: str, memory_path: Path) -> None:
     ):
         for draft in (GROWTH, STARTER):
             assert client.post(ROUTE, json=draft).status_code == 422
-            (fix,) = memory.relevant(url, draft, operation=OPERATION)
+            (fix,) = memory.lookup(url, draft, operation=OPERATION).entries
             patched = {**draft, **fix.suggestion.parameters}
             assert client.post(ROUTE, json=patched).status_code == 200
 
@@ -71,8 +76,8 @@ def test_a_new_sync_session_serves_no_stale_fix_after_drift_while_away(tmp_path)
         with FixMemory("row", store=memory_path) as memory:
             before = memory.lookup(url, GROWTH, operation=OPERATION)
             with contract_client(memory, base_url=url, listener=served.append) as client:
-                growth = memory.relevant(url, GROWTH, operation=OPERATION)
-                (starter,) = memory.relevant(url, STARTER, operation=OPERATION)
+                growth = list(memory.lookup(url, GROWTH, operation=OPERATION).entries)
+                (starter,) = memory.lookup(url, STARTER, operation=OPERATION).entries
                 reply = client.post(ROUTE, json={**STARTER, **starter.suggestion.parameters})
             tombstones = memory.tombstones(url)
 
@@ -90,8 +95,9 @@ def test_a_new_async_session_serves_no_stale_fix_after_drift_while_away(tmp_path
     async def session(url: str) -> tuple[list[str], int]:
         with FixMemory("row", store=memory_path) as memory:
             async with async_contract_client(memory, base_url=url) as client:
-                growth = await memory.arelevant(url, GROWTH, operation=OPERATION)
-                (starter,) = await memory.arelevant(url, STARTER, operation=OPERATION)
+                aio = AsyncFixMemory.over(memory)
+                growth = list((await aio.lookup(url, GROWTH, operation=OPERATION)).entries)
+                (starter,) = (await aio.lookup(url, STARTER, operation=OPERATION)).entries
                 reply = await client.post(ROUTE, json={**STARTER, **starter.suggestion.parameters})
                 return [e.id for e in growth], reply.status_code
 
@@ -108,7 +114,7 @@ def test_a_session_that_cannot_reach_the_server_serves_nothing(tmp_path):
     with FixMemory("row", store=memory_path) as memory:
         (origin,) = memory.origins()
         with contract_client(memory, base_url=origin):  # the server is down: the read fails
-            served = memory.relevant(origin, STARTER, operation=OPERATION)
+            served = list(memory.lookup(origin, STARTER, operation=OPERATION).entries)
             outstanding = memory.needs(origin)
 
     assert served == []  # withheld, never served on faith

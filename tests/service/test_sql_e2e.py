@@ -21,7 +21,7 @@ from tests.support.postgres import with_database
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.sql import create_tables, sql_domain
 
 TOKEN = "sql-admin-token"

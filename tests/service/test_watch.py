@@ -9,12 +9,12 @@ import time
 import httpx
 import pytest
 
-from invalidation_contracts.client import Evicted, FixMemory
+from invalidation_contracts.client import AsyncFixMemory, Evicted, FixMemory
 from invalidation_contracts.client.events import WatchLost, WatchOpened
 from invalidation_contracts.client.sse import SSEParser
 from invalidation_contracts.client.transport import async_contract_client, contract_client
 from invalidation_contracts.client.watch import WatchOptions, watches
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 from .conftest import PLANS, TOKEN
 
@@ -114,12 +114,14 @@ def test_an_idle_agent_evicts_a_fix_made_stale_before_its_next_request(domain, s
     with serve(_app(domain)) as url:
         with contract_client(memory, base_url=url, watch=FAST, listener=events.append) as client:
             assert client.post("/v1/orders", json=DRAFT).status_code == 422
-            (fix,) = memory.relevant(url, DRAFT, operation=ORDER)
+            (fix,) = memory.lookup(url, DRAFT, operation=ORDER).entries
             assert fix.suggestion.parameters == {"promo_code": "ENT10"}
             _wait(lambda: watches(client).is_open(url))
             seq = _drift(url)  # committed while the agent idles
             assert watches(client).caught_up(url, seq, timeout_s=10)
-            stale = memory.relevant(url, DRAFT, operation=ORDER)  # before any next request
+            stale = list(
+                memory.lookup(url, DRAFT, operation=ORDER).entries
+            )  # before any next request
     assert stale == []
     assert any(isinstance(e, Evicted) and e.entry_id == fix.id for e in events)
     assert any(isinstance(e, WatchOpened) for e in events)
@@ -132,7 +134,7 @@ def test_without_the_watch_the_first_request_after_a_drift_carries_the_stale_fix
             client.post("/v1/orders", json=DRAFT)
             _drift(url)
             time.sleep(0.3)
-            stale = memory.relevant(url, DRAFT, operation=ORDER)
+            stale = list(memory.lookup(url, DRAFT, operation=ORDER).entries)
     assert [f.suggestion.parameters for f in stale] == [{"promo_code": "ENT10"}]
 
 
@@ -145,14 +147,15 @@ def test_an_idle_async_agent_evicts_a_fix_made_stale_before_its_next_request(dom
             memory, base_url=url, watch=FAST, listener=events.append
         ) as client:
             await client.post("/v1/orders", json=DRAFT)
-            assert await memory.arelevant(url, DRAFT, operation=ORDER)
+            aio = AsyncFixMemory.over(memory)
+            assert (await aio.lookup(url, DRAFT, operation=ORDER)).entries
             for _ in range(500):
                 if watches(client).is_open(url):
                     break
                 await asyncio.sleep(0.01)
             seq = await asyncio.to_thread(_drift, url)
             assert await watches(client).acaught_up(url, seq, timeout_s=10)
-            return await memory.arelevant(url, DRAFT, operation=ORDER)
+            return list((await aio.lookup(url, DRAFT, operation=ORDER)).entries)
 
     with serve(_app(domain)) as url:
         stale = asyncio.run(agent(url))
@@ -174,12 +177,12 @@ def test_a_watch_lost_with_its_server_says_so_and_resumes_from_its_seq(domain, s
         _wait(lambda: watches(client).is_open(url))
     try:
         _wait(lambda: any(isinstance(e, WatchLost) for e in events))
-        assert memory.relevant(url, DRAFT, operation=ORDER)  # response-time detection: kept
+        assert memory.lookup(url, DRAFT, operation=ORDER).entries  # response-time detection: kept
         with serve(_app(domain, store=store), graceful_s=0.5, port=port) as again:
             assert again == url
             seq = _drift(url)
             assert watches(client).caught_up(url, seq, timeout_s=15)
-            assert memory.relevant(url, DRAFT, operation=ORDER) == []
+            assert list(memory.lookup(url, DRAFT, operation=ORDER).entries) == []
     finally:
         client.close()
 
@@ -207,7 +210,7 @@ def test_every_worker_of_serve_workers_pushes_a_change_another_committed(tmp_pat
         opened = [s.__enter__() for s in streams]
         with contract_client(memory, base_url=url, watch=FAST) as client:
             assert client.post("/v1/subscriptions", json=draft).status_code == 422
-            assert memory.relevant(url, draft, operation="POST /v1/subscriptions")
+            assert memory.lookup(url, draft, operation="POST /v1/subscriptions").entries
             _wait(lambda: watches(client).is_open(url))
             data = catalog.read_snapshot("active_csm_codes.rotation-1")
             reload = httpx.post(
@@ -218,7 +221,7 @@ def test_every_worker_of_serve_workers_pushes_a_change_another_committed(tmp_pat
             assert reload.status_code == 200, reload.text
             seq = reload.json()["contract_seq"]
             assert watches(client).caught_up(url, seq, timeout_s=15)
-            assert memory.relevant(url, draft, operation="POST /v1/subscriptions") == []
+            assert list(memory.lookup(url, draft, operation="POST /v1/subscriptions").entries) == []
         heard = []
         for response in opened:
             parser, events = SSEParser(), []
@@ -247,7 +250,7 @@ def test_a_retrofitted_apps_contract_router_pushes_under_its_prefix(domain, serv
             memory, base_url=url, watch=FAST, origin_of=lambda u: f"{default_origin(u)}/api"
         ) as client:
             assert client.post("/v1/orders", json=DRAFT).status_code == 422
-            assert memory.relevant(origin, DRAFT, operation=ORDER)
+            assert memory.lookup(origin, DRAFT, operation=ORDER).entries
             _wait(lambda: watches(client).is_open(origin))
             rows = {**PLANS, "enterprise": {"funding": "invoice", "promo": "ENT20"}}
             reload = httpx.post(
@@ -257,4 +260,4 @@ def test_a_retrofitted_apps_contract_router_pushes_under_its_prefix(domain, serv
             )
             assert reload.status_code == 200, reload.text
             assert watches(client).caught_up(origin, reload.json()["contract_seq"], timeout_s=10)
-            assert memory.relevant(origin, DRAFT, operation=ORDER) == []
+            assert list(memory.lookup(origin, DRAFT, operation=ORDER).entries) == []

@@ -11,8 +11,8 @@ from fastapi.testclient import TestClient
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server import WorkerConfig
-from invalidation_contracts.server.app import create_app
 from invalidation_contracts.server.http import ContractService
+from invalidation_contracts.server.http.app import create_app
 
 
 def test_a_config_is_frozen_and_replace_gives_a_variant() -> None:

@@ -47,7 +47,7 @@ LEARNED = [
     "ADD_REQUIRED_PROMO_CODE plan_agency_pro",
     "ADD_REQUIRED_PROMO_CODE plan_partner_growth",
     "ADD_REQUIRED_PROMO_CODE plan_partner_starter",
-    "USE_REQUIRED_FUNDING_TYPE",
+    "USE_REQUIRED_FUNDING_TYPE plan_enterprise_annual",
 ]
 FEED_BOUND_S = 60.0
 

@@ -15,7 +15,7 @@ from tests.service.conftest import running
 from tests.service.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "workers-admin-token"
 ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
@@ -31,7 +31,7 @@ LEARNED = [
     "ADD_REQUIRED_PROMO_CODE plan_agency_pro",
     "ADD_REQUIRED_PROMO_CODE plan_partner_growth",
     "ADD_REQUIRED_PROMO_CODE plan_partner_starter",
-    "USE_REQUIRED_FUNDING_TYPE",  # scoped by the payment token alone (paper §5.2)
+    "USE_REQUIRED_FUNDING_TYPE plan_enterprise_annual",  # scoped by plan and token
 ]
 STORES = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 

@@ -101,7 +101,7 @@ def test_the_table_arm_loses_its_saving_to_the_same_server(payments):
 def episode(session: Session, draft: dict) -> int:
     """One episode of an exact planner: inject what memory serves, apply feedback, retry once."""
     request = dict(draft)
-    for entry in session.memory.relevant(ORIGIN, draft, operation=OPERATION):
+    for entry in session.memory.lookup(ORIGIN, draft, operation=OPERATION).entries:
         request.update(entry.suggestion.parameters)
     response = session.post(request)
     if response.status_code == 200:
@@ -166,7 +166,7 @@ def test_past_the_bound_a_real_row_change_still_evicts_and_the_rest_is_restamped
     assert evicted.reason is EvictionReason.ROW_CHANGED
     (kept,) = session.memory.entries(ORIGIN)
     assert kept.key.scope_fields == {"plan": "plan_partner_starter"}
-    assert session.memory.relevant(ORIGIN, STARTER, operation=OPERATION) == [kept]
+    assert list(session.memory.lookup(ORIGIN, STARTER, operation=OPERATION).entries) == [kept]
 
 
 def test_past_the_bound_without_a_changes_feed_the_memory_falls_back_to_evicting():

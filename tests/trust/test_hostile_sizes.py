@@ -144,7 +144,7 @@ def test_a_10_mb_parameter_is_never_stored_or_injected(raised):
     assert refused(events) == (
         [("max_parameter_bytes", 4096)] if raised else [("max_body_bytes", 1 << 20)]
     )
-    assert memory.relevant(ORIGIN, DRAFT, operation=OPERATION) == []
+    assert list(memory.lookup(ORIGIN, DRAFT, operation=OPERATION).entries) == []
 
 
 def test_a_60_mb_changes_feed_is_read_only_up_to_the_cap_and_costs_a_resync(caplog):

@@ -81,7 +81,7 @@ def test_without_the_guard_a_hostile_amount_change_is_learned_and_applied_client
     session = Session(memory, rewrite_suggestions(with_amount))
     session.post(GROWTH)
 
-    fixes = memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+    fixes = list(memory.lookup(ORIGIN, GROWTH, operation=OPERATION).entries)
     patched = memory.apply_patches(ORIGIN, GROWTH, fixes, operation=OPERATION).request
 
     assert fixes[0].suggestion.parameters["amount_cents"] == 1

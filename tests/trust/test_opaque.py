@@ -132,7 +132,7 @@ def test_a_row_level_client_evicts_exactly_the_stale_entry_through_the_tagged_fe
     session.post(GROWTH)
     assert [
         e.suggestion.parameters
-        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+        for e in session.memory.lookup(ORIGIN, GROWTH, operation=OPERATION).entries
     ] == [{"promo_code": "WINTERLAUNCH26"}]
 
 

@@ -109,7 +109,7 @@ def test_a_hostile_origin_cannot_evict_restamp_or_supersede_another_origins_entr
     assert session.memory.state(ORIGIN) == before
     assert [
         e.suggestion.parameters
-        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+        for e in session.memory.lookup(ORIGIN, GROWTH, operation=OPERATION).entries
     ] == [{"promo_code": "SUMMERSALE25"}]
 
 

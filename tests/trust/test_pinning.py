@@ -69,7 +69,7 @@ def never_bumps():
 def promo_code(session: Session) -> list[str]:
     return [
         e.suggestion.parameters["promo_code"]
-        for e in session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION)
+        for e in session.memory.lookup(ORIGIN, GROWTH, operation=OPERATION).entries
     ]
 
 

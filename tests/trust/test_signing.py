@@ -453,7 +453,7 @@ def test_an_unsigned_changes_feed_is_not_applied(keys):
     (entry,) = session.memory.entries(ORIGIN)
     assert entry.restamps == 0
     # withheld until a verified feed arrives
-    assert session.memory.relevant(ORIGIN, GROWTH, operation=OPERATION) == []
+    assert list(session.memory.lookup(ORIGIN, GROWTH, operation=OPERATION).entries) == []
     assert session.of(Ignored)[-1].detail == "unverified contract: the response is unsigned"
 
 

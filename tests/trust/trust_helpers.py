@@ -18,7 +18,7 @@ from invalidation_contracts.client.memory import FixMemory
 from invalidation_contracts.client.transport import EPISODE_EXTENSION, AsyncContractTransport
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server import read_snapshot
-from invalidation_contracts.server.app import create_app
+from invalidation_contracts.server.http.app import create_app
 
 ORIGIN = "http://acme.test"
 ROUTE = "/v1/subscriptions"

@@ -164,7 +164,7 @@ async def mcp_provider(
     ``domain`` is the spec the child server loads the domain by (a shipped name, an entry point or
     an import path, as the scenario names it; the catalog's domain name when None): a domain kept
     outside the package must be importable in the child too."""
-    from ..server.app import create_app
+    from ..server.http.app import create_app
 
     served = catalog.domain
     with tempfile.TemporaryDirectory(prefix="ic-mcp-") as scratch:

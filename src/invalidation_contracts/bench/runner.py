@@ -345,7 +345,7 @@ async def _connect(
     wire: Callable[[], httpx.AsyncBaseTransport]
     if server_url is None:
         if app_factory is None:
-            from ..server.app import create_app
+            from ..server.http.app import create_app
 
             app_factory = create_app
         app = app_factory(

@@ -282,7 +282,7 @@ def _create_tables(spec: AppSpec) -> None:
 
 
 def _admin_client(args: argparse.Namespace) -> Any:
-    from ..server.admin_client import AdminClient
+    from .admin_client import AdminClient
 
     return AdminClient(args.url, _admin_token(args))
 
@@ -290,8 +290,8 @@ def _admin_client(args: argparse.Namespace) -> Any:
 def _reload(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
-    from ..server.admin_client import AdminClientError
     from ..server.datafiles import DataFileError, read_snapshot
+    from .admin_client import AdminClientError
 
     try:
         snapshot = read_snapshot(args.snapshot)
@@ -328,7 +328,7 @@ def _reload(args: argparse.Namespace) -> int:
 
 
 def _graph(args: argparse.Namespace) -> int:
-    from ..server.admin_client import AdminClientError
+    from .admin_client import AdminClientError
 
     try:
         with _admin_client(args) as client:

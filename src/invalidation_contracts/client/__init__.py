@@ -35,7 +35,7 @@ from .events import (
     VersionMoved,
 )
 from .limits import Limits
-from .memory import FixMemory, Lookup, PatchOutcome
+from .memory import AsyncFixMemory, FixMemory, Lookup, PatchOutcome
 from .patching import ApplyMode, PatchRefused
 from .patching import PatchResult as PatchResult
 from .patching import apply_patch as apply_patch
@@ -66,10 +66,13 @@ from .transport import (
     contract_client,
 )
 from .trust import TrustPolicy
+from .values import Answer, Observed, Position
 
 __all__ = [
+    "Answer",
     "ApplyMode",
     "AsyncContractTransport",
+    "AsyncFixMemory",
     "ContractTransport",
     "Detection",
     "Evicted",
@@ -90,8 +93,10 @@ __all__ = [
     "Need",
     "NotStored",
     "Observation",
+    "Observed",
     "PatchOutcome",
     "PatchRefused",
+    "Position",
     "Quarantined",
     "Refused",
     "Restamped",

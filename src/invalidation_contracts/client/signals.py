@@ -9,7 +9,6 @@ Each is a ``Steps`` run by ``Transactions``; the decisions are the rooms' (``wir
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -27,6 +26,7 @@ from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import Transactions
 from .trust import TrustPolicy
+from .values import Answer, Observed
 from .wire import (
     carries_contract,
     feed_items,
@@ -38,23 +38,6 @@ from .wire import (
 )
 
 M = TypeVar("M", ChangesFeed, RulesListing)
-
-
-@dataclass(frozen=True, slots=True)
-class Response:
-    """What ``observe`` was told about one response."""
-
-    request: Mapping[str, Any] | None
-    status: int
-    body: Mapping[str, Any] | None
-    injected: tuple[str, ...] = ()
-    delta_since: int | None = None
-    response_bytes: int | None = None
-    contract_bytes: int | None = None
-    response_id: str | None = None
-    signature: str | None = None
-    refused: Refusal | None = None
-    """A bound the body broke while it was read (its contract is then not read)."""
 
 
 class Signals:
@@ -94,7 +77,7 @@ class Signals:
         return needs
 
     def observe(
-        self, origin: str, response: Response, episode: int | None, operation: str | None
+        self, origin: str, response: Observed, episode: int | None, operation: str | None
     ) -> Steps[Observation]:
         def work(tx: Ledger) -> None:
             self._read(tx, response)
@@ -103,7 +86,7 @@ class Signals:
         telemetry.injected(origin, len(response.injected))
         return call.observation
 
-    def _read(self, tx: Ledger, r: Response) -> None:
+    def _read(self, tx: Ledger, r: Observed) -> None:
         body: Mapping[str, Any] = r.body if isinstance(r.body, Mapping) else {}
         tx.stats.responses += 1
         if r.refused is not None:
@@ -217,16 +200,9 @@ class Signals:
         call = yield from self.calls.run(origin, episode, work)
         return call.observation
 
-    def answer(
-        self,
-        need: Need,
-        status: int,
-        body: Any,
-        episode: int | None,
-        signature: str | None,
-        body_bytes: int | None,
-        refused: Refusal | None = None,
-    ) -> Steps[Observation]:
+    def answer(self, need: Need, answer: Answer, episode: int | None) -> Steps[Observation]:
+        status, body, signature = answer.status, answer.body, answer.signature
+        body_bytes, refused = answer.body_bytes, answer.refused
         origin, changes = need.origin, isinstance(need, FetchChanges)
         if refused is not None:
             if changes:

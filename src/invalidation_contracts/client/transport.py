@@ -4,7 +4,7 @@ An existing agent gains the contract by wrapping its client's transport::
 
     memory = FixMemory("row", store="memory.db")
     client = httpx.Client(transport=ContractTransport(memory), base_url="https://api.example")
-    fixes = memory.relevant("https://api.example", draft, operation="POST /v1/subscriptions")
+    fixes = memory.lookup("https://api.example", draft, operation="POST /v1/subscriptions").entries
     client.post("/v1/subscriptions", json=draft,
                 extensions={INJECTED_EXTENSION: [f.id for f in fixes], EPISODE_EXTENSION: 7})
 
@@ -37,15 +37,22 @@ from typing import Any, cast
 
 import httpx
 
-from ..protocol.headers import CONTRACT_SIGN, CONTRACT_SIGNATURE, CONTRACT_SINCE, is_json_media_type
+from ..protocol.headers import (
+    CONTRACT_SIGN,
+    CONTRACT_SIGNATURE,
+    CONTRACT_SINCE,
+    is_json_media_type,
+    position_headers,
+)
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
 from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
-from .memory import FixMemory
+from .memory import AsyncFixMemory, FixMemory
 from .needs import need_loop
 from .published import PublishedPatchable
 from .stores import StoreError
+from .values import Answer, Observed, Position
 from .watch import Watches, WatchOptions, watch_options
 
 #: Request extension: the episode the request belongs to (an int).
@@ -92,17 +99,17 @@ class _Contract:
 
     def __init__(
         self,
-        memory: FixMemory,
+        memory: FixMemory | AsyncFixMemory,
         origin_of: Callable[[httpx.URL], str],
         conditional: bool,
         listener: Listener | None,
     ) -> None:
-        self.memory = memory
+        self.memory = FixMemory.over(memory)
         self.origin_of = origin_of
         self.conditional = conditional
         self.listener = listener
         self.locations = ContractLocations()
-        self.published = PublishedPatchable(memory)
+        self.published = PublishedPatchable(self.memory)
 
     def sign(self, request: httpx.Request) -> str:
         origin = self.origin_of(request.url)
@@ -114,9 +121,10 @@ class _Contract:
         return self.conditional and CONTRACT_SINCE not in request.headers
 
     @staticmethod
-    def position(request: httpx.Request, headers: dict[str, str]) -> int | None:
-        request.headers.update(headers)
-        return int(headers[CONTRACT_SINCE]) if headers else None
+    def position(request: httpx.Request, position: Position) -> int | None:
+        """Send the memory's ``position`` with ``request``; returns the seq sent."""
+        request.headers.update(position_headers(position.seq, position.epoch))
+        return position.seq
 
     def readable(self, response: httpx.Response) -> bool:
         """Whether the memory reads this response: JSON, and not announced over the body cap."""
@@ -177,8 +185,8 @@ class _Contract:
         response: httpx.Response,
         sent: int | None,
         read: BoundedBody | None,
-    ) -> dict[str, Any]:
-        """The keyword arguments of ``observe`` for one response (``read``: its body, as read)."""
+    ) -> Observed:
+        """What ``observe`` is given of one response (``read``: its body, as read)."""
         self.locations.learn(self.origin_of(request.url), request.url, response.headers)
         self.published.learn(self.origin_of(request.url), response.headers)
         parsed, refused, size = None, None, _content_length(response)
@@ -194,27 +202,25 @@ class _Contract:
         cost = wire_cost(parsed) if isinstance(parsed, dict) else None
         if cost is not None:
             response.extensions[WIRE_COST_EXTENSION] = cost
-        return {
-            "request": _request_body(request),
-            "status": response.status_code,
-            "body": parsed if isinstance(parsed, dict) else {},
-            "episode": _episode(request),
-            "injected": _injected(request),
-            "delta_since": _echo(response, sent),
-            "response_bytes": size,
-            "contract_bytes": cost.contract if cost is not None else None,
-            "response_id": response.headers.get("x-request-id"),
-            "signature": response.headers.get(CONTRACT_SIGNATURE),
-            "operation": operation_of(request),
-            "refused": refused,
-        }
+        return Observed(
+            _request_body(request),
+            response.status_code,
+            parsed if isinstance(parsed, dict) else {},
+            injected=_injected(request),
+            delta_since=_echo(response, sent),
+            response_bytes=size,
+            contract_bytes=cost.contract if cost is not None else None,
+            response_id=response.headers.get("x-request-id"),
+            signature=response.headers.get(CONTRACT_SIGNATURE),
+            refused=refused,
+        )
 
     def need_request(
-        self, need: Need, template: httpx.Request, position: Mapping[str, str]
+        self, need: Need, template: httpx.Request, position: Position
     ) -> httpx.Request:
-        """The fetch of ``need``; ``position`` (the memory's ``conditional_headers``) lets a
-        worker behind the position the memory knows catch up first (SPEC §8.2, 3.)."""
-        headers = {"accept": "application/json", **position}
+        """The fetch of ``need``; ``position`` (the memory's) lets a worker behind the position
+        the memory knows catch up first (SPEC §8.2, 3.)."""
+        headers = {"accept": "application/json", **position_headers(position.seq, position.epoch)}
         if self.memory.trust.requests_signatures:
             headers[CONTRACT_SIGN] = "1"
         headers.update(
@@ -234,19 +240,19 @@ class _Contract:
             "GET", url, params=params, headers=headers, extensions=_timeout(template)
         )
 
-    def answer(self, response: httpx.Response, read: BoundedBody) -> dict[str, Any]:
-        """``answer``'s keyword arguments for a need's response, as read (bounded)."""
+    def answer(self, response: httpx.Response, read: BoundedBody) -> Answer:
+        """A need's response as the memory's ``Answer``, as read (bounded)."""
         body, content = None, read.finish()
         refused = None if read.over_size() else read.refusal
         if content is not None and is_json(response):
             body, refused = parse_json(content, self.memory.limits.max_json_depth)
-        return {
-            "status": response.status_code,
-            "body": body,
-            "signature": response.headers.get(CONTRACT_SIGNATURE),
-            "body_bytes": read.size,
-            "refused": refused,
-        }
+        return Answer(
+            response.status_code,
+            body,
+            signature=response.headers.get(CONTRACT_SIGNATURE),
+            body_bytes=read.size,
+            refused=refused,
+        )
 
     @staticmethod
     def failed(origin: str, request: httpx.Request, exc: StoreError) -> Observation:
@@ -270,7 +276,7 @@ class ContractTransport(httpx.BaseTransport):
 
     def __init__(
         self,
-        memory: FixMemory,
+        memory: FixMemory | AsyncFixMemory,
         transport: httpx.BaseTransport | None = None,
         *,
         origin_of: Callable[[httpx.URL], str] = default_origin,
@@ -280,7 +286,7 @@ class ContractTransport(httpx.BaseTransport):
         confirm_headers: Mapping[str, str] | None = None,
         watch: bool | WatchOptions = False,
     ) -> None:
-        self.memory = memory
+        self.memory = FixMemory.over(memory)
         self.wrapped = transport if transport is not None else httpx.HTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
         self._opening = _Opening(tuple(confirm), confirm_headers)
@@ -313,13 +319,16 @@ class ContractTransport(httpx.BaseTransport):
         failed: Observation | None = None
         if contract.wants_position(request):
             try:
-                sent = contract.position(request, self.memory.conditional_headers(origin))
+                sent = contract.position(request, self.memory.position(origin))
             except StoreError as exc:
                 failed = contract.failed(origin, request, exc)
         response = self.wrapped.handle_request(request)
         read = contract.read(response) if contract.readable(response) else None
+        observed = contract.observation(request, response, sent, read)
         try:
-            obs = self.memory.observe(origin, **contract.observation(request, response, sent, read))
+            obs = self.memory.observe(
+                origin, observed, operation=operation_of(request), episode=_episode(request)
+            )
         except StoreError as exc:
             obs = contract.failed(origin, request, exc)
         if failed is not None:
@@ -364,7 +373,7 @@ class ContractTransport(httpx.BaseTransport):
 
     def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
-        position = self.memory.conditional_headers(need.origin)
+        position = self.memory.position(need.origin)
         try:
             fetch = self._contract.need_request(need, template, position)
             response = self.wrapped.handle_request(fetch)
@@ -383,7 +392,7 @@ class ContractTransport(httpx.BaseTransport):
             obs = self.memory.fetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
-        obs = self.memory.answer(need, episode=episode, **self._contract.answer(response, read))
+        obs = self.memory.answer(need, self._contract.answer(response, read), episode=episode)
         self._contract.emit(obs, template)
         return obs.needs
 
@@ -398,7 +407,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
 
     def __init__(
         self,
-        memory: FixMemory,
+        memory: FixMemory | AsyncFixMemory,
         transport: httpx.AsyncBaseTransport | None = None,
         *,
         origin_of: Callable[[httpx.URL], str] = default_origin,
@@ -408,7 +417,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         confirm_headers: Mapping[str, str] | None = None,
         watch: bool | WatchOptions = False,
     ) -> None:
-        self.memory = memory
+        self.memory = AsyncFixMemory.over(memory)
         self.wrapped = transport if transport is not None else httpx.AsyncHTTPTransport()
         self._contract = _Contract(memory, origin_of, conditional, listener)
         self._opening = _Opening(tuple(confirm), confirm_headers)
@@ -429,7 +438,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
     ) -> tuple[Need, ...]:
         """The async twin of ``ContractTransport.confirm``."""
         self.memory.reopened(origin)
-        needs = await self.memory.aneeds(origin)
+        needs = await self.memory.needs(origin)
         return await self.fulfil(needs, listener=listener, headers=headers)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
@@ -439,14 +448,16 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         failed: Observation | None = None
         if contract.wants_position(request):
             try:
-                sent = contract.position(request, await self.memory.aconditional_headers(origin))
+                sent = contract.position(request, await self.memory.position(origin))
             except StoreError as exc:
                 failed = contract.failed(origin, request, exc)
         response = await self.wrapped.handle_async_request(request)
         read = await contract.aread(response) if contract.readable(response) else None
-        kwargs = contract.observation(request, response, sent, read)
+        observed = contract.observation(request, response, sent, read)
         try:
-            obs = await self.memory.aobserve(origin, **kwargs)
+            obs = await self.memory.observe(
+                origin, observed, operation=operation_of(request), episode=_episode(request)
+            )
         except StoreError as exc:
             obs = contract.failed(origin, request, exc)
         if failed is not None:
@@ -487,7 +498,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
 
     async def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
         episode = _episode(template)
-        position = await self.memory.aconditional_headers(need.origin)
+        position = await self.memory.position(need.origin)
         try:
             fetch = self._contract.need_request(need, template, position)
             response = await self.wrapped.handle_async_request(fetch)
@@ -500,16 +511,14 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
-            obs = await self.memory.afetch_failed(need, _describe(exc), episode=episode)
+            obs = await self.memory.fetch_failed(need, _describe(exc), episode=episode)
             self._contract.emit(obs, template)
             return None
         if self._contract.locations.deferred(need.origin, fetch.url, response):
-            obs = await self.memory.afetch_failed(need, DEFERRED, episode=episode)
+            obs = await self.memory.fetch_failed(need, DEFERRED, episode=episode)
             self._contract.emit(obs, template)
             return None
-        obs = await self.memory.aanswer(
-            need, episode=episode, **self._contract.answer(response, read)
-        )
+        obs = await self.memory.answer(need, self._contract.answer(response, read), episode=episode)
         self._contract.emit(obs, template)
         return obs.needs
 
@@ -519,7 +528,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
 
 
 def contract_client(
-    memory: FixMemory,
+    memory: FixMemory | AsyncFixMemory,
     *,
     transport: httpx.BaseTransport | None = None,
     origin_of: Callable[[httpx.URL], str] = default_origin,
@@ -547,7 +556,7 @@ def contract_client(
 
 
 def async_contract_client(
-    memory: FixMemory,
+    memory: FixMemory | AsyncFixMemory,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     origin_of: Callable[[httpx.URL], str] = default_origin,

@@ -32,6 +32,7 @@ import httpx
 
 from .events import MemoryEvent, WatchLost, WatchOpened
 from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
+from .values import Position
 
 WATCH_PATH = "/contract/watch"
 #: Reads of ``/contract/versions`` one event may cost: with several workers the read may reach one
@@ -83,7 +84,7 @@ class WatchFailure(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Position:
+class Announced:
     """A position a ``versions`` event announced."""
 
     seq: int
@@ -106,12 +107,12 @@ class WatchCore:
         self.seen = -1
         self.since: int | None = None
 
-    def request(self, position: Mapping[str, str]) -> httpx.Request:
+    def request(self, position: Position) -> httpx.Request:
         params: dict[str, str] = {"timeout": str(self.options.stream_timeout_s)}
-        if "Contract-Since" in position:
-            params["since"] = position["Contract-Since"]
-            if "Contract-Epoch" in position:
-                params["epoch"] = position["Contract-Epoch"]
+        if position.seq is not None:
+            params["since"] = str(position.seq)
+            if position.epoch:
+                params["epoch"] = position.epoch
         c, stall = self.options.connect_timeout_s, self.options.stall_timeout_s
         return httpx.Request(
             "GET",
@@ -129,12 +130,12 @@ class WatchCore:
             headers={"accept": "application/json", **self.forwarded},
         )
 
-    def check(self, response: httpx.Response, since: str | None) -> None:
+    def check(self, response: httpx.Response, since: int | None) -> None:
         """Raise ``WatchFailure`` unless ``response`` opened an event stream."""
         status = response.status_code
         kind = response.headers.get("content-type", "").split(";")[0].strip().lower()
         if status == 200 and kind == "text/event-stream":
-            self.since = int(since) if since is not None else None
+            self.since = since
             return
         if status == 410:
             raise WatchFailure("410: the position is not in the server's history", refresh=True)
@@ -157,7 +158,7 @@ class WatchCore:
             max_event_bytes=self.options.max_event_bytes,
         )
 
-    def meaning(self, event: SSEEvent) -> Position | None:
+    def meaning(self, event: SSEEvent) -> Announced | None:
         """The position a ``versions`` event announces; ``WatchFailure`` for an ``error`` event
         or a malformed one (other event names are ignored, for later versions of the stream)."""
         if event.event == "error":
@@ -176,18 +177,13 @@ class WatchCore:
             raise WatchFailure("a versions event without a valid contract_seq")
         if not (isinstance(epoch, str) and 0 < len(epoch) <= 128 and epoch.isprintable()):
             raise WatchFailure("a versions event without a valid contract_epoch")
-        return Position(seq, epoch)
+        return Announced(seq, epoch)
 
-    def behind(self, position: Position, known: Mapping[str, str]) -> bool:
-        """Whether the memory (at ``known``, its conditional headers) is behind ``position``."""
-        since = known.get("Contract-Since")
-        return (
-            since is None
-            or known.get("Contract-Epoch") != position.epoch
-            or int(since) < position.seq
-        )
+    def behind(self, position: Announced, known: Position) -> bool:
+        """Whether the memory (at ``known``, its position) is behind ``position``."""
+        return known.seq is None or known.epoch != position.epoch or known.seq < position.seq
 
-    def unreached(self, position: Position) -> WatchFailure:
+    def unreached(self, position: Announced) -> WatchFailure:
         """The failure of an event whose position the contract's reads never showed."""
         return WatchFailure(
             f"{REFRESH_ATTEMPTS} reads of the versions did not reach the announced seq "
@@ -280,13 +276,13 @@ class SyncWatch:
 
     def _stream(self) -> None:
         core = self.core
-        position = self.transport.memory.conditional_headers(core.origin)
+        position = self.transport.memory.position(core.origin)
         response = self.transport.wrapped.handle_request(core.request(position))
         self._response = response
         try:
             if self._stop.is_set():
                 return
-            core.check(response, position.get("Contract-Since"))
+            core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
             for chunk in response.stream:
@@ -306,7 +302,7 @@ class SyncWatch:
                     if announced is None:
                         continue
                     for attempt in range(REFRESH_ATTEMPTS + 1):
-                        known = self.transport.memory.conditional_headers(core.origin)
+                        known = self.transport.memory.position(core.origin)
                         if not core.behind(announced, known) or self._stop.is_set():
                             break
                         if attempt == REFRESH_ATTEMPTS:
@@ -388,10 +384,10 @@ class AsyncWatch:
     async def _stream(self) -> None:
         core = self.core
         memory = self.transport.memory
-        position = await memory.aconditional_headers(core.origin)
+        position = await memory.position(core.origin)
         response = await self.transport.wrapped.handle_async_request(core.request(position))
         try:
-            core.check(response, position.get("Contract-Since"))
+            core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
             async for chunk in response.stream:
@@ -409,7 +405,7 @@ class AsyncWatch:
                     if announced is None:
                         continue
                     for attempt in range(REFRESH_ATTEMPTS + 1):
-                        known = await memory.aconditional_headers(core.origin)
+                        known = await memory.position(core.origin)
                         if not core.behind(announced, known):
                             break
                         if attempt == REFRESH_ATTEMPTS:

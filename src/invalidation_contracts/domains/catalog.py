@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from invalidation_contracts.protocol import Action, RuleDeclaration, Suggestion
+from invalidation_contracts.protocol import Action, RuleDeclaration, Suggestion, canonical_json
 from invalidation_contracts.server import (
     DataFileError,
     Domain,
@@ -27,7 +27,7 @@ from invalidation_contracts.server import (
     Rule,
     SnapshotFile,
     TableSpec,
-    oracle,
+    current_fix,
     read_snapshot,
 )
 
@@ -211,7 +211,17 @@ class DomainCatalog:
         ``draft`` is the request the fix was learned on (the task's fields), before the fix;
         ``route`` the route it was sent to (the default route when None).
         """
-        return oracle.is_fix_current(route or self.route, draft, fix, state)
+        return is_fix_current(route or self.route, draft, fix, state)
+
+
+def is_fix_current(
+    route: Route[Any], draft: Mapping[str, Any], fix: Suggestion, state: RegistryState
+) -> bool:
+    """Evaluator ground truth: re-running the policies on ``draft`` against ``state`` yields the
+    same fix (never consulted by a client strategy; the harness labels evictions and injections
+    with it)."""
+    current = current_fix(route, draft, fix.type, fix.scope, state)
+    return current is not None and canonical_json(current) == canonical_json(dict(fix.parameters))
 
 
 def load_tables(directory: Path) -> dict[str, TableSpec]:

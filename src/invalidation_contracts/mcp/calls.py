@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..client.entries import MemoryEntry
-from ..client.memory import FixMemory, Lookup, PatchOutcome
+from ..client.memory import AsyncFixMemory, Lookup, PatchOutcome
 from ..client.prompting import Consumption, consumption
 from ..protocol.levels import Level
 
@@ -39,7 +39,7 @@ class AgentCalls:
     ``ContractSession`` is one; it provides ``memory``, ``origin``, ``apply`` and ``call_tool``.
     """
 
-    memory: FixMemory
+    memory: AsyncFixMemory
     apply: str
 
     @property
@@ -53,6 +53,7 @@ class AgentCalls:
         *,
         episode: int | None = None,
         injected: Iterable[MemoryEntry | str] = (),
+        meta: Mapping[str, Any] | None = None,
     ) -> ToolReply:
         raise NotImplementedError
 
@@ -60,7 +61,7 @@ class AgentCalls:
         self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
     ) -> Lookup:
         """The fixes of ``tool`` whose scope matches ``arguments`` (with the lookup's events)."""
-        return await self.memory.alookup(self.origin, arguments, episode=episode, operation=tool)
+        return await self.memory.lookup(self.origin, arguments, operation=tool, episode=episode)
 
     async def relevant(
         self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
@@ -71,7 +72,8 @@ class AgentCalls:
     async def fixes_for(self, tool: str, *, episode: int | None = None) -> list[MemoryEntry]:
         """Every fix of ``tool`` the memory would serve, whatever the arguments: for a prompt
         written before the model drafts a call (render it at L2: each fix with its condition)."""
-        return await self.memory.afixes_for(self.origin, tool, episode=episode)
+        found = await self.memory.lookup(self.origin, operation=tool, episode=episode)
+        return list(found.entries)
 
     @staticmethod
     def prompt(
@@ -92,7 +94,7 @@ class AgentCalls:
         episode: int | None = None,
     ) -> PatchOutcome:
         """Client apply mode: the fixes' cached patches applied to a copy of the arguments."""
-        return await self.memory.aapply_patches(
+        return await self.memory.apply_patches(
             self.origin, arguments, entries, episode=episode, operation=tool
         )
 
@@ -103,10 +105,13 @@ class AgentCalls:
         *,
         apply: str | None = None,
         episode: int | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> ToolReply:
         """One call as an adapter makes it: the relevant fixes patched in (``apply="client"``)
-        or left to the model, which was shown them (``"model"``); default: ``self.apply``."""
-        return await answer(self, tool, arguments, self.apply if apply is None else apply, episode)
+        or left to the model, which was shown them (``"model"``); default: ``self.apply``.
+        ``meta``: the framework's own request ``_meta``, sent beside the contract's."""
+        chosen = self.apply if apply is None else apply
+        return await answer(self, tool, arguments, chosen, episode, meta=meta)
 
     async def hook(self, tool: str, arguments: Mapping[str, Any] | None = None) -> tuple[str, bool]:
         """The framework-neutral call hook: ``(model text, is_error)`` of ``answer``."""
@@ -120,6 +125,8 @@ async def answer(
     arguments: Mapping[str, Any] | None,
     apply: str,
     episode: int | None = None,
+    *,
+    meta: Mapping[str, Any] | None = None,
 ) -> ToolReply:
     """Call ``tool`` with ``arguments`` through ``contract`` in ``apply`` mode."""
     check_apply(apply)
@@ -132,4 +139,4 @@ async def answer(
             logger.warning("%s: %s sent unpatched: %s", contract.origin, tool, exc)
         else:
             request = patched.request
-    return await contract.call_tool(tool, request, episode=episode, injected=fixes)
+    return await contract.call_tool(tool, request, episode=episode, injected=fixes, meta=meta)

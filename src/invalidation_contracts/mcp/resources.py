@@ -5,7 +5,8 @@
 ``contract://graph``. A read answers the same wire object as the HTTP route; a problem (410
 resync-required, level too low, a bad query, a worker that cannot read its registry) is the
 problem document, as ``application/problem+json``, so a client reads its ``status`` as it would
-an HTTP status. The reads run in a worker thread: catching up with other workers may read a store.
+an HTTP status. A read runs in the event loop (the registry is in memory); one that makes the
+worker catch up with other workers first (it may read a store) runs in a worker thread.
 """
 
 from __future__ import annotations
@@ -113,13 +114,30 @@ class ContractResources:
     def read(self, uri: str, meta: Mapping[str, Any] | None = None) -> Answer | None:
         """Read ``uri`` (None: not a contract resource). ``meta``: the request's ``_meta``; the
         position it names makes a worker behind the client catch up first (SPEC §8.2 rule 3),
-        a malformed one is an invalid-request problem as on HTTP. Blocking: call from a worker
-        thread."""
+        a malformed one is an invalid-request problem as on HTTP. Blocking when the worker is
+        behind (``blocks``): then call it from a worker thread."""
+        prepared = self.prepare(uri, meta)
+        return prepared if not isinstance(prepared, ContractRead) else self.answer(prepared, uri)
+
+    def prepare(self, uri: str, meta: Mapping[str, Any] | None) -> ContractRead | Answer | None:
+        """The read ``uri`` asks for (no I/O); an ``Answer`` already for a malformed one, None
+        for a URI that is not a contract resource."""
         try:
             request = names.parse_resource(uri)
-            if request is None:
-                return None
-            return self._read(request.to_read(names.position_of(meta)))
+            return None if request is None else request.to_read(names.position_of(meta))
+        except ProtocolError as exc:
+            return Answer(exc.to_problem(instance=uri))
+
+    def blocks(self, read: ContractRead) -> bool:
+        """Whether answering ``read`` may wait on I/O: only a catch-up with other workers reads
+        a store (the registry is in memory); a source that cannot tell is assumed to."""
+        behind = getattr(self.source, "behind", None)
+        return behind is None or bool(behind(read.catch_up, read.epoch))
+
+    def answer(self, read: ContractRead, uri: str) -> Answer:
+        """The answer to a prepared ``read`` (a problem document for a protocol error)."""
+        try:
+            return self._read(read)
         except ProtocolError as exc:
             return Answer(exc.to_problem(instance=uri))
 

@@ -33,6 +33,7 @@ from .. import __version__
 from ..protocol.models import Problem, SuccessResponse
 from ..protocol.problems import ProblemType, ProtocolError
 from ..server.provider import Provider
+from ..server.reads import ContractRead
 from . import names
 from .notify import ChangeNotifier
 from .resources import ContractResources
@@ -119,7 +120,12 @@ class ContractHandlers:
         self, ctx: ServerContext, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
         uri = str(params.uri)
-        answer = await anyio.to_thread.run_sync(self.resources.read, uri, ctx.meta)
+        answer = self.resources.prepare(uri, ctx.meta)
+        if isinstance(answer, ContractRead):  # no thread hop unless a catch-up may read a store
+            if self.resources.blocks(answer):
+                answer = await anyio.to_thread.run_sync(self.resources.answer, answer, uri)
+            else:
+                answer = self.resources.answer(answer, uri)
         if answer is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown resource: {uri}")
         meta: dict[str, Any] = {}

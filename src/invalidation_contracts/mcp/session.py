@@ -34,10 +34,10 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ..client.entries import MemoryEntry
 from ..client.events import Ignored, MemoryEvent, Need, Observation
-from ..client.memory import FixMemory
+from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.modelview import model_text, model_view
 from ..client.needs import need_loop
-from ..protocol.headers import CONTRACT_EPOCH, CONTRACT_SINCE
+from ..client.values import Answer, Observed
 from ..protocol.wirecost import WireCost
 from . import calls, names
 from .origins import named_origin, target_origin
@@ -112,7 +112,7 @@ class ContractSession(calls.AgentCalls):
     def __init__(
         self,
         session: ClientSession,
-        memory: FixMemory,
+        memory: FixMemory | AsyncFixMemory,
         *,
         origin: str | None = None,
         conditional: bool = True,
@@ -123,7 +123,7 @@ class ContractSession(calls.AgentCalls):
     ) -> None:
         self.apply = calls.check_apply(apply)
         self.session = session
-        self.memory = memory
+        self.memory = AsyncFixMemory.over(memory)
         self.conditional = conditional
         self.watch = watch and memory.strategy.invalidates
         self.listener = listener
@@ -181,7 +181,7 @@ class ContractSession(calls.AgentCalls):
             }
         )
         if patchable:
-            await anyio.to_thread.run_sync(self.memory.set_patchable, self.origin, patchable)
+            await self.memory.set_patchable(self.origin, patchable)
         return list(listing.tools)
 
     async def confirm(self, *, listener: Listener | None = None) -> tuple[Need, ...]:
@@ -190,7 +190,7 @@ class ContractSession(calls.AgentCalls):
         does it before it returns. Returns the needs still outstanding (then the origin's
         entries stay withheld until a later read confirms it)."""
         self.memory.reopened(self.origin)
-        needs = await self.memory.aneeds(self.origin)
+        needs = await self.memory.needs(self.origin)
         return await self.fulfil(needs, listener=listener or self.watch_listener)
 
     async def begin_episode(
@@ -198,7 +198,7 @@ class ContractSession(calls.AgentCalls):
     ) -> tuple[Need, ...]:
         """Start an episode: fetch what the memory wants first (resync detection); returns the
         needs still outstanding."""
-        needs = await self.memory.abegin_episode(self.origin, episode)
+        needs = await self.memory.begin_episode(self.origin, episode)
         return await self.fulfil(needs, episode=episode, listener=listener)
 
     async def call_tool(
@@ -232,19 +232,17 @@ class ContractSession(calls.AgentCalls):
             logger.warning("ignored a result of %s from %s: %s", name, self.origin, answer.ignored)
             obs = Observation(events=(event,))
         else:
-            obs = await self.memory.aobserve(
-                self.origin,
+            observed = Observed(
                 request,
                 answer.status,
                 answer.body,
-                episode=episode,
                 injected=ids,
                 delta_since=answer.delta_since,
                 response_bytes=answer.size,
                 contract_bytes=answer.cost.contract if answer.cost is not None else None,
                 signature=answer.signature,
-                operation=name,
             )
+            obs = await self.memory.observe(self.origin, observed, operation=name, episode=episode)
         events = list(obs.events)
         self._emit(obs.events, listener)
         record = _both(events, listener)
@@ -306,25 +304,21 @@ class ContractSession(calls.AgentCalls):
             result = await self.session.read_resource(uri, meta=_meta(meta))
         except MCPError as exc:
             if exc.code in _UNANSWERED:
-                obs = await self.memory.afetch_failed(need, f"MCPError: {exc}", episode=episode)
+                obs = await self.memory.fetch_failed(need, f"MCPError: {exc}", episode=episode)
                 self._emit(obs.events, listener)
                 return None
-            obs = await self.memory.aanswer(need, 502, None, episode=episode)
+            obs = await self.memory.need_failed(need, episode=episode)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-            obs = await self.memory.afetch_failed(need, detail, episode=episode)
+            obs = await self.memory.fetch_failed(need, detail, episode=episode)
             self._emit(obs.events, listener)
             return None
         else:
-            answer = read_resource_result(result)
-            obs = await self.memory.aanswer(
-                need,
-                answer.status,
-                answer.body,
-                episode=episode,
-                signature=answer.signature,
-                body_bytes=answer.body_bytes,
+            read = read_resource_result(result)
+            answer = Answer(
+                read.status, read.body, signature=read.signature, body_bytes=read.body_bytes
             )
+            obs = await self.memory.answer(need, answer, episode=episode)
         self._emit(obs.events, listener)
         return obs.needs
 
@@ -337,8 +331,7 @@ class ContractSession(calls.AgentCalls):
         if answer.status != 200 or not isinstance(answer.body, dict):
             logger.warning("%s answered %s for its versions", self.origin, answer.status)
             return None
-        obs = await self.memory.aobserve(
-            self.origin,
+        observed = Observed(
             None,
             200,
             answer.body,
@@ -346,6 +339,7 @@ class ContractSession(calls.AgentCalls):
             response_bytes=answer.body_bytes,
             signature=answer.signature,
         )
+        obs = await self.memory.observe(self.origin, observed)
         self._emit(obs.events, self.watch_listener)
         await self.fulfil(obs.needs, listener=self.watch_listener)
         seq = answer.body.get("contract_seq", position.since)  # absent: still at ``since``
@@ -358,10 +352,8 @@ class ContractSession(calls.AgentCalls):
 
     async def _known(self) -> names.Position:
         """The position the memory knows of this server (sent with every contract read)."""
-        headers = await self.memory.aconditional_headers(self.origin)
-        if CONTRACT_SINCE not in headers:
-            return names.Position()
-        return names.Position(int(headers[CONTRACT_SINCE]), headers.get(CONTRACT_EPOCH))
+        known = await self.memory.position(self.origin)
+        return names.Position(known.seq, known.epoch)
 
     def _sign_meta(self) -> dict[str, Any]:
         if not self.memory.trust.requests_signatures:
@@ -409,7 +401,7 @@ def _both(events: list[MemoryEvent], listener: Listener | None) -> Listener:
 @contextlib.asynccontextmanager
 async def connect(
     server: Any,
-    memory: FixMemory,
+    memory: FixMemory | AsyncFixMemory,
     *,
     origin: str | None = None,
     conditional: bool = True,

@@ -32,7 +32,11 @@ class ContractSource(Protocol):
     def available(self) -> bool: ...
 
     def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
-        """The state to answer a client at ``since``/``epoch`` from; may read a store."""
+        """The state to answer a client at ``since``/``epoch`` from; may read a store.
+
+        A source may also have ``behind(since, epoch) -> bool`` (no I/O: whether ``state``
+        would catch up, reading a store): where it says False, contract reads are answered in
+        the event loop rather than a worker thread (``ContractService`` has it)."""
         ...
 
     def handle(
@@ -65,6 +69,10 @@ class ProviderSource:
     @property
     def available(self) -> bool:
         return True
+
+    def behind(self, since: int | None, epoch: str | None) -> bool:
+        """Never: a bare provider's registry is the only one, in memory."""
+        return False
 
     def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         return self._provider.registry.state

@@ -9,7 +9,7 @@ opaque client key, into the paper's figures without any help from the client:
 - **First try.** An episode whose opening request passes every policy.
 - **Stale injection.** An opening request that carries the parameters of a fix this provider
   taught the client (same type and scope, every parameter value equal) when that fix is no longer
-  what the provider would answer for the request (``server.oracle.current_fix`` on the request
+  what the provider would answer for the request (``server.provider.current_fix`` on the request
   with the fix undone) — a value a change made stale since it was taught.
 
 Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen goes first) and
@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..server.domain import Route
-from ..server.oracle import current_fix
 from ..server.policies import Finding
+from ..server.provider import current_fix
 from ..server.render_cache import finding_key
 from ..server.state import RegistryState
 
@@ -256,7 +256,7 @@ class ClientScores:
 
         A carried fix whose slot the request was refused for is stale outright (its values no
         longer pass); any other is judged by running its own policy on the request with the fix
-        undone (``server.oracle``'s rule, one policy instead of the route's all).
+        undone (``server.provider.current_fix``'s rule, one policy instead of the route's all).
         """
         if not client.by_anchor:
             return 0
@@ -285,7 +285,7 @@ class ClientScores:
 def _current(
     route: Route[Any], fix: Taught, draft: Mapping[str, Any], state: RegistryState
 ) -> dict[str, Any] | None:
-    """``server.oracle.current_fix`` with only the policy that taught ``fix`` run."""
+    """``server.provider.current_fix`` with only the policy that taught ``fix`` run."""
     return current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
 
 

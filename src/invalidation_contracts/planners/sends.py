@@ -13,8 +13,6 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-import httpx
-
 
 @dataclass
 class SendCount:
@@ -31,8 +29,9 @@ class SendCount:
 _CURRENT: ContextVar[SendCount | None] = ContextVar("planner_send_count", default=None)
 
 
-async def count_send(request: httpx.Request) -> None:
-    """An httpx request hook: one more request for the planning call in this context."""
+async def count_send(request: object) -> None:
+    """A request hook (an ``httpx.Request``; openai 3's client is httpx2's, its own request
+    type): one more request for the planning call in this context."""
     current = _CURRENT.get()
     if current is not None:
         current.sent += 1

@@ -22,7 +22,16 @@ __all__ = [
     "CONTRACT_SIGNATURE",
     "CONTRACT_SINCE",
     "is_json_media_type",
+    "position_headers",
 ]
+
+
+def position_headers(seq: int | None, epoch: str | None) -> dict[str, str]:
+    """A client's position as request headers: ``Contract-Since`` (and ``Contract-Epoch``);
+    none without a seq."""
+    if seq is None:
+        return {}
+    return {CONTRACT_SINCE: str(seq), **({CONTRACT_EPOCH: epoch} if epoch else {})}
 
 
 def is_json_media_type(content_type: str | bytes | None) -> bool:

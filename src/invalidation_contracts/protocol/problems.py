@@ -30,6 +30,7 @@ class ProblemType(str, Enum):  # noqa: UP042 (StrEnum would change str() of a me
     INTERNAL = "internal-error"
     REGISTRY_UNAVAILABLE = "registry-unavailable"
     MISDIRECTED_REQUEST = "misdirected-request"
+    REQUEST_TIMEOUT = "request-timeout"
 
     @property
     def uri(self) -> str:
@@ -73,6 +74,7 @@ _STATUS = {
     ProblemType.INTERNAL: 500,
     ProblemType.REGISTRY_UNAVAILABLE: 503,
     ProblemType.MISDIRECTED_REQUEST: 421,
+    ProblemType.REQUEST_TIMEOUT: 408,
 }
 
 _TITLE = {
@@ -95,6 +97,7 @@ _TITLE = {
     ProblemType.INTERNAL: "Internal server error",
     ProblemType.REGISTRY_UNAVAILABLE: "The registry cannot be read; retry later",
     ProblemType.MISDIRECTED_REQUEST: "The server does not answer for this Host",
+    ProblemType.REQUEST_TIMEOUT: "The request did not arrive in time",
 }
 
 

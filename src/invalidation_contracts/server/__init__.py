@@ -1,18 +1,17 @@
 """The provider side: versioned reference tables, rules, graph, policies and the feedback generator.
 
-The core here is sans-IO; ``http`` and ``app`` (FastAPI), ``store`` (the registry's history in
-SQLite or PostgreSQL) and ``sql`` (reference tables in the provider's own database, captured at
-the source) are adapters at the edge.
+The core here is sans-IO; ``http`` (FastAPI, with ``http.app`` the standalone app), ``store`` (the
+registry's history in SQLite or PostgreSQL) and ``sql`` (reference tables in the provider's own
+database, captured at the source) are adapters at the edge.
 """
 
-from . import oracle
 from .config import WorkerConfig
 from .datafiles import DataFileError, SnapshotFile, read_snapshot
 from .domain import Domain, Route, SQLTable, TableSpec
 from .faults import PolicyError
 from .graph import KnowledgeGraph, node_id, split_node
 from .policies import Finding, FunctionPolicy, Policy, Violation, evaluate, policy
-from .provider import Outcome, Provider
+from .provider import Outcome, Provider, current_fix
 from .registry import Registry, RegistryTransaction
 from .rules import Rule, RuleSet
 from .state import RegistryState
@@ -51,11 +50,11 @@ __all__ = [
     "TrustOptions",
     "WorkerConfig",
     "Violation",
+    "current_fix",
     "diff",
     "evaluate",
     "freeze",
     "node_id",
-    "oracle",
     "policy",
     "read_snapshot",
     "split_node",

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from .ingest import ingest
+from .quiet import QuietCheck
 from .registry import Registry
 
 logger = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class Follower:
         self._listeners: dict[str, Listener] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
 
     def start(self) -> None:
         if self._thread is None:
@@ -126,6 +128,7 @@ class Follower:
             self._thread.join(10)
             self._thread = None
         self._close_listeners()
+        self._quiet.reset()
 
     # -- what the HTTP layer reads (no I/O) ------------------------------------------------------
 
@@ -219,7 +222,10 @@ class Follower:
                 if self._listeners is None:
                     self._listeners = self._open_listeners()
                 started = time.monotonic()
-                self.check(everything=everything, notified=notified)
+                if not (
+                    everything and self._polling() and self._quiet.unchanged(started, self.sources)
+                ):
+                    self.check(everything=everything, notified=notified)
             except Exception as exc:  # a worker must keep trying, and say why it cannot serve
                 self._failed(exc)
                 everything, notified = True, frozenset()
@@ -231,6 +237,11 @@ class Follower:
             except Exception as exc:  # a dropped LISTEN connection: reconnect, then check all
                 self._listener_failed(exc)
                 everything, notified = True, frozenset()
+
+    def _polling(self) -> bool:
+        """Whether no database can wake this worker (SQLite): it polls them all."""
+        listeners = self._listeners or {}
+        return all(listeners.get(name) is None for name, _ in self._owners())
 
     def _wait(self) -> tuple[bool, frozenset[str]]:
         """Wait for a change: whether the next round looks at everything (a timeout, or polling),
@@ -303,6 +314,7 @@ class Follower:
 
     def _retry(self) -> None:
         self._close_listeners()
+        self._quiet.reset()
         self.failures += 1
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
 

@@ -8,13 +8,14 @@ state (``RenderCache``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ..protocol.canonical import canonical_json
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
@@ -81,6 +82,24 @@ def findings(route: Route[Any], payload: Mapping[str, Any], state: RegistryState
     """The violations of a valid payload against ``state``, as ``Provider.handle`` finds them."""
     request = route.request_model.model_validate(dict(payload)).model_dump(mode="json")
     return _evaluate(route, request, state)
+
+
+def current_fix(
+    route: Route[Any],
+    draft: Mapping[str, Any],
+    fix_type: str,
+    scope: Mapping[str, Any] | None,
+    state: RegistryState,
+) -> dict[str, Any] | None:
+    """The parameters the provider would suggest now for ``(fix_type, scope)`` on ``draft``
+    against ``state``, or None (a fix is identified as a client's memory identifies it: by its
+    type and its scope, so a request that draws several fixes of one type is judged per fix)."""
+    wanted = canonical_json(dict(scope or {}))
+    for finding in findings(route, draft, state):
+        v = finding.violation
+        if v.type == fix_type and canonical_json(dict(v.scope)) == wanted:
+            return dict(v.parameters)
+    return None
 
 
 def strict_request(model: type[M], payload: Any) -> M:
@@ -204,9 +223,12 @@ class Provider:
         *,
         since: int | None = None,
         epoch: str | None = None,
-        instance: str | None = None,
+        instance: str | Callable[[], str] | None = None,
     ) -> Outcome | None:
-        """The 422 answer when a validated request violates a policy on ``state``, else None."""
+        """The 422 answer when a validated request violates a policy on ``state``, else None.
+
+        ``instance``: the problem's ``instance``, or a function giving it (called only for a
+        refusal, so a passing request does not pay for building it)."""
         request = model.model_dump(mode="json")
         telemetry = self.telemetry
         if telemetry is None:
@@ -224,7 +246,7 @@ class Provider:
             since=since,
             epoch=epoch,
             patchable=route.patchable_fields,
-            instance=instance,
+            instance=instance() if callable(instance) else instance,
         )
         refusal = Outcome(failure.body.status, failure.body, found, state, failure.content)
         if telemetry is not None:

@@ -73,9 +73,11 @@ def funding_type(request: Mapping[str, Any], tables: TrackedTables) -> Violation
     """A plan that requires credit, paid with a non-credit token, must use the recommended credit
     token of the token's network (a ``conditional_rewrite``: it holds only for that token).
 
-    The fix is scoped by the token alone: which credit token replaces a debit token depends on the
-    token's network, not on the plan, so one cached fix serves every plan that needs credit (the
-    plan decides only whether the fix is needed, and a plan that accepts debit never asks for it).
+    The fix is scoped by the plan and the token: the plan decides whether it is needed at all
+    (``funding_type_policy``), the token which credit token replaces it. Scoped by the token alone
+    it would be served to a plan that accepts the token as it is (SPEC §9: an entry is served to
+    every draft whose fields equal its scope), and no scope the wire can state names "every plan
+    that requires credit"; docs/decisions.md, "The funding fix is scoped by plan and token".
     """
     plan, token = request["plan"], request["payment_method_token"]
     requirement = tables["funding_type_policy"].get(plan)
@@ -94,7 +96,7 @@ def funding_type(request: Mapping[str, Any], tables: TrackedTables) -> Violation
                     f"{funding.get('funding') if funding else 'unknown'}",
                     {"payment_method_token": recommended["token"]},
                     Action.CONDITIONAL_REWRITE,
-                    scope={"payment_method_token": token},
+                    scope={"plan": plan, "payment_method_token": token},
                     precondition={"payment_method_token": token},
                 )
     return Violation(

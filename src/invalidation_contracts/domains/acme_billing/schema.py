@@ -32,5 +32,6 @@ class Subscription(BaseModel):
     plan: str
 
 
-#: The request fields a client may patch from a cached fix.
-PATCHABLE = frozenset({"promo_code", "payment_method_token", "amount_cents"})
+#: The request fields a client may patch from a cached fix. The payment method is the customer's
+#: instrument, not the client's to swap from memory (SPEC §10.4: identity fields stay outside).
+PATCHABLE = frozenset({"promo_code", "amount_cents"})

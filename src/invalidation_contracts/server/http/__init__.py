@@ -10,7 +10,7 @@
 - ``service.lifespan``: start and stop following the shared history with the app.
 - ``serve(app, workers=N)``: uvicorn with ``TCP_NODELAY`` on every connection.
 
-``server.app.create_app`` builds a standalone app from the same pieces.
+``server.http.app.create_app`` builds a standalone app from the same pieces.
 """
 
 from __future__ import annotations

@@ -36,8 +36,18 @@ def add_link(service: Any, request: Request, response: Response) -> Response:
     """``response`` with the contract's ``Link`` (when the app serves the contract routes)."""
     base = contract_base(service, request)
     if base is not None:
-        response.headers.append("Link", link_header(base))
+        # What ``response.headers.append("Link", ...)`` appends, encoded once per location.
+        value = _ENCODED.get(base)
+        if value is None:
+            value = link_header(base).encode("latin-1")
+            if len(_ENCODED) < _ENCODED_BOUND:
+                _ENCODED[base] = value
+        response.raw_headers.append((b"link", value))
     return response
+
+
+_ENCODED: dict[str, bytes] = {}
+_ENCODED_BOUND = 256
 
 
 def _find(routes: Iterable[Any], service: Any) -> str | None:

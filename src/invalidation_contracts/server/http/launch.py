@@ -45,7 +45,7 @@ class AppSpec:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
         declarations or trust options, ``StorageError`` / ``DeclarationError`` from the stores."""
         from ...domains import get_domain
-        from ..app import create_app
+        from .app import create_app
 
         domain = get_domain(self.domain)
         if self.database is not None:

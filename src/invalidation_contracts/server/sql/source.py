@@ -358,6 +358,15 @@ class SQLSource:
             url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
         )
 
+    def change_probe(self) -> Any:
+        """For a SQLite database file, a cheap look at whether anyone committed to it
+        (``store.sqlite.DataVersion``); None elsewhere (PostgreSQL wakes the worker instead)."""
+        if self.engine.dialect.name != "sqlite":
+            return None
+        from ..store.sqlite import data_version
+
+        return data_version(self.engine.url.database)
+
     def close(self) -> None:
         if self._owned:
             self.engine.dispose()

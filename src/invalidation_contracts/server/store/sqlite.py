@@ -129,3 +129,43 @@ class SQLiteRegistryStore(SQLRegistryStore):
     def __init__(self, path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         self.path = str(path)
         super().__init__(SQLiteDialect(path, busy_timeout_s))
+
+    def change_probe(self) -> DataVersion | None:
+        """A cheap look at whether the file changed (the follower's polling, ``DataVersion``)."""
+        return data_version(self.path)
+
+
+class DataVersion:
+    """Whether anyone committed to a SQLite file since the last look: ``PRAGMA data_version`` on
+    a read-only connection of its own (a few µs, no table read), so a polling worker reads the
+    file only when it changed. The value moves on every commit by any other connection."""
+
+    def __init__(self, path: str | Path, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self.busy_timeout_s = busy_timeout_s
+        self._db: sqlite3.Connection | None = None
+
+    def read(self) -> int:
+        """The file's current data version (opens the connection on first use)."""
+        if self._db is None:
+            uri = self.path.resolve().as_uri() + "?mode=ro"
+            self._db = sqlite3.connect(
+                uri,
+                uri=True,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=self.busy_timeout_s,
+            )
+        return int(self._db.execute("PRAGMA data_version").fetchone()[0])
+
+    def close(self) -> None:
+        db, self._db = self._db, None
+        if db is not None:
+            db.close()
+
+
+def data_version(path: str | Path | None) -> DataVersion | None:
+    """A ``DataVersion`` for a SQLite file, or None for an in-memory database."""
+    if path is None or str(path) in ("", ":memory:") or str(path).startswith("file:"):
+        return None
+    return DataVersion(path)

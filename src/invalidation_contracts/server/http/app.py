@@ -11,24 +11,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Annotated, Any
 
-from .._extras import require_extra
+from fastapi import Depends, FastAPI, Header
 
-require_extra("server", "fastapi", "uvicorn")
-
-from fastapi import Depends, FastAPI, Header  # noqa: E402
-
-from .. import __version__  # noqa: E402
-from ..protocol.problems import ProblemType, ProtocolError  # noqa: E402
-from ..protocol.signing import CONTRACT_SIGN  # noqa: E402
-from .config import WorkerConfig  # noqa: E402
-from .domain import Domain  # noqa: E402
-from .http.errors import install_problem_handlers  # noqa: E402
-from .http.hosts import HostCheck  # noqa: E402
-from .http.openapi import install_openapi  # noqa: E402
-from .http.serve import serve  # noqa: E402
-from .http.service import ContractService  # noqa: E402
-from .registry import Registry  # noqa: E402
-from .signing import SigningMiddleware  # noqa: E402
+from ... import __version__
+from ...protocol.problems import ProblemType, ProtocolError
+from ...protocol.signing import CONTRACT_SIGN
+from ..config import WorkerConfig
+from ..domain import Domain
+from ..registry import Registry
+from ..signing import SigningMiddleware
+from .errors import install_problem_handlers
+from .hosts import HostCheck
+from .openapi import install_openapi
+from .serve import serve
+from .service import ContractService
 
 __all__ = ["create_app", "serve"]
 

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
-from .auth import ADMIN_TOKEN_ENV
+from ..server.auth import ADMIN_TOKEN_ENV
 
 W = TypeVar("W", bound=WireModel)
 

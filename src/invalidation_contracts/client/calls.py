@@ -1,0 +1,266 @@
+"""Every call of a fix memory, written once: a function of its ``MemoryCore`` returning ``Steps``.
+
+``FixMemory`` runs each blocking (``run_sync``) and ``AsyncFixMemory`` awaits it (``run_async``),
+so the sync and the async memory are the same calls over the same rooms; the docstrings here are
+the documentation of both. ``READERS`` are the two that page through the store with its sync
+reader (the async memory runs them in a worker thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..protocol.models import ChangesFeed, RulesListing
+from ..protocol.position import valid_epoch, valid_seq
+from .core import MemoryCore
+from .entries import EvictionReason, MemoryEntry, Tombstone
+from .events import Need, Observation
+from .layout import load_tombstones, stored_origins
+from .ledger import Ledger
+from .serving import Lookup, PatchOutcome
+from .state import OriginState
+from .stats import OriginStats
+from .steps import Steps
+from .values import Answer, Observed, Position
+
+
+def begin_episode(core: MemoryCore, origin: str, episode: int) -> Steps[list[Need]]:
+    """Mark the start of an episode; returns what must be fetched before memory is used.
+
+    Under ``resync`` detection this asks for the changes feed since the last position; under any
+    detection it repeats needs still outstanding.
+    """
+    return core.signals.begin_episode(origin, episode)
+
+
+def needs(core: MemoryCore, origin: str) -> Steps[list[Need]]:
+    """What must be fetched and answered before the memory serves all it holds of ``origin``.
+
+    Under eager or resync detection this includes, until this process has confirmed the origin,
+    one conditional read of what changed since the stored position (``client.confirmation``):
+    adapters fulfil it when a connection opens.
+    """
+    call = yield from core.calls.run(origin, None, _nothing)
+    return list(call.needs)
+
+
+def lookup(
+    core: MemoryCore,
+    origin: str,
+    draft: Mapping[str, Any] | None = None,
+    *,
+    operation: str | None = None,
+    episode: int | None = None,
+) -> Steps[Lookup]:
+    """The entries of ``operation`` the memory serves for a draft call (every scope field equal).
+
+    Counted as a hit or a miss. Expired entries (``max_age_s``) are evicted; entries awaiting a
+    diff are withheld, and so are all of an origin's entries until this process has confirmed it
+    (``Lookup.needs`` says what to fetch). Without a ``draft``: every fix of ``operation`` the
+    memory would serve, whatever the draft (for a prompt written before the model has drafted a
+    call; L2 lists each with its condition), not counted as a lookup.
+    """
+    if draft is None:
+        return core.serving.fixes_for(origin, episode, operation or "")
+    return core.serving.lookup(origin, draft, episode, operation)
+
+
+def observe(
+    core: MemoryCore,
+    origin: str,
+    observed: Observed,
+    *,
+    operation: str | None = None,
+    episode: int | None = None,
+) -> Steps[Observation]:
+    """Feed one response from ``origin`` to the memory (``Observed`` says what it holds).
+
+    ``operation``: the request's method and route template, or tool name (None: the unnamed
+    operation); fixes are keyed by it.
+    """
+    return core.signals.observe(origin, observed, episode, operation)
+
+
+def answer(
+    core: MemoryCore, need: Need, answer: Answer, *, episode: int | None = None
+) -> Steps[Observation]:
+    """Feed the server's answer to a need, whatever it was: the one call an adapter makes.
+
+    410 → ``resync_required``; 200 with a valid body → the changes feed or rule listing is
+    applied; anything else (another status, a body that does not parse) → ``need_failed``. Over
+    ``limits.max_feed_bytes`` the answer is refused unread, and a changes feed is treated as lost
+    history (a resync; with ``require_signatures``, as an unverified answer).
+    """
+    return core.signals.answer(need, answer, episode)
+
+
+def need_failed(core: MemoryCore, need: Need, *, episode: int | None = None) -> Steps[Observation]:
+    """A need got no usable answer (not served, or not understood): fall back conservatively.
+
+    No changes feed: entries on moved tables are evicted at table granularity. No rule listing:
+    rule-dependent entries under the old stamp are evicted. (A network error is not a failure:
+    report it with ``fetch_failed`` and the need stays outstanding.)
+    """
+    return core.signals.need_failed(need, episode)
+
+
+def fetch_failed(
+    core: MemoryCore, need: Need, detail: str, *, episode: int | None = None
+) -> Steps[Observation]:
+    """A need could not be fetched (a network error): report it, change nothing.
+
+    The need stays outstanding and is asked again; the ``FetchFailed`` event lists the entries
+    withheld until it is fulfilled, and a warning is logged.
+    """
+    return core.signals.fetch_failed(need, detail, episode)
+
+
+def apply_changes(
+    core: MemoryCore,
+    origin: str,
+    feed: ChangesFeed | Mapping[str, Any],
+    *,
+    episode: int | None = None,
+    signature: str | None = None,
+) -> Steps[Observation]:
+    """Feed a changes feed read without a need (``answer`` feeds one read for a need).
+
+    ``signature``: its ``Contract-Signature``; pass the body as received (a mapping) for it. A
+    feed over ``limits.max_feed_items`` is not read: it is treated as lost history.
+    """
+    return core.signals.apply_changes(origin, feed, episode, signature)
+
+
+def apply_rules(
+    core: MemoryCore,
+    origin: str,
+    listing: RulesListing | Mapping[str, Any],
+    *,
+    episode: int | None = None,
+    signature: str | None = None,
+) -> Steps[Observation]:
+    """Feed a rule listing read without a need (``answer`` feeds one read for a need)."""
+    return core.signals.apply_rules(origin, listing, episode, signature)
+
+
+def resync_required(
+    core: MemoryCore,
+    origin: str,
+    *,
+    episode: int | None = None,
+    problem: Mapping[str, Any] | None = None,
+    signature: str | None = None,
+) -> Steps[Observation]:
+    """The server answered 410 resync-required: evict all its entries (reason resync).
+
+    ``problem`` and ``signature``: the 410 body and its ``Contract-Signature``, checked when the
+    trust policy has keys.
+    """
+    return core.signals.resync_required(origin, episode, problem, signature)
+
+
+def evict(
+    core: MemoryCore,
+    origin: str,
+    *,
+    entry_ids: Iterable[str] = (),
+    table: str | None = None,
+    everything: bool = False,
+    reason: EvictionReason = EvictionReason.OPERATOR,
+    detail: str = "evicted by an operator",
+    episode: int | None = None,
+) -> Steps[Observation]:
+    """Evict entries by id, by table, or all of an origin's; ids not live are ignored."""
+    targets = None if everything or table is not None else entry_ids
+    by_table = None if everything else table
+    return core.signals.evict(origin, targets, by_table, reason, detail, episode)
+
+
+def set_patchable(core: MemoryCore, origin: str, paths: Iterable[str]) -> Steps[None]:
+    """Record the request paths ``origin`` lets the client patch (client apply mode).
+
+    Each is a JSON Pointer (``/metadata/note``) or a top-level field name (``promo_code``).
+    """
+    return core.serving.set_patchable(origin, paths)
+
+
+def apply_patches(
+    core: MemoryCore,
+    origin: str,
+    request: Mapping[str, Any],
+    entries: Sequence[MemoryEntry],
+    *,
+    operation: str | None = None,
+    episode: int | None = None,
+) -> Steps[PatchOutcome]:
+    """Apply each entry's cached patch, in order, to a copy of the planned request.
+
+    Each patch is preceded by a ``test`` of every scope field, so an entry applies only to a
+    request its scope matches (one selected on the task's draft may not fit what the planner
+    planned); an entry of another ``operation``, or no longer live, is skipped. A patch that
+    copies, moves or writes outside the origin's patchable paths is refused and its entry
+    quarantined. Raises ``ValueError`` if the origin has no published patchable paths.
+    """
+    return core.serving.apply_patches(origin, request, entries, episode, operation)
+
+
+def entries(core: MemoryCore, origin: str) -> Steps[list[MemoryEntry]]:
+    """The origin's live entries, in the order they were stored."""
+    replica = yield from core.calls.fresh(origin)
+    with core.calls.lock:
+        return list(replica.index)
+
+
+def stats(core: MemoryCore, origin: str) -> Steps[OriginStats]:
+    """A copy of the origin's counters: as committed, plus this process's unwritten ones."""
+    replica = yield from core.calls.fresh(origin)
+    with core.calls.lock:
+        return replica.counters
+
+
+def state(core: MemoryCore, origin: str) -> Steps[OriginState]:
+    """A copy of what the memory knows of the origin's contract."""
+    replica = yield from core.calls.fresh(origin)
+    with core.calls.lock:
+        return replica.state.copy()
+
+
+def position(core: MemoryCore, origin: str) -> Steps[Position]:
+    """The position to send with the next request: the seq the memory's known versions are
+    accurate at, and their epoch (the server then answers only what moved after it).
+
+    Empty (``Position()``) until the memory knows one, under a strategy that keeps none, and when
+    the stored position does not validate (the next memory call drops it).
+    """
+    if not core.strategy.invalidates:
+        return Position()
+    known = yield from state(core, origin)
+    seq, epoch = known.known_seq, known.epoch
+    if seq is None or not valid_seq(seq) or (epoch is not None and not valid_epoch(epoch)):
+        return Position()
+    return Position(seq, epoch or None)
+
+
+def close(core: MemoryCore) -> Steps[None]:
+    """Write the counters not yet written, then close the store if this memory opened it."""
+    try:
+        for origin in core.calls.unflushed():
+            yield from core.calls.flush(origin)
+    finally:
+        if core.owns_store:
+            core.store.close()
+
+
+def tombstones(core: MemoryCore, origin: str) -> list[Tombstone]:
+    """The origin's evicted entries, in the order they were evicted (read from the store)."""
+    return load_tombstones(core.store, origin)
+
+
+def origins(core: MemoryCore) -> list[str]:
+    """Every origin the store holds a memory of."""
+    return stored_origins(core.store)
+
+
+def _nothing(tx: Ledger) -> None:
+    """A call that changes nothing: it only brings the replica current and reports the needs."""

@@ -1,0 +1,76 @@
+"""The rooms one fix memory is made of, built once and shared by its sync and async shells.
+
+``MemoryCore`` holds the configuration (strategy, detection, trust, limits), the store, and the
+rooms every call goes through: ``Transactions`` (one call end to end, against this process's
+replicas), ``Signals`` (what the memory does with what a server says) and ``Serving`` (lookups and
+patches). ``client.calls`` writes each memory call once over it, as ``Steps``; ``FixMemory`` runs
+them blocking and ``AsyncFixMemory`` awaits them, over one core or the same one.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from os import PathLike
+
+from .admission import Admission
+from .confirmation import Confirmations
+from .detection import Detection
+from .invalidation import Invalidation
+from .limits import DEFAULT_LIMITS, Limits
+from .replica import Replicas
+from .serving import Serving
+from .signals import Signals
+from .stores import InMemoryStore, SQLiteStore, Store
+from .strategies import Strategy, strategy_for
+from .transaction import Transactions
+from .trust import TrustPolicy
+
+
+class MemoryCore:
+    """One memory's configuration, store and rooms (see ``FixMemory`` for the arguments)."""
+
+    def __init__(
+        self,
+        strategy: str | Strategy | type[Strategy],
+        detection: str | Detection,
+        store: Store | str | PathLike[str] | None,
+        *,
+        clock: Callable[[], float],
+        close_store: bool | None,
+        trust: TrustPolicy | None,
+        limits: Limits | None,
+    ) -> None:
+        self.strategy = strategy_for(strategy)
+        self.trust = trust if trust is not None else TrustPolicy()
+        self.detection = Detection.parse(detection)
+        self.limits = limits if limits is not None else DEFAULT_LIMITS
+        self.owns_store = not isinstance(store, Store) if close_store is None else close_store
+        if store is None:
+            store = InMemoryStore()
+        elif not isinstance(store, Store):
+            store = SQLiteStore(store)
+        self.store = store
+        lock = threading.RLock()
+        invalidation = Invalidation(self.strategy, self.trust)
+        admission = Admission(invalidation, self.trust, self.limits)
+        confirmations = Confirmations(
+            active=self.strategy.invalidates and self.detection is not Detection.LAZY
+        )
+        self.calls = Transactions(
+            Replicas(store, lock),
+            invalidation,
+            admission,
+            lock=lock,
+            clock=clock,
+            confirmations=confirmations,
+        )
+        self.signals = Signals(
+            self.calls,
+            invalidation,
+            admission,
+            detection=self.detection,
+            trust=self.trust,
+            limits=self.limits,
+        )
+        self.serving = Serving(self.calls, self.strategy, self.trust)
