@@ -74,7 +74,7 @@ def test_a_value_a_change_made_stale_is_a_stale_injection():
         client.post("/admin/reload-table", json={"table": "plans", "rows": rows}, headers=ADMIN)
         client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})  # carries the stale card
     figures = only(scores)
-    assert (figures.episodes, figures.stale_injections) == (2, 1)
+    assert (figures.episodes, figures.stale_values_sent) == (2, 1)
 
 
 def test_a_taught_value_still_current_is_no_stale_injection():
@@ -83,7 +83,7 @@ def test_a_taught_value_still_current_is_no_stale_injection():
         client.post(ORDERS, json={"plan": "basic"}, headers={"X-Client": "a"})
         client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
         client.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
-    assert (only(scores).episodes, only(scores).first_try, only(scores).stale_injections) == (
+    assert (only(scores).episodes, only(scores).first_try, only(scores).stale_values_sent) == (
         2,
         1,
         0,

@@ -79,6 +79,8 @@ class _Tally:
     served: str | None = None
     planner_errors: int = 0
     planner_retries: int = 0
+    stale_sent: list[Suggestion] | None = None
+    """The stale values the episode's opening request sent (``Oracle.stale_sent``)."""
 
     def charge(self, plan: Plan) -> None:
         self.tokens_in += plan.usage.input_tokens
@@ -146,6 +148,8 @@ class EpisodeLoop:
             request = plan.request
             if self.client_applies and not tally.attempts:
                 request = self._apply_client_side(entries, request, episode)
+            if not tally.attempts and tally.stale_sent is None:  # the episode's opening request
+                tally.stale_sent = self.oracle.stale_sent(request, draft, self.route)
             hidden = contract_tokens(dataclasses.replace(context, attempts=tuple(tally.received)))
             status, body = await self._send(request, episode, injected, tally.number, plan, hidden)
             tally.fixes.extend(_suggestions(body))
@@ -324,6 +328,10 @@ class EpisodeLoop:
             stale_slot=episode in self.scenario.stale_slots,
             injected=injected,
             stale_injected=stale_injected,
+            stale_sent=[
+                {"type": s.type, "scope": dict(s.scope or {}), "parameters": dict(s.parameters)}
+                for s in tally.stale_sent or ()
+            ],
             planner_errors=tally.planner_errors,
             planner_retries=tally.planner_retries,
             tokens_in=tally.tokens_in,

@@ -15,6 +15,7 @@ from typing import Any
 from ..client.entries import canonical_scope
 from ..client.events import Stored
 from ..domains.catalog import DomainCatalog
+from ..protocol.canonical import canonical_json
 from ..protocol.models import Suggestion
 from ..server import Registry, Route
 from .errors import UnlabelledEviction
@@ -79,8 +80,41 @@ class Oracle:
         default when None), under the shadow registry now?"""
         return self._catalog.is_fix_current(fix, request, self._shadow.state, route)
 
+    def stale_sent(
+        self,
+        request: Mapping[str, Any],
+        draft: Mapping[str, Any],
+        route: Route[Any] | None = None,
+    ) -> list[Suggestion]:
+        """The stale values ``request`` sends for the task ``draft``: per fix slot (type and
+        scope), the fix heard most recently that is a fix for this task (the draft holds its
+        scope) and whose parameters the request carries, when the shadow registry — every change
+        applied — no longer gives it for the draft. It was the server's answer when heard, so a
+        change made it stale. Judged from what was sent, whatever the planner was shown."""
+        out = []
+        for heard in self._received.values():
+            carried = next(
+                (
+                    fix
+                    for fix, _ in reversed(heard)
+                    if _holds(draft, fix.scope or {}) and _holds(request, fix.parameters)
+                ),
+                None,
+            )
+            if carried is not None and not self.is_current(carried, draft, route):
+                out.append(carried)
+        return out
+
     def newly_stale(self, entry_ids: Iterable[str]) -> list[str]:
         """After a drift event: the live entries that just went stale (each reported once)."""
         out = [e for e in entry_ids if e not in self._marked and self.is_stale(e)]
         self._marked.update(out)
         return out
+
+
+def _holds(request: Mapping[str, Any], fields: Mapping[str, Any]) -> bool:
+    """Whether ``request`` holds every one of ``fields`` with the same JSON value."""
+    return all(
+        name in request and canonical_json(request[name]) == canonical_json(value)
+        for name, value in fields.items()
+    )

@@ -96,7 +96,12 @@ def instrument(
     telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(
-            current_client(), route, request, state, refusal.findings if refusal else ()
+            current_client(),
+            route,
+            request,
+            state,
+            refusal.findings if refusal else (),
+            refusal.content if refusal else None,
         )
     )
     service.provider.telemetry = telemetry

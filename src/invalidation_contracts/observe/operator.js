@@ -88,11 +88,11 @@
     const rate = (v) => (v === null ? "–" : v.toFixed(2));
     return [table("Per client, from requests alone",
       ["Client key", "Requests", "Episodes", "First tries", "First-try rate", "Retries",
-        "Stale injections"],
+        "Stale values sent"],
       cs.map((c) => el("tr", {}, el("th", { scope: "row" }, code(c.client)),
         el("td", {}, c.requests), el("td", {}, c.episodes), el("td", {}, c.first_try),
         el("td", {}, rate(c.first_try_rate)), el("td", {}, c.retries),
-        el("td", {}, c.stale_injections))))];
+        el("td", {}, c.stale_values_sent))))];
   }
 
   function render(s) {

@@ -243,7 +243,7 @@ def _clients(clients: list[dict[str, Any]]) -> str:
         f'<tr><th scope="row"><code>{_e(c["client"])}</code></th><td>{_e(c["requests"])}</td>'
         f"<td>{_e(c['episodes'])}</td><td>{_e(c['first_try'])}</td>"
         f"<td>{_e(_rate(c['first_try_rate']))}</td><td>{_e(c['retries'])}</td>"
-        f"<td>{_e(c['stale_injections'])}</td></tr>"
+        f"<td>{_e(c['stale_values_sent'])}</td></tr>"
         for c in clients
     )
     return (
@@ -251,7 +251,7 @@ def _clients(clients: list[dict[str, Any]]) -> str:
         '<th scope="col">Client key</th><th scope="col">Requests</th>'
         '<th scope="col">Episodes</th><th scope="col">First tries</th>'
         '<th scope="col">First-try rate</th><th scope="col">Retries</th>'
-        f'<th scope="col">Stale injections</th></tr></thead><tbody>{rows}</tbody></table>'
+        f'<th scope="col">Stale values sent</th></tr></thead><tbody>{rows}</tbody></table>'
     )
 
 

@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from .._extras import require_extra
@@ -36,7 +38,7 @@ from ..server.origin import current_origin  # noqa: E402
 from ..server.provider import Outcome  # noqa: E402
 from ..server.state import RegistryState  # noqa: E402
 from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
-from .totals import TotalCounter  # noqa: E402
+from .totals import Labels, TotalCounter  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +47,28 @@ SCOPE = "invalidation_contracts.server"
 _BYTES_CACHE = 512
 """Contract-byte counts remembered per encoded answer (a cached 422 is the same bytes object)."""
 
+_CLIENT_UNITS = {
+    "episodes": "{episode}",
+    "first_try": "{episode}",
+    "retries": "{request}",
+    "stale_values_sent": "{fix}",
+}
+_TRACER_RECHECK_S = 1.0
+"""How often the global tracer provider is looked up again while it is the API's proxy."""
 _NO_TRACING = frozenset({"ProxyTracerProvider", "NoOpTracerProvider"})
 _NO_SPAN = nullcontext()
+
+
+@dataclass(frozen=True, slots=True)
+class _Refusal:
+    """What the counters record for one 422 document on one route."""
+
+    content: bytes
+    route: str
+    refusals: tuple[Labels, ...]
+    labels: Labels
+    size: int
+
 
 ChangeHook = Callable[[ChangeSet, RegistryState, RegistryState], None]
 CheckHook = Callable[[Route[Any], Mapping[str, Any], RegistryState, Outcome | None], None]
@@ -72,7 +94,7 @@ class ProviderTelemetry:
         meter = (meter_provider or metrics.get_meter_provider()).get_meter(SCOPE, __version__)
         self.meter = meter
         self._tracer_provider = tracer_provider
-        self._tracer: tuple[Any, trace.Tracer | None] | None = None
+        self._tracer: tuple[Any, trace.Tracer | None, bool, float] | None = None
 
         def counter(name: str, *, unit: str, description: str) -> TotalCounter:
             return TotalCounter(meter, name, unit=unit, description=description)
@@ -158,23 +180,26 @@ class ProviderTelemetry:
             "writes its registry).",
         )
         self._bytes: dict[bytes, int] = {}
+        self._refusals: dict[int, _Refusal] = {}
         self._warned = False
 
     # -- what a Provider tells (server.provider.Telemetry) ---------------------------------------
 
     @property
     def tracer(self) -> trace.Tracer | None:
-        """The tracer of the tracer provider now (None while it is the API's no-op or proxy
-        provider: then no span is even started)."""
-        provider = self._tracer_provider or trace.get_tracer_provider()
+        """The tracer of the tracer provider (None while it is the API's no-op or proxy provider:
+        then no span is even started). The global provider is looked up at most once a second
+        until a real one is set, which can never be replaced (the API refuses to), so a request
+        pays one clock read, not the API's lookup."""
         cached = self._tracer
-        if cached is None or cached[0] is not provider:
-            real = type(provider).__name__ not in _NO_TRACING
-            cached = self._tracer = (
-                provider,
-                provider.get_tracer(SCOPE, __version__) if real else None,
-            )
-        return cached[1]
+        if cached is not None and (cached[2] or time.monotonic() < cached[3]):
+            return cached[1]
+        provider = self._tracer_provider or trace.get_tracer_provider()
+        real = type(provider).__name__ not in _NO_TRACING
+        tracer = provider.get_tracer(SCOPE, __version__) if real else None
+        final = real or self._tracer_provider is not None
+        self._tracer = (provider, tracer, final, time.monotonic() + _TRACER_RECHECK_S)
+        return tracer
 
     def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
         tracer = self.tracer
@@ -198,11 +223,11 @@ class ProviderTelemetry:
     ) -> None:
         try:
             if refusal is not None:
-                for finding in refusal.findings:
-                    self.refusals.add(
-                        1, (("http.route", route.path), ("suggestion.type", finding.violation.type))
-                    )
-                self.answered(route, refusal)
+                answer = self._refusal(route, refusal)
+                for labels in answer.refusals:
+                    self.refusals.add(1, labels)
+                self.responses.add(1, answer.labels)
+                self.contract_bytes.add(answer.size, answer.labels)
             for hook in self.check_hooks:
                 hook(route, request, state, refusal)
         except Exception:
@@ -212,8 +237,7 @@ class ProviderTelemetry:
         try:
             labels = (("http.route", route.path), ("http.status_code", outcome.status))
             self.responses.add(1, labels)
-            size = self._contract_bytes(outcome.content, cache=outcome.status == 422)
-            self.contract_bytes.add(size, labels)
+            self.contract_bytes.add(self._contract_bytes(outcome.content), labels)
         except Exception:
             self._failed("an answer")
 
@@ -222,7 +246,7 @@ class ProviderTelemetry:
             labels = (("http.route", route.path), ("http.status_code", status))
             self.responses.add(1, labels)
             if isinstance(content, bytes) and content:
-                self.contract_bytes.add(self._contract_bytes(content, cache=False), labels)
+                self.contract_bytes.add(self._contract_bytes(content), labels)
         except Exception:
             self._failed("an answer")
 
@@ -291,12 +315,16 @@ class ProviderTelemetry:
             ("episodes", "Episodes opened by clients, from requests alone."),
             ("first_try", "Episodes whose opening request passed every policy."),
             ("retries", "Requests that followed a 422 on the same route."),
-            ("stale_injections", "Opening requests carrying a taught fix a change made stale."),
+            (
+                "stale_values_sent",
+                "Taught fixes a change made stale that opening requests carried (stale values "
+                "sent; a stale fix shown to a model that ignored it never reaches the provider).",
+            ),
         ):
             self.meter.create_observable_counter(
                 f"invalidation_contracts.clients.{name}",
                 callbacks=[self._total(scores, name)],
-                unit="{request}" if name in ("retries", "stale_injections") else "{episode}",
+                unit=_CLIENT_UNITS[name],
                 description=description,
             )
 
@@ -336,20 +364,42 @@ class ProviderTelemetry:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _contract_bytes(self, content: bytes, *, cache: bool) -> int:
-        """The contract's bytes in an answer; a 422 (the render cache's same bytes object) is
-        remembered, a 200 (its own result each time) is measured every time."""
-        found = self._bytes.get(content) if cache else None
+    def _refusal(self, route: Route[Any], refusal: Outcome) -> _Refusal:
+        """The labels and contract bytes of a 422, kept per document: a render-cache hit is the
+        very bytes object of its entry, keyed by its findings (their types included)."""
+        content = refusal.content
+        found = self._refusals.get(id(content))
+        if found is not None and found.content is content and found.route == route.path:
+            return found
+        path = route.path
+        answer = _Refusal(
+            content,
+            path,
+            tuple(
+                (("http.route", path), ("suggestion.type", f.violation.type))
+                for f in refusal.findings
+            ),
+            (("http.route", path), ("http.status_code", refusal.status)),
+            self._contract_bytes(content),
+        )
+        if len(self._refusals) >= _BYTES_CACHE:
+            self._refusals.clear()
+        self._refusals[id(content)] = answer  # holds the bytes: the id stays unique
+        return answer
+
+    def _contract_bytes(self, content: bytes) -> int:
+        """The contract's bytes in an answer, remembered by the answer's bytes (a bounded
+        cache: equal bytes, equal count)."""
+        found = self._bytes.get(content)
         if found is None:
             try:
                 document = json.loads(content)
             except ValueError:
                 return 0
             found = contract_bytes(document) if isinstance(document, dict) else 0
-            if cache:
-                if len(self._bytes) >= _BYTES_CACHE:
-                    self._bytes.clear()
-                self._bytes[content] = found
+            if len(self._bytes) >= _BYTES_CACHE:
+                self._bytes.clear()
+            self._bytes[content] = found
         return found
 
     def _failed(self, what: str) -> None:

@@ -1,4 +1,4 @@
-"""Client scoring from requests alone (paper §6.5): stale injections and first-try compliance.
+"""Client scoring from requests alone (paper §6.5): stale values sent and first-try compliance.
 
 The provider sees each client's requests and what it answered. ``ClientScores`` folds them, per
 opaque client key, into the paper's figures without any help from the client:
@@ -7,10 +7,19 @@ opaque client key, into the paper's figures without any help from the client:
   ``max_attempts`` requests in a row were refused (the client's retry budget); any other request
   opens an episode.
 - **First try.** An episode whose opening request passes every policy.
-- **Stale injection.** An opening request that carries the parameters of a fix this provider
-  taught the client (same type and scope, every parameter value equal) when that fix is no longer
-  what the provider would answer for the request (``server.provider.current_fix`` on the request
-  with the fix undone) — a value a change made stale since it was taught.
+- **Stale values sent.** Per opening request, the fixes this provider taught the client (same
+  type and scope, every parameter value equal) that the request carries although the provider
+  would no longer answer them for it (``server.provider.current_fix`` on the request with the fix
+  undone): values a change made stale since they were taught. A server sees requests, not
+  prompts: a stale fix a client showed its model and the model ignored never reaches it, so this
+  is the harness's *stale values sent* (``RunMetrics.stale_values_sent``), not its *stale
+  injections* (stale fixes shown to the model).
+
+Cheap where it runs (every policy check): what a refusal teaches is built once per 422 document
+(``observe.lessons``), a request finds the taught fixes it may carry by one dict lookup per
+anchored field, teaching a fix again only moves its time, and a carried fix's policy runs again
+once per fix, draft and served state, not per request. Every request is folded before it is
+answered: nothing is sampled or dropped, so the figures are exact.
 
 Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen goes first) and
 ``max_fixes`` taught fixes per client.
@@ -19,63 +28,24 @@ Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen go
 from __future__ import annotations
 
 import dataclasses
-import json
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..server.domain import Route
 from ..server.policies import Finding
 from ..server.provider import current_fix
-from ..server.render_cache import finding_key
 from ..server.state import RegistryState
+from .lessons import Lesson, Lessons, Taught, ValueKey, freeze, same_object, value_key
 
 DEFAULT_MAX_ATTEMPTS = 5
 """The retry budget assumed for a client (the harness scenarios' default ``max_attempts``)."""
 DEFAULT_MAX_CLIENTS = 10_000
 DEFAULT_MAX_FIXES = 1_000
-
-
-@dataclass(frozen=True, slots=True)
-class Taught:
-    """A fix the provider answered a client with: its type, scope and parameters."""
-
-    type: str
-    scope: Mapping[str, Any]
-    parameters: Mapping[str, Any]
-    slot: tuple[str, str]
-    """Type and scope: the memory's key for the fix (one judgement per slot and request)."""
-    key: tuple[str, str, str]
-    """Type, scope and parameters: one taught fix."""
-    anchor: tuple[str, str] | None
-    """A parameter field and its value, by which a request that carries the fix is found."""
-    policy: str
-    """The policy that taught it (the only one run again to judge it)."""
-
-    @classmethod
-    def of(cls, finding: Finding) -> Taught:
-        v = finding.violation
-        scope, parameters = dict(v.scope), dict(v.parameters)
-        slot = (v.type, _freeze(scope))
-        first = min(parameters, default=None)
-        anchor = None if first is None else (first, _freeze(parameters[first]))
-        key = (*slot, _freeze(parameters))
-        return cls(v.type, scope, parameters, slot, key, anchor, finding.policy)
-
-    def carried_by(self, request: Mapping[str, Any]) -> bool:
-        """The request carries every parameter of the fix and matches its scope elsewhere (a
-        scope field the fix rewrites held the scope's value before the fix, not after)."""
-        wanted = {**self.scope, **self.parameters}
-        return all(field in request and _same(request[field], v) for field, v in wanted.items())
-
-    def draft(self, request: Mapping[str, Any]) -> dict[str, Any]:
-        """The request as it was before the fix: its parameters undone (back to the scope's
-        value, or left out)."""
-        out = {k: v for k, v in request.items() if k not in self.parameters}
-        out.update({k: v for k, v in self.scope.items() if k in self.parameters})
-        return out
+JUDGED_PER_FIX = 8
+"""Drafts whose judgement is kept per taught fix while the served state stays the same."""
 
 
 @dataclass
@@ -86,7 +56,8 @@ class ClientFigures:
     episodes: int = 0
     first_try: int = 0
     retries: int = 0
-    stale_injections: int = 0
+    stale_values_sent: int = 0
+    """Taught fixes a change made stale that opening requests carried (one per fix slot)."""
     refused: int = 0
 
     @property
@@ -100,9 +71,13 @@ class ClientFigures:
             "first_try": self.first_try,
             "first_try_rate": self.first_try_rate,
             "retries": self.retries,
-            "stale_injections": self.stale_injections,
+            "stale_values_sent": self.stale_values_sent,
             "refused": self.refused,
         }
+
+
+Anchor = tuple[str, ValueKey]
+FixKey = tuple[str, str, str]
 
 
 @dataclass
@@ -110,12 +85,11 @@ class _Client:
     figures: ClientFigures = field(default_factory=ClientFigures)
     streak: dict[str, int] = field(default_factory=dict)
     """Route → requests refused in a row."""
-    taught: OrderedDict[tuple[str, str, str], Taught] = field(default_factory=OrderedDict)
-    by_anchor: dict[tuple[str, str], dict[tuple[str, str, str], Taught]] = field(
-        default_factory=dict
-    )
-    """Taught fixes with parameters, by their anchor (oldest first)."""
-    when: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    taught: OrderedDict[FixKey, Taught] = field(default_factory=OrderedDict)
+    """Every fix taught (with parameters), least recently taught first."""
+    by_anchor: dict[Anchor, dict[FixKey, Taught]] = field(default_factory=dict)
+    """Taught fixes by their anchor: a request's candidates are one lookup per anchor field."""
+    when: dict[FixKey, int] = field(default_factory=dict)
     """When each taught fix was (last) taught, in this client's own count."""
     clock: int = 0
     anchor_fields: dict[str, int] = field(default_factory=dict)
@@ -138,8 +112,10 @@ class ClientScores:
         self.max_clients = max_clients
         self.max_fixes = max_fixes
         self._clients: OrderedDict[str, _Client] = OrderedDict()
-        self._totals = ClientFigures()
-        self._lessons: dict[Hashable, Taught] = {}
+        self._forgotten = ClientFigures()
+        """The figures of clients no longer kept (``totals`` adds the kept ones when read)."""
+        self._lessons = Lessons(max_fixes)
+        self._judge = _Judgements(max_fixes)
         self._lock = threading.Lock()
 
     def checked(
@@ -149,55 +125,22 @@ class ClientScores:
         request: Mapping[str, Any],
         state: RegistryState,
         findings: tuple[Finding, ...],
+        document: bytes | None = None,
     ) -> None:
-        """One valid request of ``client`` and the findings it drew (none: it passed)."""
+        """One valid request of ``client`` and the findings it drew (none: it passed).
+        ``document``: the 422 answered, as sent (what its lesson is kept by; None: not kept)."""
         with self._lock:
-            self._fold(self._client(client), route, request, state, findings)
+            lesson = self._lessons.of(findings, document) if findings else None
+            self._fold(self._client(client), route, request, state, lesson)
 
     def totals(self) -> ClientFigures:
-        """Every client's figures summed, forgotten clients included (for counters)."""
+        """Every client's figures summed, forgotten clients included (for counters; summed when
+        read, so a request updates one client's figures only)."""
         with self._lock:
-            return ClientFigures(**vars(self._totals))
-
-    def _fold(
-        self,
-        known: _Client,
-        route: Route[Any],
-        request: Mapping[str, Any],
-        state: RegistryState,
-        findings: tuple[Finding, ...],
-    ) -> None:
-        streak = known.streak.get(route.path, 0)
-        opening = streak == 0 or streak >= self.max_attempts
-        stale = self._stale(known, route, request, state, findings) if opening else 0
-        for figures in (known.figures, self._totals):
-            figures.requests += 1
-            if opening:
-                figures.episodes += 1
-                figures.stale_injections += stale
-                figures.first_try += 0 if findings else 1
-            else:
-                figures.retries += 1
-            figures.refused += 1 if findings else 0
-        if findings:
-            known.streak[route.path] = 1 if opening else streak + 1
-            for finding in findings:
-                self._teach(known, self._taught(finding))
-        else:
-            known.streak.pop(route.path, None)
-
-    def _taught(self, finding: Finding) -> Taught:
-        """``Taught.of(finding)``, remembered by the finding's key (the render cache's)."""
-        key = finding_key(finding)
-        if key is None:
-            return Taught.of(finding)
-        found = self._lessons.get(key)
-        if found is None:
-            found = Taught.of(finding)
-            if len(self._lessons) >= self.max_fixes:
-                self._lessons.clear()
-            self._lessons[key] = found
-        return found
+            total = ClientFigures(**vars(self._forgotten))
+            for known in self._clients.values():
+                _add(total, known.figures)
+            return total
 
     def figures(self, client: str) -> ClientFigures | None:
         with self._lock:
@@ -209,22 +152,51 @@ class ClientScores:
         with self._lock:
             return {key: ClientFigures(**vars(c.figures)) for key, c in self._clients.items()}
 
+    def _fold(
+        self,
+        known: _Client,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        lesson: Lesson | None,
+    ) -> None:
+        streak = known.streak.get(route.path, 0)
+        opening = streak == 0 or streak >= self.max_attempts
+        stale = self._stale(known, route, request, state, lesson) if opening else 0
+        figures = known.figures
+        figures.requests += 1
+        if opening:
+            figures.episodes += 1
+            figures.stale_values_sent += stale
+            figures.first_try += 0 if lesson else 1
+        else:
+            figures.retries += 1
+        figures.refused += 1 if lesson else 0
+        if lesson is not None:
+            known.streak[route.path] = 1 if opening else streak + 1
+            for fix in lesson.fixes:
+                self._teach(known, fix)
+        else:
+            known.streak.pop(route.path, None)
+
     def _client(self, key: str) -> _Client:
         found = self._clients.get(key)
         if found is None:
             found = self._clients[key] = _Client()
             while len(self._clients) > self.max_clients:
-                self._clients.popitem(last=False)
+                _add(self._forgotten, self._clients.popitem(last=False)[1].figures)
         else:
             self._clients.move_to_end(key)
         return found
 
     def _teach(self, client: _Client, fix: Taught) -> None:
-        if fix.anchor is None:
-            return  # a fix that sets nothing is never carried by a request
-        self._forget(client, fix)
+        """Remember ``fix`` as taught to ``client`` now (taught again: only its time moves)."""
         client.clock += 1
         client.when[fix.key] = client.clock
+        if fix.key in client.taught:
+            client.taught.move_to_end(fix.key)
+            return
+        assert fix.anchor is not None  # Lesson.fixes holds only fixes that set something
         client.taught[fix.key] = fix
         client.by_anchor.setdefault(fix.anchor, {})[fix.key] = fix
         client.anchor_fields[fix.anchor[0]] = client.anchor_fields.get(fix.anchor[0], 0) + 1
@@ -250,43 +222,77 @@ class ClientScores:
         route: Route[Any],
         request: Mapping[str, Any],
         state: RegistryState,
-        findings: tuple[Finding, ...],
+        lesson: Lesson | None,
     ) -> int:
         """How many taught fixes the request carries that are no longer current.
 
-        A carried fix whose slot the request was refused for is stale outright (its values no
-        longer pass); any other is judged by running its own policy on the request with the fix
-        undone (``server.provider.current_fix``'s rule, one policy instead of the route's all).
+        Candidates are found by one dict lookup per anchored field the request holds. A carried
+        fix whose slot the request was refused for is stale outright (its values no longer
+        pass); any other is judged by running its own policy on the request with the fix undone
+        (``server.provider.current_fix``, one policy instead of the route's all), once per fix,
+        draft and served state (``_Judgements``).
         """
         if not client.by_anchor:
             return 0
         candidates: list[Taught] = []
-        for name in client.anchor_fields.keys() & request.keys():
-            bucket = client.by_anchor.get((name, _freeze(request[name])))
-            if bucket:
-                candidates.extend(bucket.values())
-        candidates.sort(key=lambda fix: client.when.get(fix.key, 0), reverse=True)  # newest first
-        refused = {(f.violation.type, _freeze(dict(f.violation.scope))) for f in findings}
+        for name, _count in client.anchor_fields.items():
+            if name in request:
+                bucket = client.by_anchor.get((name, value_key(request[name])))
+                if bucket:
+                    candidates.extend(bucket.values())
+        if not candidates:
+            return 0
+        if len(candidates) > 1:
+            candidates.sort(key=lambda fix: client.when.get(fix.key, 0), reverse=True)
+        refused = lesson.refused if lesson is not None else frozenset()
         stale = 0
         seen: set[tuple[str, str]] = set()
         for fix in candidates:
             if fix.slot in seen or not fix.carried_by(request):
                 continue
             seen.add(fix.slot)
-            if fix.slot in refused:
-                stale += 1
-                continue
-            now = _current(route, fix, fix.draft(request), state)
-            if now is None or _freeze(now) != _freeze(dict(fix.parameters)):
+            if fix.slot in refused or not self._judge.current(route, fix, request, state):
                 stale += 1
         return stale
 
 
-def _current(
-    route: Route[Any], fix: Taught, draft: Mapping[str, Any], state: RegistryState
-) -> dict[str, Any] | None:
-    """``server.provider.current_fix`` with only the policy that taught ``fix`` run."""
-    return current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
+def _add(total: ClientFigures, figures: ClientFigures) -> None:
+    for name, value in vars(figures).items():
+        setattr(total, name, getattr(total, name) + value)
+
+
+class _Judgements:
+    """Whether a taught fix is still current for a draft, kept while the served state is the
+    same (a change lands as a new state, which clears them): the policy runs once per fix,
+    draft and state, not on every request that carries the fix."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._state: RegistryState | None = None
+        self._kept: dict[tuple[str, str, FixKey], list[tuple[dict[str, Any], bool]]] = {}
+
+    def current(
+        self, route: Route[Any], fix: Taught, request: Mapping[str, Any], state: RegistryState
+    ) -> bool:
+        if state is not self._state:
+            self._state = state
+            self._kept.clear()
+        draft = fix.draft(request)
+        key = (route.path, fix.policy, fix.key)
+        kept = self._kept.get(key)
+        if kept is None:
+            if len(self._kept) >= self.capacity:
+                self._kept.clear()
+            kept = self._kept[key] = []
+        for seen, verdict in kept:
+            if same_object(seen, draft):
+                return verdict
+        now = current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
+        verdict = now is not None and freeze(now) == fix.key[2]
+        if len(kept) >= JUDGED_PER_FIX:
+            del kept[0]
+        kept.append((draft, verdict))
+        return verdict
 
 
 _NARROWED: dict[tuple[int, str], tuple[Route[Any], Route[Any]]] = {}
@@ -303,12 +309,3 @@ def _narrowed(route: Route[Any], policy: str) -> Route[Any]:
         _NARROWED.clear()
     _NARROWED[(id(route), policy)] = (route, narrowed)
     return narrowed
-
-
-def _freeze(value: Any) -> str:
-    """A JSON value as a hashable key (sorted members; equal values, equal keys)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-def _same(a: Any, b: Any) -> bool:
-    return (a == b and type(a) is type(b)) or _freeze(a) == _freeze(b)

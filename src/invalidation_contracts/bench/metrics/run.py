@@ -136,6 +136,11 @@ class RunMetrics:
     """Estimated input tokens the model was not shown: the contract metadata of responses."""
     transport: str | None = None
     """How the run reached the provider (``AsyncContractTransport``, or an MCP session)."""
+    stale_values_sent: int | None = None
+    """Stale values sent: the fixes a change had made stale whose values an episode's opening
+    request carried (the episode records' ``stale_sent``, judged by the oracle from what was
+    sent) — what a provider can see; ``stale_injections`` is what the model was shown. None for
+    artifacts recorded before the field."""
 
     @property
     def tokens(self) -> int:
@@ -476,6 +481,11 @@ def _episode_counts(
         "first_try": sum(1 for e in episodes if is_first_try(e)),
         "attempts": sum(int(e.get("attempts") or 0) for e in episodes),
         "retries": sum(max(int(e.get("attempts") or 0) - 1, 0) for e in episodes),
+        "stale_values_sent": (
+            sum(len(e.get("stale_sent") or ()) for e in episodes)
+            if any("stale_sent" in e for e in episodes)
+            else None
+        ),
     }
 
 
