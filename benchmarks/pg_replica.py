@@ -1,6 +1,6 @@
 """The PostgreSQL fleet memory's lookups: a replica that LISTEN/NOTIFY keeps current (issue 22).
 
-``relevant()`` for one draft at ``entries`` entries, on three memories built alike: in-memory
+``lookup()`` for one draft at ``entries`` entries, on three memories built alike: in-memory
 (the baseline), PostgreSQL with its LISTEN connection (``PostgresStore``: the replica serves while
 no notification came), and PostgreSQL without it (``listen=False``: one round trip, the origin's
 generation, before every lookup). Measured in turns, ``CALLS`` calls of each at a time, so a
@@ -45,6 +45,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 def lookups(cluster: Any, entries: int, repeats: int) -> dict[str, Any]:
     from invalidation_contracts.client import FixMemory, InMemoryStore
     from invalidation_contracts.client.stores import PostgresStore
+    from invalidation_contracts.client.values import Observed
 
     from .client_stores import LIMITS, ORIGIN, Server, learn, spread
 
@@ -59,17 +60,17 @@ def lookups(cluster: Any, entries: int, repeats: int) -> dict[str, Any]:
         server = Server()
         memory = FixMemory("row", store=open_store(), close_store=True, limits=LIMITS)
         learn(memory, server, spread(entries))
-        memory.observe(ORIGIN, None, 200, server.success())
+        memory.observe(ORIGIN, Observed(None, 200, server.success()))
         listener = getattr(memory.store, "listener", None)
         if listener is not None and not listener.listening.wait(20):
             raise RuntimeError("the LISTEN connection never came up")
         for _ in range(3):
-            if not memory.relevant(ORIGIN, draft):
+            if not memory.lookup(ORIGIN, draft).entries:
                 raise RuntimeError(f"{name}: the lookup found nothing")
         runs[name] = (memory, [])
     for _ in range(repeats):
         for memory, times in runs.values():
-            times += time_calls(partial(memory.relevant, ORIGIN, draft), repeats=CALLS)
+            times += time_calls(partial(memory.lookup, ORIGIN, draft), repeats=CALLS)
     base = median(runs["in-memory"][1])
     out: dict[str, Any] = {"entries": entries, "calls": repeats * CALLS, "stores": {}}
     for name, (memory, times) in runs.items():
@@ -121,7 +122,7 @@ def _report(data: dict[str, Any]) -> StudyResult:
     replica = lk["stores"]["postgres, replica (LISTEN)"]["ratio"]
     checks = [
         Check(
-            f"`relevant()` on PostgreSQL with its replica ≤ {TARGET_RATIO}× in-memory at "
+            f"`lookup()` on PostgreSQL with its replica ≤ {TARGET_RATIO}× in-memory at "
             f"{lk['entries']:,} entries",
             f"{replica:.2f}×",
             replica <= TARGET_RATIO,
@@ -130,7 +131,7 @@ def _report(data: dict[str, Any]) -> StudyResult:
     md = "\n\n".join(
         [
             (
-                f"`relevant()` for one draft at {lk['entries']:,} entries (row strategy), "
+                f"`lookup()` for one draft at {lk['entries']:,} entries (row strategy), "
                 f"{lk['calls']} calls per store taken in turns of {CALLS}; medians, µs. The "
                 "PostgreSQL store keeps a LISTEN connection (`client/stores/pg_listen.py`); every "
                 "write batch notifies in its own transaction, so the memory's replica serves "

@@ -16,6 +16,7 @@ import pytest
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.stores import Store
+from invalidation_contracts.client.values import Observed
 
 pytestmark = pytest.mark.postgres
 
@@ -92,7 +93,7 @@ def evict_in_another_process(url: str, entry_id: str) -> None:
 
 
 def served(memory: FixMemory) -> list[str]:
-    return [e.id for e in memory.relevant(ORIGIN, REQUEST)]
+    return [e.id for e in memory.lookup(ORIGIN, REQUEST).entries]
 
 
 def settled(memory: FixMemory, store: Counting) -> None:
@@ -124,7 +125,7 @@ def until(condition: Any, what: str) -> None:
 def test_lookups_make_no_round_trip_while_the_listener_says_nothing_changed(postgres_url):
     memory, store = open_memory(postgres_url)
     with memory:
-        memory.observe(ORIGIN, REQUEST, 422, failure(["A", "B"]))
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A", "B"])))
         listening(store)
         settled(memory, store)
         before = store.batches
@@ -136,7 +137,7 @@ def test_lookups_make_no_round_trip_while_the_listener_says_nothing_changed(post
 def test_without_the_listener_every_lookup_asks_the_database(postgres_url):
     memory, store = open_memory(postgres_url, listen=False)
     with memory:
-        memory.observe(ORIGIN, REQUEST, 422, failure(["A"]))
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A"])))
         before = store.batches
         for _ in range(5):
             assert served(memory) == ["e1"]
@@ -147,7 +148,7 @@ def test_without_the_listener_every_lookup_asks_the_database(postgres_url):
 def test_another_processs_eviction_reaches_the_replica_before_the_next_lookup(postgres_url):
     memory, store = open_memory(postgres_url)
     with memory:
-        memory.observe(ORIGIN, REQUEST, 422, failure(["A", "B"]))
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A", "B"])))
         listening(store)
         assert served(memory) == ["e1", "e2"]
         token = store.version()
@@ -164,7 +165,7 @@ def test_a_terminated_listener_with_a_write_in_between_serves_nothing_stale(post
     memory, store = open_memory(postgres_url)
     with memory:
         names = [f"F{n}" for n in range(5)]
-        memory.observe(ORIGIN, REQUEST, 422, failure(names))
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(names)))
         live = [f"e{n + 1}" for n in range(5)]
         for victim in list(live):
             listener = listening(store)
@@ -179,7 +180,7 @@ def test_a_terminated_listener_with_a_write_in_between_serves_nothing_stale(post
 def test_a_terminated_listener_means_round_trips_until_it_reconnects_by_itself(postgres_url):
     memory, store = open_memory(postgres_url)
     with memory:
-        memory.observe(ORIGIN, REQUEST, 422, failure(["A"]))
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A"])))
         listener = listening(store)
         served(memory)
         pid = listener.backend_pid()
