@@ -38,6 +38,7 @@ from . import (
     reload_cost,
     retrofit_overhead,
     serve_latency,
+    stale_transports,
     two_writers,
     wire_cost,
 )
@@ -62,6 +63,7 @@ MODULES: tuple[ModuleType, ...] = (
     reconcile_cost,
     two_writers,
     retrofit_overhead,
+    stale_transports,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}
