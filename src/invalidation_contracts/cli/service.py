@@ -268,6 +268,7 @@ def _listen(
         factory=factory,
         listening=listening,
         header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
     )
 
 

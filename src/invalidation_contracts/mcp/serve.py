@@ -78,6 +78,7 @@ def serve_mcp(
     config = server_config(
         app,
         header_timeout_s=options.header_timeout_s,
+        body_timeout_s=options.body_timeout_s,
         log_level="warning",
         lifespan="on",
         timeout_keep_alive=5,
@@ -101,7 +102,11 @@ async def running_http(
     options = http or HttpOptions()
     app = http_app(server, host, options)
     config = server_config(
-        app, header_timeout_s=options.header_timeout_s, log_level="warning", lifespan="on"
+        app,
+        header_timeout_s=options.header_timeout_s,
+        body_timeout_s=options.body_timeout_s,
+        log_level="warning",
+        lifespan="on",
     )
     with listen(host, port) as listener:
         runner = uvicorn.Server(config)
