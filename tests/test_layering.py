@@ -37,6 +37,7 @@ CLIENT_EDGES = (
     "client.watch",
     "client.operator",
     "client.stores.postgres",
+    "client.stores.pg_listen",
 )
 #: The server's edge packages.
 SERVER_EDGES = ("server.http", "server.sql", "server.store")

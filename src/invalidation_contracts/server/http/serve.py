@@ -10,8 +10,10 @@ must deliver each request's head within ``header_timeout_s`` (``header_timeout``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..._extras import require_extra
@@ -26,6 +28,8 @@ from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5
+#: Seconds ``serving`` waits for uvicorn to listen.
+START_TIMEOUT_S = 30.0
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -84,3 +88,29 @@ def serve(
             uvicorn.Server(config).run(sockets=[listener])
         else:
             Multiprocess(config, sockets=[listener]).run()
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn in this event loop on ``host:port`` (0: a free port) for the
+    block; yields its address (``http://host:port``). For an in-process server that must stream
+    (the watch stream, SPEC §8.4), which ``httpx.ASGITransport`` cannot: it buffers a whole body.
+    """
+    with listen(host, port) as listener:
+        config = uvicorn.Config(
+            app, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while not server.started:
+                    if task.done():
+                        task.result()  # uvicorn's own error, if it raised one
+                        raise RuntimeError("the server stopped before it listened")
+                    await asyncio.sleep(0.01)
+            yield address_of(listener)
+        finally:
+            server.should_exit = True
+            with contextlib.suppress(Exception):
+                await task
