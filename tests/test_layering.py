@@ -56,9 +56,6 @@ HTTP_EDGES = (
 
 #: Known breaks, each named for the issue that removes it: (importing file, imported module).
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    # Issue 28 item 1: ``ContractService`` is transport neutral apart from its routers but lives in
-    # the FastAPI package, so MCP over a shared store reaches into the HTTP edge.
-    ("mcp/serve.py", f"{ROOT}.server.http.service"): "issue 28: the worker lives in server/http",
     # Issue 28 item 1: domain lookup belongs to the harness, not to the HTTP edge's launcher.
     ("server/http/launch.py", f"{ROOT}.domains"): "issue 28: the HTTP edge looks domains up",
 }
@@ -145,7 +142,7 @@ def broken(found: list[Import]) -> list[str]:
 def test_the_parser_sees_function_local_and_relative_imports():
     # A rule that reads no imports passes vacuously: pin what the reader must find.
     found = {(i.path, i.module, i.at_import_time) for i in imports()}
-    assert ("mcp/serve.py", f"{ROOT}.server.http.service", False) in found
+    assert ("mcp/serve.py", f"{ROOT}.server.worker", False) in found
     assert ("client/transport.py", "httpx", True) in found
     assert ("client/transport.py", f"{ROOT}.client.needs", True) in found
     assert len(found) > 1000
