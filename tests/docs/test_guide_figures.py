@@ -197,3 +197,70 @@ def check_paper_grid(results: Path) -> None:
     _, _, project, why = [cell.strip() for cell in row.strip("|").split("|")]
     for number in re.findall(r"(?<![\w.§])\d[\d,]*(?:\.\d+)?", f"{project} {why}"):
         assert number in cells, f"researchers.md's §3.7 row: {number} is not in the report"
+
+
+def _one_run(argv: list[str], out: Path):
+    from invalidation_contracts.bench.metrics import score
+
+    assert main([*argv, "--out", str(out), "--no-progress"]) == 0
+    [run] = score(read_runs(out))
+    return run
+
+
+def _commands_in(unit: str) -> list[list[str]]:
+    quoted = re.findall(r"`(invalidation-contracts [^`]+)`", unit.replace("\n", " "))
+    return [shlex.split(q)[1:] for q in quoted]
+
+
+@pytest.mark.study
+@pytest.mark.mcp
+def test_the_model_view_figures_are_what_their_command_records(tmp_path: Path) -> None:
+    """agents.md's input tokens shown and kept from the model, from the run it names."""
+    text = (ROOT / "docs" / "agents.md").read_text(encoding="utf-8")
+    [unit] = [u for u in units(text) if "**What the model sees.**" in u]
+    [argv] = _commands_in(unit)
+    run = _one_run([a for a in argv if a != "--no-progress"], tmp_path)
+    share = 100 * run.contract_tokens / run.tokens_in
+    expected = (
+        f"{run.tokens_in:,} input tokens shown, {run.contract_tokens:,} kept from the model "
+        f"({share:.1f}%)"
+    )
+    assert expected in " ".join(unit.split())
+
+
+@pytest.mark.study
+def test_the_framework_table_is_what_the_http_reference_run_records(tmp_path: Path) -> None:
+    """frameworks.md: every transport's row reads the ``http`` reference run's figures (the
+    framework runs are held equal to it by tests/frameworks/test_harness_stream.py)."""
+    text = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    [argv] = [c for c in _blocks_of(text) if "--transport" in c]
+    argv[argv.index("--transport") + 1] = "http"
+    out = argv.index("--out")
+    del argv[out : out + 2]
+    run = _one_run([a for a in argv if a != "--no-progress"], tmp_path)
+    figures = {
+        "evictions c/w": f"{run.evictions_correct}/{run.evictions_wrong}",
+        "restamps": str(run.restamps),
+        "precision": f"{run.precision:.2f}",
+        "recall": f"{run.recall:.2f}",
+        "stale injections (outside slots)": (
+            f"{run.stale_injections} ({run.stale_injections_outside_slots})"
+        ),
+        "injections": str(run.injections),
+        "completed": f"{run.completed_episodes}/{run.episodes}",
+    }
+    rows = markdown_rows(text, "| transport | evictions c/w")
+    assert [r["transport"].split(" ")[0] for r in rows][0] == "`http`"
+    for row in rows:
+        assert {k: row[k] for k in figures} == figures, row["transport"]
+
+
+def _blocks_of(text: str) -> list[list[str]]:
+    from .snippets import commands
+
+    found = []
+    for body in re.findall(r"^```[\w-]*\n(.*?)^```", text, flags=re.S | re.M):
+        found += [
+            list(c.words[1:]) for c in commands(body) if c.words[0] == "invalidation-contracts"
+        ]
+    return found

@@ -108,18 +108,36 @@ class SQLRegistryStore:
 
     @contextmanager
     def writing(self) -> Iterator[_Write]:
-        """The writers' lock and one write transaction; committed when the block ends cleanly."""
+        """The writers' lock and one write transaction; committed when the block ends cleanly.
+
+        A history restored under the running workers gets its new epoch first: the write lands
+        after it, never on a seq the old history already served."""
         with self._transaction(write=True) as s:
+            renewed = self._renew_if_restored(s)
             write = _Write(s, self._capacity)
             yield write
             if write.saved is not None:
                 self._mark(s, *write.saved_at)
                 self._dialect.committed(s.db, write.saved)
+            elif renewed is not None:
+                self._dialect.committed(s.db, renewed)
 
     def catch_up(self, state: RegistryState) -> Catchup | None:
-        """What was committed after ``state``, read in one consistent snapshot."""
+        """What was committed after ``state``, read in one consistent snapshot.
+
+        Each catch-up (every follower check) also asks whether the stored history is still the
+        one its last commit left (``highwater``: the mark beside a file, the commit identity of a
+        PostgreSQL registry); when not, the check is made again under the writers' lock and a
+        restored history gets a new epoch there (SPEC §1), which this worker adopts at once."""
         with self._transaction(write=False) as s:
-            return reader.catch_up(s, state)
+            if self._restored(s, s.meta(), state) is None:
+                return reader.catch_up(s, state)
+        with self._transaction(write=True) as s:  # a writer in flight, or a restore
+            renewed = self._renew_if_restored(s, state)
+            caught = reader.catch_up(s, state)
+            if renewed is not None:
+                self._dialect.committed(s.db, renewed)
+            return caught
 
     def listener(self) -> Any:
         """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
@@ -133,15 +151,36 @@ class SQLRegistryStore:
 
     # -- internals ---------------------------------------------------------------------------
 
-    def _restored(self, s: Statements, meta: Mapping[str, str]) -> str | None:
-        """Why the stored history is not a clean continuation of what was served (None: it is)."""
+    def _restored(
+        self, s: Statements, meta: Mapping[str, str], state: RegistryState | None = None
+    ) -> str | None:
+        """Why the stored history is not a clean continuation of what was served (None: it is).
+
+        ``state``: a running worker's, committed once: the same epoch at a lower seq is a
+        history gone back (no commit goes back; a new epoch is the only legitimate reset)."""
         text = meta.get("seq", "")
         epoch, seq = meta.get("epoch", ""), int(text) if text.isdigit() else -1
+        if state is not None and epoch == state.epoch and seq < state.seq:
+            return (
+                f"the registry went back from seq {state.seq} to seq {seq} in epoch {epoch}: "
+                "it was restored"
+            )
         reason = self._dialect.discontinuity(s.db, epoch, seq)
         path = self._dialect.mark_path()
         if reason is not None or path is None:
             return reason
         return discontinuity(read_mark(path), epoch, seq)
+
+    def _renew_if_restored(self, s: Statements, state: RegistryState | None = None) -> int | None:
+        """Under the writers' lock: a new epoch when the stored history is not what was served
+        (``state``: this worker's, which was committed); its seq (None: a clean continuation)."""
+        meta = s.meta()
+        reason = self._restored(s, meta, state)
+        if reason is None:
+            return None
+        loaded = writer.restart_epoch(s, meta, f"{reason} (found by a running worker)")
+        self._mark(s, loaded.state.epoch, loaded.state.seq)
+        return loaded.state.seq
 
     def _mark(self, s: Statements, epoch: str, seq: int) -> None:
         """Record the furthest position served, before the commit that reaches it."""

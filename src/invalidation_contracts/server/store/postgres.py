@@ -146,8 +146,7 @@ class PostgresDialect(Dialect):
         recorded = Identity.decode(row[0])
         if recorded is None:
             return "the registry's history identity is unreadable"
-        cluster, _ = self._identify(db)
-        return identity_discontinuity(recorded, int(row[1]), cluster, epoch, seq)
+        return identity_discontinuity(recorded, int(row[1]), self._cluster(db), epoch, seq)
 
     def stamp(self, db: Any, epoch: str, seq: int) -> None:
         cluster, xid = self._identify(db)
@@ -160,13 +159,19 @@ class PostgresDialect(Dialect):
         )
 
     def _identify(self, db: Any) -> tuple[str, int]:
-        """The cluster (system identifier / current WAL timeline) and this transaction's id."""
-        cluster, xid = db.execute(
+        """The cluster and this transaction's id (which it assigns: writers only)."""
+        (xid,) = db.execute("SELECT pg_current_xact_id()::text").fetchone()
+        return self._cluster(db), int(xid)
+
+    @staticmethod
+    def _cluster(db: Any) -> str:
+        """The cluster: system identifier / current WAL timeline (no transaction id assigned, so
+        a read-only transaction may ask)."""
+        (cluster,) = db.execute(
             "SELECT system_identifier::text || '/'"
-            " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8),"
-            " pg_current_xact_id()::text FROM pg_control_system()"
+            " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) FROM pg_control_system()"
         ).fetchone()
-        return str(cluster), int(xid)
+        return str(cluster)
 
     def _lock(self, db: Any) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ic:{self.schema}",))

@@ -33,6 +33,13 @@ def initialise(s: Statements, domain: Domain, load_sql: SQLLoader | None) -> Loa
     return Loaded(state, (), 0)
 
 
+def restart_epoch(s: Statements, meta: Mapping[str, str], reason: str) -> Loaded:
+    """A new epoch over the stored tables and rules (``start_epoch``), read here: for a running
+    worker that finds its store restored under it."""
+    snapshots, changed_at = read_tables(s)
+    return start_epoch(s, meta, snapshots, changed_at, read_rules(s, snapshots), reason)
+
+
 def start_epoch(
     s: Statements,
     meta: Mapping[str, str],
