@@ -32,6 +32,7 @@ EDGE_LIBRARIES = (
 #: (Issue 28 item 1 moves the httpx integration out of the client's root.)
 CLIENT_EDGES = (
     "client.transport",
+    "client.extensions",
     "client.bounded",
     "client.discovery",
     "client.watch",
@@ -49,6 +50,7 @@ HTTP_EDGES = (
     "server.http",
     "cli.admin_client",
     "client.transport",
+    "client.extensions",
     "client.bounded",
     "client.discovery",
     "client.watch",
