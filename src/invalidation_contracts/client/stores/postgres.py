@@ -58,7 +58,10 @@ from .base import (
 )
 from .pg_listen import CHANNEL, Listener
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
+dead; a library that reads version 1 would serve them, so it refuses a version 2 database. A
+version 1 database needs no rewrite: it is marked 2 when this version opens it."""
 KIND = "fix memory"
 #: ``pg_advisory_xact_lock`` key held while the tables are created ("ICM1").
 _SCHEMA_LOCK = 0x49434D31
@@ -141,6 +144,11 @@ class PostgresStore(Store):
                     self._conn.execute(
                         "INSERT INTO ic_memory_schema (kind, version) VALUES (%s, %s)",
                         (KIND, SCHEMA_VERSION),
+                    )
+                elif row[0] == 1:
+                    self._conn.execute(
+                        "UPDATE ic_memory_schema SET version = %s WHERE kind = %s",
+                        (SCHEMA_VERSION, KIND),
                     )
                 elif row[0] != SCHEMA_VERSION:
                     raise StoreError(
