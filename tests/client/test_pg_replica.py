@@ -194,3 +194,23 @@ def test_a_terminated_listener_means_round_trips_until_it_reconnects_by_itself(p
         before = store.batches
         assert served(memory) == ["e1"]
         assert store.batches == before  # and replica reads again
+
+
+def _token_in_child(store: Any, out: Any) -> None:
+    out.put(store.inner.version())
+
+
+def test_a_store_inherited_across_fork_vouches_for_nothing(postgres_url):
+    """Its listening thread stayed in the parent: the child's copy has no token."""
+    memory, store = open_memory(postgres_url)
+    with memory:
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A"])))
+        listening(store)
+        until(lambda: store.version() is not None, "no token in the parent")
+        context = multiprocessing.get_context("fork")
+        out = context.Queue()
+        child = context.Process(target=_token_in_child, args=(store, out))
+        child.start()
+        child.join(60)
+        assert out.get(timeout=10) is None
+        assert store.version() is not None
