@@ -29,6 +29,7 @@ from . import (
     harness_throughput,
     mcp_keepalive,
     observe_overhead,
+    pg_replica,
     production,
     provider_load,
     push_contention,
@@ -37,6 +38,7 @@ from . import (
     reload_cost,
     retrofit_overhead,
     serve_latency,
+    stale_transports,
     two_writers,
     wire_cost,
 )
@@ -55,11 +57,13 @@ MODULES: tuple[ModuleType, ...] = (
     observe_overhead,
     dependencies,
     push_contention,
+    pg_replica,
     recovery,
     confirmation_cost,
     reconcile_cost,
     two_writers,
     retrofit_overhead,
+    stale_transports,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

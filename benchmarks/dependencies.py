@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
 from invalidation_contracts.client.values import Observed
+from invalidation_contracts.domains.catalog import is_fix_current
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,
@@ -34,7 +35,6 @@ from invalidation_contracts.server import (
     TableSpec,
     TrackedTables,
     Violation,
-    oracle,
     policy,
 )
 
@@ -146,7 +146,7 @@ def stream(check: Any, *, cards: int, drafts: int, events: int, seed: int) -> di
             current = _same_suggestion(provider, draft, entry.suggestion.message, after_state)
             if entry_id not in live:
                 counts["correct" if not current else "wrong"] += 1
-                if oracle.is_fix_current(route, draft, entry.suggestion, after_state):
+                if is_fix_current(route, draft, entry.suggestion, after_state):
                     counts["wrong_by_value"] += 1
                 _send(memory, provider, draft)
             elif not current:
@@ -208,7 +208,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
             "20 % a card removed), row-level memory (A2D); every eviction judged by brute force "
             "(would the server now send the same suggestion for the fix's draft, its message — "
             "the list of registered cards — included?). The last column judges by the fix's "
-            "value alone (`oracle.is_fix_current`: the first registered card), under which a card "
+            "value alone (`is_fix_current`: the first registered card), under which a card "
             "added after the first is a change the fix survives.",
             "",
             markdown_table(

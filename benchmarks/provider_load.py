@@ -102,7 +102,7 @@ def _encode(items: Sequence[Mapping[str, Any]]) -> list[bytes]:
 
 def start(launcher: str, level: int) -> AbstractContextManager[Server]:
     """Acme billing at ``level``, started by ``launcher``: ``serve`` or bare ``uvicorn``."""
-    from invalidation_contracts.server.http.launch import AppSpec
+    from invalidation_contracts.cli.launch import AppSpec
 
     if launcher == "serve":
         return serve_command("--domain", DOMAIN, "--level", str(level), "--ephemeral")

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from invalidation_contracts.cli.launch import AppSpec
 from invalidation_contracts.domains import get_catalog
-from invalidation_contracts.server.http.launch import AppSpec
 
 from . import loadgen
 from .common import Check, StudyResult, markdown_table, median
@@ -33,7 +33,7 @@ TARGET = 1.10
 
 _PROTO0 = """
 import socket, sys, uvicorn
-from invalidation_contracts.server.http.launch import AppSpec
+from invalidation_contracts.cli.launch import AppSpec
 port = int(sys.argv[1])
 listener = socket.create_server(("127.0.0.1", port))
 uvicorn.Server(uvicorn.Config(AppSpec.from_env().build(), log_level="info")).run(sockets=[listener])

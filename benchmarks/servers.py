@@ -25,7 +25,7 @@ ENV = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": ADMIN_TOKEN}
 
 _BARE = """
 import sys, uvicorn
-from invalidation_contracts.server.http.launch import FACTORY, AppSpec
+from invalidation_contracts.cli.launch import FACTORY, AppSpec
 port, workers = int(sys.argv[1]), int(sys.argv[2])
 if workers == 1:
     uvicorn.run(AppSpec.from_env().build(), host="127.0.0.1", port=port, log_level="info")

@@ -25,7 +25,7 @@ from invalidation_contracts.server import (
     TableSpec,
     TrackedTables,
     Violation,
-    oracle,
+    current_fix,
     policy,
 )
 
@@ -101,7 +101,8 @@ def main() -> None:
     )
     print(
         "cached fix still current:",
-        oracle.is_fix_current(route, draft, fix, provider.registry.state),
+        current_fix(route, draft, fix.type, fix.scope, provider.registry.state)
+        == dict(fix.parameters),
     )
     print("stale fix injected:", provider.handle(route, fixed).status)
 

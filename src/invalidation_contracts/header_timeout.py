@@ -1,4 +1,5 @@
-"""The header read timeout uvicorn lacks: a connection must finish each request's head in time.
+"""The read timeouts uvicorn lacks: a connection must finish each request's head in time, and
+a request body may not stall while the server reads it.
 
 uvicorn times a connection only between requests (its keep-alive timer, cancelled on the first
 byte), so a client that connects and sends nothing, or sends part of a request line or of its
@@ -6,12 +7,15 @@ headers and stalls (slowloris), holds a connection, a file descriptor and its bu
 away. The protocol classes here arm a deadline when a connection opens and when the first byte of a
 later request arrives, and cancel it once the request's headers are complete; at the deadline the
 connection is closed, after a ``408`` problem document when part of a request had arrived (RFC 9110
-§15.5.9: with ``Connection: close``). Bodies are not timed here (``mcp.http.BodyTimeout``).
+§15.5.9: with ``Connection: close``). Likewise a body that sends nothing for ``body_timeout_s``
+while the server is reading it (not while flow control has paused reading, nor while the client
+waits for ``100 Continue``) ends its connection, with a ``408`` if no response has begun.
 
 Both ``serve`` and ``serve-mcp --transport http`` run their uvicorn with ``server_config``; an
 operator running a retrofitted app under their own uvicorn passes ``http=HeaderTimeoutProtocol``
-(the CLI's ``--http invalidation_contracts.header_timeout:HeaderTimeoutProtocol``), the timeout
-from ``server_config``'s ``header_timeout_s`` or ``$INVALIDATION_CONTRACTS_HEADER_TIMEOUT``.
+(the CLI's ``--http invalidation_contracts.header_timeout:HeaderTimeoutProtocol``), the timeouts
+from ``server_config``'s ``header_timeout_s`` / ``body_timeout_s`` or from
+``$INVALIDATION_CONTRACTS_HEADER_TIMEOUT`` / ``$INVALIDATION_CONTRACTS_BODY_TIMEOUT``.
 """
 
 from __future__ import annotations
@@ -23,7 +27,12 @@ from typing import Any
 
 from ._extras import require_extra
 from .protocol.problems import ProblemType, problem
-from .sockets import DEFAULT_HEADER_TIMEOUT_S, HEADER_TIMEOUT_ENV
+from .sockets import (
+    BODY_TIMEOUT_ENV,
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    HEADER_TIMEOUT_ENV,
+)
 from .sockets import header_timeout as parse_header_timeout
 
 require_extra("server", "uvicorn")
@@ -33,47 +42,68 @@ import uvicorn  # noqa: E402
 from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
 
 __all__ = [
+    "DEFAULT_BODY_TIMEOUT_S",
     "DEFAULT_HEADER_TIMEOUT_S",
     "HEADER_TIMEOUT_ENV",
     "HeaderTimeoutH11Protocol",
     "HeaderTimeoutProtocol",
+    "body_timeout_of",
     "header_timeout_of",
     "parse_header_timeout",
     "server_config",
 ]
 
 
+def _timeout_of(config: uvicorn.Config, what: str, env: str, default: float) -> float:
+    seconds = getattr(config, f"{what}_timeout_s", None)
+    if seconds is not None:
+        return float(seconds)
+    text = os.environ.get(env)
+    return default if not text else parse_header_timeout(text, what)
+
+
 def header_timeout_of(config: uvicorn.Config) -> float:
     """The header timeout ``config`` was made with (``server_config``), else the environment's,
     else ``DEFAULT_HEADER_TIMEOUT_S``."""
-    seconds = getattr(config, "header_timeout_s", None)
-    if seconds is not None:
-        return float(seconds)
-    text = os.environ.get(HEADER_TIMEOUT_ENV)
-    return DEFAULT_HEADER_TIMEOUT_S if not text else parse_header_timeout(text)
+    return _timeout_of(config, "header", HEADER_TIMEOUT_ENV, DEFAULT_HEADER_TIMEOUT_S)
+
+
+def body_timeout_of(config: uvicorn.Config) -> float:
+    """The body timeout ``config`` was made with, else the environment's, else 30 s."""
+    return _timeout_of(config, "body", BODY_TIMEOUT_ENV, DEFAULT_BODY_TIMEOUT_S)
 
 
 class _ServerConfig(uvicorn.Config):
-    """A ``uvicorn.Config`` that carries the header timeout to every connection (and, pickled,
+    """A ``uvicorn.Config`` that carries the read timeouts to every connection (and, pickled,
     to every worker process)."""
 
-    def __init__(self, app: Any, *, header_timeout_s: float, **options: Any) -> None:
+    def __init__(
+        self, app: Any, *, header_timeout_s: float, body_timeout_s: float, **options: Any
+    ) -> None:
         super().__init__(app, **options)
         self.header_timeout_s = parse_header_timeout(header_timeout_s)
+        self.body_timeout_s = parse_header_timeout(body_timeout_s, "body")
 
 
 def server_config(
-    app: Any, *, header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S, **options: Any
+    app: Any,
+    *,
+    header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    **options: Any,
 ) -> uvicorn.Config:
     """``uvicorn.Config(app, **options)`` serving with ``HeaderTimeoutProtocol`` (unless
-    ``options`` names another ``http``), its deadline ``header_timeout_s``; ``ValueError`` for a
-    timeout that is not a positive number."""
+    ``options`` names another ``http``), its deadlines ``header_timeout_s`` (a request's head)
+    and ``body_timeout_s`` (a stall inside a body); ``ValueError`` for a timeout that is not a
+    positive number."""
     options.setdefault("http", HeaderTimeoutProtocol)
-    return _ServerConfig(app, header_timeout_s=header_timeout_s, **options)
+    return _ServerConfig(
+        app, header_timeout_s=header_timeout_s, body_timeout_s=body_timeout_s, **options
+    )
 
 
 class _Deadline:
-    """One connection's header deadline: armed once per request head, cancelled when it ends."""
+    """One of a connection's read deadlines: armed, re-armed on progress, cancelled."""
 
     __slots__ = ("_handle", "_loop", "_on_expiry", "seconds")
 
@@ -99,14 +129,18 @@ class _Deadline:
             self._handle.cancel()
             self._handle = None
 
+    def restart(self) -> None:
+        """A fresh period from now (progress was made)."""
+        self.cancel()
+        self.arm()
+
     def _expire(self) -> None:
         self._handle = None
         self._on_expiry()
 
 
-def _timeout_response(seconds: float) -> bytes:
-    """The ``408`` sent to a connection whose request head stalled: a problem document."""
-    detail = f"the request line and headers did not arrive within {seconds:g} s"
+def _timeout_response(detail: str) -> bytes:
+    """The ``408`` sent to a connection whose request stalled: a problem document."""
     body = problem(ProblemType.REQUEST_TIMEOUT, detail).to_json()
     head = (
         "HTTP/1.1 408 Request Timeout\r\n"
@@ -117,27 +151,29 @@ def _timeout_response(seconds: float) -> bytes:
     return head.encode("ascii") + body
 
 
-def _close(transport: asyncio.Transport, seconds: float, partial: bool) -> None:
-    """End a connection whose request head is overdue (a ``408`` first if it had begun one)."""
+def _close(transport: asyncio.Transport, detail: str | None) -> None:
+    """End a connection whose request is overdue (a ``408`` first when ``detail`` says why)."""
     if transport.is_closing():
         return
-    if partial:
-        transport.write(_timeout_response(seconds))
+    if detail is not None:
+        transport.write(_timeout_response(detail))
     transport.close()
 
 
 class HeaderTimeoutH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with the header deadline.
+    """uvicorn's h11 protocol with the header and body deadlines.
 
-    Armed when the connection opens and whenever h11 waits for a request's head with some of it
-    received (the first bytes of a keep-alive connection's next request, or a pipelined one
-    buffered when a response completes); cancelled once h11 has parsed the head. An idle
-    keep-alive connection is left to uvicorn's keep-alive timer.
+    The head's is armed when the connection opens and whenever h11 waits for a request's head
+    with some of it received (the first bytes of a keep-alive connection's next request, or a
+    pipelined one buffered when a response completes); cancelled once h11 has parsed the head.
+    An idle keep-alive connection is left to uvicorn's keep-alive timer. The body's runs while
+    h11 expects body bytes, restarted by each one, and cancelled at the end of the body.
     """
 
     def __init__(self, config: uvicorn.Config, *args: Any, **kwargs: Any) -> None:
         super().__init__(config, *args, **kwargs)
         self._head = _Deadline(self.loop, header_timeout_of(config), self._head_overdue)
+        self._body = _Deadline(self.loop, body_timeout_of(config), self._body_overdue)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -153,17 +189,42 @@ class HeaderTimeoutH11Protocol(H11Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._head.cancel()
+        self._body.cancel()
         super().connection_lost(exc)
 
     def _follow(self) -> None:
-        if self.transport.is_closing() or self.conn.their_state is not h11.IDLE:
-            self._head.cancel()  # the head is complete (or the connection ends)
-        elif self.conn.trailing_data[0]:
-            self._head.arm()  # part of the next request's head has arrived
+        state = self.conn.their_state
+        if self.transport.is_closing():
+            self._head.cancel()
+            self._body.cancel()
+        elif state is h11.IDLE:
+            self._body.cancel()
+            if self.conn.trailing_data[0]:
+                self._head.arm()  # part of the next request's head has arrived
+        elif state is h11.SEND_BODY:
+            self._head.cancel()  # the head is complete
+            self._body.restart()  # body bytes arrived (or the body begins)
+        else:
+            self._head.cancel()
+            self._body.cancel()
 
     def _head_overdue(self) -> None:
         partial = self.conn.their_state is h11.IDLE and bool(self.conn.trailing_data[0])
-        _close(self.transport, self._head.seconds, partial)
+        seconds = self._head.seconds
+        detail = f"the request line and headers did not arrive within {seconds:g} s"
+        _close(self.transport, detail if partial else None)
+
+    def _body_overdue(self) -> None:
+        if self.conn.their_state is not h11.SEND_BODY:
+            return
+        cycle = self.cycle
+        waiting = cycle is not None and cycle.waiting_for_100_continue
+        if self.flow.read_paused or waiting:
+            self._body.arm()  # the server is not reading, or the client waits for it: no stall
+            return
+        answered = cycle is None or cycle.response_started
+        detail = f"the request body sent nothing for {self._body.seconds:g} s"
+        _close(self.transport, None if answered else detail)
 
 
 HeaderTimeoutProtocol: type[asyncio.Protocol] = HeaderTimeoutH11Protocol

@@ -17,16 +17,20 @@ DEFAULT_HEADER_TIMEOUT_S = 10.0
 waits 60, Apache 20-40; 10 is ample for a client that is not stalling on purpose)."""
 HEADER_TIMEOUT_ENV = "INVALIDATION_CONTRACTS_HEADER_TIMEOUT"
 """The header timeout of a server run by the uvicorn CLI with ``header_timeout``'s protocol."""
+DEFAULT_BODY_TIMEOUT_S = 30.0
+"""Seconds a request body may go without a byte while the server reads it."""
+BODY_TIMEOUT_ENV = "INVALIDATION_CONTRACTS_BODY_TIMEOUT"
+"""The body timeout of a server run by the uvicorn CLI with ``header_timeout``'s protocol."""
 
 
-def header_timeout(value: object) -> float:
+def header_timeout(value: object, what: str = "header") -> float:
     """``value`` as a positive, finite number of seconds; ``ValueError`` otherwise."""
     try:
         seconds = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         seconds = math.nan
     if not (seconds > 0 and math.isfinite(seconds)):
-        raise ValueError(f"the header timeout must be a positive number of seconds, not {value!r}")
+        raise ValueError(f"the {what} timeout must be a positive number of seconds, not {value!r}")
     return seconds
 
 

@@ -74,3 +74,14 @@ def test_the_distinct_mix_outgrows_the_render_cache() -> None:
 
     bodies = provider_load.request_mixes()["distinct"]
     assert len(set(bodies)) == len(bodies) == provider_load.DISTINCT >= 4 * DEFAULT_CAPACITY
+
+
+@pytest.mark.postgres
+def test_the_fleet_replica_study_runs_at_quick_size(tmp_path: Path) -> None:
+    from benchmarks import pg_replica
+
+    result = pg_replica.run(quick=True, out_dir=tmp_path)
+    stores = result.data["lookups"]["stores"]
+    assert set(stores) == {"in-memory", "postgres, replica (LISTEN)", "postgres, round trip"}
+    assert result.data["delivery"]["writes"] == 20
+    assert "|---" in result.markdown

@@ -174,13 +174,14 @@ def mover(where: str, journal: Path, warm: bool = False) -> None:
     if warm:
         m.stats(ORIGIN)
     moved(journal).touch()
-    start = time.monotonic()
+    start, cpu = time.monotonic(), time.process_time()
     try:
         m.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
         error = None
     except StoreError as exc:
         error = str(exc)
-    _journal(journal, {"kind": "move", "start": start, "end": time.monotonic(), "error": error})
+    end, cpu = time.monotonic(), time.process_time() - cpu
+    _journal(journal, {"kind": "move", "start": start, "end": end, "cpu": cpu, "error": error})
     m.close()
 
 

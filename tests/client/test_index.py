@@ -167,6 +167,6 @@ def test_an_overlay_answers_as_the_index_would_and_folds_into_it_exactly(before,
         assert {e.id for e in overlay} == set(live) and len(overlay) == len(live)
 
     assert {e.id: e for e in base} == committed  # nothing reached the index before the fold
-    overlay.fold_into(base)
+    base = overlay.fold_into(base)
     assert queried(base) == brute(list(live.values()))
     assert {e.id: e for e in base} == live

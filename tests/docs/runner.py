@@ -106,7 +106,7 @@ class Folder:
     # --- running -------------------------------------------------------------------------------
 
     def run(self, command: Command, *, timeout: float = 180) -> str:
-        """Run one command to its end; its output (tail) when it exits 0, else a failure."""
+        """Run one command to its end; its output when it exits 0, else a failure (its tail)."""
         if command.words[0] == "export":
             for assignment in command.words[1:]:
                 name, _, value = assignment.partition("=")
@@ -133,7 +133,7 @@ class Folder:
         assert done.returncode == 0, (
             f"`{command.line}` exited {done.returncode} (ran as {words}):\n{tail(log)}"
         )
-        return tail(log)
+        return _text(log)
 
     def start(self, command: Command, *, timeout: float = 90) -> Server:
         """Start a server command on a free port; return once it said where it listens and a

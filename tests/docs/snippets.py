@@ -114,3 +114,36 @@ def _logical_lines(body: str) -> list[str]:
         if line.strip() and not line.strip().startswith("#"):
             lines.append(line.strip())
     return lines
+
+
+@dataclass(frozen=True)
+class TableCommand:
+    """A command written in the first column of a table headed ``command`` (a summary row)."""
+
+    page: Path
+    line: int
+    text: str
+
+    @property
+    def where(self) -> str:
+        return f"{self.page.relative_to(ROOT)}:{self.line}"
+
+
+def table_commands() -> list[TableCommand]:
+    """Each code span of the first cell of every ``| command | …`` table of the pages."""
+    found = []
+    for page in PAGES:
+        lines = page.read_text(encoding="utf-8").splitlines()
+        in_table = False
+        for number, line in enumerate(lines, 1):
+            if re.match(r"^\|\s*command\s*\|", line):
+                in_table = True
+                continue
+            if not line.startswith("|"):
+                in_table = False
+            if in_table and not set(line) <= set("|-: "):
+                first = line.strip("|").split("|")[0]
+                found += [
+                    TableCommand(page, number, span) for span in re.findall(r"`([^`]+)`", first)
+                ]
+    return found

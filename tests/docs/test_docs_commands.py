@@ -23,7 +23,16 @@ import anyio
 import pytest
 
 from .runner import Folder, Server, folder, tail, wait_for_answer
-from .snippets import ROOT, Block, Command, blocks, commands, shell_blocks
+from .snippets import (
+    ROOT,
+    Block,
+    Command,
+    TableCommand,
+    blocks,
+    commands,
+    shell_blocks,
+    table_commands,
+)
 from .test_guide_figures import check_paper_grid
 
 INSTALL = (
@@ -81,6 +90,16 @@ def disposition(command: Command) -> str | None:
     return SKIP[max(prefixes, key=len)] if prefixes else None
 
 
+def _subcommands() -> list[str]:
+    import argparse
+
+    from invalidation_contracts.cli import build_parser
+
+    parser = build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return list(sub.choices)
+
+
 def _starts(words: str, prefix: str) -> bool:
     """``prefix`` is the command's first words (a prefix ending ``:`` may end mid-word)."""
     return words == prefix or words.startswith(prefix if prefix.endswith(":") else prefix + " ")
@@ -112,7 +131,72 @@ def marks(block: Block) -> list[pytest.MarkDecorator]:
     return found
 
 
+# --- the README's table of commands: a summary; each row runs, or its subcommand runs elsewhere --
+
+TABLE = table_commands()
+#: Table entries that are not commands of their own, or cannot run here.
+TABLE_SKIP: dict[str, str] = {
+    "python -m benchmarks": (
+        "performance studies (minutes to an hour of CPU at full size); what the docs quote of "
+        "them is read from benchmarks/results.json (test_guide_figures), never rerun here"
+    ),
+    "mcp-http --mcp-notifications": "a value of `run --transport` beside `mcp`, not a command",
+}
+SUBCOMMANDS = set(_subcommands())
+
+
+def table_words(entry: TableCommand) -> list[str]:
+    """The entry's words, ``invalidation-contracts`` put back where the row abbreviates it."""
+    words = entry.text.split()
+    return ["invalidation-contracts", *words] if words[0] in SUBCOMMANDS else words
+
+
+def placeholder(entry: TableCommand) -> bool:
+    """Written with placeholders (``URL``, ``[NAME]``, ``…``) or abbreviated: not runnable."""
+    if not entry.text.startswith("invalidation-contracts "):
+        return True
+    return bool(re.search(r"\[|…|\.\.\.|(?<![\w:.-])[A-Z][A-Z_]*(?![\w.-])", entry.text))
+
+
+def verb(words: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(words[1:3]) if words[1] in ("memory", "db") else tuple(words[1:2])
+
+
+#: Subcommands a fenced block runs (here, under study, or in the test named in ELSEWHERE).
+RUN_VERBS = {
+    verb(c.words)
+    for b in SHELL
+    for c in commands(b.body)
+    if c.words[0] == "invalidation-contracts"
+    and not c.synopsis
+    and disposition(c) in (None, *[f"run by {t}" for t in ELSEWHERE.values()], "run under study")
+}
+
+
+def table_runs(entry: TableCommand) -> bool:
+    """A concrete entry whose subcommand no block runs is run as written."""
+    words = table_words(entry)
+    return not placeholder(entry) and _table_skip(entry) is None and verb(words) not in RUN_VERBS
+
+
+def _table_skip(entry: TableCommand) -> str | None:
+    for prefix, reason in TABLE_SKIP.items():
+        if entry.text.startswith(prefix):
+            return reason
+    command = Command(tuple(table_words(entry)), entry.text, False)
+    return disposition(command)
+
+
+def _as_block(entry: TableCommand) -> Block:
+    return Block(entry.page, entry.line, "table", entry.text + "\n", "")
+
+
 RUNNABLE = [pytest.param(b, marks=marks(b), id=b.where) for b in SHELL if runs(b)]
+RUNNABLE += [
+    pytest.param(_as_block(e), marks=marks(_as_block(e)), id=f"{e.where}:{e.text}")
+    for e in TABLE
+    if table_runs(e)
+]
 
 
 # --- what a block needs before it runs -----------------------------------------------------------
@@ -184,6 +268,22 @@ SETUP: dict[str, Callable[[Folder], None]] = {
 }
 
 
+def graph_figures(block: Block, output: str) -> None:
+    """The page's graph size ("The graph has N nodes and M edges") is what ``graph`` prints."""
+    size = re.search(r"^(\d+) nodes, (\d+) edges", output, re.M)
+    assert size is not None, output
+    page = block.page.read_text(encoding="utf-8")
+    if "The graph has" in page:
+        assert f"The graph has {size[1]} nodes and {size[2]} edges" in page, size[0]
+    assert f"# {size[1]} nodes, {size[2]} edges" in block.body
+
+
+#: Checks of what a command printed against the figures its page quotes, by command prefix.
+OUTPUT_CHECKS: dict[str, Callable[[Block, str], None]] = {
+    "invalidation-contracts graph": graph_figures,
+}
+
+
 # --- probes --------------------------------------------------------------------------------------
 
 
@@ -228,7 +328,10 @@ def test_every_command_of_the_block_runs_as_written(block: Block, tmp_path, requ
                 except Exception as exc:
                     raise AssertionError(f"{command.line}: {exc!r}\n{tail(server.log)}") from exc
             else:
-                here.run(command)
+                output = here.run(command)
+                for prefix, check in OUTPUT_CHECKS.items():
+                    if text(command).startswith(prefix):
+                        check(block, output)
         for server in here.servers:
             assert server.process.poll() is None, f"a server of {block.where} died"
 
@@ -279,3 +382,23 @@ def test_grid_sized_commands_run_and_give_the_figures_the_pages_quote(
     with folder(tmp_path, list(sys.path)) as here:
         here.run(command, timeout=900)
         STUDY[text(command)](here.path)
+
+
+@pytest.mark.parametrize("entry", TABLE, ids=lambda e: f"{e.where}:{e.text[:40]}")
+def test_every_command_of_a_commands_table_runs_or_its_subcommand_runs_in_a_block(
+    entry: TableCommand,
+) -> None:
+    from invalidation_contracts.cli import build_parser
+
+    from .test_docs_snippets import _check_cli
+
+    if entry.text.startswith(tuple(TABLE_SKIP)):
+        return
+    words = table_words(entry)
+    assert words[0] == "invalidation-contracts", f"{entry.where}: not a command: {entry.text}"
+    _check_cli(Command(tuple(words), " ".join(words), placeholder(entry)))
+    if placeholder(entry) or _table_skip(entry) is not None:
+        assert verb(words) in RUN_VERBS, f"{entry.where}: no block runs `{' '.join(verb(words))}`"
+    else:
+        build_parser().parse_args(words[1:])
+        assert table_runs(entry) or verb(words) in RUN_VERBS

@@ -38,6 +38,14 @@ SETTLE_BOUND_S = 20.0
 HELD = 300
 #: RSS a server may keep after the flood (allocator high-water marks, not per-connection state).
 RSS_SLACK_KB = 16 * 1024
+ROUTE = "/v1/subscriptions"
+DRAFT = {
+    "customer": "cus_northwind",
+    "plan": "plan_basic_monthly",
+    "payment_method_token": "acme_pm_visa_corporate",
+    "amount_cents": 1900,
+    "currency": "usd",
+}
 MCP_INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -59,6 +67,19 @@ class Server:
     pid: int
     probe: Callable[[], int]
     path: str
+    post: str
+    """A route that reads a JSON body."""
+
+    def body(self) -> bytes:
+        """A JSON body ``post`` answers (an MCP ``initialize``, or a subscription draft)."""
+        return json.dumps(MCP_INITIALIZE if self.post == "/mcp" else DRAFT).encode()
+
+    def post_head(self, length: int) -> bytes:
+        return (
+            f"POST {self.post} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+            "Accept: application/json, text/event-stream\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\nConnection: close\r\n\r\n"
+        ).encode()
 
     def pids(self) -> list[int]:
         """The server process and its worker processes (``--workers``)."""
@@ -80,8 +101,11 @@ class Server:
 @contextlib.contextmanager
 def _serve(args: list[str], logs: Path) -> Iterator[Server]:
     port = free_port()
-    with serving([*args, "--header-timeout", str(TIMEOUT_S)], logs, port=port) as url:
-        yield Server("127.0.0.1", port, _serve_pid(port), lambda: _get(url), "/contract/rules")
+    timeouts = ["--header-timeout", str(TIMEOUT_S), "--body-timeout", str(TIMEOUT_S)]
+    with serving([*args, *timeouts], logs, port=port) as url:
+        yield Server(
+            "127.0.0.1", port, _serve_pid(port), lambda: _get(url), "/contract/rules", ROUTE
+        )
 
 
 def _serve_pid(port: int) -> int:
@@ -106,7 +130,7 @@ def _serve_mcp(logs: Path) -> Iterator[Server]:
     logs.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "invalidation_contracts.cli", "serve-mcp"]
     command += ["--domain", "acme_billing", "--transport", "http", "--port", str(port)]
-    command += ["--header-timeout", str(TIMEOUT_S)]
+    command += ["--header-timeout", str(TIMEOUT_S), "--body-timeout", str(TIMEOUT_S)]
     log = logs / f"serve-mcp-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -126,7 +150,7 @@ def _serve_mcp(logs: Path) -> Iterator[Server]:
             except httpx.TransportError:
                 assert time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.1)
-        yield Server("127.0.0.1", port, process.pid, initialize, "/mcp")
+        yield Server("127.0.0.1", port, process.pid, initialize, "/mcp", "/mcp")
     finally:
         process.terminate()
         try:
@@ -250,7 +274,7 @@ def test_a_slow_client_that_finishes_its_head_in_time_is_served(server):
         for piece in pieces:  # the whole head over 0.6 of the timeout
             sock.sendall(piece.encode())
             time.sleep(pause)
-        time.sleep(TIMEOUT_S * 0.6)  # past the header deadline: the body is not timed by it
+        time.sleep(TIMEOUT_S * 0.6)  # past the header deadline; the body's runs from the head
         sock.sendall(body)
         answer = _read_all(sock)
 
@@ -280,6 +304,31 @@ def test_a_pipelined_request_that_stalls_behind_a_complete_one_is_timed(provider
 
     assert first.startswith(b"HTTP/1.1 200 ")
     assert rest.startswith(b"HTTP/1.1 408 Request Timeout\r\n")
+
+
+def test_a_stalled_body_is_answered_408_and_its_connection_closed(server):
+    body = server.body()
+    with socket.create_connection((server.host, server.port), timeout=10.0) as sock:
+        sock.sendall(server.post_head(len(body)) + body[:10])  # then stall
+        sock.setblocking(False)
+        received = _wait_closed([sock], CLOSE_BOUND_S)[sock]
+
+    assert received.startswith(b"HTTP/1.1 408 Request Timeout\r\n"), received[:200]
+
+
+def test_a_slow_body_that_keeps_sending_is_served(server):
+    body = server.body()
+    pieces = [body[i : i + 8] for i in range(0, len(body), 8)][:6]
+    pieces.append(body[8 * len(pieces) :])
+    with socket.create_connection((server.host, server.port), timeout=20.0) as sock:
+        sock.sendall(server.post_head(len(body)))
+        for piece in pieces:  # 3.5 timeouts in all, never half of one without a byte
+            time.sleep(TIMEOUT_S / 2)
+            sock.sendall(piece)
+        answer = _read_all(sock)
+
+    status = answer.split(b"\r\n", 1)[0]
+    assert status in (b"HTTP/1.1 200 OK", b"HTTP/1.1 422 Unprocessable Entity"), answer[:300]
 
 
 def _problem_type(response: bytes) -> str:

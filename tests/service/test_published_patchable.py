@@ -41,6 +41,21 @@ def test_client_apply_mode_works_without_set_patchable_by_hand(serve):
     assert memory.state(url).patchable == [f"/{name}" for name in FIELDS]
 
 
+def test_client_apply_mode_leaves_the_customers_payment_method_to_the_planner(serve):
+    """The funding fix is kept (the planner may apply it) but the client never swaps the
+    payment method itself: the route does not publish it as patchable (SPEC §10.4)."""
+    memory = FixMemory("row")
+    draft = ACME.family("funding-enterprise-annual").draft()
+    with serve(create_app(ACME.domain)) as url, contract_client(memory, base_url=url) as client:
+        assert client.post(ROUTE, json=draft).status_code == 422
+        (fix,) = memory.lookup(url, draft, operation=OPERATION).entries
+        patched = memory.apply_patches(url, draft, [fix], operation=OPERATION)
+
+    assert fix.type == "USE_REQUIRED_FUNDING_TYPE" and fix.suggestion.patch is None
+    assert patched.applied == () and [entry for entry, _ in patched.skipped] == [fix.id]
+    assert patched.request["payment_method_token"] == draft["payment_method_token"]
+
+
 def test_an_allowlist_the_agent_set_is_never_replaced_by_the_header(serve):
     memory = FixMemory("row")
     with serve(create_app(ACME.domain)) as url, contract_client(memory, base_url=url) as client:

@@ -28,6 +28,7 @@ from ..client.transport import (
 )
 from ..protocol.wirecost import WireCost, wire_cost
 from ..server import Route
+from .errors import ServerUnavailable
 
 Listener = Callable[[MemoryEvent], None]
 
@@ -80,12 +81,33 @@ class Channel(Protocol):
         ...
 
 
-class HttpChannel:
-    """The domain's routes over ``AsyncContractTransport`` (what an httpx agent runs)."""
+#: Seconds the watch may take to bring the memory to a drift event's position.
+SETTLE_TIMEOUT_S = 30.0
 
-    def __init__(self, client: httpx.AsyncClient, transport: AsyncContractTransport) -> None:
+
+class HttpChannel:
+    """The domain's routes over ``AsyncContractTransport`` (what an httpx agent runs).
+
+    With ``watch`` the transport keeps the watch stream open (SPEC §8.4): after a drift event the
+    channel waits until the watch has brought the memory to the event's position, and the events
+    of those refreshes (no request caused them) are handed out by ``take_events``."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        transport: AsyncContractTransport,
+        *,
+        origin: str | None = None,
+        watch: bool = False,
+        background: list[MemoryEvent] | None = None,
+    ) -> None:
+        if watch and origin is None:
+            raise ValueError("a watching channel needs the origin its watch is keyed by")
         self.client = client
         self.transport = transport
+        self.origin = origin
+        self.watch = watch
+        self._background = background if background is not None else []
 
     def operation(self, route: Route[Any]) -> str:
         return route_operation(route)
@@ -107,7 +129,7 @@ class HttpChannel:
                 EPISODE_EXTENSION: episode,
                 INJECTED_EXTENSION: injected,
                 OPERATION_EXTENSION: self.operation(route),
-                LISTENER_EXTENSION: listener,
+                LISTENER_EXTENSION: self._own(listener),
             },
         )
         body = _json_object(response)
@@ -119,14 +141,43 @@ class HttpChannel:
     async def fulfil(
         self, needs: Iterable[Need], *, episode: int, listener: Listener
     ) -> tuple[Need, ...]:
-        return await self.transport.fulfil(needs, episode=episode, listener=listener)
+        return await self.transport.fulfil(needs, episode=episode, listener=self._own(listener))
+
+    def _own(self, listener: Listener) -> Listener:
+        """``listener``, taking back from the background list what a request of the episode
+        caused: the transport hands every event to its own listener first, then the request's."""
+        if not self.watch:
+            return listener
+
+        def own(event: MemoryEvent) -> None:
+            for at in range(len(self._background) - 1, -1, -1):
+                if self._background[at] is event:
+                    del self._background[at]
+                    break
+            listener(event)
+
+        return own
 
     async def drifted(self, result: Mapping[str, Any]) -> None:
-        """The admin route and the domain route share one registry: nothing to wait for."""
+        """The admin route and the domain route share one registry, so the server answers from
+        the new state at once; with the watch, wait until the memory has read it too."""
+        seq = result.get("contract_seq")
+        if not self.watch or not isinstance(seq, int) or self.origin is None:
+            return
+        reached = await self.transport.watches.acaught_up(
+            self.origin, seq, timeout_s=SETTLE_TIMEOUT_S
+        )
+        if not reached:
+            raise ServerUnavailable(
+                f"the watch stream did not bring the memory to seq {seq} within "
+                f"{SETTLE_TIMEOUT_S:.0f} s"
+            )
 
     def take_events(self) -> list[MemoryEvent]:
-        """Over HTTP the memory only hears of the server in answers to requests: none."""
-        return []
+        """What the watch's refreshes did since the last call (without the watch the memory only
+        hears of the server in answers to requests: none)."""
+        events, self._background[:] = list(self._background), []
+        return events
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any]:

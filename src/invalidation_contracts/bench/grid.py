@@ -164,6 +164,7 @@ async def run_grid(
     resume: bool = True,
     transport: str = "http",
     notifications: bool = False,
+    watch: bool = False,
 ) -> GridOutcome:
     """Run every spec not already complete under ``root``, ``concurrency`` at a time.
 
@@ -173,13 +174,15 @@ async def run_grid(
     must not interleave their drift). A failure that would repeat ends the grid early: a server
     that stopped answering stops every later run, a planner that cannot be built or reached
     stops the later runs of that planner (``GridOutcome.not_started``). ``transport`` and
-    ``notifications``: how runs reach the provider (``runner.TRANSPORTS``); a results directory
-    holds runs of one transport, so a resumed grid refuses runs made over another.
+    ``notifications``: how runs reach the provider (``runner.TRANSPORTS``), and over HTTP ``watch``
+    (the watch stream); a results directory holds runs of one transport, so a resumed grid
+    refuses runs made over another.
     """
     specs = grid.specs()
     todo = [s for s in specs if not (resume and is_complete(root, s.key))]
     if resume:
-        _check_transport(root, [s for s in specs if s not in todo], transport, notifications)
+        done = [s for s in specs if s not in todo]
+        _check_transport(root, done, transport_label(transport, notifications, watch))
     outcome = GridOutcome(skipped=len(specs) - len(todo))
     schedule = _Schedule(todo, outcome)
     options: dict[str, Any] = {"server_url": server_url, "admin_token": admin_token}
@@ -193,6 +196,8 @@ async def run_grid(
         options["transport"] = transport
     if notifications:
         options["notifications"] = True
+    if watch:
+        options["watch"] = True
     if server_url is not None:
         concurrency, processes = 1, 1
     concurrency = max(1, concurrency)
@@ -234,11 +239,9 @@ class MixedTransports(HarnessError):
     """A results directory holds completed runs that reached the provider another way."""
 
 
-def _check_transport(
-    root: Path, done: Sequence[RunSpec], transport: str, notifications: bool
-) -> None:
-    """Refuse to resume into runs that reached the provider another way (``MixedTransports``)."""
-    wanted = transport_label(transport, notifications)
+def _check_transport(root: Path, done: Sequence[RunSpec], wanted: str) -> None:
+    """Refuse to resume into runs that reached the provider another way than ``wanted`` (a
+    ``transport_label``): ``MixedTransports``."""
     for spec in done:
         try:
             meta = json.loads(paths(root, spec.key)[1].read_text(encoding="utf-8"))

@@ -1,7 +1,9 @@
 """One run of a scenario: a planner and a client arm against a fresh provider, episode by episode.
 
 The agent side is what users run: a ``FixMemory`` behind ``AsyncContractTransport`` (over the
-in-process ASGI app, or the network for ``server_url``), or with ``transport="mcp-stdio"`` /
+in-process ASGI app, or the network for ``server_url``; with ``watch`` it keeps the watch stream
+open, SPEC §8.4, over a real socket: the in-process app is then served by uvicorn on 127.0.0.1),
+or with ``transport="mcp-stdio"`` /
 ``"mcp-http"`` behind an MCP ``ContractSession`` talking to ``serve-mcp`` in a child process
 (``mcp_channel``); ``episode.EpisodeLoop`` drives the episodes through it. Between episodes the
 drift driver applies the pre-registered events, on a client of its own (the memory never sees
@@ -28,6 +30,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
 from ..client.strategies import strategy_for
 from ..client.transport import AsyncContractTransport
@@ -124,6 +127,7 @@ async def run_one(
     command: str | None = None,
     transport: str = "http",
     notifications: bool = False,
+    watch: bool = False,
 ) -> RunMetadata:
     """Run ``spec`` and write its artifact under ``root``; return the run metadata.
 
@@ -133,18 +137,19 @@ async def run_one(
     ``create_app`` for the in-process server (e.g. a hostile server in a trust test); ``trust`` is
     the client's trust policy (eviction-rate bound, freshness ceiling, parameter guard).
     ``transport``: one of ``TRANSPORTS``; over MCP, ``notifications`` makes the agent follow
-    ``resources/updated`` (eager detection without polling), which changes the stale injections.
+    ``resources/updated`` (eager detection without polling), which changes the stale injections;
+    over HTTP, ``watch`` keeps the watch stream open (push over plain HTTP, the same effect).
 
     Raises ``ServerUnavailable`` when the server stops answering, ``PlannerUnavailable`` when the
     planner cannot be built or reached, ``UnlabelledEviction`` when the oracle cannot label an
     eviction; the metadata is written either way.
     """
     plan = _validate(
-        spec, server_url, admin_token, app_factory, conditional, transport, notifications
+        spec, server_url, admin_token, app_factory, conditional, transport, notifications, watch
     )
     writer = ArtifactWriter(root, spec.key)
     meta = _metadata(spec, plan.level, plan.conditional, command, planner_options or {})
-    meta.extra["transport"] = transport_label(plan.transport, notifications)
+    meta.extra["transport"] = transport_label(plan.transport, notifications, watch)
     memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
     planner: Planner | None = None
     try:
@@ -177,6 +182,8 @@ class _Plan:
     conditional: bool
     """The caller's choice or the scenario's."""
     notifications: bool
+    watch: bool
+    """Over HTTP: the agent's transport keeps the watch stream open."""
     server_url: str | None
     app_factory: AppFactory | None
     token: str
@@ -191,6 +198,7 @@ def _validate(
     conditional: bool,
     transport: str,
     notifications: bool,
+    watch: bool = False,
 ) -> _Plan:
     """Check the scenario against its domain and the options against each other; ``ValueError`` or
     ``ScenarioMismatch`` before any artifact is written."""
@@ -207,6 +215,8 @@ def _validate(
         raise ValueError("notifications are an MCP transport's (resources/updated)")
     if notifications and transport in FRAMEWORK_TRANSPORTS:
         raise ValueError("notifications are the mcp-stdio and mcp-http transports'")
+    if watch and transport != "http":
+        raise ValueError("the watch stream is the http transport's (over MCP: notifications)")
     return _Plan(
         spec=spec,
         catalog=catalog,
@@ -214,6 +224,7 @@ def _validate(
         transport=transport,
         conditional=conditional or scenario.conditional,
         notifications=notifications,
+        watch=watch,
         server_url=server_url,
         app_factory=app_factory,
         token=admin_token or secrets.token_urlsafe(16),
@@ -234,6 +245,7 @@ def _open(
             plan.token,
             plan.level,
             plan.conditional,
+            plan.watch,
         )
     if plan.transport in FRAMEWORK_TRANSPORTS:
         return _connect_framework(plan, memory)
@@ -310,11 +322,11 @@ def wire_of(transport: str) -> str:
     return "mcp-stdio" if transport == "mcp" else transport
 
 
-def transport_label(transport: str, notifications: bool = False) -> str:
+def transport_label(transport: str, notifications: bool = False, watch: bool = False) -> str:
     """What a run's metadata records as its transport (``AsyncContractTransport`` over HTTP)."""
     transport = wire_of(transport)
     if transport == "http":
-        return "AsyncContractTransport"
+        return "AsyncContractTransport (watch stream)" if watch else "AsyncContractTransport"
     if transport in FRAMEWORK_TRANSPORTS:
         return f"{_FRAMEWORK_LABELS[transport]} (MCP over streamable HTTP)"
     wire = "stdio" if transport == "mcp-stdio" else "streamable HTTP"
@@ -339,31 +351,50 @@ async def _connect(
     token: str,
     level: Level,
     conditional: bool,
+    watch: bool = False,
 ) -> AsyncIterator[tuple[Agent, httpx.AsyncClient]]:
-    """The agent's client (over the contract transport) and the operator's, to one server."""
-    origin = _origin(scenario, server_url)
-    wire: Callable[[], httpx.AsyncBaseTransport]
-    if server_url is None:
-        if app_factory is None:
-            from ..server.http.app import create_app
+    """The agent's client (over the contract transport) and the operator's, to one server.
 
-            app_factory = create_app
-        app = app_factory(
-            catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
+    With ``watch`` the transport keeps the watch stream open; it needs a real socket, so the
+    in-process app is served by uvicorn on 127.0.0.1 and its URL is the origin."""
+    async with contextlib.AsyncExitStack() as stack:
+        app: Any = None
+        if server_url is None:
+            if app_factory is None:
+                from ..server.http.app import create_app
+
+                app_factory = create_app
+            app = app_factory(
+                catalog.domain, level=level, registry=catalog.domain.registry(), admin_token=token
+            )
+            if watch:
+                from ..server.http.serve import serving
+
+                server_url = await stack.enter_async_context(serving(app))
+        origin = _origin(scenario, server_url)
+        wire: Callable[[], httpx.AsyncBaseTransport] = (
+            functools.partial(httpx.ASGITransport, app=app)
+            if server_url is None
+            else httpx.AsyncHTTPTransport
         )
-        wire = functools.partial(httpx.ASGITransport, app=app)
-    else:
-        wire = httpx.AsyncHTTPTransport
-    transport = AsyncContractTransport(
-        memory, wire(), origin_of=lambda _url: origin, conditional=conditional
-    )
-    client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
-    admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
-    patchable = frozenset().union(*(route.patchable_fields for route in catalog.routes.values()))
-    memory.set_patchable(origin, patchable)
-    channel = HttpChannel(client, transport)
-    async with client, admin:
-        yield Agent(channel, origin, memory), admin
+        background: list[MemoryEvent] = []
+        transport = AsyncContractTransport(
+            memory,
+            wire(),
+            origin_of=lambda _url: origin,
+            conditional=conditional,
+            watch=watch,
+            listener=background.append if watch else None,
+        )
+        client = httpx.AsyncClient(transport=transport, base_url=origin, timeout=30.0)
+        admin = httpx.AsyncClient(transport=wire(), base_url=origin, timeout=30.0)
+        patchable = frozenset().union(
+            *(route.patchable_fields for route in catalog.routes.values())
+        )
+        memory.set_patchable(origin, patchable)
+        channel = HttpChannel(client, transport, origin=origin, watch=watch, background=background)
+        async with client, admin:
+            yield Agent(channel, origin, memory), admin
 
 
 @contextlib.asynccontextmanager

@@ -114,6 +114,13 @@ def register(sub: Subparsers) -> None:
         help="over MCP: the agent follows resources/updated, so a drift evicts stale fixes "
         "before the next episode (changes the stale injections)",
     )
+    p.add_argument(
+        "--watch",
+        action="store_true",
+        help="over http: the agent's transport keeps the watch stream open (SPEC 8.4), so a drift "
+        "evicts stale fixes before the next episode; the in-process server then listens on "
+        "127.0.0.1 (changes the stale injections)",
+    )
     _add_admin_token(p, "that server's admin token")
     _add_planner_options(p)
     _add_harness_output(p)
@@ -350,6 +357,10 @@ def _run(args: argparse.Namespace) -> int:
         if args.transport == "http" or args.transport in _FRAMEWORK_EXTRAS:
             raise UsageError("--mcp-notifications needs --transport mcp, mcp-stdio or mcp-http")
         options["notifications"] = True
+    if args.watch:
+        if args.transport != "http":
+            raise UsageError("--watch needs --transport http (over MCP: --mcp-notifications)")
+        options["watch"] = True
     return _execute_grid(grid, args, **options)
 
 

@@ -130,6 +130,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         else None,
         idle_timeout_s=args.idle_timeout,
         header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
     )
     store, notice = _history(args, domain.name)
     try:

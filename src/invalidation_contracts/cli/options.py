@@ -59,7 +59,8 @@ def _header_seconds(text: str) -> float:
 
 
 def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
-    from ..sockets import DEFAULT_HEADER_TIMEOUT_S
+    """``--header-timeout`` and ``--body-timeout``: the listener's read timeouts."""
+    from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
 
     p.add_argument(
         "--header-timeout",
@@ -69,6 +70,14 @@ def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
         help=f"{what}close a connection that has not sent a request's line and headers this "
         f"long after it opened (or after the request's first byte); 408 if it had begun one "
         f"(default {DEFAULT_HEADER_TIMEOUT_S:g}, against slowloris)",
+    )
+    p.add_argument(
+        "--body-timeout",
+        type=_header_seconds,
+        default=DEFAULT_BODY_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"{what}close a connection whose request body sends nothing this long while it is "
+        f"read; 408 if no response has begun (default {DEFAULT_BODY_TIMEOUT_S:g})",
     )
 
 

@@ -25,8 +25,8 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from ..server.http.launch import AppSpec
     from . import Subparsers
+    from .launch import AppSpec
 
 
 def register(sub: Subparsers) -> None:
@@ -171,8 +171,8 @@ def _serve(args: argparse.Namespace) -> int:
     import os
 
     from ..server.auth import ADMIN_TOKEN_ENV
-    from ..server.http.launch import FACTORY, SPEC_ENV, AppSpec
     from ..server.store import StorageError
+    from .launch import FACTORY, SPEC_ENV, AppSpec
 
     if args.workers > 1 and args.ephemeral:
         raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
@@ -268,6 +268,7 @@ def _listen(
         factory=factory,
         listening=listening,
         header_timeout_s=args.header_timeout,
+        body_timeout_s=args.body_timeout,
     )
 
 

@@ -31,7 +31,7 @@ def begin_episode(core: MemoryCore, origin: str, episode: int) -> Steps[list[Nee
     Under ``resync`` detection this asks for the changes feed since the last position; under any
     detection it repeats needs still outstanding.
     """
-    return core.signals.begin_episode(origin, episode)
+    return core.responses.begin_episode(origin, episode)
 
 
 def needs(core: MemoryCore, origin: str) -> Steps[list[Need]]:
@@ -79,7 +79,7 @@ def observe(
     ``operation``: the request's method and route template, or tool name (None: the unnamed
     operation); fixes are keyed by it.
     """
-    return core.signals.observe(origin, observed, episode, operation)
+    return core.responses.observe(origin, observed, episode, operation)
 
 
 def answer(
@@ -92,7 +92,7 @@ def answer(
     ``limits.max_feed_bytes`` the answer is refused unread, and a changes feed is treated as lost
     history (a resync; with ``require_signatures``, as an unverified answer).
     """
-    return core.signals.answer(need, answer, episode)
+    return core.answers.answer(need, answer, episode)
 
 
 def need_failed(core: MemoryCore, need: Need, *, episode: int | None = None) -> Steps[Observation]:
@@ -102,7 +102,7 @@ def need_failed(core: MemoryCore, need: Need, *, episode: int | None = None) -> 
     rule-dependent entries under the old stamp are evicted. (A network error is not a failure:
     report it with ``fetch_failed`` and the need stays outstanding.)
     """
-    return core.signals.need_failed(need, episode)
+    return core.answers.need_failed(need, episode)
 
 
 def fetch_failed(
@@ -113,7 +113,7 @@ def fetch_failed(
     The need stays outstanding and is asked again; the ``FetchFailed`` event lists the entries
     withheld until it is fulfilled, and a warning is logged.
     """
-    return core.signals.fetch_failed(need, detail, episode)
+    return core.answers.fetch_failed(need, detail, episode)
 
 
 def apply_changes(
@@ -129,7 +129,7 @@ def apply_changes(
     ``signature``: its ``Contract-Signature``; pass the body as received (a mapping) for it. A
     feed over ``limits.max_feed_items`` is not read: it is treated as lost history.
     """
-    return core.signals.apply_changes(origin, feed, episode, signature)
+    return core.answers.apply_changes(origin, feed, episode, signature)
 
 
 def apply_rules(
@@ -141,7 +141,7 @@ def apply_rules(
     signature: str | None = None,
 ) -> Steps[Observation]:
     """Feed a rule listing read without a need (``answer`` feeds one read for a need)."""
-    return core.signals.apply_rules(origin, listing, episode, signature)
+    return core.answers.apply_rules(origin, listing, episode, signature)
 
 
 def resync_required(
@@ -157,7 +157,7 @@ def resync_required(
     ``problem`` and ``signature``: the 410 body and its ``Contract-Signature``, checked when the
     trust policy has keys.
     """
-    return core.signals.resync_required(origin, episode, problem, signature)
+    return core.answers.resync_required(origin, episode, problem, signature)
 
 
 def evict(
@@ -174,7 +174,7 @@ def evict(
     """Evict entries by id, by table, or all of an origin's; ids not live are ignored."""
     targets = None if everything or table is not None else entry_ids
     by_table = None if everything else table
-    return core.signals.evict(origin, targets, by_table, reason, detail, episode)
+    return core.responses.evict(origin, targets, by_table, reason, detail, episode)
 
 
 def set_patchable(core: MemoryCore, origin: str, paths: Iterable[str]) -> Steps[None]:

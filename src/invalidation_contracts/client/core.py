@@ -2,9 +2,10 @@
 
 ``MemoryCore`` holds the configuration (strategy, detection, trust, limits), the store, and the
 rooms every call goes through: ``Transactions`` (one call end to end, against this process's
-replicas), ``Signals`` (what the memory does with what a server says) and ``Serving`` (lookups and
-patches). ``client.calls`` writes each memory call once over it, as ``Steps``; ``FixMemory`` runs
-them blocking and ``AsyncFixMemory`` awaits them, over one core or the same one.
+replicas), ``Responses`` (what the memory does with a response), ``Answers`` (with the answer to a
+need) and ``Serving`` (lookups and patches). ``client.calls`` writes each memory call once over
+it, as ``Steps``; ``FixMemory`` runs them blocking and ``AsyncFixMemory`` awaits them, over one
+core or the same one.
 """
 
 from __future__ import annotations
@@ -14,13 +15,14 @@ from collections.abc import Callable
 from os import PathLike
 
 from .admission import Admission
+from .answers import Answers
 from .confirmation import Confirmations
 from .detection import Detection
 from .invalidation import Invalidation
 from .limits import DEFAULT_LIMITS, Limits
 from .replica import Replicas
+from .responses import Responses
 from .serving import Serving
-from .signals import Signals
 from .stores import InMemoryStore, SQLiteStore, Store
 from .strategies import Strategy, strategy_for
 from .transaction import Transactions
@@ -65,7 +67,7 @@ class MemoryCore:
             clock=clock,
             confirmations=confirmations,
         )
-        self.signals = Signals(
+        self.responses = Responses(
             self.calls,
             invalidation,
             admission,
@@ -73,4 +75,5 @@ class MemoryCore:
             trust=self.trust,
             limits=self.limits,
         )
+        self.answers = Answers(self.calls, invalidation, trust=self.trust, limits=self.limits)
         self.serving = Serving(self.calls, self.strategy, self.trust)

@@ -112,6 +112,17 @@ class OriginIndex:
         bucket = self._consumers.pop(entry_id, None)
         return entry, self._in_order(bucket) if bucket else []
 
+    def without(self, entry_ids: Iterable[str]) -> OriginIndex:
+        """Drop the live ones of ``entry_ids``: in place, or — when most of the index goes, as
+        in a version move — as a new index of the rest (one ``add`` per entry kept instead of one
+        ``remove`` per entry dropped). Use the index it returns."""
+        doomed = {entry_id for entry_id in entry_ids if entry_id in self.entries}
+        if len(doomed) * 2 > len(self.entries):
+            return OriginIndex(e for e in self.entries.values() if e.id not in doomed)
+        for entry_id in doomed:
+            self.remove(entry_id)
+        return self
+
     def get(self, entry_id: str) -> MemoryEntry | None:
         return self.entries.get(entry_id)
 

@@ -188,14 +188,10 @@ def covered(records: Iterable[EvictionRecord]) -> frozenset[str]:
     return frozenset(entry_id for record in records for entry_id in record.ids())
 
 
-def apply(index: OriginIndex, record: EvictionRecord) -> int:
-    """Take the entries a record evicted out of a replica's index; how many were live."""
-    taken = 0
-    for entry_id in record.ids():
-        if entry_id in index:
-            index.remove(entry_id)
-            taken += 1
-    return taken
+def apply(index: OriginIndex, record: EvictionRecord) -> OriginIndex:
+    """A replica's index with the entries a record evicted taken out (the index returned may be
+    a new one: ``OriginIndex.without``)."""
+    return index.without(record.ids())
 
 
 def tombstones(

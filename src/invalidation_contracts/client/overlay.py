@@ -112,15 +112,15 @@ class IndexOverlay:
         self.restamped.pop(entry_id, None)
         return live, [c for c in consumers if c.id != entry_id]
 
-    def fold_into(self, index: OriginIndex) -> None:
-        """Apply this call's changes to ``index`` (the committed index it was made over)."""
-        for entry_id in self.gone:
-            if entry_id in index:
-                index.remove(entry_id)
+    def fold_into(self, index: OriginIndex) -> OriginIndex:
+        """Apply this call's changes to ``index`` (the committed index it was made over); returns
+        the index to use from now on (``OriginIndex.without`` may build a new one)."""
+        index = index.without(self.gone)
         for entry in self.restamped.values():
             index.replace(entry)
         for entry in self.new:
             index.add(entry)
+        return index
 
     def _seen(self, entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
         """Committed entries as this call sees them: removed ones left out, restamps swapped in."""

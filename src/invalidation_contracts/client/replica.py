@@ -51,6 +51,8 @@ from .stores import Store
 
 #: How many times a reader chases a generation that keeps moving before it reloads the origin.
 _CATCH_UP_ROUNDS = 8
+#: Journal records a catch-up reads past the generation it set out for, at least.
+_SLACK = 8
 
 
 @dataclass(slots=True)
@@ -130,24 +132,35 @@ class Replicas:
     def _catch_up(
         self, origin: str, replica: Replica, at: int, now: int, token: Hashable | None
     ) -> Steps[Replica | None]:
-        """Read what the journal says changed from ``at`` to ``now``; None if it moved again."""
-        results = yield journal_ops(origin, at, now)
-        changes = journalled(results[3:])
+        """Read what the journal says changed since ``at`` (``now`` or later); None if the
+        generation ran further than the read reached.
+
+        Writers may commit faster than a reader reads the journal, so the read does not insist
+        on a generation that holds still: the first batch reads the journal past ``now`` (as
+        far again as ``now`` was ahead), and the replica is brought to the generation that
+        batch saw, with its meta items. The entries it names are read next; one evicted by a
+        later commit is left out (the next catch-up reads that eviction anyway), and one
+        rewritten since is taken as it is now — never older than that generation.
+        """
+        results = yield journal_ops(origin, at, now + max(_SLACK, now - at))
+        seen = generation_of(results[0])
+        if seen < now or seen - at > JOURNAL_KEEP:
+            return None  # replaced meanwhile, or ran past what the read reached
+        if 3 + seen - at > len(results):
+            return None
+        changes = journalled(results[3 : 3 + seen - at])
         if changes is None:
             return (yield from self._reload(origin, token))
-        if generation_of(results[0]) != now:
-            return None
         state, stats = meta_of(origin, results[1], results[2])
         touched = sorted(changes.records)
         got = yield entry_ops(origin, changes.written) + record_ops(origin, touched)
-        if generation_of(got[0]) != now:
-            return None
+        later = generation_of(got[0])
         split = 1 + len(changes.written)
         entries = entries_of(origin, got[1:split])
         records = {g: record_read(origin, r) for g, r in zip(touched, got[split:], strict=True)}
-        if len(entries) != len(changes.written) or any(
+        if (later == seen and len(entries) != len(changes.written)) or any(
             g > at and record is None for g, record in records.items()
-        ):  # a row or a record swept meanwhile: read the origin anew
+        ):  # a row gone with nothing to say why, or a record swept meanwhile: read anew
             return (yield from self._reload(origin, token))
         with self.lock:
             if self._by_origin.get(origin) is not replica or replica.generation != at:
@@ -162,10 +175,10 @@ class Replicas:
                     replica.records.pop(generation, None)
                     continue
                 if generation > at and generation not in replica.records:
-                    apply(replica.index, record)
+                    replica.index = apply(replica.index, record)
                 replica.records[generation] = record
             replica.state, replica.stats = state, stats
-            replica.generation, replica.token = now, token
+            replica.generation, replica.token = seen, token
             return replica
 
     def _reload(
@@ -209,7 +222,7 @@ class Replicas:
         with self.lock:
             current = self._by_origin.get(tx.origin)
             if current is replica and replica.generation == generation:
-                tx.index.fold_into(replica.index)
+                replica.index = tx.index.fold_into(replica.index)
                 if plan is not None:
                     if plan.record is not None:
                         replica.records[plan.record.generation] = plan.record

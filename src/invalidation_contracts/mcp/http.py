@@ -27,7 +27,7 @@ import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..server.auth import REALM
-from ..sockets import DEFAULT_HEADER_TIMEOUT_S
+from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -51,7 +51,8 @@ class HttpOptions:
     """The bearer token clients must send; required unless bound to loopback."""
     idle_timeout_s: float = 600.0
     max_sessions: int = 1000
-    body_timeout_s: float = 30.0
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S
+    """Seconds a request body may send nothing (the listener's and ``BodyTimeout``'s)."""
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     """Seconds a connection has to send a request's line and headers (the listener's)."""
 

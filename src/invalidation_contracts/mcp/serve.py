@@ -2,8 +2,8 @@
 
 What ``invalidation-contracts serve-mcp`` runs. Without a store the domain is served from an
 in-memory registry by a bare ``Provider``; with a store (``--db``: SQLite or PostgreSQL, shared
-with other workers, HTTP ones included) or signing keys, by a ``ContractService`` (the ``server``
-extra), which follows the shared history and pushes its moves to subscribed clients.
+with other workers, HTTP ones included) or signing keys, by a ``ContractWorker`` (framework free:
+no HTTP edge), which follows the shared history and pushes its moves to subscribed clients.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ def open_source(
     if store is None and (trust is None or not trust.signing_keys):
         opaque = trust.opaque() if trust is not None else None
         return ProviderSource(Provider(domain, level=level, opaque=opaque)), lambda: None
-    from ..server.http.service import ContractService
+    from ..server.worker import ContractWorker
 
-    service = ContractService.open(domain, level=level, store=store, trust=trust)
-    service.start()
-    return service, service.close
+    worker = ContractWorker.open(domain, level=level, store=store, trust=trust)
+    worker.start()
+    return worker, worker.close
 
 
 def serve_mcp(
@@ -78,6 +78,7 @@ def serve_mcp(
     config = server_config(
         app,
         header_timeout_s=options.header_timeout_s,
+        body_timeout_s=options.body_timeout_s,
         log_level="warning",
         lifespan="on",
         timeout_keep_alive=5,
@@ -101,7 +102,11 @@ async def running_http(
     options = http or HttpOptions()
     app = http_app(server, host, options)
     config = server_config(
-        app, header_timeout_s=options.header_timeout_s, log_level="warning", lifespan="on"
+        app,
+        header_timeout_s=options.header_timeout_s,
+        body_timeout_s=options.body_timeout_s,
+        log_level="warning",
+        lifespan="on",
     )
     with listen(host, port) as listener:
         runner = uvicorn.Server(config)

@@ -1,7 +1,7 @@
 """An MCP tool server from a provider: its routes as tools, its contract routes as resources.
 
-Built on the SDK's low-level ``Server`` over the sans-IO ``Provider`` (or a worker's
-``ContractService``, which adds catching up with other workers and signing)::
+Built on the SDK's low-level ``Server`` over the sans-IO ``Provider`` (or a ``ContractWorker``,
+which adds catching up with other workers and signing)::
 
     server = contract_server(Provider(acme_billing.domain()))
     await run_stdio(server)                          # or: server.streamable_http_app()

@@ -3,10 +3,14 @@
 Needs the ``postgres`` extra (psycopg 3). Every batch is one transaction. A batch with writes runs
 at ``SERIALIZABLE`` isolation and is retried on a serialization failure or a deadlock (a batch is
 self-contained: its ``CheckOp`` s carry every assumption it makes, so re-running it is safe); a
-read batch runs at ``REPEATABLE READ, READ ONLY``, so its reads see one snapshot. ``version()`` is
-None: no token says "nothing changed" without a round trip, so a memory reads an origin's
-generation (one primary-key read) before it serves — the price of never serving an entry another
-machine has evicted.
+read batch runs at ``REPEATABLE READ, READ ONLY``, so its reads see one snapshot.
+
+``version()``: every write batch sends ``NOTIFY ic_memory`` in its own transaction, and a
+``Listener`` (``pg_listen``: one more connection, LISTENing in a daemon thread) counts the
+notifications, so the token moves whenever any process commits and a memory serves from its
+replica without a round trip while nothing was. While the listening connection is down (or when
+``listen=False``) the token is None and a memory reads the origin's generation (one primary-key
+read) before it serves — never an entry another machine may have evicted.
 
 The tables are created on first use; ``ic_memory_schema`` records their version, and a database
 of another version is refused.
@@ -23,7 +27,7 @@ import json
 import random
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,8 +56,12 @@ from .base import (
     prefix_bounds,
     prepare,
 )
+from .pg_listen import CHANNEL, Listener
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
+dead; a library that reads version 1 would serve them, so it refuses a version 2 database. A
+version 1 database needs no rewrite: it is marked 2 when this version opens it."""
 KIND = "fix memory"
 #: ``pg_advisory_xact_lock`` key held while the tables are created ("ICM1").
 _SCHEMA_LOCK = 0x49434D31
@@ -84,11 +92,17 @@ class PostgresStore(Store):
 
     ``url``: a libpq connection string or URI. ``retries``: how many times a write batch is run
     again after a serialization failure before the store gives up with ``StoreError``.
+    ``listen``: keep a LISTEN connection for ``version()`` (``pg_listen``); without it every
+    read of a memory makes one round trip first.
     """
 
-    def __init__(self, url: str, *, connect_timeout: int = 10, retries: int = 100) -> None:
+    def __init__(
+        self, url: str, *, connect_timeout: int = 10, retries: int = 100, listen: bool = True
+    ) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1")
+        self._listener: Listener | None = None
+        self._writes = 0
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
         except psycopg.Error as exc:
@@ -101,6 +115,21 @@ class PostgresStore(Store):
         except BaseException:
             self._conn.close()
             raise
+        if listen:
+            self._listener = Listener(url, connect_timeout=connect_timeout)
+
+    @property
+    def listener(self) -> Listener | None:
+        """The LISTEN connection behind ``version()`` (None with ``listen=False``)."""
+        return self._listener
+
+    def version(self) -> Hashable | None:
+        """Moves on every commit of any process, while the LISTEN connection is up with
+        nothing unread; None otherwise (a memory then asks the database)."""
+        if self._listener is None:
+            return None
+        token = self._listener.token()
+        return None if token is None else (token, self._writes)
 
     def _ensure_schema(self) -> None:
         try:
@@ -115,6 +144,11 @@ class PostgresStore(Store):
                     self._conn.execute(
                         "INSERT INTO ic_memory_schema (kind, version) VALUES (%s, %s)",
                         (KIND, SCHEMA_VERSION),
+                    )
+                elif row[0] == 1:
+                    self._conn.execute(
+                        "UPDATE ic_memory_schema SET version = %s WHERE kind = %s",
+                        (SCHEMA_VERSION, KIND),
                     )
                 elif row[0] != SCHEMA_VERSION:
                     raise StoreError(
@@ -135,7 +169,12 @@ class PostgresStore(Store):
                 try:
                     with self._conn.transaction():
                         self._conn.execute(f"SET TRANSACTION ISOLATION LEVEL {isolation}")
-                        return self._run_all(prepared)
+                        results = self._run_all(prepared)
+                        if writes:  # delivered on commit only: every replica re-checks
+                            self._conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+                    if writes:
+                        self._writes += 1
+                    return results
                 except _RETRYABLE:
                     time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))
                 except StoreConflict:
@@ -205,6 +244,8 @@ class PostgresStore(Store):
         raise TypeError(f"unknown store operation {op!r}")
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         with self._lock:
             if not self._closed:
                 self._closed = True

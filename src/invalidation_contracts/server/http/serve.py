@@ -10,13 +10,15 @@ must deliver each request's head within ``header_timeout_s`` (``header_timeout``
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..._extras import require_extra
 from ...header_timeout import server_config
-from ...sockets import DEFAULT_HEADER_TIMEOUT_S
+from ...sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
 from ...sockets import listen as tcp_listener
 
 require_extra("server", "fastapi", "uvicorn")
@@ -26,6 +28,8 @@ from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5
+#: Seconds ``serving`` waits for uvicorn to listen.
+START_TIMEOUT_S = 30.0
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -52,6 +56,7 @@ def serve(
     factory: bool = False,
     listening: Callable[[str], None] | None = None,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
@@ -59,7 +64,8 @@ def serve(
     with ``factory`` the attribute is called to build the app in each worker. ``listening`` is
     called with the bound address (``http://host:port``) before the first request is accepted.
     A connection that has not delivered a request's line and headers ``header_timeout_s`` after
-    it opened (or after that request's first byte) is closed.
+    it opened (or after that request's first byte) is closed, as is one whose request body sends
+    nothing for ``body_timeout_s`` while it is read.
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -68,6 +74,7 @@ def serve(
     config = server_config(
         app,
         header_timeout_s=header_timeout_s,  # ValueError before binding
+        body_timeout_s=body_timeout_s,
         log_level=log_level,
         workers=workers,
         factory=factory,
@@ -81,3 +88,29 @@ def serve(
             uvicorn.Server(config).run(sockets=[listener])
         else:
             Multiprocess(config, sockets=[listener]).run()
+
+
+@contextlib.asynccontextmanager
+async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn in this event loop on ``host:port`` (0: a free port) for the
+    block; yields its address (``http://host:port``). For an in-process server that must stream
+    (the watch stream, SPEC §8.4), which ``httpx.ASGITransport`` cannot: it buffers a whole body.
+    """
+    with listen(host, port) as listener:
+        config = uvicorn.Config(
+            app, log_level="warning", timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S
+        )
+        server = uvicorn.Server(config)
+        task = asyncio.get_running_loop().create_task(server.serve(sockets=[listener]))
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                while not server.started:
+                    if task.done():
+                        task.result()  # uvicorn's own error, if it raised one
+                        raise RuntimeError("the server stopped before it listened")
+                    await asyncio.sleep(0.01)
+            yield address_of(listener)
+        finally:
+            server.should_exit = True
+            with contextlib.suppress(Exception):
+                await task

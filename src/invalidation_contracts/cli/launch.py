@@ -13,13 +13,13 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..auth import ADMIN_TOKEN_ENV
-from ..config import WorkerConfig
-from ..follower import DEFAULT_MAX_LAG_S
-from ..trust import TrustOptions
+from ..server.auth import ADMIN_TOKEN_ENV
+from ..server.config import WorkerConfig
+from ..server.follower import DEFAULT_MAX_LAG_S
+from ..server.trust import TrustOptions
 
 SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
-FACTORY = "invalidation_contracts.server.http.launch:app_from_env"
+FACTORY = "invalidation_contracts.cli.launch:app_from_env"
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,18 +44,18 @@ class AppSpec:
     def build(self) -> Any:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
         declarations or trust options, ``StorageError`` / ``DeclarationError`` from the stores."""
-        from ...domains import get_domain
-        from .app import create_app
+        from ..domains import get_domain
+        from ..server.http.app import create_app
 
         domain = get_domain(self.domain)
         if self.database is not None:
-            from ..sql import read_declarations, sql_domain
+            from ..server.sql import read_declarations, sql_domain
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
         app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
         if self.metrics:
-            from ...observe import instrument
+            from ..observe import instrument
 
             instrument(app, app.state.service)
         return app

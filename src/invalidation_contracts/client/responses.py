@@ -1,0 +1,186 @@
+"""Responses: what the memory does with a server's response, an episode's start, an eviction.
+
+Each is a ``Steps`` run by ``Transactions``; the decisions are the rooms' (``wire`` reads,
+``Invalidation`` acts on the contract, ``Admission`` learns). What it does with the answer to a
+need is ``client.answers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, TypeVar
+
+from ..protocol.models import ChangesFeed, RulesListing
+from . import telemetry
+from .admission import Admission, Lesson
+from .detection import Detection
+from .entries import EvictionReason
+from .events import FetchChanges, Need, Observation
+from .invalidation import Invalidation
+from .ledger import Ledger
+from .limits import Limits
+from .stats import contract_bytes as measure_contract_bytes
+from .steps import Steps
+from .transaction import Transactions
+from .trust import TrustPolicy
+from .values import Observed
+from .wire import (
+    carries_contract,
+    instance_of,
+    read_contract,
+    read_suggestions,
+    refuse,
+)
+
+M = TypeVar("M", ChangesFeed, RulesListing)
+
+
+class Responses:
+    """The memory's reactions to the responses a server sends, under one configuration."""
+
+    def __init__(
+        self,
+        calls: Transactions,
+        invalidation: Invalidation,
+        admission: Admission,
+        *,
+        detection: Detection,
+        trust: TrustPolicy,
+        limits: Limits,
+    ) -> None:
+        self.calls = calls
+        self.invalidation = invalidation
+        self.strategy = invalidation.strategy
+        self.admission = admission
+        self.detection = detection
+        self.trust = trust
+        self.limits = limits
+
+    def begin_episode(self, origin: str, episode: int) -> Steps[list[Need]]:
+        with self.calls.lock:
+            self.calls.episodes[origin] = episode
+        call = yield from self.calls.run(origin, episode, _nothing)
+        needs = list(call.needs)
+        st = call.tx.state
+        if (
+            self.detection.resyncs_before_episode
+            and self.strategy.invalidates
+            and len(call.tx.index)
+            and not any(isinstance(need, FetchChanges) for need in needs)
+        ):
+            needs.insert(0, FetchChanges(origin, st.synced_seq or 0, st.epoch))
+        return needs
+
+    def observe(
+        self, origin: str, response: Observed, episode: int | None, operation: str | None
+    ) -> Steps[Observation]:
+        def work(tx: Ledger) -> None:
+            self._read(tx, response)
+
+        call = yield from self.calls.run(origin, episode, work, operation=operation)
+        telemetry.injected(origin, len(response.injected))
+        return call.observation
+
+    def _read(self, tx: Ledger, r: Observed) -> None:
+        body: Mapping[str, Any] = r.body if isinstance(r.body, Mapping) else {}
+        tx.stats.responses += 1
+        if r.refused is not None:
+            bound, actual = r.refused.bound, r.refused.actual
+            cap = getattr(self.limits, bound)
+            refuse(
+                tx,
+                bound,
+                f"a body over {bound}={cap}; its contract was not read",
+                cap=cap,
+                actual=actual,
+            )
+            return
+        if r.response_bytes is not None:
+            tx.stats.response_bytes += r.response_bytes
+            if r.response_bytes > self.limits.max_body_bytes:
+                refuse(
+                    tx,
+                    "max_body_bytes",
+                    f"a {r.response_bytes}-byte body; its contract was not read",
+                    cap=self.limits.max_body_bytes,
+                    actual=r.response_bytes,
+                )
+                return
+        tx.stats.contract_bytes += (
+            r.contract_bytes if r.contract_bytes is not None else measure_contract_bytes(body)
+        )
+        if not self.strategy.stores:
+            return
+        contract = read_contract(tx, body)
+        # Malformed contract fields (``Ignored``) discredit the whole response: none of its
+        # suggestions is learned, as for a contract the trust policy doubts (no partial store).
+        readable = contract is not None or not carries_contract(body)
+        suggestions = (
+            read_suggestions(tx, body, self.limits) if r.status == 422 and readable else []
+        )
+        if contract is not None or suggestions:
+            doubt = self.trust.doubt(body, r.signature, since=r.delta_since, now=tx.now)
+            if doubt is not None:
+                self.invalidation.distrust(tx, doubt, suggestions)
+                contract, suggestions = None, []
+        if contract is not None:
+            tx.seq = contract.contract_seq
+        invalidates = self.strategy.invalidates
+        if invalidates and contract is not None and self.detection.reads_stamps(r.status):
+            self.invalidation.read_stamps(tx, contract, r.delta_since)
+        if suggestions and invalidates:
+            self.invalidation.on_failure(tx, suggestions)
+        injected = self.admission.injected(tx, r.injected)
+        lesson = Lesson(
+            tuple(suggestions),
+            contract,
+            injected,
+            _response_id(r.response_id or instance_of(body)),
+            self.admission.contradicted(tx, suggestions, injected, r.request),
+            tx.operation,
+            dict(r.request) if r.request is not None else None,
+        )
+        if suggestions and self.invalidation.needs(tx):
+            # Invalidate first, then learn: storing now would supersede the very entries the
+            # pending diff is about to judge, hiding a stale entry as a mere replacement.
+            tx.lessons.append(lesson)
+        else:
+            self.calls.settle(tx)
+            self.admission.learn(tx, lesson)
+
+    def evict(
+        self,
+        origin: str,
+        targets: Iterable[str] | None,
+        table: str | None,
+        reason: EvictionReason,
+        detail: str,
+        episode: int | None,
+    ) -> Steps[Observation]:
+        ids = list(dict.fromkeys(targets)) if targets is not None else None
+
+        def work(tx: Ledger) -> None:
+            if ids is not None:
+                chosen = ids
+            elif table is not None:
+                chosen = [entry.id for entry in tx.index.on_table(table)]
+            else:
+                chosen = [entry.id for entry in tx.index]
+            for entry_id in chosen:
+                tx.evict(entry_id, reason, detail)
+
+        call = yield from self.calls.run(origin, episode, work)
+        return call.observation
+
+
+#: The longest response id (``x-request-id`` or a problem's ``instance``) kept in provenance.
+MAX_RESPONSE_ID = 256
+
+
+def _response_id(value: str | None) -> str | None:
+    """A response id to keep with the entries it taught; a longer one than any real id is not."""
+    return value if value is not None and len(value) <= MAX_RESPONSE_ID else None
+
+
+def _nothing(tx: Ledger) -> None:
+    """A call that only reads: the needs still outstanding."""
