@@ -19,7 +19,7 @@ from starlette.responses import Response
 
 from ...protocol.models import WireModel
 from ...protocol.problems import ProblemType, problem
-from ..runtime import WorkerHealth
+from ..worker.runtime import WorkerHealth
 from .errors import PROBLEM_MEDIA_TYPE
 
 RETRY_AFTER_S = 1

@@ -1,4 +1,4 @@
-"""``ContractService``: a ``ContractWorker`` (``server.worker``) with its HTTP pieces.
+"""``ContractService``: a ``ContractWorker`` (``server.worker.contract``) with its HTTP pieces.
 
 The routers, the route class for an existing app's routes and the app lifespan are thin users of
 the worker; the standalone app (``server.http.app``) is built from them.
@@ -16,11 +16,11 @@ from fastapi.routing import APIRoute
 from ..auth import BearerAuth
 from ..config import DEFAULT_MAX_BODY_BYTES
 from ..provider import Provider
-from ..runtime import Runtime
 from ..trust import TrustOptions
-from ..worker import RETRY_AFTER_S as RETRY_AFTER_S
-from ..worker import ContractWorker
-from ..worker import unavailable as unavailable
+from ..worker.contract import RETRY_AFTER_S as RETRY_AFTER_S
+from ..worker.contract import ContractWorker
+from ..worker.contract import unavailable as unavailable
+from ..worker.runtime import Runtime
 
 
 class ContractService(ContractWorker):
