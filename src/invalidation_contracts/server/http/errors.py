@@ -16,7 +16,7 @@ import logging
 import math
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -37,6 +37,9 @@ from ..store import StorageError
 from ..tables import MAX_SAFE_INTEGER as SAFE_INTEGER
 from .discovery import add_link
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
+
+if TYPE_CHECKING:
+    from .service import ContractService
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 MAX_JSON_DEPTH = 64
@@ -248,7 +251,10 @@ def wire(
 
 
 def answer(
-    service: Any, request: Request, body: Problem, headers: Mapping[str, str] | None = None
+    service: ContractService,
+    request: Request,
+    body: Problem,
+    headers: Mapping[str, str] | None = None,
 ) -> Response:
     """``body`` with the request's path as ``instance`` and the current contract fields."""
     update: dict[str, Any] = {"instance": body.instance or request.url.path}
@@ -327,11 +333,11 @@ class ProblemRoute(APIRoute):
         return handler
 
 
-def problem_route_class(service: Any) -> type[ProblemRoute]:
+def problem_route_class(service: ContractService) -> type[ProblemRoute]:
     return type("ContractProblemRoute", (ProblemRoute,), {"service": service})
 
 
-def install_problem_handlers(app: FastAPI, service: Any) -> None:
+def install_problem_handlers(app: FastAPI, service: ContractService) -> None:
     """App-wide: every error of the standalone app is a problem document (``create_app``)."""
 
     async def on_error(request: Request, exc: Exception) -> Response:
