@@ -208,7 +208,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
             "20 % a card removed), row-level memory (A2D); every eviction judged by brute force "
             "(would the server now send the same suggestion for the fix's draft, its message — "
             "the list of registered cards — included?). The last column judges by the fix's "
-            "value alone (`oracle.is_fix_current`: the first registered card), under which a card "
+            "value alone (`is_fix_current`: the first registered card), under which a card "
             "added after the first is a change the fix survives.",
             "",
             markdown_table(

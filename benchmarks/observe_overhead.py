@@ -97,26 +97,35 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 
 def _requests(size: Size) -> dict[str, Any]:
+    """Server CPU per request, ``--metrics`` against without, loaded side by side; a second
+    uninstrumented server runs beside them as a noise floor (A/A: the same configuration twice,
+    whose ratio would be 1.00 on a quiet machine)."""
     path = get_catalog(DOMAIN).route.path
     bodies = request_mixes()["failures"]
-    per_request: dict[str, list[float]] = {"off": [], "on": []}
+    per_request: dict[str, list[float]] = {"off": [], "on": [], "again": []}
     with (
         serve_command("--domain", DOMAIN) as off,
         serve_command("--domain", DOMAIN, "--metrics") as on,
+        serve_command("--domain", DOMAIN) as again,
     ):
-        servers = {"off": off, "on": on}
+        servers = {"off": off, "on": on, "again": again}
         for server in servers.values():
             loadgen.run_trial(server.port, path, bodies, size.warmup, 1, size.time_limit_s)
+        ports = [server.port for server in servers.values()]
         for _ in range(size.rounds):
             before = {name: _cpu(server) for name, server in servers.items()}
-            trials = loadgen.run_side_by_side([off.port, on.port], path, bodies, 1, size.round_s)
+            trials = loadgen.run_side_by_side(ports, path, bodies, 1, size.round_s)
             for (name, server), trial in zip(servers.items(), trials, strict=True):
                 per_request[name].append((_cpu(server) - before[name]) / len(trial.latencies_s))
             _scrape(on)
     ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
+    floor = [h / lo for lo, h in zip(per_request["off"], per_request["again"], strict=True)]
     return {
         "cpu_per_request_us": {k: 1e6 * median(v) for k, v in per_request.items()},
         "ratio": median(ratios),
+        "ratios": ratios,
+        "aa_ratio": median(floor),
+        "aa_ratios": floor,
         "rounds": size.rounds,
     }
 
@@ -362,6 +371,12 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
                 f"**{requests['ratio']:.3f}**",
             ],
             [
+                "noise floor: a second server without `--metrics` against the first (A/A)",
+                f"{cpu['off']:.0f}",
+                f"{cpu.get('again', float('nan')):.0f}",
+                f"{requests.get('aa_ratio', float('nan')):.3f}",
+            ],
+            [
                 "`FixMemory.lookup` (no provider / SDK provider)",
                 f"{per['none']:.2f}",
                 f"{per['sdk']:.2f}",
@@ -386,8 +401,9 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     md = "\n\n".join(
         [
             (
-                f"{size.rounds} round(s); in each, both configurations run at once, so they see "
-                f"the same machine load. Requests: both servers loaded side by side for "
+                f"{size.rounds} round(s); in each, the configurations run at once, so they see "
+                f"the same machine load. Requests: the servers (without and with `--metrics`, and "
+                f"a second one without as a noise floor) loaded side by side for "
                 f"{size.round_s:g} s per round, one keep-alive connection each, sequential "
                 f"`POST /v1/subscriptions` of the failures mix (every draft, answered 422), after "
                 f"{size.warmup} warm-up requests; server CPU per request from `/proc`; ratio: the "

@@ -29,8 +29,8 @@ from typing import Any
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.server import SQLTable
 from invalidation_contracts.server.provider import Provider
-from invalidation_contracts.server.runtime import open_runtime
 from invalidation_contracts.server.sql import SQLSource, create_tables, sql_domain
+from invalidation_contracts.server.worker.runtime import open_runtime
 
 from . import loadgen
 from .common import Check, StudyResult, markdown_table, median

@@ -66,10 +66,10 @@ class Counting(Store):
         self.inner.close()
 
 
-def open_memory(url: str, **options: Any) -> tuple[FixMemory, Counting]:
+def open_memory(url: str, *, listen: bool = True) -> tuple[FixMemory, Counting]:
     from invalidation_contracts.client.stores import PostgresStore
 
-    store = Counting(PostgresStore(url, **options))
+    store = Counting(PostgresStore(url, listen=listen))
     return FixMemory("row", store=store, close_store=True), store
 
 
@@ -194,3 +194,39 @@ def test_a_terminated_listener_means_round_trips_until_it_reconnects_by_itself(p
         before = store.batches
         assert served(memory) == ["e1"]
         assert store.batches == before  # and replica reads again
+
+
+def _token_in_child(store: Any, out: Any) -> None:
+    out.put(store.inner.version())
+
+
+def test_a_store_inherited_across_fork_vouches_for_nothing(postgres_url):
+    """Its listening thread stayed in the parent: the child's copy has no token."""
+    memory, store = open_memory(postgres_url)
+    with memory:
+        memory.observe(ORIGIN, Observed(REQUEST, 422, failure(["A"])))
+        listening(store)
+        until(lambda: store.version() is not None, "no token in the parent")
+        context = multiprocessing.get_context("fork")
+        out = context.Queue()
+        child = context.Process(target=_token_in_child, args=(store, out))
+        child.start()
+        child.join(60)
+        assert out.get(timeout=10) is None
+        assert store.version() is not None
+
+
+def test_two_listening_memories_of_one_process_see_each_others_writes_at_once(postgres_url):
+    """No notification to wait for within a process: a write moves every token of that URL."""
+    a, _ = open_memory(postgres_url)
+    b, b_store = open_memory(postgres_url)
+    with a, b:
+        b.entries(ORIGIN)  # b is running before a learns
+        a.observe(ORIGIN, Observed(REQUEST, 422, failure(["A"])))
+        listening(b_store)
+        settled(b, b_store)
+        assert served(b) == ["e1"]
+
+        a.evict(ORIGIN, entry_ids=["e1"])
+
+        assert served(b) == []

@@ -216,7 +216,7 @@ def test_sqlite_records_its_schema_version(tmp_path):
     SQLiteStore(tmp_path / "m.db").close()
 
     db = sqlite3.connect(tmp_path / "m.db")
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     db.close()
 
 
@@ -269,7 +269,7 @@ def test_a_version_1_memory_is_migrated_and_its_entries_serve_the_unnamed_operat
         )
 
     db = sqlite3.connect(path)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == 2
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 3
     db.close()
     assert migrated.operation == "" and [e.id for e in served] == ["e1"] and named == []
 
@@ -361,3 +361,27 @@ def test_a_killed_writer_loses_no_committed_entry(tmp_path):
         assert reopened.store.integrity_check() == "ok"
     assert set(committed) <= stored
     assert len(committed) >= 25
+
+
+@pytest.mark.postgres
+def test_a_postgresql_memory_of_version_1_is_marked_2_and_a_newer_one_is_refused(postgres_url):
+    """Version 2 may hold eviction records whose dead rows version 1 would serve."""
+    import psycopg
+
+    from invalidation_contracts.client.stores import PostgresStore
+
+    def stored_version() -> int:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            return db.execute("SELECT version FROM ic_memory_schema").fetchone()[0]
+
+    def mark(version: int) -> None:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute("UPDATE ic_memory_schema SET version = %s", (version,))
+
+    PostgresStore(postgres_url, listen=False).close()
+    mark(1)
+    PostgresStore(postgres_url, listen=False).close()
+    assert stored_version() == 2
+    mark(3)
+    with pytest.raises(StoreError, match="schema version 3"):
+        PostgresStore(postgres_url, listen=False)

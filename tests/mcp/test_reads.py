@@ -37,7 +37,7 @@ def drift(store: Path) -> int:
 
 
 async def mcp_read(service: ContractService, uri: str, position: int | None) -> dict:
-    meta = names.Position(position).to_meta() if position is not None else None
+    meta = names.MetaPosition(position).to_meta() if position is not None else None
     async with Client(contract_server(service)) as client:
         result = await client.session.read_resource(uri, meta=meta)
     answer = read_resource_result(result)

@@ -12,7 +12,7 @@ from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.protocol.problems import ProblemType, ProtocolError
 from invalidation_contracts.server import Domain, Rule, SQLTable
-from invalidation_contracts.server.runtime import Runtime, ingest, open_runtime
+from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 SCHEMA = (
     "CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT, promo TEXT)",

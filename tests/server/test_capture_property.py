@@ -14,7 +14,7 @@ from tests.server.sqldb import ProviderDB
 from tests.support.postgres import PostgresCluster
 
 from invalidation_contracts.server import Domain, SQLTable
-from invalidation_contracts.server.runtime import ingest, open_runtime
+from invalidation_contracts.server.worker.runtime import ingest, open_runtime
 
 KEYS = [f"k{i}" for i in range(5)]
 

@@ -13,7 +13,7 @@ import pytest
 from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, SQLTable
-from invalidation_contracts.server.runtime import Runtime, ingest, open_runtime
+from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 
 def poisoned() -> Domain:

@@ -14,8 +14,8 @@ import pytest
 from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
-from invalidation_contracts.server.runtime import Runtime, ingest, open_runtime
 from invalidation_contracts.server.sql import SQLSource
+from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 SCHEMA = (
     "CREATE TABLE zones (country TEXT PRIMARY KEY, zone TEXT, surcharge INTEGER)",

@@ -11,7 +11,7 @@ import pytest
 from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
-from invalidation_contracts.server.runtime import Runtime, open_runtime
+from invalidation_contracts.server.worker.runtime import Runtime, open_runtime
 
 SCHEMA = (
     "CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT, promo TEXT)",
@@ -112,7 +112,7 @@ def test_a_column_added_to_a_declared_table_is_a_change_set_of_changed_rows(
         ]
         assert state.tables["plans"].rows["basic"]["tier"] == "gold"
         pdb.script("UPDATE plans SET tier = 'silver' WHERE id = 'basic'")  # and it is captured
-        from invalidation_contracts.server.runtime import ingest
+        from invalidation_contracts.server.worker.runtime import ingest
 
         assert ingest(runtime.registry, runtime.sources[0]) is True
         assert runtime.registry.state.tables["plans"].rows["basic"]["tier"] == "silver"

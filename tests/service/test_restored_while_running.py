@@ -20,15 +20,22 @@ from contextlib import closing
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
 from tests.service.agent import ORIGIN, Agent
 from tests.service.processes import serving
-from tests.service.test_restored_history_postgres import assert_resync_required, dump, restore_dump
+from tests.service.test_restored_history_postgres import (
+    assert_resync_required,
+    copy_rows,
+    dump,
+    restore_dump,
+)
 
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server import Domain, Registry
 from invalidation_contracts.server.store import SQLiteRegistryStore
-from invalidation_contracts.server.store.postgres import PostgresRegistryStore
+from invalidation_contracts.server.store.dialect import StorageError
+from invalidation_contracts.server.store.postgres import DEFAULT_SCHEMA, PostgresRegistryStore
 
 
 def reload(registry: Registry, n: int, tag: str = "n") -> None:
@@ -148,14 +155,28 @@ TOKEN = "restore-admin-token"
 GOVERNED = "governed-partner-growth"
 
 
-def epochs_seen(url: str, n: int = 8) -> set[str]:
-    """The epochs ``n`` fresh connections are answered with (the workers take turns)."""
-    return {
-        httpx.get(url + "/contract/versions", headers={"connection": "close"}).json()[
-            "contract_epoch"
-        ]
-        for _ in range(n)
-    }
+def positions_seen(url: str, n: int = 8) -> set[tuple[str, int]]:
+    """The ``(epoch, seq)`` ``n`` fresh connections are answered with (the workers take turns);
+    a worker that cannot vouch for its state yet (503 while the schema is being restored) counts
+    as ``("unavailable", -1)``."""
+    seen = set()
+    for _ in range(n):
+        answer = httpx.get(url + "/contract/versions", headers={"connection": "close"})
+        body = answer.json()
+        ok = answer.status_code == 200
+        seen.add((body["contract_epoch"], body["contract_seq"]) if ok else ("unavailable", -1))
+    return seen
+
+
+def settle(url: str, done: Callable[[tuple[str, int]], bool]) -> tuple[str, int]:
+    """Wait (bounded) until every worker answers one position that ``done`` accepts."""
+    deadline = time.monotonic() + 20
+    while True:
+        seen = positions_seen(url)
+        if len(seen) == 1 and done(next(iter(seen))):
+            return next(iter(seen))
+        assert time.monotonic() < deadline, f"workers still answer {seen}"
+        time.sleep(0.2)
 
 
 def governed_codes(agent: Agent, draft: dict) -> list[str]:
@@ -181,7 +202,7 @@ def test_serve_workers_adopt_a_new_epoch_after_a_live_pg_restore_and_serve_no_st
         try:
             assert agent.solve(draft) > 0  # learns the governed code
             before = governed_codes(agent, draft)
-            (old_epoch,) = epochs_seen(url)
+            old_epoch, _ = settle(url, lambda _: True)
             dump(postgres_url, dumped)
             rotation = catalog.read_snapshot("active_csm_codes.rotation-1")
             answer = httpx.post(
@@ -190,15 +211,14 @@ def test_serve_workers_adopt_a_new_epoch_after_a_live_pg_restore_and_serve_no_st
                 headers={"Authorization": f"Bearer {TOKEN}"},
             )
             assert answer.status_code == 200, answer.text
+            seq = answer.json()["contract_seq"]
+            settle(url, lambda at: at[1] == seq)  # both workers serve the rotation
             assert agent.solve(draft) > 0  # relearns the rotated code
             rotated = governed_codes(agent, draft)
             assert rotated != before
 
             restore_dump(postgres_url, dumped)  # the pre-rotation registry, workers running
-            deadline = time.monotonic() + 20
-            while old_epoch in (seen := epochs_seen(url)) or len(seen) != 1:
-                assert time.monotonic() < deadline, f"workers still answer {seen}"
-                time.sleep(0.2)
+            settle(url, lambda at: at[0] not in (old_epoch, "unavailable"))
 
             agent.http.get("/contract/versions")  # any answer carries the new epoch
             assert not set(rotated) & set(governed_codes(agent, draft))  # the stale fix is gone
@@ -208,3 +228,46 @@ def test_serve_workers_adopt_a_new_epoch_after_a_live_pg_restore_and_serve_no_st
                 assert agent.solve(draft) == 1  # no stale fix: the first attempt is accepted
         finally:
             agent.close()
+
+
+@pytest.mark.postgres
+def test_a_restore_still_under_way_is_waited_for_not_served(
+    domain: Domain, postgres_url: str
+) -> None:
+    """``pg_dump``'s script fills ``meta`` before ``rows``, ``rules`` and ``tables`` (its
+    constraints come last): a worker that looks in between sees a restored history with no
+    tables. It serves nothing of it (the check fails, the
+    worker keeps its state and says why) and starts the new epoch once the restore is whole."""
+    stores = [PostgresRegistryStore(postgres_url), PostgresRegistryStore(postgres_url)]
+    try:
+        a, b = (store.open_registry(domain) for store in stores)
+        reload(a, 2)
+        saved = copy_rows(postgres_url)
+        reload(a, 3)
+        b.sync()
+        held = b.state
+        with psycopg.connect(postgres_url) as db:  # the restore, all but the tables
+            for table in ("rows", "log", "rules", "positions", "tables", "meta"):
+                db.execute(f"DELETE FROM {DEFAULT_SCHEMA}.{table}")
+            for table in ("meta", "log", "positions"):
+                for row in saved[table]:
+                    marks = ", ".join(["%s"] * len(row))
+                    db.execute(f"INSERT INTO {DEFAULT_SCHEMA}.{table} VALUES ({marks})", row)
+
+        with pytest.raises(StorageError, match="waiting for a complete registry"):
+            b.sync()
+        assert b.state is held
+
+        with psycopg.connect(postgres_url) as db:  # the restore completes
+            for table in ("tables", "rows", "rules"):
+                for row in saved[table]:
+                    marks = ", ".join(["%s"] * len(row))
+                    db.execute(f"INSERT INTO {DEFAULT_SCHEMA}.{table} VALUES ({marks})", row)
+        b.sync()
+        a.sync()
+    finally:
+        for store in stores:
+            store.close()
+
+    assert b.state.epoch != held.epoch and a.state.epoch == b.state.epoch
+    assert b.state.tables["plans"].plain_rows()["basic"]["note"] == "n1"

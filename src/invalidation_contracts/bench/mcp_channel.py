@@ -108,7 +108,7 @@ class McpChannel:
         seq, epoch = result.get("contract_seq"), result.get("contract_epoch")
         if not isinstance(seq, int):
             return
-        position = names.Position(seq, epoch if isinstance(epoch, str) else None)
+        position = names.MetaPosition(seq, epoch if isinstance(epoch, str) else None)
         await self.contract.session.read_resource(names.VERSIONS + position.query())
         if self.notifications:
             await self.contract.caught_up(seq, timeout_s=SETTLE_TIMEOUT_S)

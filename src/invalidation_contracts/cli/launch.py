@@ -15,8 +15,8 @@ from typing import Any
 
 from ..server.auth import ADMIN_TOKEN_ENV
 from ..server.config import WorkerConfig
-from ..server.follower import DEFAULT_MAX_LAG_S
 from ..server.trust import TrustOptions
+from ..server.worker.follower import DEFAULT_MAX_LAG_S
 
 SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
 FACTORY = "invalidation_contracts.cli.launch:app_from_env"

@@ -2,7 +2,7 @@
 
 A changes feed or a rule listing (``answer``, or ``apply_changes`` / ``apply_rules`` for one read
 without a need), a 410, an answer that cannot be used (``need_failed``), a need that could not be
-fetched (``fetch_failed``). Each is a ``Steps`` run by ``Transactions``; what is believed is the
+fetched (``fetch_failed``). Each is a ``Steps`` run by ``CallRunner``; what is believed is the
 trust policy's, what is evicted or restamped the ``Invalidation``'s.
 """
 
@@ -19,7 +19,7 @@ from .invalidation import Invalidation
 from .ledger import Ledger
 from .limits import Limits, Refusal
 from .steps import Steps
-from .transaction import Transactions
+from .transaction import CallRunner
 from .trust import TrustPolicy
 from .values import Answer
 from .wire import feed_items, position_error, refuse
@@ -32,7 +32,7 @@ class Answers:
 
     def __init__(
         self,
-        calls: Transactions,
+        calls: CallRunner,
         invalidation: Invalidation,
         *,
         trust: TrustPolicy,

@@ -1,7 +1,7 @@
 """The rooms one fix memory is made of, built once and shared by its sync and async shells.
 
 ``MemoryCore`` holds the configuration (strategy, detection, trust, limits), the store, and the
-rooms every call goes through: ``Transactions`` (one call end to end, against this process's
+rooms every call goes through: ``CallRunner`` (one call end to end, against this process's
 replicas), ``Responses`` (what the memory does with a response), ``Answers`` (with the answer to a
 need) and ``Serving`` (lookups and patches). ``client.calls`` writes each memory call once over
 it, as ``Steps``; ``FixMemory`` runs them blocking and ``AsyncFixMemory`` awaits them, over one
@@ -25,7 +25,7 @@ from .responses import Responses
 from .serving import Serving
 from .stores import InMemoryStore, SQLiteStore, Store
 from .strategies import Strategy, strategy_for
-from .transaction import Transactions
+from .transaction import CallRunner
 from .trust import TrustPolicy
 
 
@@ -59,7 +59,7 @@ class MemoryCore:
         confirmations = Confirmations(
             active=self.strategy.invalidates and self.detection is not Detection.LAZY
         )
-        self.calls = Transactions(
+        self.calls = CallRunner(
             Replicas(store, lock),
             invalidation,
             admission,

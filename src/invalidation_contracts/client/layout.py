@@ -64,7 +64,7 @@ def namespace(origin: str, part: str) -> tuple[str, str, str]:
 
 
 @dataclass(slots=True)
-class Snapshot:
+class CommittedOrigin:
     """An origin as committed at one generation."""
 
     index: OriginIndex
@@ -105,7 +105,7 @@ def load_ops(origin: str) -> list[Op]:
     ]
 
 
-def loaded(origin: str, results: Sequence[Result]) -> Snapshot:
+def loaded(origin: str, results: Sequence[Result]) -> CommittedOrigin:
     """The snapshot ``load_ops`` read: the entries no eviction record names."""
     generation, state, stats, record_items, items, turn = results
     ns = namespace(origin, "entries")
@@ -117,7 +117,7 @@ def loaded(origin: str, results: Sequence[Result]) -> Snapshot:
             for item in _items(items)
             if item.namespace == ns and item.key not in dead
         ]
-        return Snapshot(
+        return CommittedOrigin(
             OriginIndex(entries),
             _state(origin, state),
             _stats(origin, stats),

@@ -28,7 +28,7 @@ from .index import OriginIndex
 from .layout import (
     JOURNAL_KEEP,
     CommitPlan,
-    Snapshot,
+    CommittedOrigin,
     announced,
     entries_of,
     entry_ops,
@@ -188,7 +188,7 @@ class Replicas:
         return self._install(origin, loaded(origin, results), token, force=force)
 
     def _install(
-        self, origin: str, snapshot: Snapshot, token: Hashable | None, *, force: bool = False
+        self, origin: str, snapshot: CommittedOrigin, token: Hashable | None, *, force: bool = False
     ) -> Replica:
         with self.lock:
             current = self._by_origin.get(origin)

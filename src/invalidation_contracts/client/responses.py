@@ -1,6 +1,6 @@
 """Responses: what the memory does with a server's response, an episode's start, an eviction.
 
-Each is a ``Steps`` run by ``Transactions``; the decisions are the rooms' (``wire`` reads,
+Each is a ``Steps`` run by ``CallRunner``; the decisions are the rooms' (``wire`` reads,
 ``Invalidation`` acts on the contract, ``Admission`` learns). What it does with the answer to a
 need is ``client.answers``.
 """
@@ -21,7 +21,7 @@ from .ledger import Ledger
 from .limits import Limits
 from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
-from .transaction import Transactions
+from .transaction import CallRunner
 from .trust import TrustPolicy
 from .values import Observed
 from .wire import (
@@ -40,7 +40,7 @@ class Responses:
 
     def __init__(
         self,
-        calls: Transactions,
+        calls: CallRunner,
         invalidation: Invalidation,
         admission: Admission,
         *,

@@ -3,7 +3,7 @@
 A lookup serves the entries of the request's operation whose scope the draft matches, less those
 the trust policy or the strategy holds back. In client apply mode, each entry's patch is applied
 behind a ``test`` of its scope, so an entry chosen on the task's draft patches only a planned
-request it fits. Each call is a ``Steps`` run by ``Transactions``.
+request it fits. Each call is a ``Steps`` run by ``CallRunner``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .steps import Steps
 from .strategies import Strategy
-from .transaction import Transactions
+from .transaction import CallRunner
 from .trust import TrustPolicy
 
 
@@ -53,7 +53,7 @@ class PatchOutcome:
 class Serving:
     """Lookups and patches under one strategy and trust policy."""
 
-    def __init__(self, calls: Transactions, strategy: Strategy, trust: TrustPolicy) -> None:
+    def __init__(self, calls: CallRunner, strategy: Strategy, trust: TrustPolicy) -> None:
         self.calls = calls
         self.strategy = strategy
         self.trust = trust

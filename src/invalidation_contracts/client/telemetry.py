@@ -1,6 +1,6 @@
 """The fix memory's figures as OpenTelemetry metrics, through the global meter provider.
 
-Every committed memory call hands its counters and events here (``Transactions.run``). When no
+Every committed memory call hands its counters and events here (``CallRunner.run``). When no
 OpenTelemetry meter provider is configured this costs one dictionary lookup: the API module is
 never imported by the memory (a configured provider means the application imported it), and with
 only the API's proxy or no-op provider nothing is built or recorded. Once an application sets a

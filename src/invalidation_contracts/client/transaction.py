@@ -1,6 +1,6 @@
 """One memory call, end to end: a current replica, the work on an overlay, a conditional commit.
 
-``Transactions.run`` makes sure the origin's replica is current, runs the call's work on a
+``CallRunner.run`` makes sure the origin's replica is current, runs the call's work on a
 ``Ledger`` over it, learns the fixes held back once nothing is outstanding, and writes the result
 as one batch that holds only if the origin's generation has not moved. A call that lost the race
 to another writer is computed again on what that writer committed. A call that changed nothing
@@ -59,8 +59,9 @@ class Call(Generic[T]):
         return Observation(tuple(self.tx.events), self.needs)
 
 
-class Transactions:
-    """Runs memory calls against one store's replicas, under one lock."""
+class CallRunner:
+    """Runs each memory call against one store's replicas, under one lock: its ``Ledger`` (the
+    per-call transaction) computed on a current replica, then committed if nothing moved."""
 
     def __init__(
         self,

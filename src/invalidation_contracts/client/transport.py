@@ -29,7 +29,6 @@ in ``response.extensions[WIRE_COST_EXTENSION]``, measured once for the memory an
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -48,6 +47,16 @@ from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
 from .discovery import DEFERRED, ContractLocations
 from .events import FetchChanges, MemoryEvent, MemoryFailed, Need, Observation
+from .extensions import EPISODE_EXTENSION as EPISODE_EXTENSION
+from .extensions import INJECTED_EXTENSION as INJECTED_EXTENSION
+from .extensions import LISTENER_EXTENSION as LISTENER_EXTENSION
+from .extensions import OPERATION_EXTENSION as OPERATION_EXTENSION
+from .extensions import REFUSED_EXTENSION as REFUSED_EXTENSION
+from .extensions import WIRE_COST_EXTENSION as WIRE_COST_EXTENSION
+from .extensions import Listener as Listener
+from .extensions import default_origin as default_origin
+from .extensions import describe, episode_of, injected_of, request_body, template, timeout_of
+from .extensions import operation_of as operation_of
 from .memory import AsyncFixMemory, FixMemory
 from .needs import need_loop
 from .published import PublishedPatchable
@@ -55,43 +64,8 @@ from .stores import StoreError
 from .values import Answer, Observed, Position
 from .watch import Watches, WatchOptions, watch_options
 
-#: Request extension: the episode the request belongs to (an int).
-EPISODE_EXTENSION = "invalidation_contracts.episode"
-#: Request extension: ids of the memory entries injected into this request.
-INJECTED_EXTENSION = "invalidation_contracts.injected"
-#: Request extension: the operation the request performs (a route template or a tool name).
-OPERATION_EXTENSION = "invalidation_contracts.operation"
-#: Request extension: a callable given every memory event this request causes (its response's
-#: and those of the needs fetched for it), after the transport's own listener.
-LISTENER_EXTENSION = "invalidation_contracts.listener"
-#: Response extension: the ``WireCost`` of a JSON object body, as the memory was given it.
-WIRE_COST_EXTENSION = "invalidation_contracts.wire_cost"
-#: Response extension: the ``Refusal`` (a ``Limits`` bound) that stopped the memory reading the
-#: body; the agent still gets the body as the server sent it.
-REFUSED_EXTENSION = "invalidation_contracts.refused"
 _FORWARDED_HEADERS = ("authorization",)
 logger = logging.getLogger("invalidation_contracts.client")
-
-Listener = Callable[[MemoryEvent], None]
-
-
-def default_origin(url: httpx.URL) -> str:
-    """``scheme://host[:port]`` of a URL: the origin the memory keys entries by."""
-    host = f"[{url.host}]" if ":" in url.host else url.host
-    port = f":{url.port}" if url.port is not None else ""
-    return f"{url.scheme}://{host}{port}"
-
-
-def operation_of(request: httpx.Request) -> str:
-    """The operation a request performs: its ``OPERATION_EXTENSION``, else ``METHOD path``.
-
-    The path is the URL's, without the query: ``/v1/orders/7`` and ``/v1/orders/8`` are two
-    operations unless the caller names the route template they share.
-    """
-    named = request.extensions.get(OPERATION_EXTENSION)
-    if isinstance(named, str) and named:
-        return named
-    return f"{request.method} {request.url.path}"
 
 
 class _Contract:
@@ -203,10 +177,10 @@ class _Contract:
         if cost is not None:
             response.extensions[WIRE_COST_EXTENSION] = cost
         return Observed(
-            _request_body(request),
+            request_body(request),
             response.status_code,
             parsed if isinstance(parsed, dict) else {},
-            injected=_injected(request),
+            injected=injected_of(request),
             delta_since=_echo(response, sent),
             response_bytes=size,
             contract_bytes=cost.contract if cost is not None else None,
@@ -237,7 +211,7 @@ class _Contract:
                 params["epoch"] = need.epoch
         url = self.locations.url(need.origin, need.path)
         return httpx.Request(
-            "GET", url, params=params, headers=headers, extensions=_timeout(template)
+            "GET", url, params=params, headers=headers, extensions=timeout_of(template)
         )
 
     def answer(self, response: httpx.Response, read: BoundedBody) -> Answer:
@@ -259,7 +233,7 @@ class _Contract:
         """A memory call that failed (disk full, store locked): an event and a warning; the
         agent still gets the server's answer, and nothing of it was learned."""
         logger.warning("%s: the fix memory failed (%s); nothing was learned", origin, exc)
-        event = MemoryFailed(origin=origin, episode=_episode(request), detail=str(exc))
+        event = MemoryFailed(origin=origin, episode=episode_of(request), detail=str(exc))
         return Observation((event,))
 
     def emit(self, obs: Observation, request: httpx.Request) -> None:
@@ -327,7 +301,7 @@ class ContractTransport(httpx.BaseTransport):
         observed = contract.observation(request, response, sent, read)
         try:
             obs = self.memory.observe(
-                origin, observed, operation=operation_of(request), episode=_episode(request)
+                origin, observed, operation=operation_of(request), episode=episode_of(request)
             )
         except StoreError as exc:
             obs = contract.failed(origin, request, exc)
@@ -352,7 +326,7 @@ class ContractTransport(httpx.BaseTransport):
         ``listener`` gets the events, ``headers`` the credentials to forward. Returns the needs
         still outstanding (a network error, or more rounds wanted); the memory asks for them again.
         """
-        return self._rounds(tuple(needs), _template(episode, listener, headers))
+        return self._rounds(tuple(needs), template(episode, listener, headers))
 
     def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
         loop = need_loop(needs)
@@ -372,7 +346,7 @@ class ContractTransport(httpx.BaseTransport):
             return None
 
     def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
-        episode = _episode(template)
+        episode = episode_of(template)
         position = self.memory.position(need.origin)
         try:
             fetch = self._contract.need_request(need, template, position)
@@ -385,7 +359,7 @@ class ContractTransport(httpx.BaseTransport):
             finally:
                 response.close()
         except httpx.TransportError as exc:
-            obs = self.memory.fetch_failed(need, _describe(exc), episode=episode)
+            obs = self.memory.fetch_failed(need, describe(exc), episode=episode)
             self._contract.emit(obs, template)
             return None
         if self._contract.locations.deferred(need.origin, fetch.url, response):
@@ -456,7 +430,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         observed = contract.observation(request, response, sent, read)
         try:
             obs = await self.memory.observe(
-                origin, observed, operation=operation_of(request), episode=_episode(request)
+                origin, observed, operation=operation_of(request), episode=episode_of(request)
             )
         except StoreError as exc:
             obs = contract.failed(origin, request, exc)
@@ -477,7 +451,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
     ) -> tuple[Need, ...]:
         """The async twin of ``ContractTransport.fulfil``: fetch ``needs`` through the same loop
         as every response's; return the needs still outstanding."""
-        return await self._rounds(tuple(needs), _template(episode, listener, headers))
+        return await self._rounds(tuple(needs), template(episode, listener, headers))
 
     async def _rounds(self, needs: tuple[Need, ...], template: httpx.Request) -> tuple[Need, ...]:
         loop = need_loop(needs)
@@ -497,7 +471,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             return None
 
     async def _fetch(self, need: Need, template: httpx.Request) -> tuple[Need, ...] | None:
-        episode = _episode(template)
+        episode = episode_of(template)
         position = await self.memory.position(need.origin)
         try:
             fetch = self._contract.need_request(need, template, position)
@@ -511,7 +485,7 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
             finally:
                 await response.aclose()
         except httpx.TransportError as exc:
-            obs = await self.memory.fetch_failed(need, _describe(exc), episode=episode)
+            obs = await self.memory.fetch_failed(need, describe(exc), episode=episode)
             self._contract.emit(obs, template)
             return None
         if self._contract.locations.deferred(need.origin, fetch.url, response):
@@ -607,37 +581,9 @@ def is_json(response: httpx.Response) -> bool:
     return is_json_media_type(response.headers.get("content-type"))
 
 
-def _describe(exc: Exception) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _content_length(response: httpx.Response) -> int | None:
     value = response.headers.get("content-length", "")
     return int(value) if value.isdigit() and value.isascii() and len(value) < 20 else None
-
-
-def _request_body(request: httpx.Request) -> dict[str, Any] | None:
-    """The JSON object the request sent; None when that is unknown (not read, or not JSON)."""
-    try:
-        content = request.content
-    except httpx.RequestNotRead:
-        return None
-    try:
-        body = json.loads(content) if content else None
-    except ValueError:
-        return None
-    return body if isinstance(body, dict) else None
-
-
-def _episode(request: httpx.Request) -> int | None:
-    value = request.extensions.get(EPISODE_EXTENSION)
-    return value if isinstance(value, int) else None
-
-
-def _injected(request: httpx.Request) -> tuple[str, ...]:
-    value = request.extensions.get(INJECTED_EXTENSION) or ()
-    return tuple(str(v) for v in value)
 
 
 def _echo(response: httpx.Response, sent: int | None) -> int | None:
@@ -649,19 +595,3 @@ def _echo(response: httpx.Response, sent: int | None) -> int | None:
         return int(echoed)
     except ValueError:
         return sent if sent is not None else 0
-
-
-def _timeout(template: httpx.Request) -> dict[str, Any]:
-    timeout = template.extensions.get("timeout")
-    return {"timeout": timeout} if timeout is not None else {}
-
-
-def _template(
-    episode: int | None, listener: Listener | None, headers: Mapping[str, str] | None
-) -> httpx.Request:
-    """The request a ``fulfil`` call's need fetches take their episode, listener and credentials
-    from (it is never sent)."""
-    extensions: dict[str, Any] = {LISTENER_EXTENSION: listener}
-    if episode is not None:
-        extensions[EPISODE_EXTENSION] = episode
-    return httpx.Request("GET", "http://needs.invalid/", headers=headers, extensions=extensions)

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 
 from .events import MemoryEvent, WatchLost, WatchOpened
+from .extensions import describe
 from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
 from .values import Position
 
@@ -266,12 +267,12 @@ class SyncWatch:
             except httpx.HTTPError as exc:
                 if self._stop.is_set():
                     return
-                wait = core.failed(WatchFailure(_describe(exc)))
+                wait = core.failed(WatchFailure(describe(exc)))
                 self._stop.wait(wait if wait is not None else 0)
             except Exception as exc:  # a watch never fails the agent: it falls back, and says so
                 if self._stop.is_set():
                     return
-                core.failed(WatchFailure(f"the watch stopped: {_describe(exc)}", permanent=True))
+                core.failed(WatchFailure(f"the watch stopped: {describe(exc)}", permanent=True))
                 return
 
     def _stream(self) -> None:
@@ -375,10 +376,10 @@ class AsyncWatch:
                     return
                 await asyncio.sleep(wait)
             except httpx.HTTPError as exc:
-                wait = core.failed(WatchFailure(_describe(exc)))
+                wait = core.failed(WatchFailure(describe(exc)))
                 await asyncio.sleep(wait if wait is not None else 0)
             except Exception as exc:  # a watch never fails the agent: it falls back, and says so
-                core.failed(WatchFailure(f"the watch stopped: {_describe(exc)}", permanent=True))
+                core.failed(WatchFailure(f"the watch stopped: {describe(exc)}", permanent=True))
                 return
 
     async def _stream(self) -> None:
@@ -444,11 +445,6 @@ def _detail(data: str) -> str:
         return "(not a problem document)"
     detail = body.get("detail") if isinstance(body, dict) else None
     return detail[:200] if isinstance(detail, str) else "(no detail)"
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 class Watches:

@@ -78,8 +78,9 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 
 
 @dataclass(frozen=True, slots=True)
-class Position:
-    """A client's contract position: the seq its versions are accurate at, and their epoch."""
+class MetaPosition:
+    """A client's contract position as MCP carries it (``_meta`` entries, a resource query): the
+    seq its versions are accurate at, and their epoch. (The memory's own is ``client.Position``.)"""
 
     since: int | None = None
     epoch: str | None = None
@@ -123,15 +124,15 @@ def meta_value(meta: Mapping[str, Any] | None, key: str) -> Any:
     return meta.get(legacy(key))
 
 
-def position_of(meta: Mapping[str, Any] | None) -> Position:
+def position_of(meta: Mapping[str, Any] | None) -> MetaPosition:
     """The position a request's ``_meta`` names; ``ProtocolError`` (invalid-request) when it is
     malformed, as a malformed ``Contract-Since`` header is on HTTP."""
     if not meta:
-        return Position()
+        return MetaPosition()
     since, epoch = meta_value(meta, SINCE), meta_value(meta, EPOCH)
     if since is None:
-        return Position()
-    return Position(_seq(since, SINCE), _epoch(epoch, EPOCH))
+        return MetaPosition()
+    return MetaPosition(_seq(since, SINCE), _epoch(epoch, EPOCH))
 
 
 def wants_signature(meta: Mapping[str, Any] | None) -> bool:
@@ -146,10 +147,10 @@ class ResourceRequest:
 
     name: str
     """``versions``, ``changes``, ``rules`` or ``graph``."""
-    position: Position
+    position: MetaPosition
     tables: tuple[str, ...] | None = None
 
-    def to_read(self, meta: Position | None = None) -> ContractRead:
+    def to_read(self, meta: MetaPosition | None = None) -> ContractRead:
         """The provider's read (``server.reads``): ``since`` is the conditional contract's seq
         (versions), the feed's start (changes) or the position to catch up to (rules, graph);
         ``meta``, the request ``_meta`` position, is a catch-up position on any read."""
@@ -192,14 +193,14 @@ def parse_resource(uri: str) -> ResourceRequest | None:
     tables = None
     if "tables" in one:
         tables = tuple(name.strip() for name in one["tables"].split(",") if name.strip())
-    return ResourceRequest(parts.netloc, Position(since, epoch), tables or None)
+    return ResourceRequest(parts.netloc, MetaPosition(since, epoch), tables or None)
 
 
-def need_uri(need: Need, position: Position | None = None) -> str:
+def need_uri(need: Need, position: MetaPosition | None = None) -> str:
     """The resource a memory's need is read from: the changes feed since its position, or the
     rules listing at the client's ``position`` (a worker behind it catches up first)."""
     if isinstance(need, FetchChanges):
-        return CHANGES + Position(need.since, need.epoch).query()
+        return CHANGES + MetaPosition(need.since, need.epoch).query()
     return RULES + (position.query() if position is not None else "")
 
 

@@ -25,7 +25,7 @@ from .source import ContractSource
 
 
 @dataclass(frozen=True, slots=True)
-class Answer:
+class ResourceBody:
     """A resource read's body, and the ``since`` its ``table_versions`` are relative to."""
 
     body: WireModel
@@ -111,7 +111,7 @@ class ContractResources:
             ),
         ]
 
-    def read(self, uri: str, meta: Mapping[str, Any] | None = None) -> Answer | None:
+    def read(self, uri: str, meta: Mapping[str, Any] | None = None) -> ResourceBody | None:
         """Read ``uri`` (None: not a contract resource). ``meta``: the request's ``_meta``; the
         position it names makes a worker behind the client catch up first (SPEC §8.2 rule 3),
         a malformed one is an invalid-request problem as on HTTP. Blocking when the worker is
@@ -119,14 +119,16 @@ class ContractResources:
         prepared = self.prepare(uri, meta)
         return prepared if not isinstance(prepared, ContractRead) else self.answer(prepared, uri)
 
-    def prepare(self, uri: str, meta: Mapping[str, Any] | None) -> ContractRead | Answer | None:
-        """The read ``uri`` asks for (no I/O); an ``Answer`` already for a malformed one, None
+    def prepare(
+        self, uri: str, meta: Mapping[str, Any] | None
+    ) -> ContractRead | ResourceBody | None:
+        """The read ``uri`` asks for (no I/O); a ``ResourceBody`` already for a malformed one, None
         for a URI that is not a contract resource."""
         try:
             request = names.parse_resource(uri)
             return None if request is None else request.to_read(names.position_of(meta))
         except ProtocolError as exc:
-            return Answer(exc.to_problem(instance=uri))
+            return ResourceBody(exc.to_problem(instance=uri))
 
     def blocks(self, read: ContractRead) -> bool:
         """Whether answering ``read`` may wait on I/O: only a catch-up with other workers reads
@@ -134,14 +136,14 @@ class ContractResources:
         behind = getattr(self.source, "behind", None)
         return behind is None or bool(behind(read.catch_up, read.epoch))
 
-    def answer(self, read: ContractRead, uri: str) -> Answer:
+    def answer(self, read: ContractRead, uri: str) -> ResourceBody:
         """The answer to a prepared ``read`` (a problem document for a protocol error)."""
         try:
             return self._read(read)
         except ProtocolError as exc:
-            return Answer(exc.to_problem(instance=uri))
+            return ResourceBody(exc.to_problem(instance=uri))
 
-    def _read(self, read: ContractRead) -> Answer:
+    def _read(self, read: ContractRead) -> ResourceBody:
         """The one read API (``Provider.read``) at the state the client's position needs."""
         what = f"contract://{read.name}"
         require_level(self.level, read, what)
@@ -153,4 +155,4 @@ class ContractResources:
             )
         state = self.source.state(read.catch_up, read.epoch)
         body = self.source.provider.read(read, state, what=what)
-        return Answer(body, read.since if read.name == "versions" else None)
+        return ResourceBody(body, read.since if read.name == "versions" else None)

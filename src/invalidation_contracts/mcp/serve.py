@@ -36,7 +36,7 @@ def open_source(
     if store is None and (trust is None or not trust.signing_keys):
         opaque = trust.opaque() if trust is not None else None
         return ProviderSource(Provider(domain, level=level, opaque=opaque)), lambda: None
-    from ..server.worker import ContractWorker
+    from ..server.worker.contract import ContractWorker
 
     worker = ContractWorker.open(domain, level=level, store=store, trust=trust)
     worker.start()

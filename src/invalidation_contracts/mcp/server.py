@@ -86,7 +86,7 @@ class ContractHandlers:
         self, entry: ToolRoute, arguments: Any, meta: Mapping[str, Any] | None
     ) -> tuple[Problem | SuccessResponse, int | None]:
         """The route's answer (in a worker thread: a success handler may do I/O)."""
-        position = names.Position()
+        position = names.MetaPosition()
         try:
             position = names.position_of(meta)
             outcome = self.source.handle(
@@ -96,7 +96,9 @@ class ContractHandlers:
         except ProtocolError as exc:
             return self._problem(exc, position)
 
-    def _problem(self, exc: ProtocolError, position: names.Position) -> tuple[Problem, int | None]:
+    def _problem(
+        self, exc: ProtocolError, position: names.MetaPosition
+    ) -> tuple[Problem, int | None]:
         """A protocol error as its problem document, with the current contract when the worker
         can vouch for it (as the HTTP binding answers errors)."""
         body = exc.to_problem()

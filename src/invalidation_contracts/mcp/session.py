@@ -345,15 +345,15 @@ class ContractSession(calls.AgentCalls):
         seq = answer.body.get("contract_seq", position.since)  # absent: still at ``since``
         return seq if isinstance(seq, int) and not isinstance(seq, bool) else None
 
-    async def _position(self) -> names.Position:
+    async def _position(self) -> names.MetaPosition:
         if not self.conditional:
-            return names.Position()
+            return names.MetaPosition()
         return await self._known()
 
-    async def _known(self) -> names.Position:
+    async def _known(self) -> names.MetaPosition:
         """The position the memory knows of this server (sent with every contract read)."""
         known = await self.memory.position(self.origin)
-        return names.Position(known.seq, known.epoch)
+        return names.MetaPosition(known.seq, known.epoch)
 
     def _sign_meta(self) -> dict[str, Any]:
         if not self.memory.trust.requests_signatures:

@@ -119,9 +119,12 @@ class Lesson:
     def fits(self, findings: Sequence[Finding]) -> bool:
         """Whether ``findings`` were found by the same policies, in the same order."""
         policies = self.policies
-        return len(findings) == len(policies) and all(
-            f.policy == p for f, p in zip(findings, policies, strict=True)
-        )
+        if len(findings) != len(policies):
+            return False
+        for finding, policy in zip(findings, policies, strict=True):
+            if finding.policy != policy:
+                return False
+        return True
 
 
 class Lessons:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -96,8 +97,13 @@ class ProviderTelemetry:
         self._tracer_provider = tracer_provider
         self._tracer: tuple[Any, trace.Tracer | None, bool, float] | None = None
 
+        self._counting = threading.Lock()
+        """Shared by the request path's counters: a refusal takes it once for all of them."""
+
         def counter(name: str, *, unit: str, description: str) -> TotalCounter:
-            return TotalCounter(meter, name, unit=unit, description=description)
+            return TotalCounter(
+                meter, name, unit=unit, description=description, lock=self._counting
+            )
 
         self.changes = counter(
             "invalidation_contracts.contract.changes",
@@ -224,10 +230,11 @@ class ProviderTelemetry:
         try:
             if refusal is not None:
                 answer = self._refusal(route, refusal)
-                for labels in answer.refusals:
-                    self.refusals.add(1, labels)
-                self.responses.add(1, answer.labels)
-                self.contract_bytes.add(answer.size, answer.labels)
+                with self._counting:
+                    for labels in answer.refusals:
+                        self.refusals.add_locked(1, labels)
+                    self.responses.add_locked(1, answer.labels)
+                    self.contract_bytes.add_locked(answer.size, answer.labels)
             for hook in self.check_hooks:
                 hook(route, request, state, refusal)
         except Exception:

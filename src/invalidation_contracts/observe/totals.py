@@ -24,9 +24,19 @@ Labels = tuple[tuple[str, str | int], ...]
 class TotalCounter:
     """A monotonic counter kept as totals per label set (see the module docstring)."""
 
-    def __init__(self, meter: Meter, name: str, *, unit: str, description: str) -> None:
+    def __init__(
+        self,
+        meter: Meter,
+        name: str,
+        *,
+        unit: str,
+        description: str,
+        lock: threading.Lock | None = None,
+    ) -> None:
+        """``lock``: one shared by several counters, so a caller holding it can add to each with
+        ``add_locked`` at the cost of one acquisition."""
         self._totals: dict[Labels, int] = {}
-        self._lock = threading.Lock()
+        self._lock = lock if lock is not None else threading.Lock()
         meter.create_observable_counter(
             name, callbacks=[self._observe], unit=unit, description=description
         )
@@ -34,6 +44,10 @@ class TotalCounter:
     def add(self, value: int, labels: Labels) -> None:
         with self._lock:
             self._totals[labels] = self._totals.get(labels, 0) + value
+
+    def add_locked(self, value: int, labels: Labels) -> None:
+        """``add`` for a caller that holds this counter's lock."""
+        self._totals[labels] = self._totals.get(labels, 0) + value
 
     def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

@@ -18,8 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from ..protocol.levels import Level
-from .follower import DEFAULT_HEARTBEAT_S, DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S, check_timing
 from .trust import TrustOptions
+from .worker.follower import (
+    DEFAULT_HEARTBEAT_S,
+    DEFAULT_MAX_LAG_S,
+    DEFAULT_POLL_INTERVAL_S,
+    check_timing,
+)
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """The largest request body a worker reads (1 MiB)."""

@@ -122,7 +122,7 @@ class Domain:
         """A fresh registry loaded with the domain's initial tables and rules.
 
         Only for in-memory tables: a domain with ``SQLTable`` declarations is opened with its
-        database (``server.runtime.open_runtime`` or ``create_app(domain, database=...)``).
+        database (``server.worker.runtime.open_runtime`` or ``create_app(domain, database=...)``).
         """
         sql = sorted(self.sql_tables)
         if sql:

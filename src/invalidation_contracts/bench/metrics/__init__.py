@@ -12,6 +12,7 @@ One module per job: ``definitions`` (the prose), ``order`` (how tables order and
 from __future__ import annotations
 
 from .definitions import DEFINITIONS
+from .drift import KIND_RANK, DriftPart, DriftWindow, drift_events
 from .order import (
     ACTION_ORDER,
     ARM_ORDER,
@@ -27,11 +28,7 @@ from .order import (
 )
 from .pooling import CELL_FIELDS, CellMetrics, DriftCell, Stat, aggregate, summary_json
 from .run import (
-    KIND_RANK,
-    DriftPart,
-    DriftWindow,
     RunMetrics,
-    drift_events,
     is_completed,
     is_faithful,
     is_first_try,

@@ -13,8 +13,9 @@ from typing import Any
 from ..artifacts import Run, RunKey, read_runs
 from ._numbers import mean
 from .definitions import DEFINITIONS
+from .drift import DriftWindow
 from .order import LAZY_REFERENCE, action_rank, class_rank, series_label
-from .run import DriftWindow, RunMetrics, score
+from .run import RunMetrics, score
 from .wire_totals import WireTotals
 
 

@@ -9,11 +9,12 @@ replica (``client.replica``) with no I/O while nothing was committed, as it does
 
 Never a token it cannot stand behind: ``token()`` is None — and the memory falls back to reading
 the origin's generation, one round trip, before it serves — while the connection is not
-listening (not yet connected, dropped, or terminated by ``pg_terminate_backend``), and also while
-the listening socket holds data the thread has not read yet (a notification, or the error that
-says the connection is gone). A dropped connection is reconnected with exponential backoff and
-jitter; each (re)connection starts a new epoch, so every replica is read again once — the
-notifications sent while nobody listened are lost, and the epoch is how a reader knows.
+listening (not yet connected, dropped, or terminated by ``pg_terminate_backend``), in a process
+forked from the one whose thread listens, and while the listening socket holds data the thread
+has not read yet (a notification, or the error that says the connection is gone). A dropped
+connection is reconnected with exponential backoff and jitter; each (re)connection starts a new
+epoch, so every replica is read again once — the notifications sent while nobody listened are
+lost, and the epoch is how a reader knows.
 
 What a token cannot know: a commit whose notification is still on its way (PostgreSQL sends it
 to listeners right after the commit, not before the writer hears back). That interval — the
@@ -24,6 +25,7 @@ process may lag a commit; within a process, the store's own writes move its toke
 from __future__ import annotations
 
 import logging
+import os
 import random
 import select
 import threading
@@ -54,6 +56,8 @@ class Listener:
         self._socket: int | None = None
         """The listening connection's socket while it listens; None: no token."""
         self._pid = 0
+        self._owner = os.getpid()
+        """The process whose thread listens: a forked child has no such thread."""
         self.drops = 0
         """Connections lost since the listener started (for tests and operators)."""
         self.listening = threading.Event()
@@ -63,6 +67,8 @@ class Listener:
 
     def token(self) -> Hashable | None:
         """``(epoch, notifications)`` while listening with nothing unread; else None."""
+        if os.getpid() != self._owner:
+            return None  # a copy inherited across fork(): nobody counts for it
         with self._lock:
             if self._socket is None:
                 return None

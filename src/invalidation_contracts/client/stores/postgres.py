@@ -5,12 +5,15 @@ at ``SERIALIZABLE`` isolation and is retried on a serialization failure or a dea
 self-contained: its ``CheckOp`` s carry every assumption it makes, so re-running it is safe); a
 read batch runs at ``REPEATABLE READ, READ ONLY``, so its reads see one snapshot.
 
-``version()``: every write batch sends ``NOTIFY ic_memory`` in its own transaction, and a
-``Listener`` (``pg_listen``: one more connection, LISTENing in a daemon thread) counts the
-notifications, so the token moves whenever any process commits and a memory serves from its
-replica without a round trip while nothing was. While the listening connection is down (or when
-``listen=False``) the token is None and a memory reads the origin's generation (one primary-key
-read) before it serves — never an entry another machine may have evicted.
+``version()``: by default None, so a memory reads the origin's generation (one primary-key
+read) before it serves — never an entry another machine has evicted, once that eviction
+returned. With ``listen=True`` a ``Listener`` (``pg_listen``: one more connection, LISTENing in
+a daemon thread) counts the notifications every write batch sends in its own transaction, so the
+token moves whenever any process commits and a memory serves from its replica without a round
+trip while nothing was — current as of the last notification read, which lags a commit by its
+delivery (sub-millisecond at the median on one host); while the listening connection is down
+the token is None again. Writes through any store of this process to the same URL move every
+such store's token at once.
 
 The tables are created on first use; ``ic_memory_schema`` records their version, and a database
 of another version is refused.
@@ -58,7 +61,10 @@ from .base import (
 )
 from .pg_listen import CHANNEL, Listener
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
+dead; a library that reads version 1 would serve them, so it refuses a version 2 database. A
+version 1 database needs no rewrite: it is marked 2 when this version opens it."""
 KIND = "fix memory"
 #: ``pg_advisory_xact_lock`` key held while the tables are created ("ICM1").
 _SCHEMA_LOCK = 0x49434D31
@@ -82,6 +88,10 @@ _UPSERT = (
 _DELETE = "DELETE FROM ic_memory_items WHERE namespace = %s AND key = %s"
 _GET = f"SELECT {_COLUMNS} FROM ic_memory_items WHERE namespace = %s AND key = %s"
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
+#: Write batches committed by this process's stores, by URL: part of every listening store's
+#: token, so a write moves the tokens of the process's other stores of that database at once.
+_LOCAL_WRITES: dict[str, int] = {}
+_LOCAL_LOCK = threading.Lock()
 
 
 class PostgresStore(Store):
@@ -89,17 +99,18 @@ class PostgresStore(Store):
 
     ``url``: a libpq connection string or URI. ``retries``: how many times a write batch is run
     again after a serialization failure before the store gives up with ``StoreError``.
-    ``listen``: keep a LISTEN connection for ``version()`` (``pg_listen``); without it every
-    read of a memory makes one round trip first.
+    ``listen``: keep a LISTEN connection for ``version()`` (``pg_listen``), so a memory's reads
+    make no round trip while nothing was committed; without it (the default) every read of a
+    memory makes one round trip first and sees every commit that returned before it.
     """
 
     def __init__(
-        self, url: str, *, connect_timeout: int = 10, retries: int = 100, listen: bool = True
+        self, url: str, *, connect_timeout: int = 10, retries: int = 100, listen: bool = False
     ) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1")
         self._listener: Listener | None = None
-        self._writes = 0
+        self._url = url
         try:
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
         except psycopg.Error as exc:
@@ -126,7 +137,7 @@ class PostgresStore(Store):
         if self._listener is None:
             return None
         token = self._listener.token()
-        return None if token is None else (token, self._writes)
+        return None if token is None else (token, _LOCAL_WRITES.get(self._url, 0))
 
     def _ensure_schema(self) -> None:
         try:
@@ -141,6 +152,11 @@ class PostgresStore(Store):
                     self._conn.execute(
                         "INSERT INTO ic_memory_schema (kind, version) VALUES (%s, %s)",
                         (KIND, SCHEMA_VERSION),
+                    )
+                elif row[0] == 1:
+                    self._conn.execute(
+                        "UPDATE ic_memory_schema SET version = %s WHERE kind = %s",
+                        (SCHEMA_VERSION, KIND),
                     )
                 elif row[0] != SCHEMA_VERSION:
                     raise StoreError(
@@ -165,7 +181,8 @@ class PostgresStore(Store):
                         if writes:  # delivered on commit only: every replica re-checks
                             self._conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
                     if writes:
-                        self._writes += 1
+                        with _LOCAL_LOCK:
+                            _LOCAL_WRITES[self._url] = _LOCAL_WRITES.get(self._url, 0) + 1
                     return results
                 except _RETRYABLE:
                     time.sleep(random.uniform(0, 0.002 * min(attempt + 1, 10)))

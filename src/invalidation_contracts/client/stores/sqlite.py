@@ -48,7 +48,7 @@ from .base import (
     prepare,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x49434D31  # "ICM1"
 
 _ITEMS = """
@@ -82,12 +82,18 @@ def _keyed_by_operation(db: sqlite3.Connection) -> None:
     )
 
 
+def _eviction_records(db: sqlite3.Connection) -> None:
+    """Version 2 → 3: nothing to rewrite. Version 3 may hold eviction records
+    (``records/<generation>``, ``client.moves``) whose entries' rows stay stored, dead; a library
+    that reads version 2 would serve them, so it must refuse a version 3 file."""
+
+
 SCHEMA = SQLiteSchema(
     kind="fix memory",
     application_id=APPLICATION_ID,
     version=SCHEMA_VERSION,
     statements=(_ITEMS,),
-    migrations={1: _keyed_by_operation},
+    migrations={1: _keyed_by_operation, 2: _eviction_records},
 )
 
 

@@ -7,7 +7,7 @@ reaches the registry through the change capture, like any other writer's change.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,8 +28,11 @@ from .auth import admin_dependency
 from .errors import problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
 
+if TYPE_CHECKING:
+    from .service import ContractService
 
-def admin_router(service: Any, **options: Any) -> APIRouter:
+
+def admin_router(service: ContractService, **options: Any) -> APIRouter:
     """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = APIRouter(route_class=problem_route_class(service), **options)
     admin = [Depends(admin_dependency(service))]

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from ..auth import ADMIN_TOKEN_ENV
 
+if TYPE_CHECKING:
+    from .service import ContractService
 
-def admin_dependency(service: Any) -> Callable[..., None]:
+
+def admin_dependency(service: ContractService) -> Callable[..., None]:
     """A dependency that lets a request through only with the service's admin token."""
     bearer = HTTPBearer(
         auto_error=False, description=f"The admin token (server side: ${ADMIN_TOKEN_ENV})."

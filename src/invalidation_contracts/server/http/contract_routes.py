@@ -3,7 +3,7 @@ the worker's probes ``/contract/live`` and ``/contract/ready`` (``health``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import WithJsonSchema
@@ -19,8 +19,11 @@ from .health import add_health_routes
 from .openapi import AUTH_ERRORS, responses
 from .watch_routes import add_watch_route
 
+if TYPE_CHECKING:
+    from .service import ContractService
 
-def contract_router(service: Any, **options: Any) -> APIRouter:
+
+def contract_router(service: ContractService, **options: Any) -> APIRouter:
     """The contract routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = APIRouter(route_class=problem_route_class(service), **options)
 

@@ -9,7 +9,7 @@ and cached. An app that does not include the contract router advertises nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,10 +17,13 @@ from starlette.responses import Response
 from ...protocol.links import link_header
 from .routing import effective_routes
 
+if TYPE_CHECKING:
+    from .service import ContractService
+
 _VERSIONS = "/versions"
 
 
-def contract_base(service: Any, request: Request) -> str | None:
+def contract_base(service: ContractService, request: Request) -> str | None:
     """The absolute path the contract routes of ``service`` hang from in this request's app."""
     app = request.scope.get("app")
     cache: dict[int, str | None] = service.contract_bases
@@ -32,7 +35,7 @@ def contract_base(service: Any, request: Request) -> str | None:
     return None if base is None else str(request.scope.get("root_path", "")) + base
 
 
-def add_link(service: Any, request: Request, response: Response) -> Response:
+def add_link(service: ContractService, request: Request, response: Response) -> Response:
     """``response`` with the contract's ``Link`` (when the app serves the contract routes)."""
     base = contract_base(service, request)
     if base is not None:
@@ -50,7 +53,7 @@ _ENCODED: dict[str, bytes] = {}
 _ENCODED_BOUND = 256
 
 
-def _find(routes: Iterable[Any], service: Any) -> str | None:
+def _find(routes: Iterable[Any], service: ContractService) -> str | None:
     for path, route in effective_routes(routes):
         if (
             getattr(route, "service", None) is service

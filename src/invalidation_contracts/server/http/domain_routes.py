@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
@@ -15,10 +15,13 @@ from .errors import problem_route_class, read_json, wire
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
 
+if TYPE_CHECKING:
+    from .service import ContractService
+
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def domain_router(service: Any, **options: Any) -> APIRouter:
+def domain_router(service: ContractService, **options: Any) -> APIRouter:
     """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
     router = APIRouter(route_class=problem_route_class(service), **options)
     domain = service.domain
@@ -49,7 +52,7 @@ def domain_router(service: Any, **options: Any) -> APIRouter:
     return router
 
 
-def _endpoint(service: Any, route: Route[Any], patchable: str) -> Callable[..., Any]:
+def _endpoint(service: ContractService, route: Route[Any], patchable: str) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 from pydantic import Field
@@ -19,8 +19,11 @@ from starlette.responses import Response
 
 from ...protocol.models import WireModel
 from ...protocol.problems import ProblemType, problem
-from ..runtime import WorkerHealth
+from ..worker.runtime import WorkerHealth
 from .errors import PROBLEM_MEDIA_TYPE
+
+if TYPE_CHECKING:
+    from .service import ContractService
 
 RETRY_AFTER_S = 1
 
@@ -76,7 +79,7 @@ def report(health: WorkerHealth, ok: bool, detail: str) -> Response:
     )
 
 
-def add_health_routes(router: APIRouter, service: Any) -> None:
+def add_health_routes(router: APIRouter, service: ContractService) -> None:
     """``/contract/live`` and ``/contract/ready`` on ``router``."""
     unavailable: dict[int | str, dict[str, Any]] = {
         503: {

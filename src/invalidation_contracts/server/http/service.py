@@ -1,4 +1,4 @@
-"""``ContractService``: a ``ContractWorker`` (``server.worker``) with its HTTP pieces.
+"""``ContractService``: a ``ContractWorker`` (``server.worker.contract``) with its HTTP pieces.
 
 The routers, the route class for an existing app's routes and the app lifespan are thin users of
 the worker; the standalone app (``server.http.app``) is built from them.
@@ -6,6 +6,7 @@ the worker; the standalone app (``server.http.app``) is built from them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -13,40 +14,18 @@ from typing import Any
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
-from ..auth import BearerAuth
-from ..config import DEFAULT_MAX_BODY_BYTES
-from ..provider import Provider
-from ..runtime import Runtime
-from ..trust import TrustOptions
-from ..worker import RETRY_AFTER_S as RETRY_AFTER_S
-from ..worker import ContractWorker
-from ..worker import unavailable as unavailable
+from ..worker.contract import RETRY_AFTER_S as RETRY_AFTER_S
+from ..worker.contract import ContractWorker
+from ..worker.contract import unavailable as unavailable
 
 
 class ContractService(ContractWorker):
     """The contract of one domain in one worker process, with its HTTP routers."""
 
-    def __init__(
-        self,
-        provider: Provider,
-        runtime: Runtime,
-        *,
-        auth: BearerAuth,
-        protect_graph: bool = False,
-        max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-        trust: TrustOptions | None = None,
-    ) -> None:
-        super().__init__(
-            provider,
-            runtime,
-            auth=auth,
-            protect_graph=protect_graph,
-            max_body_bytes=max_body_bytes,
-            trust=trust,
-        )
-        self._route_class: type[APIRoute] | None = None
-        self.contract_bases: dict[int, str | None] = {}
+    @functools.cached_property
+    def contract_bases(self) -> dict[int, str | None]:
         """Per app: where its contract routes live (``discovery``)."""
+        return {}
 
     @asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
@@ -85,14 +64,12 @@ class ContractService(ContractWorker):
 
         return domain_router(self, **options)
 
-    @property
+    @functools.cached_property
     def route_class(self) -> type[APIRoute]:
         """An ``APIRoute`` class for an existing app's routes: the policy check and the stamps."""
-        if self._route_class is None:
-            from .retrofit import contract_route_class
+        from .retrofit import contract_route_class
 
-            self._route_class = contract_route_class(self)
-        return self._route_class
+        return contract_route_class(self)
 
     def router(self, **options: Any) -> APIRouter:
         """An ``APIRouter`` whose routes carry the contract (``route_class`` set)."""

@@ -9,7 +9,7 @@ and documenting the route.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, Query
 from pydantic import WithJsonSchema
@@ -27,6 +27,9 @@ from ..watch import (
 )
 from .openapi import STATUS_DESCRIPTIONS
 
+if TYPE_CHECKING:
+    from .service import ContractService
+
 EVENT_STREAM = "text/event-stream"
 
 _DESCRIPTION = (
@@ -36,7 +39,7 @@ _DESCRIPTION = (
 )
 
 
-def add_watch_route(router: APIRouter, service: Any) -> None:
+def add_watch_route(router: APIRouter, service: ContractService) -> None:
     """Add ``GET /contract/watch`` to ``router`` (one hub per router, fed by the registry)."""
     hub = WatchHub(service.registry)
 

@@ -3,8 +3,8 @@
 ``SQLSource.open()`` checks every declaration against the database and installs the capture
 triggers; ``load()`` reads every declared table in one snapshot, with the capture position that
 snapshot is at; ``read(after)`` reads the captured records after a position (and, to verify, the
-tables in the same snapshot). Nothing here changes the registry: ``server.runtime`` does, under the
-registry's write lock.
+tables in the same snapshot). Nothing here changes the registry: ``worker.runtime`` does, under
+the registry's write lock.
 """
 
 from __future__ import annotations

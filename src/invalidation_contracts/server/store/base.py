@@ -47,6 +47,7 @@ class SQLRegistryStore:
         self.where = dialect.where
         self._lock = threading.RLock()
         self._capacity = DEFAULT_LOG_CAPACITY
+        self._tables: frozenset[str] = frozenset()  # the tables served since the open
         try:
             self._db: Any = dialect.connect()
         except dialect.errors as exc:
@@ -83,6 +84,7 @@ class SQLRegistryStore:
                 else:
                     loaded = writer.load_or_repair(s, domain, meta, self._restored(s, meta))
                 self._mark(s, loaded.state.epoch, loaded.state.seq)
+        self._tables = frozenset(loaded.state.tables)
         registry = Registry.restore(
             loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
         )
@@ -178,6 +180,12 @@ class SQLRegistryStore:
         reason = self._restored(s, meta, state)
         if reason is None:
             return None
+        stored = {name for (name,) in s.run("SELECT name FROM {tables}")}
+        if self._tables and stored != self._tables:  # a restore still under way (pg_dump's
+            raise StorageError(  # COPY fills meta before tables), or another registry
+                f"{self.where}: {reason}, and it holds tables {sorted(stored)}, not the ones "
+                f"served ({sorted(self._tables)}): waiting for a complete registry"
+            )
         loaded = writer.restart_epoch(s, meta, f"{reason} (found by a running worker)")
         self._mark(s, loaded.state.epoch, loaded.state.seq)
         return loaded.state.seq

@@ -136,17 +136,19 @@ class PostgresDialect(Dialect):
         return PostgresListener(self.url, [self.channel])
 
     def discontinuity(self, db: Any, epoch: str, seq: int) -> str | None:
+        """One query (it runs at every catch-up and write): the identity row, the transaction
+        that wrote it, and the cluster now."""
         row = db.execute(
-            sql.SQL("SELECT value, xmin::text FROM {}.meta WHERE name = 'identity'").format(
-                sql.Identifier(self.schema)
-            )
+            sql.SQL(
+                "SELECT value, xmin::text, (" + _CLUSTER + ") FROM {}.meta WHERE name = 'identity'"
+            ).format(sql.Identifier(self.schema))
         ).fetchone()
         if row is None:
             return None
         recorded = Identity.decode(row[0])
         if recorded is None:
             return "the registry's history identity is unreadable"
-        return identity_discontinuity(recorded, int(row[1]), self._cluster(db), epoch, seq)
+        return identity_discontinuity(recorded, int(row[1]), str(row[2]), epoch, seq)
 
     def stamp(self, db: Any, epoch: str, seq: int) -> None:
         cluster, xid = self._identify(db)
@@ -167,14 +169,18 @@ class PostgresDialect(Dialect):
     def _cluster(db: Any) -> str:
         """The cluster: system identifier / current WAL timeline (no transaction id assigned, so
         a read-only transaction may ask)."""
-        (cluster,) = db.execute(
-            "SELECT system_identifier::text || '/'"
-            " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) FROM pg_control_system()"
-        ).fetchone()
+        (cluster,) = db.execute(_CLUSTER).fetchone()
         return str(cluster)
 
     def _lock(self, db: Any) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ic:{self.schema}",))
+
+
+_CLUSTER = (
+    "SELECT system_identifier::text || '/'"
+    " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) FROM pg_control_system()"
+)
+"""The cluster: system identifier / current WAL timeline (assigns no transaction id)."""
 
 
 class PostgresRegistryStore(SQLRegistryStore):

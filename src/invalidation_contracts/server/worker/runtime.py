@@ -14,10 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..protocol.models import ReloadResult
-from ..protocol.problems import ProblemType, ProtocolError
-from .config import WorkerConfig
-from .domain import Domain
+from ...protocol.models import ReloadResult
+from ...protocol.problems import ProblemType, ProtocolError
+from ..config import WorkerConfig
+from ..domain import Domain
+from ..ingest import SourceError, consume, ingest, trim
+from ..origin import change_origin
+from ..registry import Registry
+from ..tables import Snapshot
+from ..transitions import TableChange
+from ..versions import check_version
 from .follower import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
@@ -25,12 +31,6 @@ from .follower import (
     Follower,
     FollowerState,
 )
-from .ingest import SourceError, consume, ingest, trim
-from .origin import change_origin
-from .registry import Registry
-from .tables import Snapshot
-from .transitions import TableChange
-from .versions import check_version
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -46,7 +46,7 @@ __all__ = [
 
 
 def _log_capacity_default() -> int:
-    from .store.base import DEFAULT_LOG_CAPACITY
+    from ..store.base import DEFAULT_LOG_CAPACITY
 
     return DEFAULT_LOG_CAPACITY
 
@@ -230,7 +230,7 @@ def open_runtime(
         if store is None:
             registry = _in_memory(domain, source, capacity)
         else:
-            from .store import SQLRegistryStore, open_store
+            from ..store import SQLRegistryStore, open_store
 
             if isinstance(store, SQLRegistryStore):
                 opened = store
@@ -270,7 +270,7 @@ def _loader(source: Any) -> Any:
 
 
 def _source(domain: Domain, database: Any) -> Any:
-    from .sql.source import SQLSource
+    from ..sql.source import SQLSource
 
     if isinstance(database, SQLSource):
         return database

@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from .ingest import ingest
-from .quiet import QuietCheck
-from .registry import Registry
+from ..ingest import ingest
+from ..quiet import QuietCheck
+from ..registry import Registry
 
 logger = logging.getLogger(__name__)
 

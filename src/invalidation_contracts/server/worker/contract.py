@@ -1,7 +1,7 @@
 """``ContractWorker``: one worker's contract, framework free, and what every transport shares.
 
 It holds the provider (domain, level, registry), the run-time that keeps the registry at the
-shared head (``server.runtime``), the admin auth and the limits. The transports — the HTTP routers
+shared head (``worker.runtime``), the admin auth and the limits. The transports — the HTTP routers
 and app (``server.http.ContractService`` adds them), the MCP server — are thin users of it.
 
 Which state a request is answered from: the worker's current one, except that a client ahead of
@@ -19,8 +19,8 @@ from typing import Any, Self
 
 from anyio import to_thread
 
-from ..protocol.levels import Level
-from ..protocol.models import (
+from ...protocol.levels import Level
+from ...protocol.models import (
     ChangeSetRequest,
     ChangeSetResult,
     ContractFields,
@@ -29,19 +29,19 @@ from ..protocol.models import (
     ReloadResult,
     RulesResult,
 )
-from ..protocol.problems import ProblemType, ProtocolError
-from .auth import ADMIN_TOKEN_ENV, BearerAuth
-from .config import DEFAULT_MAX_BODY_BYTES, WorkerConfig
-from .domain import Domain, Route
-from .ingest import SourceError
-from .provider import Outcome, Provider
-from .registry import Registry
-from .rules import Rule
+from ...protocol.problems import ProblemType, ProtocolError
+from ..auth import ADMIN_TOKEN_ENV, BearerAuth
+from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig
+from ..domain import Domain, Route
+from ..ingest import SourceError
+from ..provider import Outcome, Provider
+from ..registry import Registry
+from ..rules import Rule
+from ..state import RegistryState
+from ..store import StorageError
+from ..transitions import TableChange
+from ..trust import TrustOptions
 from .runtime import Runtime, WorkerHealth, open_runtime
-from .state import RegistryState
-from .store import StorageError
-from .transitions import TableChange
-from .trust import TrustOptions
 
 RETRY_AFTER_S = 1
 
