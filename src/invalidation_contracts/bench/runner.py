@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from .. import __version__
+from ..client.detection import Detection
 from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
 from ..client.strategies import strategy_for
@@ -150,7 +151,8 @@ async def run_one(
     writer = ArtifactWriter(root, spec.key)
     meta = _metadata(spec, plan.level, plan.conditional, command, planner_options or {})
     meta.extra["transport"] = transport_label(plan.transport, notifications, watch)
-    memory = FixMemory(strategy=spec.arm.strategy, detection=spec.arm.detection, trust=trust)
+    detection = Detection.parse(spec.arm.detection)
+    memory = FixMemory(strategy_for(spec.arm.strategy), detection, trust=trust)
     planner: Planner | None = None
     try:
         planner = _build_planner(planner_factory_for(planner_options or {}, planner_factory), spec)

@@ -10,7 +10,7 @@ server controls.
 versions; their home is their submodule.
 """
 
-from .detection import Detection
+from .detection import Detection, DetectionName
 from .entries import Dependency as Dependency
 from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
 from .entries import Provenance as Provenance
@@ -57,7 +57,7 @@ from .strategies import RowWithGraph as RowWithGraph
 from .strategies import RulesOracle as RulesOracle
 from .strategies import RulesStamp as RulesStamp
 from .strategies import RulesStampWithVectors as RulesStampWithVectors
-from .strategies import Strategy, strategy_for
+from .strategies import Strategy, StrategyName, strategy_for
 from .strategies import TableInvalidation as TableInvalidation
 from .transport import (
     AsyncContractTransport,
@@ -75,6 +75,7 @@ __all__ = [
     "AsyncFixMemory",
     "ContractTransport",
     "Detection",
+    "DetectionName",
     "Evicted",
     "EvictionReason",
     "FetchChanges",
@@ -107,6 +108,7 @@ __all__ = [
     "StoreError",
     "Stored",
     "Strategy",
+    "StrategyName",
     "Tombstone",
     "TrustPolicy",
     "VersionMoved",

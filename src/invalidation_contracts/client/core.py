@@ -17,14 +17,14 @@ from os import PathLike
 from .admission import Admission
 from .answers import Answers
 from .confirmation import Confirmations
-from .detection import Detection
+from .detection import Detection, DetectionName
 from .invalidation import Invalidation
 from .limits import DEFAULT_LIMITS, Limits
 from .replica import Replicas
 from .responses import Responses
 from .serving import Serving
 from .stores import InMemoryStore, SQLiteStore, Store
-from .strategies import Strategy, strategy_for
+from .strategies import Strategy, StrategyName, strategy_for
 from .transaction import CallRunner
 from .trust import TrustPolicy
 
@@ -34,8 +34,8 @@ class MemoryCore:
 
     def __init__(
         self,
-        strategy: str | Strategy | type[Strategy],
-        detection: str | Detection,
+        strategy: StrategyName | Strategy | type[Strategy],
+        detection: DetectionName | Detection,
         store: Store | str | PathLike[str] | None,
         *,
         clock: Callable[[], float],

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from enum import Enum
+from typing import Literal
+
+#: The detection policies by name.
+DetectionName = Literal["lazy", "eager", "resync"]
 
 
 class Detection(str, Enum):  # noqa: UP042 - keeps str() and f-string output as is

@@ -37,12 +37,12 @@ from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
 from . import calls
 from .core import MemoryCore
-from .detection import Detection
+from .detection import Detection, DetectionName
 from .limits import Limits
 from .serving import Lookup, PatchOutcome
 from .steps import Steps, run_async, run_sync
 from .stores import Store
-from .strategies import Strategy
+from .strategies import Strategy, StrategyName
 from .trust import TrustPolicy
 
 __all__ = ["AsyncFixMemory", "FixMemory", "Lookup", "PatchOutcome"]
@@ -109,8 +109,8 @@ class _Surface:
 
     def __init__(
         self,
-        strategy: str | Strategy | type[Strategy] = "row",
-        detection: str | Detection = "eager",
+        strategy: StrategyName | Strategy | type[Strategy] = "row",
+        detection: DetectionName | Detection = "eager",
         store: Store | str | PathLike[str] | None = None,
         *,
         clock: Callable[[], float] = time.time,

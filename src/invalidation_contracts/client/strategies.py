@@ -18,7 +18,7 @@ restamps it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from ..protocol.models import ChangesFeed, RulePattern, RulesListing, RuleTriple, Suggestion
 from .entries import EvictionReason, MemoryEntry, later, rule_vector
@@ -27,6 +27,29 @@ from .state import OriginState
 
 #: A table's version move: ``(old_version, new_version)``; ``new_version`` None: the table is gone.
 Move = tuple[str, str | None]
+
+
+#: The strategies by name and by arm code (``strategy_for`` takes either, in any case).
+StrategyName = Literal[
+    "none",
+    "naive",
+    "table",
+    "row",
+    "row+consumers",
+    "row+graph",
+    "rules-oracle",
+    "rules-stamp",
+    "rules-stamp+vectors",
+    "A0",
+    "A1",
+    "A2",
+    "A2D",
+    "A2DC",
+    "A2DG",
+    "A2DO",
+    "A2DR",
+    "A2DRC",
+]
 
 
 class Strategy:

@@ -159,6 +159,22 @@ class WatchCore:
             max_event_bytes=self.options.max_event_bytes,
         )
 
+    def feed(
+        self, parser: SSEParser, chunk: bytes, last: float
+    ) -> tuple[list[SSEEvent], float, bool]:
+        """The events ``chunk`` completes, when the stream last made progress, and whether this
+        chunk did; ``WatchFailure`` for a broken bound, or a stream stalled since ``last``."""
+        before = parser.progress
+        try:
+            events = parser.feed(chunk)
+        except StreamViolation as exc:
+            raise WatchFailure(f"the stream broke a bound: {exc}") from None
+        if parser.progress != before:
+            return events, time.monotonic(), True
+        if self.stalled(last):
+            raise WatchFailure("the stream stalled (no event nor heartbeat)")
+        return events, last, False
+
     def meaning(self, event: SSEEvent) -> Announced | None:
         """The position a ``versions`` event announces; ``WatchFailure`` for an ``error`` event
         or a malformed one (other event names are ignored, for later versions of the stream)."""
@@ -289,15 +305,7 @@ class SyncWatch:
             for chunk in response.stream:
                 if self._stop.is_set():
                     return
-                before = parser.progress
-                try:
-                    events = parser.feed(chunk)
-                except StreamViolation as exc:
-                    raise WatchFailure(f"the stream broke a bound: {exc}") from None
-                if parser.progress != before:
-                    last = time.monotonic()
-                elif core.stalled(last):
-                    raise WatchFailure("the stream stalled (no event nor heartbeat)")
+                events, last, progressed = core.feed(parser, chunk, last)
                 for event in events:
                     announced = core.meaning(event)
                     if announced is None:
@@ -312,7 +320,7 @@ class SyncWatch:
                             self._stop.wait(REFRESH_RETRY_S)
                         self._refresh()
                     self._saw(announced.seq)
-                if parser.progress != before:
+                if progressed:
                     core.healthy()
         finally:
             self._response = None
@@ -392,15 +400,7 @@ class AsyncWatch:
             parser = core.parser()
             last = time.monotonic()
             async for chunk in response.stream:
-                before = parser.progress
-                try:
-                    events = parser.feed(chunk)
-                except StreamViolation as exc:
-                    raise WatchFailure(f"the stream broke a bound: {exc}") from None
-                if parser.progress != before:
-                    last = time.monotonic()
-                elif core.stalled(last):
-                    raise WatchFailure("the stream stalled (no event nor heartbeat)")
+                events, last, progressed = core.feed(parser, chunk, last)
                 for event in events:
                     announced = core.meaning(event)
                     if announced is None:
@@ -415,7 +415,7 @@ class AsyncWatch:
                             await asyncio.sleep(REFRESH_RETRY_S)
                         await self._refresh()
                     self._saw(announced.seq)
-                if parser.progress != before:
+                if progressed:
                     core.healthy()
         finally:
             await response.aclose()
