@@ -8,6 +8,9 @@ never by the worker. The promise: no answer carries an unverified stamp (every s
 sent past the lag bound sees includes every write committed before), every committed write
 reaches the changes feed, the agent keeps no stale fix and loses no valid one, and the service
 recovers by itself: the supervisor starts a new worker in the dead one's place, and both serve.
+On SQLite a kill that lands between the registry's high-water mark and its commit costs one new
+epoch (documented in docs/providers.md §7); that run ends as an expected failure, and PostgreSQL
+must never change its epoch.
 """
 
 from __future__ import annotations
@@ -163,6 +166,15 @@ def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_an
             writes = [Write(**json.loads(line)) for line in [first, *rest.splitlines()]]
             assert len(writes) == WRITES
             assert writes[0].at < killed_at < writes[-1].at, "the kill came while writes flowed"
+
+            # A SQLite worker killed between writing its high-water mark and its commit leaves
+            # the mark one change ahead: the next open starts a new epoch (store/highwater.py,
+            # docs/providers.md §7). PostgreSQL writes its identity in the commit itself.
+            epoch = next(iter(before.values()))["contract_epoch"]
+            epochs = {body["contract_epoch"] for body in ready_reports(url, WORKERS, 0).values()}
+            if epochs != {epoch}:
+                assert store.kind == "sqlite", f"PostgreSQL keeps its epoch: {epoch} -> {epochs}"
+                pytest.xfail("the kill hit a SQLite registry commit: one new epoch, as documented")
 
             # Nothing lost: every acknowledged write is in the changes feed.
             feed = feed_with(url, {w.key for w in writes})
