@@ -14,6 +14,7 @@ client sends blocks of requests, alternating app and method, and the server's CP
 from __future__ import annotations
 
 import cProfile
+import importlib.util
 import io
 import os
 import pstats
@@ -27,14 +28,11 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import httpx
 from fastapi import APIRouter, FastAPI
-from pydantic import BaseModel
-
-from invalidation_contracts.protocol import Action
-from invalidation_contracts.server import Domain, Route, SQLTable, TrackedTables, Violation, policy
 
 from .common import Check, StudyResult, markdown_table
 
@@ -57,32 +55,20 @@ FULL = Size(requests=2000, rounds=3)
 QUICK = Size(requests=100, rounds=1)
 
 
-class Order(BaseModel):
-    plan: str
-    funding_type: str | None = None
+def _example() -> ModuleType:
+    """docs/examples/retrofit_app.py, whose shop (``Order``, ``funding_policy``, ``DOMAIN``) both
+    apps serve: the benchmark measures the example, not a copy of it."""
+    name = "invalidation_contracts_retrofit_example"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "docs/examples/retrofit_app.py")
+        assert spec is not None and spec.loader is not None
+        sys.modules[name] = module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
 
 
-@policy("funding_policy")
-def funding_policy(request: Mapping[str, Any], tables: TrackedTables) -> Violation | None:
-    """Each plan is paid with the funding type its row names (as in the retrofit example)."""
-    plan = tables["plans"].get(request["plan"])
-    if plan is None or request.get("funding_type") == plan["funding"]:
-        return None
-    return Violation(
-        "USE_REQUIRED_FUNDING_TYPE",
-        f"plan {request['plan']} is paid by {plan['funding']}",
-        {"funding_type": plan["funding"]},
-        Action.ADD_FIELD if request.get("funding_type") is None else Action.REWRITE_VALUE,
-        scope={"plan": request["plan"]},
-    )
-
-
-DOMAIN = Domain(
-    "shop",
-    {"plans": SQLTable("plans", key="id", columns=["funding"])},
-    [],
-    [Route("/v1/orders", Order, [funding_policy])],
-)
+Order = _example().Order
+DOMAIN = _example().DOMAIN
 
 
 def _routes(router: APIRouter) -> APIRouter:
