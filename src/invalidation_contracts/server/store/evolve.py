@@ -22,7 +22,7 @@ from ...protocol.models import RowChange, TableTransition
 from ..changelog import LogRecord
 from ..domain import Domain
 from ..tables import Snapshot
-from ..versions import next_version
+from ..versions import fresh_version
 from .dialect import Statements
 from .records import encode_record, encode_row
 
@@ -38,10 +38,7 @@ def evolve(s: Statements, domain: Domain, stored: Mapping[str, Snapshot]) -> Non
     for name in removed:
         seq += 1
         snapshot = stored[name]
-        try:
-            version = next_version(snapshot.version)
-        except Exception:  # noqa: BLE001 - a non-numeric version: the removal still shows
-            version = snapshot.version + "+removed"
+        version = fresh_version(snapshot.version, ())  # total: a non-numeric version gets v+1
         record = LogRecord(
             seq,
             (
