@@ -24,9 +24,6 @@ if TYPE_CHECKING:
     from . import Subparsers
 
 
-#: One registrar per command group, in help order.
-
-
 def register(sub: Subparsers) -> None:
     p = sub.add_parser(
         "serve-mcp", help="serve a domain as an MCP tool server (stdio or streamable HTTP)"

@@ -12,7 +12,7 @@ import contextlib
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -23,6 +23,9 @@ from ..sockets import listen
 from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
 from .source import ContractSource, ProviderSource
+
+if TYPE_CHECKING:
+    import uvicorn
 
 Announce = Callable[[str], None]
 #: Seconds ``running_http`` waits for the server to listen.
@@ -71,21 +74,25 @@ def serve_mcp(
         raise ValueError(f"transport must be stdio or http, not {transport!r}")
     import uvicorn
 
+    config = _uvicorn_config(server, host, http)  # ValueError before binding
+    with listen(host, port) as listener:
+        (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
+        uvicorn.Server(config).run(sockets=[listener])
+
+
+def _uvicorn_config(server: Any, host: str, http: HttpOptions | None) -> uvicorn.Config:
+    """The uvicorn configuration both entry points serve ``server`` with: the guarded app
+    (``ValueError`` for options that cannot guard ``host``) under the read timeouts."""
     from ..header_timeout import server_config
 
     options = http or HttpOptions()
-    app = http_app(server, host, options)  # ValueError before binding
-    config = server_config(
-        app,
+    return server_config(
+        http_app(server, host, options),
         header_timeout_s=options.header_timeout_s,
         body_timeout_s=options.body_timeout_s,
         log_level="warning",
         lifespan="on",
-        timeout_keep_alive=5,
     )
-    with listen(host, port) as listener:
-        (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
-        uvicorn.Server(config).run(sockets=[listener])
 
 
 @contextlib.asynccontextmanager
@@ -97,17 +104,7 @@ async def running_http(
     stops it on exit."""
     import uvicorn
 
-    from ..header_timeout import server_config
-
-    options = http or HttpOptions()
-    app = http_app(server, host, options)
-    config = server_config(
-        app,
-        header_timeout_s=options.header_timeout_s,
-        body_timeout_s=options.body_timeout_s,
-        log_level="warning",
-        lifespan="on",
-    )
+    config = _uvicorn_config(server, host, http)
     with listen(host, port) as listener:
         runner = uvicorn.Server(config)
         stopped = anyio.Event()
