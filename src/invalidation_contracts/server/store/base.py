@@ -211,8 +211,9 @@ class SQLRegistryStore:
                 if move.start is None or target.epoch != move.start.epoch:
                     self._marks.intend(move.start, target)
                 self._dialect.stamp(s.db, target.epoch, target.seq)
-            crash_point("before-commit")
-        if move.target is not None and move.target != move.start:
+            if move.moved:
+                crash_point("before-commit")
+        if move.moved:
             crash_point("after-commit")
             self._confirm()
 
@@ -279,6 +280,10 @@ class _Move:
 
     def to(self, epoch: str, seq: int) -> None:
         self.target = Mark(epoch, seq)
+
+    @property
+    def moved(self) -> bool:
+        return self.target is not None and self.target != self.start
 
 
 class _Write:

@@ -13,8 +13,9 @@ write, in order (``server/store/base.py``, ``highwater.py``):
 The environment variable ``INVALIDATION_CONTRACTS_TEST_CRASH`` arms it, read once per process:
 ``STEP:N`` kills the process the N-th time it reaches STEP (counting from 1); ``STEP:N:PATH``
 kills it only if it is the one to delete the file PATH, so of many worker processes (and the
-ones started in their place) exactly one dies, once. Unset — the only setting for production —
-each step costs one comparison. Never set it outside a test.
+ones started in their place) exactly one dies, once. A test script holding a store may call
+``arm`` instead, to count from a moment it chooses (after its open, say). Unset — the only
+setting for production — each step costs one comparison. Never set it outside a test.
 """
 
 from __future__ import annotations
@@ -51,12 +52,16 @@ def parse(text: str) -> _Armed:
     return _Armed(step, int(count), token or None)
 
 
+def arm(text: str | None) -> None:
+    """Test-only: die at ``STEP:N[:PATH]`` from now on, counting from zero (None: disarm)."""
+    global _armed
+    _armed = parse(text) if text else None
+
+
 def crash_point(step: str) -> None:
     """Die here with SIGKILL if the test armed ``step`` and this is its turn; else nothing."""
-    global _armed
     if _armed is _UNREAD:
-        text = os.environ.get(CRASH_ENV, "")
-        _armed = parse(text) if text else None
+        arm(os.environ.get(CRASH_ENV))
     armed = _armed
     if not isinstance(armed, _Armed) or armed.step != step:
         return
