@@ -16,6 +16,7 @@ from typing import Any
 
 from ..._extras import require_extra
 from ...protocol.problems import ProtocolError
+from ..change_source import CommitProbe, Wakeup
 from ..domain import SQLTable
 from ..ingest import SourceError
 from ..tables import Snapshot, freeze
@@ -259,7 +260,7 @@ class SQLSource:
                 f"{self._where()}: cannot trim the capture ({failure_reason(exc)})"
             ) from exc
 
-    def listener(self) -> Any:
+    def listener(self) -> Wakeup | None:
         """A wake-up on new captures (PostgreSQL ``LISTEN``), or None where one must poll."""
         if not isinstance(self.dialect, PostgresCapture):
             return None
@@ -270,7 +271,7 @@ class SQLSource:
             url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
         )
 
-    def change_probe(self) -> Any:
+    def change_probe(self) -> CommitProbe | None:
         """For a SQLite database file, a cheap look at whether anyone committed to it
         (``store.sqlite.DataVersion``); None elsewhere (PostgreSQL wakes the worker instead)."""
         if self.engine.dialect.name != "sqlite":
