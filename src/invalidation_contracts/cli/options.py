@@ -142,6 +142,24 @@ def _level(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _add_trust_options(p: argparse.ArgumentParser, key_note: str) -> None:
+    """``--signing-key`` and ``--opaque-key-env``: what ``_trust_options`` reads."""
+    p.add_argument(
+        "--signing-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help=f"Ed25519 private key (PEM) to sign freshness statements with{key_note}",
+    )
+    p.add_argument(
+        "--opaque-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
+    )
+
+
 def _trust_options(args: argparse.Namespace) -> TrustOptions | None:
     """The server's trust options from ``--signing-key`` and ``--opaque-key-env``."""
     from ..server.trust import TrustOptions
