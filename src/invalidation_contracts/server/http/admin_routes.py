@@ -27,6 +27,7 @@ from ..rules import Rule
 from .auth import admin_dependency
 from .errors import problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
+from .routing import LiteralRouter
 
 if TYPE_CHECKING:
     from .service import ContractService
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 
 def admin_router(service: ContractService, **options: Any) -> APIRouter:
     """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
-    router = APIRouter(route_class=problem_route_class(service), **options)
+    router = LiteralRouter(route_class=problem_route_class(service), **options)
     admin = [Depends(admin_dependency(service))]
 
     @router.post(
