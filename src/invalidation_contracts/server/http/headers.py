@@ -34,29 +34,26 @@ def _digits(value: object) -> object:
     return value
 
 
+def _seq_header(description: str) -> tuple[Any, ...]:
+    """What a ``Contract-Since`` parameter is annotated with: ASCII digits from 0 to 2^53-1,
+    documented by ``description``, published without ``null`` (absent is fine, null is not)."""
+    schema = {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER}
+    return (
+        BeforeValidator(_digits),
+        Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=description),
+        WithJsonSchema({**schema, "description": description}),
+    )
+
+
 # Optional parameters are published without ``null`` (WithJsonSchema): absent is fine, null is not.
 _SINCE_DOC = "Conditional contract: only the tables whose version moved after this seq."
-ContractSince = Annotated[
-    int | None,
-    BeforeValidator(_digits),
-    Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_SINCE_DOC),
-    WithJsonSchema(
-        {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _SINCE_DOC}
-    ),
-]
+ContractSince = Annotated[int | None, *_seq_header(_SINCE_DOC)]
 
 _POSITION_DOC = (
     "The position the client knows (its contract_seq): a worker behind it catches up with the "
     "shared history before answering, so a client moving between workers never goes back."
 )
-ContractPosition = Annotated[
-    int | None,
-    BeforeValidator(_digits),
-    Header(alias=CONTRACT_SINCE, ge=0, le=MAX_SAFE_INTEGER, description=_POSITION_DOC),
-    WithJsonSchema(
-        {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER, "description": _POSITION_DOC}
-    ),
-]
+ContractPosition = Annotated[int | None, *_seq_header(_POSITION_DOC)]
 """``Contract-Since`` on the contract's read routes: a catch-up position, not a delta (§8.2)."""
 
 _EPOCH_DOC = (
