@@ -17,11 +17,15 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..change_source import ChangeSource, Wakeup
+    from ..store.base import SQLRegistryStore
 
 logger = logging.getLogger(__name__)
 
@@ -39,14 +43,6 @@ STUCK_AFTER_S = 30.0
 """A follower whose loop has not turned for this long is not live (a hung database call)."""
 
 FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
-
-
-class Listener(Protocol):
-    def fileno(self) -> int: ...
-
-    def drain(self) -> bool: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -83,9 +79,9 @@ class Follower:
     def __init__(
         self,
         registry: Registry,
-        sources: tuple[Any, ...] = (),
+        sources: tuple[ChangeSource, ...] = (),
         *,
-        store: Any = None,
+        store: SQLRegistryStore | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         max_lag_s: float = DEFAULT_MAX_LAG_S,
@@ -108,7 +104,7 @@ class Follower:
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: dict[str, Listener] | None = None
+        self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
@@ -207,7 +203,7 @@ class Follower:
         if not ingested:
             self.registry.sync()
 
-    def _leads(self, source: Any) -> bool:
+    def _leads(self, source: ChangeSource) -> bool:
         listener = (self._listeners or {}).get(source.name)
         return listener is None or bool(getattr(listener, "leader", True))
 
@@ -267,9 +263,9 @@ class Follower:
                     lead()
         return not ready, fired - {""}
 
-    def _open_listeners(self) -> dict[str, Listener]:
+    def _open_listeners(self) -> dict[str, Wakeup]:
         """One per database that can wake this worker: "" for the store, else the source's name."""
-        listeners: dict[str, Listener] = {}
+        listeners: dict[str, Wakeup] = {}
         try:
             for name, owner in self._owners():
                 make = getattr(owner, "listener", None)
@@ -282,7 +278,7 @@ class Follower:
             raise
         return listeners
 
-    def _owners(self) -> list[tuple[str, Any]]:
+    def _owners(self) -> list[tuple[str, object]]:
         owners = [("", self.store)] if self.store is not None else []
         return owners + [(source.name, source) for source in self.sources]
 
@@ -319,7 +315,7 @@ class Follower:
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
 
 
-def _close_quietly(listener: Listener) -> None:
+def _close_quietly(listener: Wakeup) -> None:
     try:
         listener.close()
     except Exception:  # noqa: S110 - a broken connection closes as best it can
