@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from invalidation_contracts.client.events import Evicted
+from invalidation_contracts.client.events import Evicted, FetchChanges
 from invalidation_contracts.client.index import OriginIndex
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.memory import FixMemory
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol.models import ChangesFeed, RowChange, TableTransition
 
 from . import client_hostile, client_stores
@@ -144,7 +144,7 @@ class Client:
             ],
             tables=[TableTransition(seq=self.seq, table="hot", old_version=old, new_version=new)],
         )
-        observation = self.memory.apply_changes(ORIGIN, feed)
+        observation = self.memory.answer(FetchChanges(ORIGIN, feed.since), Answer.changes(feed))
         return sum(isinstance(e, Evicted) for e in observation.events)
 
     @property
@@ -293,7 +293,7 @@ def _report(
                 f"with cacheable L4 suggestions (one row each): {HOT} entries on table `hot`, the "
                 f"rest spread over {len(COLD_TABLES)} other tables. *Steady*: `observe` of a 200 "
                 "response with unmoved stamps. *Change*: `observe` of a 200 response whose `hot` "
-                f"stamp moved plus `apply_changes` of the feed naming {CHANGED} changed `hot` rows "
+                f"stamp moved plus `answer` of the feed naming {CHANGED} changed `hot` rows "
                 f"— {CHANGED} evictions, {HOT - CHANGED} restamps (checked on every repeat); the "
                 "evicted rows are re-learned, untimed, before the next repeat. *Same table*: the "
                 "change when every entry reads a `hot` row (all unchanged ones restamped). "

@@ -1,6 +1,6 @@
 """Client cost on a real store: SQLite against in-memory, restamps at scale, a file shared.
 
-Everything is driven through ``FixMemory``'s public calls (``observe``, ``apply_changes``,
+Everything is driven through ``FixMemory``'s public calls (``observe``, ``answer``,
 ``lookup``), the code an agent runs, with cacheable L4 suggestions (one row each) learned from
 422 responses of ``BATCH`` suggestions. Part of the client study (``client_cost.run``).
 

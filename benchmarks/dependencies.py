@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.domains.catalog import is_fix_current
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
@@ -86,11 +86,11 @@ def wallet(check: Any, cards: int) -> Domain:
 def _settle(memory: FixMemory, provider: Provider, needs: tuple[Any, ...]) -> None:
     while needs:
         feeds = [
-            provider.registry.changes(n.since, epoch=n.epoch)
+            (n, provider.registry.changes(n.since, epoch=n.epoch))
             for n in needs
             if isinstance(n, FetchChanges)
         ]
-        needs = tuple(n for f in feeds for n in memory.apply_changes(ORIGIN, f.to_wire()).needs)
+        needs = tuple(x for n, f in feeds for x in memory.answer(n, Answer.changes(f)).needs)
 
 
 def _send(memory: FixMemory, provider: Provider, draft: dict[str, Any]) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol import Action, Problem
 from invalidation_contracts.server import (
     Domain,
@@ -126,11 +126,11 @@ def observe(memory: FixMemory, provider: Provider, body: dict[str, Any]) -> Prob
     needs = memory.observe(ORIGIN, Observed(body, outcome.status, outcome.body.to_wire())).needs
     while needs:
         feeds = [
-            provider.registry.changes(n.since, epoch=n.epoch)
+            (n, provider.registry.changes(n.since, epoch=n.epoch))
             for n in needs
             if isinstance(n, FetchChanges)  # a row-level memory asks only for diffs
         ]
-        needs = tuple(n for f in feeds for n in memory.apply_changes(ORIGIN, f.to_wire()).needs)
+        needs = tuple(x for n, f in feeds for x in memory.answer(n, Answer.changes(f)).needs)
     return outcome.body if isinstance(outcome.body, Problem) else None
 
 

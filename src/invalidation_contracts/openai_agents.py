@@ -46,6 +46,35 @@ class ContractServer:
     _sdk: ClassVar[type[Any]]
     """The SDK's server class this one extends (its ``connect`` and ``cleanup`` run first/last)."""
 
+    def __init__(
+        self,
+        params: Any,
+        *,
+        memory: FixMemory,
+        apply: str = "client",
+        origin: str | None = None,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+        **options: Any,
+    ) -> None:
+        options["message_handler"] = _handler(self, options.get("message_handler"))
+        self._sdk.__init__(self, params, **options)
+        self.memory = memory
+        self.contract = None
+        self._contract_options: dict[str, Any] = {
+            "apply": check_apply(apply),
+            "origin": origin if origin is not None else self._origin_of(params),
+            "watch": watch,
+            "listener": listener,
+            "watch_listener": watch_listener,
+        }
+
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        """The origin fixes are kept under when none is given (``mcp.origins``)."""
+        raise NotImplementedError
+
     async def connect(self) -> None:
         await self._sdk.connect(self)
         await self._open_contract()
@@ -58,25 +87,6 @@ class ContractServer:
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None
     ) -> types.CallToolResult:
         return await self._contract_call(tool_name, arguments, meta)
-
-    def _bind(
-        self,
-        memory: FixMemory,
-        apply: str,
-        origin: str | None,
-        watch: bool,
-        listener: Listener | None,
-        watch_listener: Listener | None,
-    ) -> None:
-        self.memory = memory
-        self.contract = None
-        self._contract_options: dict[str, Any] = {
-            "apply": check_apply(apply),
-            "origin": origin,
-            "watch": watch,
-            "listener": listener,
-            "watch_listener": watch_listener,
-        }
 
     async def _open_contract(self) -> None:
         contract = ContractSession(self.session, self.memory, **self._contract_options)
@@ -119,22 +129,9 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
 
     _sdk = MCPServerStreamableHttp
 
-    def __init__(
-        self,
-        params: Any,
-        *,
-        memory: FixMemory,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
-    ) -> None:
-        options["message_handler"] = _handler(self, options.get("message_handler"))
-        MCPServerStreamableHttp.__init__(self, params, **options)
-        origin = origin if origin is not None else target_origin(str(params.get("url", "")))
-        self._bind(memory, apply, origin, watch, listener, watch_listener)
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        return target_origin(str(params.get("url", "")))
 
 
 class ContractMCPServerStdio(ContractServer, MCPServerStdio):
@@ -143,25 +140,13 @@ class ContractMCPServerStdio(ContractServer, MCPServerStdio):
 
     _sdk = MCPServerStdio
 
-    def __init__(
-        self,
-        params: Any,
-        *,
-        memory: FixMemory,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
-    ) -> None:
-        options["message_handler"] = _handler(self, options.get("message_handler"))
-        MCPServerStdio.__init__(self, params, **options)
-        if origin is None and params.get("command"):
-            line = StdioServerParameters(
-                command=params["command"],
-                args=list(params.get("args") or ()),
-                cwd=params.get("cwd"),
-            )
-            origin = target_origin(line)
-        self._bind(memory, apply, origin, watch, listener, watch_listener)
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        if not params.get("command"):
+            return None
+        line = StdioServerParameters(
+            command=params["command"],
+            args=list(params.get("args") or ()),
+            cwd=params.get("cwd"),
+        )
+        return target_origin(line)

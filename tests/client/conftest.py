@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from invalidation_contracts.client import FetchChanges, FixMemory, Observation
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol import ProblemType, rules_version
 
 ORIGIN = "https://api.test"
@@ -274,13 +274,12 @@ class Driver:
                     try:
                         feed = self.server.changes(need.since, need.epoch)
                     except Gone:
-                        result = self.memory.resync_required(self.origin, episode=self.episode)
+                        answer = Answer.resync()
                     else:
-                        result = self.memory.apply_changes(self.origin, feed, episode=self.episode)
+                        answer = Answer.changes(feed)
                 else:
-                    result = self.memory.apply_rules(
-                        self.origin, self.server.rules_listing(), episode=self.episode
-                    )
+                    answer = Answer.rules(self.server.rules_listing())
+                result = self.memory.answer(need, answer, episode=self.episode)
                 events.extend(result.events)
                 follow.extend(result.needs)
             needs = follow

@@ -9,7 +9,7 @@ import inspect
 
 from tests.client.contention_model import ORIGIN, REQUEST, contract, failure, fix
 
-from invalidation_contracts.client import AsyncFixMemory, FixMemory, Observed, Position
+from invalidation_contracts.client import Answer, AsyncFixMemory, FixMemory, Observed, Position
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import FetchChanges
 
@@ -112,12 +112,13 @@ def test_the_async_reads_and_evict_give_what_the_sync_ones_give(tmp_path):
     asyncio.run(twin.close())
 
 
-def test_the_async_answer_feeders_resync_and_fall_back_as_the_sync_ones(tmp_path):
+def test_the_async_answer_resyncs_and_falls_back_as_the_sync_one(tmp_path):
+    need = FetchChanges(ORIGIN, 0, "e")
+
     async def run(memory: AsyncFixMemory) -> list[str]:
         _learn(FixMemory.over(memory), 3)
-        need = FetchChanges(ORIGIN, 0, "e")
-        failed = await memory.need_failed(need)
-        resync = await memory.resync_required(ORIGIN)
+        failed = await memory.answer(need, Answer.unusable())
+        resync = await memory.answer(need, Answer.resync())
         await memory.close()
         return [e.kind for e in (*failed.events, *resync.events)]
 
@@ -127,10 +128,16 @@ def test_the_async_answer_feeders_resync_and_fall_back_as_the_sync_ones(tmp_path
     sync_kinds = [
         e.kind
         for e in (
-            *sync.need_failed(FetchChanges(ORIGIN, 0, "e")).events,
-            *sync.resync_required(ORIGIN).events,
+            *sync.answer(need, Answer.unusable()).events,
+            *sync.answer(need, Answer.resync()).events,
         )
     ]
     sync.close()
     assert async_kinds == sync_kinds
     assert "evicted" in async_kinds
+
+
+def test_the_need_feed_is_answer_alone():
+    """Issue 28: ``answer(need, Answer...)`` is the one need feed; the per-case feeders are gone."""
+    surface = _public(FixMemory())
+    assert not {"apply_changes", "apply_rules", "resync_required", "need_failed"} & surface.keys()

@@ -11,7 +11,7 @@ from invalidation_contracts.client import (
     FetchChanges,
     FixMemory,
 )
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 
 
 def test_lazy_detection_ignores_the_stamps_of_successful_responses(
@@ -130,7 +130,7 @@ def test_a_changes_feed_of_another_epoch_revalidates_everything(server, standard
     memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
     feed = server.changes(0) | {"contract_epoch": "epoch-9"}
 
-    obs = memory.apply_changes(server.url, feed)
+    obs = memory.answer(FetchChanges(server.url, 0), Answer.changes(feed))
 
     assert len(obs.of(Evicted)) == 3 and memory.entries(server.url) == []
 
@@ -139,7 +139,7 @@ def test_naive_memory_survives_a_resync(server, standard_fixes):
     memory = FixMemory("naive")
     memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
-    memory.resync_required(server.url)
+    memory.answer(FetchChanges(server.url, 0), Answer.resync())
 
     assert len(memory.entries(server.url)) == 3
 
@@ -237,7 +237,7 @@ def test_a_resync_of_another_origin_leaves_this_origins_entries(server, standard
     memory = FixMemory("row")
     memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
 
-    memory.resync_required("https://other.test")
+    memory.answer(FetchChanges("https://other.test", 0), Answer.resync())
 
     assert len(memory.entries(server.url)) == 3
 

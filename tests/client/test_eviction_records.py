@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from invalidation_contracts.client import FixMemory, InMemoryStore, StoreError
 from invalidation_contracts.client import moves as moves_module
 from invalidation_contracts.client.entries import EvictionReason
+from invalidation_contracts.client.events import FetchChanges
 from invalidation_contracts.client.layout import TURN_KEY, namespace
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.moves import EvictionRecord, Group
 from invalidation_contracts.client.stores import CheckOp, PutOp
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 
 ORIGIN = "https://records.test"
 REQUEST = {"item": "x"}
@@ -256,7 +257,7 @@ class World:
                 self.server.move(f"t{action[2]}")
                 m.observe(ORIGIN, Observed(None, 200, self.server.success()))
             elif action[0] == "resync":
-                m.resync_required(ORIGIN)
+                m.answer(FetchChanges(ORIGIN, 0), Answer.resync())
             elif action[0] == "evict":
                 m.evict(ORIGIN, table=f"t{action[2]}")
             else:

@@ -20,6 +20,7 @@ from invalidation_contracts.client import (
 )
 from invalidation_contracts.client.stats import contract_bytes
 from invalidation_contracts.client.values import Answer, Observed
+from invalidation_contracts.protocol.models import ChangesFeed
 from invalidation_contracts.protocol.wirecost import wire_cost
 
 
@@ -501,5 +502,25 @@ def test_fixes_for_leaves_out_fixes_awaiting_the_row_diff(server):
     need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
     assert list(memory.lookup(server.url, operation="create").entries) == []
-    memory.apply_changes(server.url, server.changes(need.since))
+    memory.answer(need, Answer.changes(server.changes(need.since)))
     assert len(memory.lookup(server.url, operation="create").entries) == 2
+
+
+def test_an_answer_built_from_a_parsed_feed_is_the_feed_as_it_travels(server):
+    feed = ChangesFeed.model_validate(server.changes(0))
+
+    assert Answer.changes(feed) == Answer(200, feed.to_wire())
+    assert Answer.rules(server.rules_listing()) == Answer(200, server.rules_listing())
+    assert Answer.resync() == Answer(410)
+
+
+def test_an_unusable_answer_falls_back_like_a_body_that_does_not_parse(server, standard_fixes):
+    def fallback(answer: Answer) -> list[str]:
+        memory = FixMemory("row")
+        memory.observe(server.url, Observed(None, 422, server.failure(*standard_fixes(server))))
+        server.touch("codes")
+        need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
+        return [e.kind for e in memory.answer(need, answer).events]
+
+    unusable, unparsed = fallback(Answer.unusable()), fallback(Answer(200, {"not": "a feed"}))
+    assert unusable == unparsed and "evicted" in unusable

@@ -12,12 +12,13 @@ from invalidation_contracts.client import (
     STRATEGY_CLASSES,
     Evicted,
     EvictionReason,
+    FetchRules,
     FixMemory,
     Restamped,
     RulesAlert,
     strategy_for,
 )
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 
 ROW = EvictionReason.ROW_CHANGED
 TABLE = EvictionReason.TABLE_CHANGED
@@ -321,7 +322,7 @@ def test_vectors_dispose_against_a_rule_listing_when_one_is_fed(
     server.set_rules({rules["credit"]})
     drive.ok()
 
-    obs = memory.apply_rules(server.url, server.rules_listing())
+    obs = memory.answer(FetchRules(server.url), Answer.rules(server.rules_listing()))
 
     assert {e.entry_id for e in obs.of(Evicted)} == {"e1", "e2"}
     assert [e.entry_id for e in obs.of(Restamped)] == ["e3"]
@@ -375,7 +376,7 @@ def test_entries_awaiting_the_row_diff_are_withheld_from_lookups(server, standar
     obs = memory.observe(server.url, Observed(None, 200, server.success()))
 
     assert obs.needs and list(memory.lookup(server.url, {"plan": "plan_a"}).entries) == []
-    memory.apply_changes(server.url, server.changes(obs.needs[0].since))
+    memory.answer(obs.needs[0], Answer.changes(server.changes(obs.needs[0].since)))
     assert [e.id for e in memory.lookup(server.url, {"plan": "plan_a"}).entries] == ["e1"]
 
 
@@ -385,7 +386,7 @@ def test_without_a_changes_feed_row_strategies_fall_back_to_table_eviction(serve
     server.touch("codes")
     need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
-    obs = memory.need_failed(need)
+    obs = memory.answer(need, Answer.unusable())
 
     assert {e.entry_id: e.reason for e in obs.of(Evicted)} == {"e1": TABLE, "e2": TABLE}
     assert memory.observe(server.url, Observed(None, 200, server.success())).needs == ()
@@ -399,7 +400,7 @@ def test_without_a_rule_listing_the_oracle_clears_rule_dependent_entries(
     server.set_rules({rules["credit"]})
     need = memory.observe(server.url, Observed(None, 200, server.success())).needs[0]
 
-    obs = memory.need_failed(need)
+    obs = memory.answer(need, Answer.unusable())
 
     assert {e.entry_id for e in obs.of(Evicted)} == {"e1", "e2", "e3"}
 
@@ -426,7 +427,7 @@ def test_a_failure_that_reveals_drift_is_learned_only_after_the_diff_is_judged(
     )
 
     held = memory.observe(server.url, Observed(None, 422, server.failure(fresh), injected=["e1"]))
-    settled = memory.apply_changes(server.url, server.changes(held.needs[0].since))
+    settled = memory.answer(held.needs[0], Answer.changes(server.changes(held.needs[0].since)))
 
     assert not any(isinstance(e, Evicted) for e in held.events)
     assert {e.entry_id: e.reason for e in settled.of(Evicted)} == {"e1": ROW}
@@ -555,7 +556,7 @@ def test_vectors_dispose_of_an_absent_rule_fix_against_a_rule_listing(server, ru
     server.set_rules({rules["promo"], rules["credit"], rules["extra"]})
     drive.ok()
 
-    obs = memory.apply_rules(server.url, server.rules_listing())
+    obs = memory.answer(FetchRules(server.url), Answer.rules(server.rules_listing()))
 
     assert [(e.entry_id, e.reason) for e in obs.of(Evicted)] == [("e1", RULES)]
 

@@ -143,3 +143,15 @@ def test_with_only_the_api_the_memory_records_nothing_and_builds_nothing():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) is True
+
+
+def test_every_counter_of_a_call_reaches_its_own_instrument(reader):
+    from invalidation_contracts.client import telemetry
+    from invalidation_contracts.client.stats import OriginStats
+
+    counted = {name: 10 + i for i, name in enumerate(telemetry._STATS)}
+    telemetry.record("https://columns.example", OriginStats(**counted), ())
+    telemetry.injected("https://columns.example", 7)
+    expected = {**counted, "injected": 7, "contract_tokens_kept": counted["contract_bytes"] // 4}
+    read = {name: value(reader, name, origin="https://columns.example") for name in expected}
+    assert read == expected

@@ -19,6 +19,7 @@ import pytest
 
 from invalidation_contracts.bench.arms import Arm
 from invalidation_contracts.bench.artifacts import read_run, read_runs
+from invalidation_contracts.bench.channels import Outgoing
 from invalidation_contracts.bench.errors import HarnessError
 from invalidation_contracts.bench.framework_channel import framework_agent
 from invalidation_contracts.bench.metrics import RunMetrics, run_metrics
@@ -120,9 +121,7 @@ async def _attempt(relay: Any) -> None:
     async with opened as (channel, _origin, _admin):
         channel.relay = relay(channel.relay)
         draft = catalog.family("governed-partner-growth").draft()
-        await channel.send(
-            draft, route=catalog.route, episode=1, injected=[], listener=lambda event: None
-        )
+        await channel.send(Outgoing(draft, catalog.route, 1, [], lambda event: None))
 
 
 def test_a_framework_that_shows_its_model_something_else_than_the_model_view_stops_the_run():

@@ -126,3 +126,29 @@ def test_closing_the_observability_detaches_it(observed_client, readings):
     client.post(ORDERS, json=ENTERPRISE)
     assert client.app.state.service.provider.telemetry is None
     assert readings.value("invalidation_contracts.http.refusals") == 0
+
+
+def test_answer_counts_stay_exact_across_collections_and_a_full_document_table(readings):
+    from invalidation_contracts.observe.answers import AnswerCounters
+    from invalidation_contracts.server import Provider
+
+    domain = make_domain()
+    provider = Provider(domain)
+    route = domain.routes[0]
+    counters = AnswerCounters(readings.meter_provider.get_meter("answers-test"), capacity=1)
+    drafts = [ENTERPRISE, {"plan": "enterprise"}]
+    refusals = [provider.handle(route, draft) for draft in drafts]
+    assert [r.status for r in refusals] == [422, 422]
+    sent = [0, 1, 0, 0, 1, 0]  # two documents through a table of one: every switch drops one
+    for i, which in enumerate(sent):
+        counters.refused(route, refusals[which])
+        if i == 2:
+            readings.reader.get_metrics_data()  # a collection in between folds the counts
+    responses = counters.totals("responses")
+    assert sum(responses.values()) == len(sent)
+    types = counters.totals("refusals")
+    per_type = {dict(labels)["suggestion.type"]: n for labels, n in types.items()}
+    assert per_type == {"USE_REQUIRED_FUNDING_TYPE": 6, "ADD_REQUIRED_PROMO_CODE": 2}
+    sizes = counters.totals("contract_bytes")
+    each = [counters.contract_bytes(r.content) for r in refusals]
+    assert sum(sizes.values()) == 4 * each[0] + 2 * each[1] > 0

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from invalidation_contracts.client import FetchChanges, FixMemory
-from invalidation_contracts.client.values import Observed
+from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,
@@ -137,7 +137,7 @@ def settle(memory: FixMemory, registry: Any, needs: tuple[Any, ...]) -> None:
         for need in needs:
             assert isinstance(need, FetchChanges), need
             feed = registry.changes(need.since, epoch=need.epoch)
-            follow.extend(memory.apply_changes(ORIGIN, feed.to_wire()).needs)
+            follow.extend(memory.answer(need, Answer.changes(feed)).needs)
         needs = tuple(follow)
     raise AssertionError("needs did not settle")
 

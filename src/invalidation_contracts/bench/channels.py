@@ -43,6 +43,19 @@ class Reply:
     cost: WireCost
 
 
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One attempt as the episode hands it to its channel: the planned request, the route it goes
+    to, the episode, the ids of the memory entries injected into it, and the listener this
+    request's memory events go to."""
+
+    request: dict[str, Any]
+    route: Route[Any]
+    episode: int
+    injected: list[str]
+    listener: Listener
+
+
 def route_operation(route: Route[Any]) -> str:
     """A route as an operation: ``POST /v1/subscriptions``."""
     return f"{route.method.upper()} {route.path}"
@@ -56,15 +69,7 @@ class Channel(Protocol):
         the tool that serves it)."""
         ...
 
-    async def send(
-        self,
-        request: dict[str, Any],
-        *,
-        route: Route[Any],
-        episode: int,
-        injected: list[str],
-        listener: Listener,
-    ) -> Reply: ...
+    async def send(self, outgoing: Outgoing) -> Reply: ...
 
     async def fulfil(
         self, needs: Iterable[Need], *, episode: int, listener: Listener
@@ -112,24 +117,17 @@ class HttpChannel:
     def operation(self, route: Route[Any]) -> str:
         return route_operation(route)
 
-    async def send(
-        self,
-        request: dict[str, Any],
-        *,
-        route: Route[Any],
-        episode: int,
-        injected: list[str],
-        listener: Listener,
-    ) -> Reply:
+    async def send(self, outgoing: Outgoing) -> Reply:
+        route = outgoing.route
         response = await self.client.request(
             route.method.upper(),
             route.path,
-            json=request,
+            json=outgoing.request,
             extensions={
-                EPISODE_EXTENSION: episode,
-                INJECTED_EXTENSION: injected,
+                EPISODE_EXTENSION: outgoing.episode,
+                INJECTED_EXTENSION: outgoing.injected,
                 OPERATION_EXTENSION: self.operation(route),
-                LISTENER_EXTENSION: self._own(listener),
+                LISTENER_EXTENSION: self._own(outgoing.listener),
             },
         )
         body = _json_object(response)

@@ -35,7 +35,7 @@ from ..protocol.models import Suggestion
 from ..protocol.wirecost import paper_wire_cost
 from ..server import Route
 from .artifacts import ArtifactWriter
-from .channels import Channel
+from .channels import Channel, Outgoing
 from .errors import PlannerUnavailable
 from .faithfulness import unfaithful_fields
 from .oracle import Oracle
@@ -256,7 +256,7 @@ class EpisodeLoop:
         contract metadata (an estimate)."""
         events: list[MemoryEvent] = []
         reply = await self.agent.channel.send(
-            request, route=self.route, episode=episode, injected=injected, listener=events.append
+            Outgoing(request, self.route, episode, injected, events.append)
         )
         body, cost = reply.body, reply.cost
         self.oracle.heard(request, _suggestions(body), self.route)

@@ -76,6 +76,22 @@ def _label(series: Series, cells: Sequence[CellMetrics]) -> str:
     return series_label(series[0], simulated, series[1], series[2])
 
 
+def _series_key(series: Sequence[Series], cells: Sequence[CellMetrics]) -> list[Any]:
+    """The legend's entries for ``series``: each planner's color and marker, by its label."""
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D(
+            [],
+            [],
+            color=COLORS[i % len(COLORS)],
+            marker=MARKERS[i % len(MARKERS)],
+            label=_label(s, cells),
+        )
+        for i, s in enumerate(series)
+    ]
+
+
 def _suffix(cells: Sequence[CellMetrics]) -> str:
     if all(c.simulated for c in cells):
         return " (simulated planners)"
@@ -233,16 +249,7 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
                 )
         ax.set_xticks(sorted(set(points.values())))
         ax.set_xlabel("table rotations in the stream")
-        handles = [
-            Line2D(
-                [],
-                [],
-                color=COLORS[i % len(COLORS)],
-                marker=MARKERS[i % len(MARKERS)],
-                label=_label(s, cells),
-            )
-            for i, s in enumerate(series)
-        ]
+        handles = _series_key(series, cells)
         handles += [
             Line2D([], [], color=STYLE_KEY, linestyle="-", label=codes.get("row", "A2D")),
             Line2D([], [], color=STYLE_KEY, linestyle="--", label=codes.get("naive", "A1")),
@@ -281,16 +288,7 @@ def _targeted(
                     clip_on=False,
                 )
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
-        handles = [
-            Line2D(
-                [],
-                [],
-                color=COLORS[i % len(COLORS)],
-                marker=MARKERS[i % len(MARKERS)],
-                label=_label(s, cells),
-            )
-            for i, s in enumerate(series)
-        ]
+        handles = _series_key(series, cells)
         targeted = {c.scenario: c.targeted_class for c in cells}
         if len(scenarios) > 1:  # one stream needs no style key: the caption names it
             handles += [

@@ -20,22 +20,20 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import httpx
 
-from ..client.events import MemoryEvent, Need
+from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
 from ..client.modelview import model_text, model_view
 from ..domains.catalog import DomainCatalog
 from ..mcp.session import ContractSession, ToolReply
 from ..protocol.levels import Level
-from ..protocol.wirecost import wire_cost
-from ..server import Route
-from .channels import Listener, Reply
+from .channels import Listener, Outgoing, Reply
 from .errors import HarnessError
-from .mcp_channel import McpChannel, mcp_provider, tools_of
+from .mcp_channel import McpChannel, mcp_provider, tool_reply, tools_of
 from .runner import FRAMEWORK_TRANSPORTS
 
 #: The frameworks a run can go through (each is also the name of the extra it needs).
@@ -60,20 +58,12 @@ class FrameworkChannel(McpChannel):
         self.shown: list[str] = []
         """What the framework showed its model for each call, in order."""
 
-    async def send(
-        self,
-        request: dict[str, Any],
-        *,
-        route: Route[Any],
-        episode: int,
-        injected: list[str],
-        listener: Listener,
-    ) -> Reply:
+    async def send(self, outgoing: Outgoing) -> Reply:
         replies: list[ToolReply] = []
         self.contract.reply_listener = replies.append
-        self.events.current = listener
+        self.events.current = outgoing.listener
         try:
-            shown = await self.relay(self.operation(route), request)
+            shown = await self.relay(self.operation(outgoing.route), outgoing.request)
         finally:
             self.events.current = None
             self.contract.reply_listener = None
@@ -83,13 +73,7 @@ class FrameworkChannel(McpChannel):
         if reply.body and not _same(shown, reply.body):
             raise HarnessError("the framework showed its model something else than the model view")
         self.shown.append(shown)
-        cost = reply.cost if reply.cost is not None else wire_cost(reply.body)
-        return Reply(reply.status, reply.body, cost.total if reply.body else 0, cost)
-
-    async def fulfil(
-        self, needs: Iterable[Need], *, episode: int, listener: Listener
-    ) -> tuple[Need, ...]:
-        return await self.contract.fulfil(needs, episode=episode, listener=listener)
+        return tool_reply(reply)
 
 
 class _Events:
@@ -169,9 +153,7 @@ async def _pydantic_ai(
         return _one(shown)
 
     async with toolset:
-        if toolset.contract is None:
-            raise HarnessError("PydanticAI opened no MCP session")
-        yield toolset.contract, relay
+        yield _opened(toolset.contract, "PydanticAI"), relay
 
 
 @contextlib.asynccontextmanager
@@ -237,9 +219,7 @@ async def _openai_agents(
         return _one(shown)
 
     async with server:
-        if server.contract is None:
-            raise HarnessError("the Agents SDK opened no MCP session")
-        yield server.contract, relay
+        yield _opened(server.contract, "the Agents SDK"), relay
 
 
 @contextlib.asynccontextmanager
@@ -303,6 +283,13 @@ _OPENERS: dict[str, Opener] = {
     "openai-agents": _openai_agents,
     "langchain": _langchain,
 }
+
+
+def _opened(contract: ContractSession | None, framework: str) -> ContractSession:
+    """The MCP session the framework's integration opened on entering."""
+    if contract is None:
+        raise HarnessError(f"{framework} opened no MCP session")
+    return contract
 
 
 def _one(shown: list[str]) -> str:

@@ -44,11 +44,11 @@ from ..client.events import MemoryEvent, Need  # noqa: E402
 from ..client.memory import FixMemory  # noqa: E402
 from ..domains.catalog import DomainCatalog  # noqa: E402
 from ..mcp import names  # noqa: E402
-from ..mcp.session import ContractSession, connect  # noqa: E402
+from ..mcp.session import ContractSession, ToolReply, connect  # noqa: E402
 from ..protocol.levels import Level  # noqa: E402
 from ..protocol.wirecost import wire_cost  # noqa: E402
 from ..server import Route  # noqa: E402
-from .channels import Listener, Reply, route_operation  # noqa: E402
+from .channels import Listener, Outgoing, Reply, route_operation  # noqa: E402
 from .errors import ServerUnavailable  # noqa: E402
 
 #: Seconds a child server may take to start (imports, opening the store) and to settle a drift.
@@ -81,21 +81,15 @@ class McpChannel:
         except KeyError:
             raise ServerUnavailable(f"the MCP server offers no tool for {operation}") from None
 
-    async def send(
-        self,
-        request: dict[str, Any],
-        *,
-        route: Route[Any],
-        episode: int,
-        injected: list[str],
-        listener: Listener,
-    ) -> Reply:
+    async def send(self, outgoing: Outgoing) -> Reply:
         reply = await self.contract.call_tool(
-            self.operation(route), request, episode=episode, injected=injected, listener=listener
+            self.operation(outgoing.route),
+            outgoing.request,
+            episode=outgoing.episode,
+            injected=outgoing.injected,
+            listener=outgoing.listener,
         )
-        cost = reply.cost if reply.cost is not None else wire_cost(reply.body)
-        size = cost.total if reply.body else 0
-        return Reply(reply.status, reply.body, size, cost)
+        return tool_reply(reply)
 
     async def fulfil(
         self, needs: Iterable[Need], *, episode: int, listener: Listener
@@ -191,6 +185,12 @@ async def mcp_provider(
                 yield target, admin
         finally:
             service.close()
+
+
+def tool_reply(reply: ToolReply) -> Reply:
+    """A tool's answer as a ``Reply``: its size is the wire cost's total (0 without a body)."""
+    cost = reply.cost if reply.cost is not None else wire_cost(reply.body)
+    return Reply(reply.status, reply.body, cost.total if reply.body else 0, cost)
 
 
 def tools_of(contract: ContractSession, catalog: DomainCatalog) -> dict[str, str]:

@@ -1,9 +1,8 @@
 """Answers: what the memory does with the answer to a need, or with a need left unanswered.
 
-A changes feed or a rule listing (``answer``, or ``apply_changes`` / ``apply_rules`` for one read
-without a need), a 410, an answer that cannot be used (``need_failed``), a need that could not be
-fetched (``fetch_failed``). Each is a ``Steps`` run by ``CallRunner``; what is believed is the
-trust policy's, what is evicted or restamped the ``Invalidation``'s.
+A changes feed or a rule listing, a 410, an answer that cannot be used (all through ``answer``),
+a need that could not be fetched (``fetch_failed``). Each is a ``Steps`` run by ``CallRunner``;
+what is believed is the trust policy's, what is evicted or restamped the ``Invalidation``'s.
 """
 
 from __future__ import annotations
@@ -44,34 +43,7 @@ class Answers:
         self.trust = trust
         self.limits = limits
 
-    def apply_changes(
-        self,
-        origin: str,
-        feed: ChangesFeed | Mapping[str, Any],
-        episode: int | None,
-        signature: str | None,
-    ) -> Steps[Observation]:
-        raw = feed.to_wire() if isinstance(feed, ChangesFeed) else feed
-        items = feed_items(raw)
-        if items > self.limits.max_feed_items:
-            return (yield from self._lost_feed(origin, episode, "max_feed_items", items))
-        parsed = feed if isinstance(feed, ChangesFeed) else ChangesFeed.model_validate(feed)
-        return (yield from self._feed(origin, raw, parsed, episode, signature))
-
-    def apply_rules(
-        self,
-        origin: str,
-        listing: RulesListing | Mapping[str, Any],
-        episode: int | None,
-        signature: str | None,
-    ) -> Steps[Observation]:
-        raw = listing.to_wire() if isinstance(listing, RulesListing) else listing
-        parsed = (
-            listing if isinstance(listing, RulesListing) else RulesListing.model_validate(listing)
-        )
-        return (yield from self._rules(origin, raw, parsed, episode, signature))
-
-    def resync_required(
+    def _resync(
         self,
         origin: str,
         episode: int | None,
@@ -106,7 +78,7 @@ class Answers:
             return (yield from self._listing_too_large(origin, episode, refusal))
         if status == 410:
             problem = body if isinstance(body, Mapping) else None
-            return (yield from self.resync_required(origin, episode, problem, signature))
+            return (yield from self._resync(origin, episode, problem, signature))
         if status == 200 and isinstance(body, Mapping):
             if changes:
                 items = feed_items(body)
@@ -120,9 +92,9 @@ class Answers:
                 listing = _parsed(RulesListing, body)
                 if listing is not None:
                     return (yield from self._rules(origin, body, listing, episode, signature))
-        return (yield from self.need_failed(need, episode))
+        return (yield from self._need_failed(need, episode))
 
-    def need_failed(self, need: Need, episode: int | None) -> Steps[Observation]:
+    def _need_failed(self, need: Need, episode: int | None) -> Steps[Observation]:
         def work(tx: Ledger) -> None:
             if isinstance(need, FetchChanges):
                 self.invalidation.feed_unavailable(tx)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..protocol.models import ChangesFeed, RulesListing
 from ..protocol.position import valid_epoch, valid_seq
 from .core import MemoryCore
 from .entries import EvictionReason, MemoryEntry, Tombstone
@@ -85,24 +84,19 @@ def observe(
 def answer(
     core: MemoryCore, need: Need, answer: Answer, *, episode: int | None = None
 ) -> Steps[Observation]:
-    """Feed the server's answer to a need, whatever it was: the one call an adapter makes.
+    """Feed the server's answer to a need, whatever it was: the one need feed.
 
-    410 → ``resync_required``; 200 with a valid body → the changes feed or rule listing is
-    applied; anything else (another status, a body that does not parse) → ``need_failed``. Over
-    ``limits.max_feed_bytes`` the answer is refused unread, and a changes feed is treated as lost
-    history (a resync; with ``require_signatures``, as an unverified answer).
+    200 with a valid body (``Answer.changes``, ``Answer.rules``) → the changes feed or rule
+    listing is applied, if the trust policy believes it; 410 (``Answer.resync``) → every entry of
+    the origin is evicted (reason resync); anything else (another status, a body that does not
+    parse, ``Answer.unusable()``) → the conservative fallback: without a feed, entries on moved
+    tables are evicted at table granularity; without a listing, rule-dependent entries under the
+    old stamp. Over ``limits.max_feed_bytes`` or ``limits.max_feed_items`` the answer is refused
+    unread, and a changes feed is treated as lost history (a resync; with
+    ``require_signatures``, as an unverified answer). To feed a read made without a need, name
+    the need it answers (``FetchChanges(origin, since)``, ``FetchRules(origin)``).
     """
     return core.answers.answer(need, answer, episode)
-
-
-def need_failed(core: MemoryCore, need: Need, *, episode: int | None = None) -> Steps[Observation]:
-    """A need got no usable answer (not served, or not understood): fall back conservatively.
-
-    No changes feed: entries on moved tables are evicted at table granularity. No rule listing:
-    rule-dependent entries under the old stamp are evicted. (A network error is not a failure:
-    report it with ``fetch_failed`` and the need stays outstanding.)
-    """
-    return core.answers.need_failed(need, episode)
 
 
 def fetch_failed(
@@ -114,50 +108,6 @@ def fetch_failed(
     withheld until it is fulfilled, and a warning is logged.
     """
     return core.answers.fetch_failed(need, detail, episode)
-
-
-def apply_changes(
-    core: MemoryCore,
-    origin: str,
-    feed: ChangesFeed | Mapping[str, Any],
-    *,
-    episode: int | None = None,
-    signature: str | None = None,
-) -> Steps[Observation]:
-    """Feed a changes feed read without a need (``answer`` feeds one read for a need).
-
-    ``signature``: its ``Contract-Signature``; pass the body as received (a mapping) for it. A
-    feed over ``limits.max_feed_items`` is not read: it is treated as lost history.
-    """
-    return core.answers.apply_changes(origin, feed, episode, signature)
-
-
-def apply_rules(
-    core: MemoryCore,
-    origin: str,
-    listing: RulesListing | Mapping[str, Any],
-    *,
-    episode: int | None = None,
-    signature: str | None = None,
-) -> Steps[Observation]:
-    """Feed a rule listing read without a need (``answer`` feeds one read for a need)."""
-    return core.answers.apply_rules(origin, listing, episode, signature)
-
-
-def resync_required(
-    core: MemoryCore,
-    origin: str,
-    *,
-    episode: int | None = None,
-    problem: Mapping[str, Any] | None = None,
-    signature: str | None = None,
-) -> Steps[Observation]:
-    """The server answered 410 resync-required: evict all its entries (reason resync).
-
-    ``problem`` and ``signature``: the 410 body and its ``Contract-Signature``, checked when the
-    trust policy has keys.
-    """
-    return core.answers.resync_required(origin, episode, problem, signature)
 
 
 def evict(

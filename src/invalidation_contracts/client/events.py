@@ -2,8 +2,8 @@
 
 The memory core performs no I/O. Each call returns an ``Observation``: the events it caused, for
 logging and metrics, and the needs an adapter must fulfil (fetch ``/contract/changes`` or
-``/contract/rules`` and feed the parsed result back through ``FixMemory.apply_changes`` /
-``apply_rules``, or report a 410 through ``resync_required``). ``to_dict`` gives one JSON line.
+``/contract/rules`` and feed what came back, a 410 included, through ``FixMemory.answer``).
+``to_dict`` gives one JSON line.
 """
 
 from __future__ import annotations
@@ -214,7 +214,7 @@ class FetchChanges:
 
 @dataclass(frozen=True, slots=True)
 class FetchRules:
-    """Need: ``GET {origin}/contract/rules``, then ``apply_rules``."""
+    """Need: ``GET {origin}/contract/rules``, then ``answer``."""
 
     origin: str
 

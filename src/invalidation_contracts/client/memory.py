@@ -172,11 +172,7 @@ class _Surface:
     lookup = _Steps(calls.lookup)
     observe = _Steps(calls.observe)
     answer = _Steps(calls.answer)
-    need_failed = _Steps(calls.need_failed)
     fetch_failed = _Steps(calls.fetch_failed)
-    apply_changes = _Steps(calls.apply_changes)
-    apply_rules = _Steps(calls.apply_rules)
-    resync_required = _Steps(calls.resync_required)
     evict = _Steps(calls.evict)
     # Client apply mode.
     set_patchable = _Steps(calls.set_patchable)

@@ -17,10 +17,9 @@ kept from the model — an estimate at four bytes a token, labelled ``estimate``
 
 from __future__ import annotations
 
-import operator
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .events import Evicted, MemoryEvent, NotStored, Refused
@@ -59,7 +58,7 @@ _COUNTERS = (
         "Contract tokens kept from the model (an estimate: contract bytes / 4).",
     ),
 )
-_STATS = (
+_STATS = (  # the columns of an origin's row of totals, in the order ``record`` adds them
     "lookups",
     "hits",
     "misses",
@@ -72,20 +71,30 @@ _STATS = (
     "contract_bytes",
 )
 
-_read_stats = operator.attrgetter(*_STATS)
 Labels = tuple[tuple[str, str], ...]
+_BY_EVENT: dict[type[MemoryEvent], tuple[str, Callable[[Any], str]]] = {
+    Evicted: ("evictions", lambda event: event.reason.value),
+    Refused: ("refused", lambda event: event.bound),
+    NotStored: ("not_stored", lambda event: event.reason),
+}
+"""The events counted by a label of their own: counter name and the label's value."""
+_LABEL = {"evictions": "reason", "refused": "bound", "not_stored": "reason"}
 
 
 class _Instruments:
     """The memory's counters on one meter: totals kept here, read by the SDK when it collects.
 
-    A memory call only adds to plain integers (no SDK call on the hot path); each counter is an
-    observable counter whose callback reports the totals, so the cost of a measurement is paid
-    at collection time, not per lookup.
+    A memory call only adds to plain integers (no SDK call on the hot path): the call's nonzero
+    counters are added to its origin's row of totals (a list indexed by ``_COLUMN``), and only
+    the rare labelled events (evictions, refusals, suggestions not stored) touch a dictionary.
+    Each counter is an observable counter whose callback reports the totals, so the cost of a
+    measurement is paid at collection time, not per lookup.
     """
 
     def __init__(self, meter: Any) -> None:
-        self._totals: dict[str, dict[Labels, int]] = {name: {} for name, _, _ in _COUNTERS}
+        self._rows: dict[str, list[int]] = {}
+        """Origin -> its totals of ``_STATS``, then contract tokens kept, then injected."""
+        self._labelled: dict[str, dict[Labels, int]] = {name: {} for name in _LABEL}
         self._lock = threading.Lock()
         for name, unit, description in _COUNTERS:
             meter.create_observable_counter(
@@ -98,46 +107,87 @@ class _Instruments:
     def _reader(self, name: str) -> Any:
         from opentelemetry.metrics import Observation
 
+        if name in _LABEL:
+
+            def labelled(_options: Any) -> Any:
+                with self._lock:
+                    items = list(self._labelled[name].items())
+                return [Observation(value, dict(labels)) for labels, value in items]
+
+            return labelled
+        index = _COLUMN[name]
+        extra = {"estimate": TOKEN_ESTIMATE} if name == "contract_tokens_kept" else {}
+
         def observe(_options: Any) -> Any:
             with self._lock:
-                items = list(self._totals[name].items())
-            return [Observation(value, dict(labels)) for labels, value in items]
+                items = [(origin, row[index]) for origin, row in self._rows.items()]
+            return [
+                Observation(value, {"origin": origin, **extra}) for origin, value in items if value
+            ]
 
         return observe
 
-    def add(self, name: str, value: int, labels: Labels) -> None:
+    def _row(self, origin: str) -> list[int]:
+        row = self._rows.get(origin)
+        if row is None:
+            row = self._rows[origin] = [0] * len(_COLUMN)
+        return row
+
+    def add(self, name: str, value: int, origin: str) -> None:
         with self._lock:
-            table = self._totals[name]
-            table[labels] = table.get(labels, 0) + value
+            self._row(origin)[_COLUMN[name]] += value
 
     def record(self, origin: str, stats: OriginStats, events: Sequence[MemoryEvent]) -> None:
-        where = (("origin", origin),)
         with self._lock:
-            totals = self._totals
-            for name, value in zip(_STATS, _read_stats(stats), strict=True):
-                if value:
-                    table = totals[name]
-                    table[where] = table.get(where, 0) + value
+            row = self._row(origin)
+            # one attribute read per counter (most are 0 in a call): cheaper than a generic pass
+            if stats.lookups:
+                row[0] += stats.lookups
+            if stats.hits:
+                row[1] += stats.hits
+            if stats.misses:
+                row[2] += stats.misses
+            if stats.served:
+                row[3] += stats.served
+            if stats.stores:
+                row[4] += stats.stores
+            if stats.restamps:
+                row[5] += stats.restamps
+            if stats.quarantines:
+                row[6] += stats.quarantines
+            if stats.fetch_failures:
+                row[7] += stats.fetch_failures
+            if stats.responses:
+                row[8] += stats.responses
             if stats.contract_bytes:
-                kept = totals["contract_tokens_kept"]
-                key = (*where, ("estimate", TOKEN_ESTIMATE))
-                kept[key] = kept.get(key, 0) + stats.contract_bytes // BYTES_PER_TOKEN
+                row[9] += stats.contract_bytes
+                row[_TOKENS] += stats.contract_bytes // BYTES_PER_TOKEN
             for event in events:
-                if isinstance(event, Evicted):
-                    name, key = "evictions", (*where, ("reason", event.reason.value))
-                elif isinstance(event, Refused):
-                    name, key = "refused", (*where, ("bound", event.bound))
-                elif isinstance(event, NotStored):
-                    name, key = "not_stored", (*where, ("reason", event.reason))
-                else:
-                    continue
-                table = totals[name]
-                table[key] = table.get(key, 0) + 1
+                found = _BY_EVENT.get(type(event))
+                if found is not None:
+                    name, label = found
+                    key = (("origin", origin), (_LABEL[name], label(event)))
+                    table = self._labelled[name]
+                    table[key] = table.get(key, 0) + 1
+
+
+_WIDTH = len(_STATS)
+_TOKENS = _WIDTH
+_COLUMN = {name: i for i, name in enumerate(_STATS)} | {
+    "contract_tokens_kept": _TOKENS,
+    "injected": _TOKENS + 1,
+}
+"""Each unlabelled counter's column in an origin's row of totals."""
+_final: _Instruments | None = None
+"""The instruments once a real provider was seen: the API sets the global provider at most once,
+so from then on a call skips the provider lookup."""
 
 
 def _instruments() -> _Instruments | None:
     """The instruments of the global meter provider now; None while none is configured."""
-    global _built
+    global _built, _final
+    if _final is not None:
+        return _final
     api = sys.modules.get("opentelemetry.metrics")
     if api is None:
         return None
@@ -151,6 +201,7 @@ def _instruments() -> _Instruments | None:
             from .. import __version__
 
             instruments = _Instruments(provider.get_meter(SCOPE, __version__))
+            _final = instruments
         _built = (provider, instruments)
     return instruments
 
@@ -170,6 +221,6 @@ def injected(origin: str, count: int) -> None:
     instruments = _instruments() if count else None
     if instruments is not None:
         try:
-            instruments.add("injected", count, (("origin", origin),))
+            instruments.add("injected", count, origin)
         except Exception:  # noqa: S110 - metrics must never fail a memory call
             pass

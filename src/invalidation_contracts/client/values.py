@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..protocol.models import ChangesFeed, RulesListing
 from .limits import Refusal
 
 __all__ = ["Answer", "Observed", "Position"]
@@ -48,19 +49,57 @@ class Observed:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """What the server answered to a need (a changes feed, a rule listing, a 410, ...).
+    """What the server answered to a need: the one value ``answer(need, ...)`` is fed.
 
-    ``status`` and ``body``: the answer as received (``body`` None: none, or not JSON).
-    ``signature``: its ``Contract-Signature``. ``body_bytes``: its size (at least, when reading
-    stopped at the cap); over ``Limits.max_feed_bytes`` it is refused unread. ``refused``: a bound
-    the body broke while the adapter read it.
+    ``status`` and ``body``: the answer as received (``body`` None: none, or not JSON; ``status``
+    None: no usable answer came, see ``unusable``). ``signature``: its ``Contract-Signature``.
+    ``body_bytes``: its size (at least, when reading stopped at the cap); over
+    ``Limits.max_feed_bytes`` it is refused unread. ``refused``: a bound the body broke while the
+    adapter read it. An adapter that has already parsed what it read names the case instead:
+    ``changes``, ``rules``, ``resync`` or ``unusable``.
     """
 
-    status: int
+    status: int | None
     body: Any = None
     signature: str | None = None
     body_bytes: int | None = None
     refused: Refusal | None = None
+
+    @classmethod
+    def changes(
+        cls, feed: ChangesFeed | Mapping[str, Any], *, signature: str | None = None
+    ) -> Answer:
+        """A changes feed was fetched (200). Pass the body as received (a mapping) when it is
+        signed: the signature covers those bytes. A feed over ``limits.max_feed_items`` is not
+        read: it is treated as lost history."""
+        body = feed.to_wire() if isinstance(feed, ChangesFeed) else feed
+        return cls(200, body, signature=signature)
+
+    @classmethod
+    def rules(
+        cls, listing: RulesListing | Mapping[str, Any], *, signature: str | None = None
+    ) -> Answer:
+        """A rule listing was fetched (200); as received (a mapping) when it is signed."""
+        body = listing.to_wire() if isinstance(listing, RulesListing) else listing
+        return cls(200, body, signature=signature)
+
+    @classmethod
+    def resync(
+        cls, problem: Mapping[str, Any] | None = None, *, signature: str | None = None
+    ) -> Answer:
+        """The server answered 410 resync-required: all the origin's entries are evicted (reason
+        resync). ``problem`` and ``signature``: the 410 body and its ``Contract-Signature``,
+        checked when the trust policy has keys."""
+        return cls(410, problem, signature=signature)
+
+    @classmethod
+    def unusable(cls) -> Answer:
+        """The need got no usable answer (not served, or not understood): the memory falls back
+        conservatively. No changes feed: entries on moved tables are evicted at table
+        granularity; no rule listing: rule-dependent entries under the old stamp are evicted.
+        (A network error is not this: report it with ``fetch_failed``, the need stays
+        outstanding.)"""
+        return cls(None)
 
 
 @dataclass(frozen=True, slots=True)

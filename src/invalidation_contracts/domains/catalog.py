@@ -8,8 +8,6 @@ built the same way (see ``docs/providers.md``).
 from __future__ import annotations
 
 import copy
-import json
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +26,7 @@ from invalidation_contracts.server import (
     SnapshotFile,
     TableSpec,
     current_fix,
+    read_data,
     read_snapshot,
 )
 
@@ -260,12 +259,7 @@ def load_rules(path: Path) -> tuple[Rule, ...]:
     The object is the body ``POST /admin/rules`` takes; a bare list of declarations is accepted too.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except json.JSONDecodeError as exc:
-        raise DataFileError(f"{path}: not valid JSON ({exc})") from exc
+    data = read_data(path, "JSON")
     items = data.get("rules") if isinstance(data, dict) else data
     if not isinstance(items, list):
         raise DataFileError(f'{path}: expected {{"rules": [...]}} or a list of rule declarations')
@@ -293,12 +287,7 @@ def load_tasks(path: Path) -> TaskFile:
     paragraph added to the system prompt of that route's families.
     """
     path = Path(path)
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read ({exc.strerror or exc})") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise DataFileError(f"{path}: not valid TOML ({exc})") from exc
+    data = read_data(path, "TOML")
     prompt = data.get("system_prompt")
     if not isinstance(prompt, str) or not prompt.strip():
         raise DataFileError(f"{path}: 'system_prompt' must be a non-empty string")

@@ -307,7 +307,7 @@ class ContractSession(calls.AgentCalls):
                 obs = await self.memory.fetch_failed(need, f"MCPError: {exc}", episode=episode)
                 self._emit(obs.events, listener)
                 return None
-            obs = await self.memory.need_failed(need, episode=episode)
+            obs = await self.memory.answer(need, Answer.unusable(), episode=episode)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
             detail = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             obs = await self.memory.fetch_failed(need, detail, episode=episode)

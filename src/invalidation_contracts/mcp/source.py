@@ -57,6 +57,8 @@ class ProviderSource:
 
     def __init__(self, provider: Provider) -> None:
         self._provider = provider
+        self.handle = provider.handle
+        """Domain requests are the provider's to answer (``Provider.handle``)."""
 
     @property
     def provider(self) -> Provider:
@@ -76,17 +78,6 @@ class ProviderSource:
 
     def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         return self._provider.registry.state
-
-    def handle(
-        self,
-        route: Route[Any],
-        payload: Any,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | None = None,
-    ) -> Outcome:
-        return self._provider.handle(route, payload, since=since, epoch=epoch, instance=instance)
 
 
 def as_source(source: Provider | ContractSource) -> ContractSource:

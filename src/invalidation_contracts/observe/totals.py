@@ -31,12 +31,9 @@ class TotalCounter:
         *,
         unit: str,
         description: str,
-        lock: threading.Lock | None = None,
     ) -> None:
-        """``lock``: one shared by several counters, so a caller holding it can add to each with
-        ``add_locked`` at the cost of one acquisition."""
         self._totals: dict[Labels, int] = {}
-        self._lock = lock if lock is not None else threading.Lock()
+        self._lock = threading.Lock()
         meter.create_observable_counter(
             name, callbacks=[self._observe], unit=unit, description=description
         )
@@ -44,10 +41,6 @@ class TotalCounter:
     def add(self, value: int, labels: Labels) -> None:
         with self._lock:
             self._totals[labels] = self._totals.get(labels, 0) + value
-
-    def add_locked(self, value: int, labels: Labels) -> None:
-        """``add`` for a caller that holds this counter's lock."""
-        self._totals[labels] = self._totals.get(labels, 0) + value
 
     def _observe(self, _options: CallbackOptions) -> Iterable[Observation]:
         with self._lock:

@@ -6,7 +6,7 @@ database, captured at the source) are adapters at the edge.
 """
 
 from .config import WorkerConfig
-from .datafiles import DataFileError, SnapshotFile, read_snapshot
+from .datafiles import DataFileError, SnapshotFile, read_data, read_snapshot
 from .domain import Domain, Route, SQLTable, TableSpec
 from .faults import PolicyError
 from .graph import KnowledgeGraph, node_id, split_node
@@ -56,6 +56,7 @@ __all__ = [
     "freeze",
     "node_id",
     "policy",
+    "read_data",
     "read_snapshot",
     "split_node",
     "thaw",

@@ -6,7 +6,7 @@ import json
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 class DataFileError(ValueError):
@@ -20,9 +20,9 @@ class SnapshotFile:
     version: str | None
 
 
-def read_snapshot(path: str | Path) -> SnapshotFile:
-    """Read one snapshot file; raise ``DataFileError`` with the path and the reason."""
-    path = Path(path)
+def read_data(path: Path, syntax: Literal["JSON", "TOML"]) -> Any:
+    """The JSON or TOML document in ``path``; ``DataFileError`` with the path and the reason when
+    it cannot be read, is not UTF-8 text or does not parse."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -30,11 +30,15 @@ def read_snapshot(path: str | Path) -> SnapshotFile:
     except UnicodeDecodeError:  # a binary or UTF-16 file (reliability audit 2, N17)
         raise DataFileError(f"{path}: not UTF-8 text") from None
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else json.loads(text)
+        return tomllib.loads(text) if syntax == "TOML" else json.loads(text)
     except (ValueError, RecursionError) as exc:  # JSON/TOML errors, a 5,000-digit integer
-        raise DataFileError(
-            f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'JSON'} ({exc})"
-        ) from exc
+        raise DataFileError(f"{path}: not valid {syntax} ({exc})") from exc
+
+
+def read_snapshot(path: str | Path) -> SnapshotFile:
+    """Read one snapshot file; raise ``DataFileError`` with the path and the reason."""
+    path = Path(path)
+    data = read_data(path, "TOML" if path.suffix == ".toml" else "JSON")
     if (
         not isinstance(data, dict)
         or not isinstance(data.get("table"), str)

@@ -65,7 +65,30 @@ def initial_state(
     )
 
 
-class RegistryTransaction:
+class TableVerbs:
+    """``reload`` and ``patch``: each a change set of one table, made by the class's ``apply``."""
+
+    def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
+        raise NotImplementedError
+
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult:
+        """Replace ``table``'s rows. The same rows with a new version: a touch; with none: no-op."""
+        return self.apply({table: TableChange.reload(rows, version)})[table]
+
+    def patch(
+        self,
+        table: str,
+        upsert: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
+        version: str | None = None,
+    ) -> ReloadResult:
+        """Upsert and delete rows of ``table``; the diff costs in proportion to the patch."""
+        return self.apply({table: TableChange.patch(upsert, delete, version)})[table]
+
+
+class RegistryTransaction(TableVerbs):
     """Changes made under the writers' lock; they become visible together when it ends.
 
     Each change set gets the next ``seq``; a refused change raises and the transaction (with every
@@ -104,20 +127,6 @@ class RegistryTransaction:
         self._moved(applied.state, applied.record)
         return applied.results
 
-    def reload(
-        self, table: str, rows: Mapping[str, Any], version: str | None = None
-    ) -> ReloadResult:
-        return self.apply({table: TableChange.reload(rows, version)})[table]
-
-    def patch(
-        self,
-        table: str,
-        upsert: Mapping[str, Any] | None = None,
-        delete: Iterable[str] = (),
-        version: str | None = None,
-    ) -> ReloadResult:
-        return self.apply({table: TableChange.patch(upsert, delete, version)})[table]
-
     def set_rules(self, rules: Iterable[Rule]) -> RulesResult:
         state, record, result = apply_rules(self.state, RuleSet(rules))
         self._moved(state, record)
@@ -149,7 +158,7 @@ class RegistryTransaction:
             self.records.append(record)
 
 
-class Registry:
+class Registry(TableVerbs):
     """Reference tables with atomic reloads, rules, the knowledge graph and a bounded change log."""
 
     def __init__(
@@ -250,24 +259,6 @@ class Registry:
                         store.save(tx.base, tx.state, tx.records, tx.positions)
             self._publish(tx)
             self._announce(before)
-
-    def reload(
-        self, table: str, rows: Mapping[str, Any], version: str | None = None
-    ) -> ReloadResult:
-        """Replace ``table``'s rows. The same rows with a new version: a touch; with none: no-op."""
-        with self.transaction() as tx:
-            return tx.reload(table, rows, version)
-
-    def patch(
-        self,
-        table: str,
-        upsert: Mapping[str, Any] | None = None,
-        delete: Iterable[str] = (),
-        version: str | None = None,
-    ) -> ReloadResult:
-        """Upsert and delete rows of ``table``; the diff costs in proportion to the patch."""
-        with self.transaction() as tx:
-            return tx.patch(table, upsert, delete, version)
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """One change set over several tables, under one ``seq``."""

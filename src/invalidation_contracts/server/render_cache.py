@@ -68,6 +68,11 @@ class BoundedCache(Generic[K, V]):
                 del self._entries[next(iter(self._entries))]
         return stored
 
+    def get_or_put(self, key: K, make: Callable[[], V]) -> V:
+        """The value stored under ``key``; if none, ``make()`` stored and returned (``put``)."""
+        found = self._entries.get(key)
+        return self.put(key, make()) if found is None else found
+
     def __len__(self) -> int:
         return len(self._entries)
 
@@ -115,23 +120,17 @@ class RenderCache:
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
     ) -> ContractFields:
         """The response-level fields of ``state`` at this level, as the client sees them."""
-        presented = self._of(state).presented
-        key = (since, epoch)
-        found = presented.get(key)
-        if found is None:
-            found = presented.put(key, self._present(self.raw_contract(state, since, epoch)))
-        return found
+        return self._of(state).presented.get_or_put(
+            (since, epoch), lambda: self._present(self.raw_contract(state, since, epoch))
+        )
 
     def raw_contract(
         self, state: RegistryState, since: int | None = None, epoch: str | None = None
     ) -> ContractFields:
         """The response-level fields before presentation (real table names)."""
-        contracts = self._of(state).contracts
-        key = (since, epoch)
-        found = contracts.get(key)
-        if found is None:
-            found = contracts.put(key, feedback.contract_fields(state, self.level, since, epoch))
-        return found
+        return self._of(state).contracts.get_or_put(
+            (since, epoch), lambda: feedback.contract_fields(state, self.level, since, epoch)
+        )
 
     def failure(
         self,

@@ -167,23 +167,14 @@ class GuardedRow(_Refusing, Mapping[str, Any]):
         return f"GuardedRow({self._table}[{self._key!r}]={dict(self._row)!r})"
 
 
-class GuardedTable(_Refusing, Mapping[str, Any]):
-    """A tracked table as existing code sees it: reads recorded, every write refused."""
+class _TableView(Mapping[str, Any]):
+    """A mapping over a tracked table: its keys, membership and size are the table's; subclasses
+    say what reading a row hands out."""
 
     __slots__ = ("_tracked",)
 
     def __init__(self, tracked: TrackedTable) -> None:
         self._tracked = tracked
-
-    def _where(self) -> tuple[str, str | None]:
-        return self._tracked.name, None
-
-    def __getitem__(self, key: str) -> Any:
-        return GuardedRow(self._tracked.name, key, self._tracked[key])
-
-    def get(self, key: str, default: Any = None) -> Any:
-        row = self._tracked.get(key)
-        return default if row is None else GuardedRow(self._tracked.name, key, row)
 
     def __contains__(self, key: object) -> bool:
         return key in self._tracked
@@ -195,13 +186,29 @@ class GuardedTable(_Refusing, Mapping[str, Any]):
         return len(self._tracked)
 
 
-class CopiedTable(Mapping[str, Any]):
+class GuardedTable(_Refusing, _TableView):
+    """A tracked table as existing code sees it: reads recorded, every write refused."""
+
+    __slots__ = ()
+
+    def _where(self) -> tuple[str, str | None]:
+        return self._tracked.name, None
+
+    def __getitem__(self, key: str) -> Any:
+        return GuardedRow(self._tracked.name, key, self._tracked[key])
+
+    def get(self, key: str, default: Any = None) -> Any:
+        row = self._tracked.get(key)
+        return default if row is None else GuardedRow(self._tracked.name, key, row)
+
+
+class CopiedTable(_TableView):
     """``copy_on_write``: reads recorded; rows handed out as mutable copies, writes kept here."""
 
-    __slots__ = ("_tracked", "_written")
+    __slots__ = ("_written",)
 
     def __init__(self, tracked: TrackedTable) -> None:
-        self._tracked = tracked
+        super().__init__(tracked)
         self._written: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
@@ -218,15 +225,6 @@ class CopiedTable(Mapping[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         self._written[key] = value
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._tracked
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._tracked)
-
-    def __len__(self) -> int:
-        return len(self._tracked)
 
 
 def wrapped_policy(

@@ -7,10 +7,13 @@ reaches the registry through the change capture, like any other writer's change.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
+from pydantic import BaseModel
 from starlette.responses import Response
 
 from ...protocol.models import (
@@ -22,99 +25,114 @@ from ...protocol.models import (
     ReloadResult,
     RulesRequest,
     RulesResult,
+    WireModel,
 )
 from ..rules import Rule
 from .auth import admin_dependency
 from .errors import problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
+from .routing import LiteralRouter
 
 if TYPE_CHECKING:
     from .service import ContractService
 
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True, slots=True)
+class _Change(Generic[M]):
+    """One admin route that reads a body and changes the registry: its path and endpoint name, its
+    OpenAPI summary, the body it reads, what it answers (and its problem statuses beyond the body
+    and auth ones), and the call on the service that does the work (in a worker thread)."""
+
+    path: str
+    name: str
+    summary: str
+    body: type[M]
+    result: type[WireModel]
+    described: str
+    errors: tuple[int, ...]
+    act: Callable[[ContractService, M], WireModel]
+
+
+def _reload(service: ContractService, body: ReloadRequest) -> WireModel:
+    return service.reload(body.table, body.rows, body.version)
+
+
+def _patch(service: ContractService, body: PatchTableRequest) -> WireModel:
+    return service.patch(body.table, body.upsert, body.delete, body.version)
+
+
+def _change_set(service: ContractService, body: ChangeSetRequest) -> WireModel:
+    return service.change_set(body)
+
+
+def _set_rules(service: ContractService, body: RulesRequest) -> WireModel:
+    return service.set_rules([Rule.from_declaration(declaration) for declaration in body.rules])
+
+
+_CHANGES: tuple[_Change[Any], ...] = (
+    _Change(
+        "/admin/reload-table",
+        "reload_table",
+        "Replace a table's rows; returns the diff and the downstream nodes it affects",
+        ReloadRequest,
+        ReloadResult,
+        "The reload (a no-op when nothing changed).",
+        (404, 409),
+        _reload,
+    ),
+    _Change(
+        "/admin/patch-table",
+        "patch_table",
+        "Upsert and delete rows of a table; costs in proportion to the change",
+        PatchTableRequest,
+        ReloadResult,
+        "The patch (a no-op when nothing changed).",
+        (404, 409),
+        _patch,
+    ),
+    _Change(
+        "/admin/change-set",
+        "change_set",
+        "Reload or patch several tables at once, under one contract_seq",
+        ChangeSetRequest,
+        ChangeSetResult,
+        "One result per table, in request order, all under the same seq.",
+        (404, 409),
+        _change_set,
+    ),
+    _Change(
+        "/admin/rules",
+        "set_rules",
+        "Replace the rule declarations",
+        RulesRequest,
+        RulesResult,
+        "The old and new rules_version and the triples that changed.",
+        (),
+        _set_rules,
+    ),
+)
+
 
 def admin_router(service: ContractService, **options: Any) -> APIRouter:
     """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
-    router = APIRouter(route_class=problem_route_class(service), **options)
+    router = LiteralRouter(route_class=problem_route_class(service), **options)
     admin = [Depends(admin_dependency(service))]
-
-    @router.post(
-        "/admin/reload-table",
-        dependencies=admin,
-        tags=["admin"],
-        summary="Replace a table's rows; returns the diff and the downstream nodes it affects",
-        responses=responses(
-            ReloadResult,
-            "The reload (a no-op when nothing changed).",
-            *BODY_ERRORS,
-            *AUTH_ERRORS,
-            404,
-            409,
-        ),
-        openapi_extra=request_body(ReloadRequest, inline=True),
-    )
-    async def reload_table(request: Request) -> Response:
-        body = await read_model(request, ReloadRequest, service.max_body_bytes)
-        result = await run_in_threadpool(service.reload, body.table, body.rows, body.version)
-        return wire(result)
-
-    @router.post(
-        "/admin/patch-table",
-        dependencies=admin,
-        tags=["admin"],
-        summary="Upsert and delete rows of a table; costs in proportion to the change",
-        responses=responses(
-            ReloadResult,
-            "The patch (a no-op when nothing changed).",
-            *BODY_ERRORS,
-            *AUTH_ERRORS,
-            404,
-            409,
-        ),
-        openapi_extra=request_body(PatchTableRequest, inline=True),
-    )
-    async def patch_table(request: Request) -> Response:
-        body = await read_model(request, PatchTableRequest, service.max_body_bytes)
-        result = await run_in_threadpool(
-            service.patch, body.table, body.upsert, body.delete, body.version
+    for change in _CHANGES:
+        router.add_api_route(
+            change.path,
+            _endpoint(service, change),
+            methods=["POST"],
+            name=change.name,
+            dependencies=admin,
+            tags=["admin"],
+            summary=change.summary,
+            responses=responses(
+                change.result, change.described, *BODY_ERRORS, *AUTH_ERRORS, *change.errors
+            ),
+            openapi_extra=request_body(change.body, inline=True),
         )
-        return wire(result)
-
-    @router.post(
-        "/admin/change-set",
-        dependencies=admin,
-        tags=["admin"],
-        summary="Reload or patch several tables at once, under one contract_seq",
-        responses=responses(
-            ChangeSetResult,
-            "One result per table, in request order, all under the same seq.",
-            *BODY_ERRORS,
-            *AUTH_ERRORS,
-            404,
-            409,
-        ),
-        openapi_extra=request_body(ChangeSetRequest, inline=True),
-    )
-    async def change_set(request: Request) -> Response:
-        body = await read_model(request, ChangeSetRequest, service.max_body_bytes)
-        return wire(await run_in_threadpool(service.change_set, body))
-
-    @router.post(
-        "/admin/rules",
-        dependencies=admin,
-        tags=["admin"],
-        summary="Replace the rule declarations",
-        responses=responses(
-            RulesResult,
-            "The old and new rules_version and the triples that changed.",
-            *BODY_ERRORS,
-            *AUTH_ERRORS,
-        ),
-        openapi_extra=request_body(RulesRequest, inline=True),
-    )
-    async def set_rules(request: Request) -> Response:
-        body = await read_model(request, RulesRequest, service.max_body_bytes)
-        rules = [Rule.from_declaration(declaration) for declaration in body.rules]
-        return wire(await run_in_threadpool(service.set_rules, rules))
 
     @router.get(
         "/admin/quarantine",
@@ -129,3 +147,15 @@ def admin_router(service: ContractService, **options: Any) -> APIRouter:
         return wire(await run_in_threadpool(service.quarantined))
 
     return router
+
+
+def _endpoint(
+    service: ContractService, change: _Change[M]
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint of ``change``: read and check the body, do the change, answer its result."""
+
+    async def endpoint(request: Request) -> Response:
+        body = await read_model(request, change.body, service.max_body_bytes)
+        return wire(await run_in_threadpool(change.act, service, body))
+
+    return endpoint

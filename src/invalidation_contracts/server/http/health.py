@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
@@ -89,24 +90,16 @@ def add_health_routes(router: APIRouter, service: ContractService) -> None:
         }
     }
 
-    @router.get(
-        "/contract/live",
-        tags=["health"],
-        summary="Liveness: the worker's follower runs",
-        response_model=HealthReport,
-        responses=unavailable,
-    )
+    probe = partial(router.get, tags=["health"], response_model=HealthReport, responses=unavailable)
+
+    @probe("/contract/live", summary="Liveness: the worker's follower runs")
     async def live() -> Response:
         health = service.health()
         detail = "the follower thread is not running; restart this worker"
         return report(health, health.live, detail)
 
-    @router.get(
-        "/contract/ready",
-        tags=["health"],
-        summary="Readiness: the worker confirmed it is current within max_lag_s",
-        response_model=HealthReport,
-        responses=unavailable,
+    @probe(
+        "/contract/ready", summary="Readiness: the worker confirmed it is current within max_lag_s"
     )
     async def ready() -> Response:
         health = service.health()

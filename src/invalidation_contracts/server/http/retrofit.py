@@ -20,13 +20,13 @@ from starlette.responses import Response
 
 from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
-from ...protocol.models import Problem
+from ...protocol.models import ContractFields, Problem
 from ...protocol.problems import ProtocolError
 from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
 from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, parse_json, problem_of, wire
-from .headers import CONTRACT_SINCE, strict_epoch, strict_since
+from .headers import CONTRACT_SINCE, first_headers, strict_position
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
@@ -66,9 +66,11 @@ class ContractRoute(ProblemRoute):
 
         async def handler(request: Request) -> Response:
             try:
-                since, epoch = strict_since(request), strict_epoch(request)
+                since, epoch = strict_position(request.scope)
                 state = await service.state_for(since, epoch)
-                setattr(request.state, STATE_ATTRIBUTE, state)
+                # What ``setattr(request.state, STATE_ATTRIBUTE, state)`` stores, and where
+                # ``request.state`` reads it from (Starlette keeps it in the scope).
+                request.scope.setdefault("state", {})[STATE_ATTRIBUTE] = state
                 declared = _implemented(candidates, request)
                 if declared is not None:
                     refusal = await _check(service, declared, request, state, since, epoch)
@@ -100,9 +102,10 @@ async def _check(
     since: int | None,
     epoch: str | None,
 ) -> Response | None:
-    if not is_json_media_type(request.headers.get("content-type")):
+    found = first_headers(request.scope, _BODY_HEADERS)
+    if not is_json_media_type(found.get(_CONTENT_TYPE)):
         return None
-    declared = request.headers.get("content-length", "")
+    declared = found.get(_CONTENT_LENGTH, b"")
     if declared.isascii() and declared.isdigit() and int(declared) > service.max_body_bytes:
         return None  # the app's own limits decide
     try:
@@ -136,6 +139,8 @@ def _share_parsed(request: Request, payload: Any) -> None:
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CONTENT_LENGTH = b"content-length"
+_CONTENT_TYPE = b"content-type"
+_BODY_HEADERS = frozenset((_CONTENT_TYPE, _CONTENT_LENGTH))
 _SINCE = CONTRACT_SINCE.lower().encode("latin-1")
 
 
@@ -153,7 +158,7 @@ def stamp(
         return response
     if not isinstance(document, dict):
         return response
-    document.update(service.contract(state, since, epoch).model_dump(exclude_none=True))
+    document.update(_dumped(service.contract(state, since, epoch)))
     content = _COMPACT.encode(document).encode("utf-8")
     headers = [
         *((k, v) for k, v in response.raw_headers if k.lower() not in (_CONTENT_LENGTH, _SINCE)),
@@ -169,6 +174,24 @@ def stamp(
     stamped = Response(content, status_code=response.status_code, background=response.background)
     stamped.raw_headers = headers
     return stamped
+
+
+def _dumped(fields: ContractFields) -> dict[str, Any]:
+    """``fields.model_dump(exclude_none=True)``, once per fields object: the render cache hands
+    out one object per registry state and client position, so a stamp is a dict update. Read
+    only (``document.update`` copies the top level; the nested values are only encoded)."""
+    entry = _DUMPED.get(id(fields))
+    if entry is not None and entry[0] is fields:
+        return entry[1]
+    dumped = fields.model_dump(exclude_none=True)
+    if len(_DUMPED) >= _DUMPED_BOUND:
+        _DUMPED.clear()
+    _DUMPED[id(fields)] = (fields, dumped)  # the object is kept: its id is not reused meanwhile
+    return dumped
+
+
+_DUMPED: dict[int, tuple[ContractFields, dict[str, Any]]] = {}
+_DUMPED_BOUND = 256
 
 
 def contract_route_class(service: Any) -> type[ContractRoute]:

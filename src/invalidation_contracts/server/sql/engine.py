@@ -50,3 +50,10 @@ def _sqlite_autocommit(dbapi_connection: Any, _record: Any) -> None:
 def _sqlite_begin(conn: Connection) -> None:
     mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
     conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def failure_reason(exc: sa.exc.SQLAlchemyError) -> str:
+    """The first line of what the database said (the driver's error), for a one-line message."""
+    original = getattr(exc, "orig", None)
+    text = str(original if original is not None else exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

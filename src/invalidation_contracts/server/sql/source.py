@@ -3,30 +3,30 @@
 ``SQLSource.open()`` checks every declaration against the database and installs the capture
 triggers; ``load()`` reads every declared table in one snapshot, with the capture position that
 snapshot is at; ``read(after)`` reads the captured records after a position (and, to verify, the
-tables in the same snapshot). Nothing here changes the registry: ``worker.runtime`` does, under
-the registry's write lock.
+tables in the same snapshot). Writing rows into the declared tables is ``upsert.RowWriter``'s job.
+Nothing here changes the registry: ``worker.runtime`` does, under the registry's write lock.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..._extras import require_extra
-from ...protocol.problems import ProblemType, ProtocolError
+from ...protocol.problems import ProtocolError
+from ..change_source import CommitProbe, Wakeup
 from ..domain import SQLTable
 from ..ingest import SourceError
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .declare import BoundTable, bind
-from .engine import make_engine
+from .engine import failure_reason, make_engine
 from .images import CaptureBatch, Quarantined, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
-from .upsert import write_rows
+from .upsert import RowWriter
 
 require_extra("sql", "sqlalchemy")
 
@@ -35,15 +35,8 @@ DEFAULT_RECONCILE_INTERVAL_S = 60.0
 """How often a worker compares each declared table with its registry (a digest in the database,
 then the rows of a table whose digest moved)."""
 
-from sqlalchemy import MetaData, Table  # noqa: E402
 from sqlalchemy.engine import URL, Engine  # noqa: E402
-from sqlalchemy.exc import (  # noqa: E402
-    DataError,
-    IntegrityError,
-    OperationalError,
-    SQLAlchemyError,
-    StatementError,
-)
+from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 
 class SQLSource:
@@ -75,8 +68,8 @@ class SQLSource:
         self.name = name
         self.declared = dict(tables)
         self.bound: dict[str, BoundTable] = {}
-        self._tables: dict[str, Any] = {}
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
+        self.rows = RowWriter(self.engine, self.dialect, self._connect)
 
     @property
     def by_transaction(self) -> bool:
@@ -119,7 +112,7 @@ class SQLSource:
                     " Retry, or run `invalidation-contracts db upgrade` at a quiet moment"
                 )
             raise SourceError(
-                f"{self._where()}: cannot install the change capture ({_reason(exc)}){hint}"
+                f"{self._where()}: cannot install the change capture ({failure_reason(exc)}){hint}"
             ) from exc
 
     def load(self) -> tuple[dict[str, Snapshot], int]:
@@ -169,7 +162,7 @@ class SQLSource:
                     }
                 contents, unreadable = self._contents(conn, skip=skipped)
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
+            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
         return CaptureBatch(
             head, tuple(records), contents, tuple(unreadable), digests, frozenset(skipped)
@@ -196,7 +189,9 @@ class SQLSource:
             with self._connect(write=True) as conn, conn.begin():
                 self.dialect.mark_verified(conn, marks)
         except SQLAlchemyError as exc:  # only an optimisation is lost: the next one reads all
-            logger.warning("%s: cannot record the verified digests (%s)", self.name, _reason(exc))
+            logger.warning(
+                "%s: cannot record the verified digests (%s)", self.name, failure_reason(exc)
+            )
 
     def set_aside(self, entries: Iterable[Quarantined], *, replace: Iterable[str] = ()) -> None:
         """Quarantine ``entries``; ``replace``: tables read in full (these are all there is)."""
@@ -209,7 +204,9 @@ class SQLSource:
                     self.dialect.quarantine.clear_tables(conn, replace)
                 self.dialect.quarantine.add(conn, entries)
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+            raise SourceError(
+                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
+            ) from exc
 
     def release(self, pairs: Iterable[tuple[str, str]]) -> None:
         """Clear the quarantine of rows (table, key) a carriable write has replaced."""
@@ -220,7 +217,9 @@ class SQLSource:
             with self._connect(write=True) as conn, conn.begin():
                 self.dialect.quarantine.clear(conn, pairs)
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot quarantine ({_reason(exc)})") from exc
+            raise SourceError(
+                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
+            ) from exc
 
     def quarantined(self) -> list[Quarantined]:
         """What the contract could not carry and set aside (for the admin routes and readiness)."""
@@ -228,7 +227,7 @@ class SQLSource:
             with self._connect() as conn, conn.begin():
                 return self.dialect.quarantine.entries(conn)
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
+            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
 
     def head(self) -> int:
         """The capture's head: a number that moves whenever a record commits (cheap to read)."""
@@ -236,7 +235,7 @@ class SQLSource:
             with self._connect() as conn, conn.begin():
                 return self.dialect.head(conn)
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot read ({_reason(exc)})") from exc
+            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
 
     def write(
         self,
@@ -245,97 +244,9 @@ class SQLSource:
         delete: Iterable[str],
         version: str | None,
     ) -> str | None:
-        """Write rows of reference table ``name`` into its SQL table, in one transaction.
-
-        The capture records the write like any other writer's; ``version`` adds a ``version``
-        record naming the table's next version. Returns the transaction's capture id (PostgreSQL).
-        A row the database refuses is a 422 ``ProtocolError``; nothing is written.
-        """
-        table = self.bound[name]
-        sql_table = self._table(table)
-        key_names = [c.name for c in table.key]
-        allowed = {c.name for c in table.columns}
-        rows = []
-        for key, row in upsert.items():
-            unknown = sorted(set(row) - allowed)
-            if unknown:
-                raise ProtocolError(
-                    ProblemType.INVALID_REQUEST,
-                    f"{table.where}: row {key!r} names column {unknown[0]!r}, which the "
-                    f"declaration does not hold (columns: {sorted(allowed)})",
-                )
-            rows.append({**dict.fromkeys(allowed), **dict(row), **self._key_values(table, key)})
-        try:
-            with self._connect(write=True) as conn, conn.begin():
-                for key in delete:
-                    values = self._key_values(table, key)
-                    conn.execute(
-                        sql_table.delete().where(*(sql_table.c[k] == values[k] for k in key_names))
-                    )
-                if rows:
-                    upsert = self._upsert(sql_table, key_names, sorted(allowed))
-                    write_rows(
-                        conn, sql_table, key_names, sorted(allowed), rows, table.where, upsert
-                    )
-                if version is not None:
-                    self.dialect.record_version(conn, name, version)
-                return self.dialect.transaction_id(conn)
-        except (IntegrityError, DataError, StatementError) as exc:
-            if isinstance(exc, OperationalError):
-                raise SourceError(f"{self._where()}: cannot write ({_reason(exc)})") from exc
-            raise ProtocolError(
-                ProblemType.INVALID_REQUEST,
-                f"{table.where}: the database refused the rows ({_reason(exc)})",
-            ) from None
-        except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot write ({_reason(exc)})") from exc
-
-    def _table(self, table: BoundTable) -> Any:
-        cached = self._tables.get(table.name)
-        if cached is None:
-            cached = Table(
-                table.sql.table, MetaData(), schema=table.sql.schema, autoload_with=self.engine
-            )
-            self._tables[table.name] = cached
-        return cached
-
-    def _key_values(self, table: BoundTable, key: str) -> dict[str, Any]:
-        if len(table.key) == 1:
-            values: list[Any] = [key]
-        else:
-            try:
-                values = json.loads(key)
-            except ValueError:
-                values = []
-            if not isinstance(values, list) or len(values) != len(table.key):
-                raise ProtocolError(
-                    ProblemType.INVALID_REQUEST,
-                    f"{table.where}: key {key!r} is not a JSON array of {len(table.key)} values",
-                )
-        out = {}
-        for column, value in zip(table.key, values, strict=True):
-            if column.kind == "integer":
-                try:
-                    value = int(value)
-                except (TypeError, ValueError):
-                    raise ProtocolError(
-                        ProblemType.INVALID_REQUEST,
-                        f"{table.where}: key column {column.name!r} is an integer, not {value!r}",
-                    ) from None
-            out[column.name] = value
-        return out
-
-    def _upsert(self, table: Any, keys: list[str], columns: list[str]) -> Any:
-        if self.engine.dialect.name == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert  # type: ignore[assignment]
-        statement = insert(table)
-        if not columns:
-            return statement.on_conflict_do_nothing(index_elements=keys)
-        return statement.on_conflict_do_update(
-            index_elements=keys, set_={c: statement.excluded[c] for c in columns}
-        )
+        """Write rows of reference table ``name`` into its SQL table, in one transaction
+        (``RowWriter.write``); the capture records it like any other writer's."""
+        return self.rows.write(self.bound[name], upsert, delete, version)
 
     def trim(self, upto: int) -> None:
         """Delete the capture records the registry has consumed (up to ``upto``)."""
@@ -345,9 +256,11 @@ class SQLSource:
             with self._connect(write=True) as conn, conn.begin():
                 conn.execute(text(self.dialect.trim_sql()), {"upto": upto})
         except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot trim the capture ({_reason(exc)})") from exc
+            raise SourceError(
+                f"{self._where()}: cannot trim the capture ({failure_reason(exc)})"
+            ) from exc
 
-    def listener(self) -> Any:
+    def listener(self) -> Wakeup | None:
         """PostgreSQL: this worker's bid for the capture's lead, whose holder polls the capture's
         head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); None where one polls
         everything (SQLite)."""
@@ -358,7 +271,7 @@ class SQLSource:
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
         return CaptureLead(url, self.dialect.lead, self.dialect.head_sql())
 
-    def change_probe(self) -> Any:
+    def change_probe(self) -> CommitProbe | None:
         """For a SQLite database file, a cheap look at whether anyone committed to it
         (``store.sqlite.DataVersion``); None elsewhere (PostgreSQL wakes the worker instead)."""
         if self.engine.dialect.name != "sqlite":
@@ -404,9 +317,3 @@ class SQLSource:
 
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
-
-
-def _reason(exc: SQLAlchemyError) -> str:
-    original = getattr(exc, "orig", None)
-    text = str(original if original is not None else exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

@@ -33,8 +33,9 @@ from ..history import Catchup
 from ..registry import Registry
 from ..state import RegistryState
 from . import reader, writer
+from .crashpoints import crash_point
 from .dialect import Dialect, SQLLoader, Statements, StorageError
-from .highwater import Mark, discontinuity, read_mark, write_mark
+from .highwater import HighWater, Mark
 
 DEFAULT_LOG_CAPACITY = 10_000
 
@@ -48,6 +49,7 @@ class SQLRegistryStore:
         self._lock = threading.RLock()
         self._capacity = DEFAULT_LOG_CAPACITY
         self._tables: frozenset[str] = frozenset()  # the tables served since the open
+        self._marks = HighWater(dialect.mark_path(), dialect.where)
         try:
             self._db: Any = dialect.connect()
         except dialect.errors as exc:
@@ -77,13 +79,16 @@ class SQLRegistryStore:
                 raise StorageError(
                     f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
                 ) from exc
-            with self._transaction(write=True) as s:
-                meta = s.meta()
+            with self._moving() as move:
+                s, meta = move.s, move.s.meta()
                 if "domain" not in meta:
                     loaded = writer.initialise(s, domain, load_sql)
                 else:
-                    loaded = writer.load_or_repair(s, domain, meta, self._restored(s, meta))
-                self._mark(s, loaded.state.epoch, loaded.state.seq)
+                    restored = self._restored(s, meta)
+                    if restored is None:
+                        self._marks.cover(*_head(meta))
+                    loaded = writer.load_or_repair(s, domain, meta, restored)
+                move.to(loaded.state.epoch, loaded.state.seq)
         self._tables = frozenset(loaded.state.tables)
         registry = Registry.restore(
             loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
@@ -114,32 +119,35 @@ class SQLRegistryStore:
 
         A history restored under the running workers gets its new epoch first: the write lands
         after it, never on a seq the old history already served."""
-        with self._transaction(write=True) as s:
-            renewed = self._renew_if_restored(s)
-            write = _Write(s, self._capacity)
+        with self._moving() as move:
+            renewed = self._settle(move)
+            write = _Write(move.s, self._capacity)
             yield write
             if write.saved is not None:
-                self._mark(s, *write.saved_at)
-                self._dialect.committed(s.db, write.saved)
+                move.to(*write.saved_at)
+                self._dialect.committed(move.s.db, write.saved)
             elif renewed is not None:
-                self._dialect.committed(s.db, renewed)
+                self._dialect.committed(move.s.db, renewed)
 
     def catch_up(self, state: RegistryState) -> Catchup | None:
         """What was committed after ``state``, read in one consistent snapshot.
 
         Each catch-up (every follower check) also asks whether the stored history is still the
         one its last commit left (``highwater``: the mark beside a file, the commit identity of a
-        PostgreSQL registry); when not, the check is made again under the writers' lock and a
-        restored history gets a new epoch there (SPEC §1), which this worker adopts at once."""
+        PostgreSQL registry), and whether the mark vouches for the head it would adopt. When not,
+        the check is made again under the writers' lock: the mark is raised to a head another
+        writer committed but has not marked yet (it died, or is about to), and a restored
+        history gets a new epoch (SPEC §1), which this worker adopts at once."""
         with self._transaction(write=False) as s:
-            if self._restored(s, s.meta(), state) is None:
+            meta = s.meta()
+            if self._restored(s, meta, state) is None and self._marks.covers(*_head(meta)):
                 return reader.catch_up(s, state)
-        with self._transaction(write=True) as s:  # a writer in flight, or a restore
-            renewed = self._renew_if_restored(s, state)
-            caught = reader.catch_up(s, state)
+        with self._moving() as move:  # a head not marked yet, or a restore
+            renewed = self._settle(move, state)
+            caught = reader.catch_up(move.s, state)
             if renewed is not None:
-                self._dialect.committed(s.db, renewed)
-            return caught
+                self._dialect.committed(move.s.db, renewed)
+        return caught
 
     def listener(self) -> Any:
         """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
@@ -160,25 +168,24 @@ class SQLRegistryStore:
 
         ``state``: a running worker's, committed once: the same epoch at a lower seq is a
         history gone back (no commit goes back; a new epoch is the only legitimate reset)."""
-        text = meta.get("seq", "")
-        epoch, seq = meta.get("epoch", ""), int(text) if text.isdigit() else -1
+        epoch, seq = _head(meta)
         if state is not None and epoch == state.epoch and seq < state.seq:
             return (
                 f"the registry went back from seq {state.seq} to seq {seq} in epoch {epoch}: "
                 "it was restored"
             )
         reason = self._dialect.discontinuity(s.db, epoch, seq)
-        path = self._dialect.mark_path()
-        if reason is not None or path is None:
-            return reason
-        return discontinuity(read_mark(path), epoch, seq)
+        return reason if reason is not None else self._marks.discontinuity(epoch, seq)
 
-    def _renew_if_restored(self, s: Statements, state: RegistryState | None = None) -> int | None:
-        """Under the writers' lock: a new epoch when the stored history is not what was served
-        (``state``: this worker's, which was committed); its seq (None: a clean continuation)."""
+    def _settle(self, move: _Move, state: RegistryState | None = None) -> int | None:
+        """Under the writers' lock: the mark raised to the committed head when the stored history
+        is a clean continuation (None), else a new epoch (its seq; ``state``: this worker's,
+        which was committed)."""
+        s = move.s
         meta = s.meta()
         reason = self._restored(s, meta, state)
         if reason is None:
+            self._marks.cover(*_head(meta))
             return None
         stored = {name for (name,) in s.run("SELECT name FROM {tables}")}
         if self._tables and stored != self._tables:  # a restore still under way (pg_dump's
@@ -187,18 +194,40 @@ class SQLRegistryStore:
                 f"served ({sorted(self._tables)}): waiting for a complete registry"
             )
         loaded = writer.restart_epoch(s, meta, f"{reason} (found by a running worker)")
-        self._mark(s, loaded.state.epoch, loaded.state.seq)
+        move.to(loaded.state.epoch, loaded.state.seq)
         return loaded.state.seq
 
-    def _mark(self, s: Statements, epoch: str, seq: int) -> None:
-        """Record the furthest position served, before the commit that reaches it."""
-        self._dialect.stamp(s.db, epoch, seq)
-        path = self._dialect.mark_path()
-        if path is not None:
-            try:
-                write_mark(path, Mark(epoch, seq))
-            except OSError as exc:
-                raise StorageError(f"{self.where}: cannot write {path} ({exc})") from exc
+    @contextmanager
+    def _moving(self) -> Iterator[_Move]:
+        """A write transaction that may move the head; the position is stamped (PostgreSQL's
+        identity) and the mark follows it (``highwater``): an epoch change is announced before
+        the COMMIT, and the mark is raised to the new head right after it, before anyone serves
+        it. A kill at any step leaves a file the next check takes as a continuation."""
+        with self._transaction(write=True) as s:
+            move = _Move(s)
+            yield move
+            target = move.target
+            if target is not None:
+                if move.start is None or target.epoch != move.start.epoch:
+                    self._marks.intend(move.start, target)
+                self._dialect.stamp(s.db, target.epoch, target.seq)
+            if move.moved:
+                crash_point("before-commit")
+        if move.moved:
+            crash_point("after-commit")
+            self._confirm()
+
+    def _confirm(self) -> None:
+        """Raise the mark to the committed head, under the writers' lock (a second, read-only
+        transaction: the one that committed has released the lock with its COMMIT). A failure
+        here means the change is committed but no worker serves it until a later check marks
+        it (``catch_up``)."""
+        if self._marks.path is None:
+            return
+        with self._transaction(write=True) as s:
+            meta = s.meta()
+            if self._restored(s, meta) is None:
+                self._marks.cover(*_head(meta))
 
     def _connection(self) -> Any:
         if self._db is None:
@@ -232,6 +261,29 @@ class SQLRegistryStore:
                         f"{self.where}: {what} ({self._dialect.reason(exc)})"
                     ) from exc
                 raise
+
+
+def _head(meta: Mapping[str, str]) -> tuple[str, int]:
+    """The stored ``(epoch, seq)`` (``("", -1)`` for a registry not yet written)."""
+    text = meta.get("seq", "")
+    return meta.get("epoch", ""), int(text) if text.isdigit() else -1
+
+
+class _Move:
+    """One write transaction's head: where it started, and where it ends (None: it stays)."""
+
+    def __init__(self, statements: Statements) -> None:
+        self.s = statements
+        meta = statements.meta()
+        self.start = Mark(*_head(meta)) if "epoch" in meta else None
+        self.target: Mark | None = None
+
+    def to(self, epoch: str, seq: int) -> None:
+        self.target = Mark(epoch, seq)
+
+    @property
+    def moved(self) -> bool:
+        return self.target is not None and self.target != self.start
 
 
 class _Write:

@@ -3,15 +3,28 @@ commit identity of a PostgreSQL registry.
 
 A registry restored from a backup (or replaced by another file) still holds a valid history,
 with its old epoch, at an older seq: serving it under that epoch would hand out seqs clients
-have already seen with other changes (reliability audit 2, N8). So every commit also writes
-``(epoch, seq)`` to ``<registry>-history``, atomically (a temporary file, then a rename), while
-the writers' lock is held; on open, a file whose epoch differs from the mark's, or whose seq is
-behind it, is not a clean continuation: its history was restored, replaced or lost (a power
-loss that dropped commits the mark saw), and the store starts a new epoch (SPEC §1, §8.2).
+have already seen with other changes (reliability audit 2, N8). So a SQLite registry keeps
+``(epoch, seq)`` in ``<registry>-history`` beside the file (replaced atomically: a temporary
+file, fsync, rename): the furthest *committed* position any worker may have served. On open, and
+at every follower check, a file whose epoch differs from the mark's, or whose seq is behind it,
+is not a clean continuation: its history was restored, replaced or lost, and the store starts a
+new epoch (SPEC §1, §8.2).
+
+The mark is never ahead of a commit, so a process killed at any point of a write leaves the file
+at or beyond its mark, never a gap (``HighWater``):
+- it is raised only to a position already committed, after that commit and before any worker
+  serves it: the writer right after its COMMIT, a follower before it adopts what it read, an
+  opener for what it found (whoever comes first; every mark write holds the writers' lock, so a
+  slow raise never lowers a mark another one raised);
+- an epoch change is the one move a raise after the fact cannot tell from a replaced file (the
+  file's epoch is not the mark's). Before that COMMIT the mark names the coming position as
+  ``pending`` (an intent), and a file at the old position or at the pending one is a continuation.
+A kill before the COMMIT leaves the file where the mark is; after it, ahead of the mark or at
+its pending epoch: the next check raises the mark and the epoch stands. A crashed write's
+position was never served (serving waits for the raise), so nothing a client saw is reused.
 
 A mark that is missing or unreadable says nothing (a new registry, or one moved with its file
-alone): the file is taken as it is. A crash between the mark's write and the commit leaves the
-mark one change ahead, which costs one needless new epoch, never a reused seq.
+alone): the file is taken as it is.
 
 A PostgreSQL registry has no file to keep a mark beside, and any table of the database is
 restored with it, so it keeps an ``Identity`` that no restore can reproduce: each commit writes,
@@ -34,11 +47,17 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from .crashpoints import crash_point
+from .dialect import StorageError
+
 
 @dataclass(frozen=True, slots=True)
 class Mark:
+    """The furthest committed position served; ``pending``: an epoch change about to commit."""
+
     epoch: str
     seq: int
+    pending: Mark | None = None
 
 
 def mark_path(registry: str) -> Path | None:
@@ -49,25 +68,45 @@ def mark_path(registry: str) -> Path | None:
 
 
 def read_mark(path: Path) -> Mark | None:
+    """The mark at ``path``; None when missing or unreadable (it then says nothing)."""
     try:
         data = json.loads(path.read_text(encoding="ascii"))
-        epoch, seq = data["epoch"], data["seq"]
+        if not isinstance(data, dict):
+            return None
+        pending = _position(data["pending"]) if data.get("pending") is not None else None
+        mark = _position(data)
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    if mark is None or (data.get("pending") is not None and pending is None):
+        return None
+    return Mark(mark.epoch, mark.seq, pending)
+
+
+def _position(data: object) -> Mark | None:
+    if not isinstance(data, dict):
+        return None
+    epoch, seq = data["epoch"], data["seq"]
     if not isinstance(epoch, str) or type(seq) is not int:
         return None
     return Mark(epoch, seq)
 
 
 def write_mark(path: Path, mark: Mark) -> None:
-    """Replace the mark atomically: a reader sees the old one or the new one, never a torn one."""
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """Replace the mark atomically: a reader sees the old one or the new one, never a torn one.
+
+    The temporary file has one name: every writer holds the writers' lock, and one left by a
+    writer killed before its rename is simply overwritten by the next."""
+    data: dict[str, object] = {"epoch": mark.epoch, "seq": mark.seq}
+    if mark.pending is not None:
+        data["pending"] = {"epoch": mark.pending.epoch, "seq": mark.pending.seq}
+    temporary = path.with_name(f".{path.name}.tmp")
     fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, json.dumps({"epoch": mark.epoch, "seq": mark.seq}).encode("ascii"))
+        os.write(fd, json.dumps(data).encode("ascii"))
         os.fsync(fd)
     finally:
         os.close(fd)
+    crash_point("mark-renaming")
     os.replace(temporary, path)
 
 
@@ -126,8 +165,12 @@ def identity_discontinuity(
 
 
 def discontinuity(mark: Mark | None, epoch: str, seq: int) -> str | None:
-    """Why a stored ``(epoch, seq)`` is not a continuation of ``mark`` (None: it is)."""
+    """Why a stored ``(epoch, seq)`` is not a continuation of ``mark`` (None: it is): the file
+    is at or beyond the mark in its epoch, or at or beyond the epoch change it announced."""
     if mark is None:
+        return None
+    pending = mark.pending
+    if pending is not None and pending.epoch == epoch and seq >= pending.seq:
         return None
     if mark.epoch != epoch:
         return (
@@ -140,3 +183,51 @@ def discontinuity(mark: Mark | None, epoch: str, seq: int) -> str | None:
             "it was restored from a backup or lost commits"
         )
     return None
+
+
+def covers(mark: Mark | None, epoch: str, seq: int) -> bool:
+    """Whether ``mark`` already vouches for a committed ``(epoch, seq)`` being served."""
+    return mark is not None and mark.epoch == epoch and mark.seq >= seq
+
+
+class HighWater:
+    """The mark of one registry file, as the store's write transactions keep it.
+
+    Every method that writes is called under the writers' lock (the SQLite write transaction),
+    which orders the marks' read-then-replace; ``path`` None (a database that is not a file) makes
+    every method a no-op that vouches for everything."""
+
+    def __init__(self, path: Path | None, where: str) -> None:
+        self.path = path
+        self.where = where
+
+    def read(self) -> Mark | None:
+        return None if self.path is None else read_mark(self.path)
+
+    def discontinuity(self, epoch: str, seq: int) -> str | None:
+        return None if self.path is None else discontinuity(self.read(), epoch, seq)
+
+    def covers(self, epoch: str, seq: int) -> bool:
+        return self.path is None or covers(self.read(), epoch, seq)
+
+    def cover(self, epoch: str, seq: int) -> None:
+        """Raise the mark to the committed head ``(epoch, seq)``, a continuation of it."""
+        if self.path is not None and not covers(self.read(), epoch, seq):
+            self._write(Mark(epoch, seq))
+
+    def intend(self, start: Mark | None, target: Mark) -> None:
+        """Before the COMMIT of an epoch change from ``start`` (the head the transaction found;
+        None: a new registry) to ``target``: the mark keeps what it vouched for and accepts
+        ``target`` too, so a kill on either side of the COMMIT leaves a continuation."""
+        if self.path is None:
+            return
+        base = self.read() or start
+        if base is not None:
+            self._write(Mark(base.epoch, base.seq, Mark(target.epoch, target.seq)))
+
+    def _write(self, mark: Mark) -> None:
+        assert self.path is not None
+        try:
+            write_mark(self.path, mark)
+        except OSError as exc:
+            raise StorageError(f"{self.where}: cannot write {self.path} ({exc})") from exc

@@ -19,11 +19,15 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
+
+if TYPE_CHECKING:
+    from ..change_source import CaptureLead, ChangeSource, Wakeup
+    from ..store.base import SQLRegistryStore
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +47,6 @@ STUCK_AFTER_S = 30.0
 """A follower whose loop has not turned for this long is not live (a hung database call)."""
 
 FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
-
-
-class Listener(Protocol):
-    def fileno(self) -> int: ...
-
-    def drain(self) -> bool: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -87,9 +83,9 @@ class Follower:
     def __init__(
         self,
         registry: Registry,
-        sources: tuple[Any, ...] = (),
+        sources: tuple[ChangeSource, ...] = (),
         *,
-        store: Any = None,
+        store: SQLRegistryStore | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         max_lag_s: float = DEFAULT_MAX_LAG_S,
@@ -112,7 +108,7 @@ class Follower:
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: dict[str, Listener] | None = None
+        self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
@@ -211,11 +207,11 @@ class Follower:
         if not ingested:
             self.registry.sync()
 
-    def _leads(self, source: Any) -> bool:
+    def _leads(self, source: ChangeSource) -> bool:
         listener = (self._listeners or {}).get(source.name)
         return listener is None or bool(getattr(listener, "leader", True))
 
-    def _polls(self, source: Any) -> bool:
+    def _polls(self, source: ChangeSource) -> bool:
         """Whether ``_wait`` looks at ``source``'s capture head every poll interval (so a round
         that is not told it moved need not read it)."""
         return _polls((self._listeners or {}).get(source.name))
@@ -265,7 +261,7 @@ class Follower:
         while True:
             # A capture this worker leads wakes nobody (writers do not NOTIFY): look at its
             # head every poll interval; the registry's NOTIFY still wakes the worker at once.
-            polled: dict[str, Any] = {n: x for n, x in listeners.items() if _polls(x)}
+            polled = {n: x for n, x in listeners.items() if _polls(x)}
             left = deadline - time.monotonic()
             timeout = min(left, self.poll_interval_s) if polled else left
             ready, _, _ = select.select(
@@ -288,9 +284,9 @@ class Follower:
                 lead()
         return True, frozenset()
 
-    def _open_listeners(self) -> dict[str, Listener]:
+    def _open_listeners(self) -> dict[str, Wakeup]:
         """One per database that can wake this worker: "" for the store, else the source's name."""
-        listeners: dict[str, Listener] = {}
+        listeners: dict[str, Wakeup] = {}
         try:
             for name, owner in self._owners():
                 make = getattr(owner, "listener", None)
@@ -303,7 +299,7 @@ class Follower:
             raise
         return listeners
 
-    def _owners(self) -> list[tuple[str, Any]]:
+    def _owners(self) -> list[tuple[str, object]]:
         owners = [("", self.store)] if self.store is not None else []
         return owners + [(source.name, source) for source in self.sources]
 
@@ -340,13 +336,13 @@ class Follower:
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
 
 
-def _polls(listener: Any) -> bool:
+def _polls(listener: Wakeup | None) -> TypeGuard[CaptureLead]:
     """Whether ``listener`` is a capture lead held by this worker (it polls the capture)."""
     polls = getattr(listener, "changed", None) is not None
     return polls and bool(getattr(listener, "leader", False))
 
 
-def _close_quietly(listener: Listener) -> None:
+def _close_quietly(listener: Wakeup) -> None:
     try:
         listener.close()
     except Exception:  # noqa: S110 - a broken connection closes as best it can

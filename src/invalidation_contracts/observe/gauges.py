@@ -1,0 +1,125 @@
+"""The worker's observed instruments: read from the service when the SDK collects, never on a
+request's path.
+
+``watch_worker`` registers the render cache's hits and misses and the worker's position,
+availability, readiness, liveness and lag; ``watch_scores`` the client figures summed over
+clients (``ClientScores.totals``; the per-client ones stay on the operator page, a label per
+client would be unbounded). Each observation carries the ``worker`` attribute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .._extras import require_extra
+
+require_extra("otel", "opentelemetry")
+
+from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
+
+Callback = Callable[[CallbackOptions], Iterable[Observation]]
+
+_CLIENT_FIGURES = (
+    ("episodes", "{episode}", "Episodes opened by clients, from requests alone."),
+    ("first_try", "{episode}", "Episodes whose opening request passed every policy."),
+    ("retries", "{request}", "Requests that followed a 422 on the same route."),
+    (
+        "stale_values_sent",
+        "{fix}",
+        "Taught fixes a change made stale that opening requests carried (stale values sent; a "
+        "stale fix shown to a model that ignored it never reaches the provider).",
+    ),
+)
+
+
+def watch_worker(meter: Meter, service: Any, worker: str) -> None:
+    """Register the render-cache counters and the worker gauges of ``service`` on ``meter``."""
+    where = {"worker": worker}
+
+    def cache(hits: bool) -> Callback:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            rendered = service.provider.rendered
+            yield Observation(rendered.hits if hits else rendered.misses, where)
+
+        return observe
+
+    def seq(_options: CallbackOptions) -> Iterable[Observation]:
+        state = service.registry.state
+        yield Observation(state.seq, {**where, "contract.epoch": state.epoch})
+
+    def available(_options: CallbackOptions) -> Iterable[Observation]:
+        yield Observation(1 if service.available else 0, where)
+
+    def health(field: str) -> Callback:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            now = service.health()
+            value = getattr(now, field)
+            yield Observation(
+                float(value) if not isinstance(value, bool) else int(value),
+                {**where, "follower.state": str(now.state)},
+            )
+
+        return observe
+
+    meter.create_observable_counter(
+        "invalidation_contracts.render_cache.hits",
+        callbacks=[cache(True)],
+        unit="{document}",
+        description="422 documents served from the render cache.",
+    )
+    meter.create_observable_counter(
+        "invalidation_contracts.render_cache.misses",
+        callbacks=[cache(False)],
+        unit="{document}",
+        description="422 documents rendered afresh.",
+    )
+    meter.create_observable_gauge(
+        "invalidation_contracts.worker.seq",
+        callbacks=[seq],
+        unit="{change}",
+        description="The contract_seq this worker serves, by worker and epoch.",
+    )
+    meter.create_observable_gauge(
+        "invalidation_contracts.worker.available",
+        callbacks=[available],
+        description="1 while the worker can vouch for its state (its follower reaches the "
+        "databases), 0 while it answers 503.",
+    )
+    meter.create_observable_gauge(
+        "invalidation_contracts.worker.ready",
+        callbacks=[health("ready")],
+        description="1 while the worker is ready (confirmed current within max_lag_s; "
+        "GET /contract/ready), else 0.",
+    )
+    meter.create_observable_gauge(
+        "invalidation_contracts.worker.live",
+        callbacks=[health("live")],
+        description="1 while the worker's follower runs (GET /contract/live), else 0.",
+    )
+    meter.create_observable_gauge(
+        "invalidation_contracts.worker.lag",
+        callbacks=[health("lag_s")],
+        unit="s",
+        description="Seconds since the worker last confirmed it was at the shared head: how "
+        "long a captured change can wait before this worker serves it (0: nothing else writes "
+        "its registry).",
+    )
+
+
+def watch_scores(meter: Meter, scores: Any, worker: str) -> None:
+    """Register ``invalidation_contracts.clients.*``: ``scores``' totals, read when collected."""
+
+    def total(name: str) -> Callback:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            yield Observation(getattr(scores.totals(), name), {"worker": worker})
+
+        return observe
+
+    for name, unit, description in _CLIENT_FIGURES:
+        meter.create_observable_counter(
+            f"invalidation_contracts.clients.{name}",
+            callbacks=[total(name)],
+            unit=unit,
+            description=description,
+        )
