@@ -174,8 +174,14 @@ class ClientScores:
         figures.refused += 1 if lesson else 0
         if lesson is not None:
             known.streak[route.path] = 1 if opening else streak + 1
+            taught, when = known.taught, known.when
             for fix in lesson.fixes:
-                self._teach(known, fix)
+                known.clock += 1
+                when[fix.key] = known.clock
+                if fix.key in taught:  # taught again: only its time moves
+                    taught.move_to_end(fix.key)
+                else:
+                    self._teach(known, fix)
         else:
             known.streak.pop(route.path, None)
 
@@ -190,12 +196,7 @@ class ClientScores:
         return found
 
     def _teach(self, client: _Client, fix: Taught) -> None:
-        """Remember ``fix`` as taught to ``client`` now (taught again: only its time moves)."""
-        client.clock += 1
-        client.when[fix.key] = client.clock
-        if fix.key in client.taught:
-            client.taught.move_to_end(fix.key)
-            return
+        """Remember ``fix``, not taught to ``client`` before, as taught (its time is set)."""
         assert fix.anchor is not None  # RefusalLesson.fixes holds only fixes that set something
         client.taught[fix.key] = fix
         client.by_anchor.setdefault(fix.anchor, {})[fix.key] = fix
