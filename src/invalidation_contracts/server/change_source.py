@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .sql.images import CaptureBatch, Quarantined
+    from .sql.images import CaptureBatch, QuarantineEntry
     from .tables import Snapshot
 
 
@@ -112,7 +112,7 @@ class ChangeSource(Protocol):
         """Record that each table's digest equals the registry at a mark."""
         ...
 
-    def set_aside(self, entries: Iterable[Quarantined], *, replace: Iterable[str] = ()) -> None:
+    def set_aside(self, entries: Iterable[QuarantineEntry], *, replace: Iterable[str] = ()) -> None:
         """Quarantine rows the contract cannot carry."""
         ...
 
@@ -120,7 +120,7 @@ class ChangeSource(Protocol):
         """Clear the quarantine of rows a carriable write replaced."""
         ...
 
-    def quarantined(self) -> list[Quarantined]:
+    def quarantined(self) -> list[QuarantineEntry]:
         """What is set aside now."""
         ...
 

@@ -27,7 +27,7 @@ from ..versions import check_version
 
 if TYPE_CHECKING:
     from ..change_source import ChangeSource
-    from ..sql.images import Quarantined
+    from ..sql.images import QuarantineEntry
     from ..store.base import SQLRegistryStore
 from .follower import (
     DEFAULT_HEARTBEAT_S,
@@ -164,8 +164,9 @@ class Runtime:
         trim(source, tx.positions[source.name])
         return result
 
-    def quarantined(self) -> list[Quarantined]:
-        """Every SQL source's quarantined rows (``sql.images.Quarantined``; reads the database)."""
+    def quarantined(self) -> list[QuarantineEntry]:
+        """Every SQL source's quarantined rows (``sql.images.QuarantineEntry``; reads the
+        database)."""
         return [entry for source in self.sources for entry in source.quarantined()]
 
     @property
