@@ -34,7 +34,7 @@ class Wakeup(Protocol):
     def close(self) -> None: ...
 
 
-class CaptureLead(Wakeup, Protocol):
+class LeadWakeup(Wakeup, Protocol):
     """A worker's bid for the lead of a source's capture; the leader polls the capture's head."""
 
     leader: bool
