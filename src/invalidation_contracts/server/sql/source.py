@@ -261,15 +261,15 @@ class SQLSource:
             ) from exc
 
     def listener(self) -> Wakeup | None:
-        """A wake-up on new captures (PostgreSQL ``LISTEN``), or None where one must poll."""
+        """PostgreSQL: this worker's bid for the capture's lead, whose holder polls the capture's
+        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); None where one polls
+        everything (SQLite)."""
         if not isinstance(self.dialect, PostgresCapture):
             return None
-        from ..store.postgres import PostgresListener
+        from .lead import CaptureLead
 
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return PostgresListener(
-            url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
-        )
+        return CaptureLead(url, self.dialect.lead, self.dialect.head_sql())
 
     def change_probe(self) -> CommitProbe | None:
         """For a SQLite database file, a cheap look at whether anyone committed to it
