@@ -34,8 +34,9 @@ class Wakeup(Protocol):
     def close(self) -> None: ...
 
 
-class CaptureLead(Wakeup, Protocol):
-    """A worker's bid for the lead of a source's capture; the leader polls the capture's head."""
+class LeadBid(Wakeup, Protocol):
+    """A worker's bid for the lead of a source's capture; the leader polls the capture's head
+    (``sql.lead.CaptureLead`` is the PostgreSQL one)."""
 
     leader: bool
     """Whether this worker holds the lead (consumes the capture) now."""
