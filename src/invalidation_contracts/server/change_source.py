@@ -34,9 +34,8 @@ class Wakeup(Protocol):
     def close(self) -> None: ...
 
 
-class LeadBid(Wakeup, Protocol):
-    """A worker's bid for the lead of a source's capture; the leader polls the capture's head
-    (``sql.lead.CaptureLead`` is the PostgreSQL one)."""
+class LeadWakeup(Wakeup, Protocol):
+    """A worker's bid for the lead of a source's capture; the leader polls the capture's head."""
 
     leader: bool
     """Whether this worker holds the lead (consumes the capture) now."""

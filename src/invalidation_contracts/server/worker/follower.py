@@ -26,7 +26,7 @@ from ..quiet import QuietCheck
 from ..registry import Registry
 
 if TYPE_CHECKING:
-    from ..change_source import ChangeSource, LeadBid, Wakeup
+    from ..change_source import ChangeSource, LeadWakeup, Wakeup
     from ..store.base import SQLRegistryStore
 
 logger = logging.getLogger(__name__)
@@ -336,7 +336,7 @@ class Follower:
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
 
 
-def _polls(listener: Wakeup | None) -> TypeGuard[LeadBid]:
+def _polls(listener: Wakeup | None) -> TypeGuard[LeadWakeup]:
     """Whether ``listener`` is a capture lead held by this worker (it polls the capture)."""
     polls = getattr(listener, "changed", None) is not None
     return polls and bool(getattr(listener, "leader", False))
