@@ -87,6 +87,14 @@ def register(sub: Subparsers) -> None:
         "(default 2; must exceed the 1 s heartbeat)",
     )
     p.add_argument(
+        "--poll-interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how often a worker looks for changes nothing wakes it for: SQLite files, and the "
+        "captured writes of a PostgreSQL --database (the capture leader polls; default 0.02)",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
@@ -192,6 +200,7 @@ def _serve(args: argparse.Namespace) -> int:
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
+        poll_interval_s=args.poll_interval,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens

@@ -20,9 +20,9 @@ from ..server.domain import Domain
 from ..server.provider import Provider
 from ..server.trust import TrustOptions
 from ..sockets import listen
+from .backend import ContractBackend, ProviderBackend
 from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
-from .source import ContractSource, ProviderSource
 
 if TYPE_CHECKING:
     import uvicorn
@@ -32,13 +32,13 @@ Announce = Callable[[str], None]
 START_TIMEOUT_S = 30.0
 
 
-def open_source(
+def open_backend(
     domain: Domain, *, level: int, store: str | None = None, trust: TrustOptions | None = None
-) -> tuple[ContractSource, Callable[[], None]]:
-    """The source to serve ``domain`` from, and how to close it."""
+) -> tuple[ContractBackend, Callable[[], None]]:
+    """The backend to serve ``domain`` from, and how to close it."""
     if store is None and (trust is None or not trust.signing_keys):
         opaque = trust.opaque() if trust is not None else None
-        return ProviderSource(Provider(domain, level=level, opaque=opaque)), lambda: None
+        return ProviderBackend(Provider(domain, level=level, opaque=opaque)), lambda: None
     from ..server.worker.contract import ContractWorker
 
     worker = ContractWorker.open(domain, level=level, store=store, trust=trust)
@@ -47,7 +47,7 @@ def open_source(
 
 
 def serve_mcp(
-    source: ContractSource,
+    backend: ContractBackend,
     *,
     transport: str = "stdio",
     host: str = "127.0.0.1",
@@ -59,13 +59,13 @@ def serve_mcp(
     http: HttpOptions | None = None,
     protect_graph: bool = False,
 ) -> None:
-    """Serve ``source`` until the client (stdio) or a signal (HTTP) ends it.
+    """Serve ``backend`` until the client (stdio) or a signal (HTTP) ends it.
 
     ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
     listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
     """
     server = contract_server(
-        source, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
+        backend, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
     )
     if transport == "stdio":
         anyio.run(run_stdio, server)

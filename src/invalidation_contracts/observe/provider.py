@@ -124,10 +124,12 @@ class ProviderTelemetry:
         self._tracer = (provider, tracer, final, time.monotonic() + _TRACER_RECHECK_S)
         return tracer
 
-    def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
+    def evaluating(
+        self, route: Route[Any], state: RegistryState
+    ) -> AbstractContextManager[Any] | None:
         tracer = self.tracer
         if tracer is None:
-            return _NO_SPAN
+            return None
         return tracer.start_as_current_span(
             "invalidation_contracts.policy_evaluation",
             attributes={
