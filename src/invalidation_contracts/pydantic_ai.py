@@ -32,7 +32,7 @@ from .client.memory import FixMemory  # noqa: E402
 from .client.prompting import consumption  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener  # noqa: E402
+from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 from .protocol.levels import Level  # noqa: E402
 
 __all__ = ["ContractToolset", "model_value"]
@@ -60,14 +60,7 @@ class ContractToolset(MCPToolset[Any]):
     ) -> None:
         if "process_tool_call" in options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
-        user_handler = options.pop("message_handler", None)
-
-        async def on_message(message: Any) -> None:
-            if self.contract is not None:
-                await self.contract.on_message(message)
-            if user_handler is not None:
-                await user_handler(message)
-
+        on_message = message_handler(lambda: self.contract, options.pop("message_handler", None))
         super().__init__(
             client, process_tool_call=self._process, message_handler=on_message, **options
         )

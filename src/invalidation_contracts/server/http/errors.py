@@ -338,7 +338,7 @@ HANDLED: tuple[type[Exception], ...] = (
 class ProblemRoute(APIRoute):
     """A route whose protocol errors are answered as problem documents by the route itself."""
 
-    service: Any = None
+    service: ContractService
 
     def get_route_handler(self) -> Handler:
         original = super().get_route_handler()
