@@ -324,7 +324,8 @@ class ContractSession(calls.AgentCalls):
         result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
         answer = read_resource_result(result)
         if answer.status != 200 or not isinstance(answer.body, dict):
-            logger.warning("%s answered %s for its versions", self.origin, answer.status)
+            status = answer.status if answer.status is not None else "nothing readable"
+            logger.warning("%s answered %s for its versions", self.origin, status)
             return None
         observed = Observed(
             None,
