@@ -121,7 +121,7 @@ class ContractToolset(MCPToolset[Any]):
         return [part for part in (own, "\n\n".join(blocks)) if part]
 
 
-def _origin_of(client: Any) -> str | None:
+def _origin_of(client: object) -> str | None:
     """The origin of a toolset's target (``mcp.origins``): a URL, or a stdio transport's
     command line; None (the server's name) for anything else."""
     if isinstance(client, str):

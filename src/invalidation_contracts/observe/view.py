@@ -14,6 +14,7 @@ from ..server.graph import node_id
 from ..server.tables import thaw
 
 if TYPE_CHECKING:
+    from ..server.state import RegistryState
     from ..server.worker.contract import ContractWorker
 
 DEFAULT_CHANGES = 20
@@ -77,7 +78,7 @@ def _clients(scores: Any, limit: int) -> list[dict[str, Any]]:
     return [{"client": key, **figures.to_dict()} for key, figures in ranked]
 
 
-def _graph(state: Any, node: str, limit: int) -> dict[str, Any]:
+def _graph(state: RegistryState, node: str, limit: int) -> dict[str, Any]:
     graph = state.graph
     table, _, key = node.partition(":")
     exists = table in state.tables and key in state.tables[table].rows
