@@ -14,6 +14,7 @@ from .options import (
     _add_history,
     _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -92,7 +93,7 @@ def register(sub: Subparsers) -> None:
 def _serve_mcp(args: argparse.Namespace) -> int:
     from ..domains import get_domain
     from ..mcp.http import HttpOptions, is_loopback
-    from ..mcp.serve import open_source, parse_tool_names, serve_mcp
+    from ..mcp.serve import open_backend, parse_tool_names, serve_mcp
 
     try:
         tool_names = parse_tool_names(args.tool_name)
@@ -118,7 +119,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     )
     store, notice = _history(args, domain.name)
     try:
-        source, close = open_source(domain, level=args.level, store=store, trust=trust)
+        backend, close = open_backend(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
         raise
     except (ValueError, RuntimeError, OSError) as exc:
@@ -126,7 +127,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     print(notice, file=sys.stderr)
     try:
         serve_mcp(
-            source,
+            backend,
             transport=args.transport,
             host=args.host,
             port=args.port,
@@ -139,9 +140,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     finally:
         close()
     return 0

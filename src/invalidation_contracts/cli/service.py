@@ -20,6 +20,7 @@ from .options import (
     _add_history,
     _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -85,6 +86,14 @@ def register(sub: Subparsers) -> None:
         metavar="SECONDS",
         help="a worker that has not confirmed it is current for this long answers 503 "
         "(default 2; must exceed the 1 s heartbeat)",
+    )
+    p.add_argument(
+        "--poll-interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how often a worker looks for changes nothing wakes it for: SQLite files, and the "
+        "captured writes of a PostgreSQL --database (the capture leader polls; default 0.02)",
     )
     p.add_argument(
         "--metrics",
@@ -192,6 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
+        poll_interval_s=args.poll_interval,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
@@ -215,9 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
             os.environ[SPEC_ENV] = spec.to_env()
             _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     return 0
 
 

@@ -38,7 +38,7 @@ from ..server.domain import Route
 from ..server.policies import Finding
 from ..server.provider import current_fix
 from ..server.state import RegistryState
-from .lessons import Lesson, Lessons, Taught, ValueKey, freeze, same_object, value_key
+from .lessons import Lessons, RefusalLesson, Taught, ValueKey, freeze, same_object, value_key
 
 DEFAULT_MAX_ATTEMPTS = 5
 """The retry budget assumed for a client (the harness scenarios' default ``max_attempts``)."""
@@ -158,7 +158,7 @@ class ClientScores:
         route: Route[Any],
         request: Mapping[str, Any],
         state: RegistryState,
-        lesson: Lesson | None,
+        lesson: RefusalLesson | None,
     ) -> None:
         streak = known.streak.get(route.path, 0)
         opening = streak == 0 or streak >= self.max_attempts
@@ -197,7 +197,7 @@ class ClientScores:
 
     def _teach(self, client: _Client, fix: Taught) -> None:
         """Remember ``fix``, not taught to ``client`` before, as taught (its time is set)."""
-        assert fix.anchor is not None  # Lesson.fixes holds only fixes that set something
+        assert fix.anchor is not None  # RefusalLesson.fixes holds only fixes that set something
         client.taught[fix.key] = fix
         client.by_anchor.setdefault(fix.anchor, {})[fix.key] = fix
         client.anchor_fields[fix.anchor[0]] = client.anchor_fields.get(fix.anchor[0], 0) + 1
@@ -223,7 +223,7 @@ class ClientScores:
         route: Route[Any],
         request: Mapping[str, Any],
         state: RegistryState,
-        lesson: Lesson | None,
+        lesson: RefusalLesson | None,
     ) -> int:
         """How many taught fixes the request carries that are no longer current.
 

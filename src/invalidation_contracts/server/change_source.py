@@ -13,12 +13,15 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .sql.images import CaptureBatch, Quarantined
+    from .sql.images import CaptureBatch, QuarantineEntry
     from .tables import Snapshot
 
 
 class Wakeup(Protocol):
-    """A connection that wakes a worker when a database changes (PostgreSQL ``LISTEN``)."""
+    """A connection that wakes a worker when a database changes (PostgreSQL ``LISTEN``), or, for
+    a source's capture, the worker's bid for its lead (``sql.lead.CaptureLead``: ``try_lead``,
+    ``leader``; the leader looks at the capture's head with ``changed()`` every poll interval,
+    since the provider's writers send no ``NOTIFY``)."""
 
     def fileno(self) -> int:
         """What ``select`` waits on."""
@@ -29,6 +32,21 @@ class Wakeup(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class LeadWakeup(Wakeup, Protocol):
+    """A worker's bid for the lead of a source's capture; the leader polls the capture's head."""
+
+    leader: bool
+    """Whether this worker holds the lead (consumes the capture) now."""
+
+    def try_lead(self) -> bool:
+        """Take the lead if nobody holds it; whether this worker leads."""
+        ...
+
+    def changed(self) -> bool:
+        """(The leader) whether the capture's head moved since the last look."""
+        ...
 
 
 class CommitProbe(Protocol):
@@ -94,7 +112,7 @@ class ChangeSource(Protocol):
         """Record that each table's digest equals the registry at a mark."""
         ...
 
-    def set_aside(self, entries: Iterable[Quarantined], *, replace: Iterable[str] = ()) -> None:
+    def set_aside(self, entries: Iterable[QuarantineEntry], *, replace: Iterable[str] = ()) -> None:
         """Quarantine rows the contract cannot carry."""
         ...
 
@@ -102,7 +120,7 @@ class ChangeSource(Protocol):
         """Clear the quarantine of rows a carriable write replaced."""
         ...
 
-    def quarantined(self) -> list[Quarantined]:
+    def quarantined(self) -> list[QuarantineEntry]:
         """What is set aside now."""
         ...
 
@@ -121,7 +139,8 @@ class ChangeSource(Protocol):
         ...
 
     def listener(self) -> Wakeup | None:
-        """A wake-up on new captures, or None where the worker polls."""
+        """The worker's bid for the capture's lead (whose holder polls the capture's head), or
+        None where the worker polls every database (SQLite)."""
         ...
 
     def change_probe(self) -> CommitProbe | None:

@@ -24,7 +24,7 @@ from .transitions import TableChange
 
 if TYPE_CHECKING:
     from .change_source import ChangeSource
-    from .sql.images import Captured, ChangeSet, Quarantined
+    from .sql.images import Captured, CapturedTransaction, QuarantineEntry
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def trim(source: ChangeSource, position: int) -> None:
 
 
 def _apply(
-    tx: RegistryTransaction, source: ChangeSource, sets: list[ChangeSet]
+    tx: RegistryTransaction, source: ChangeSource, sets: list[CapturedTransaction]
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
     from .sql.images import merged
 
@@ -153,7 +153,7 @@ def _apply(
             ) from None
 
 
-def _written(good: list[Captured], bad: list[Quarantined]) -> list[tuple[str, str]]:
+def _written(good: list[Captured], bad: list[QuarantineEntry]) -> list[tuple[str, str]]:
     """The rows whose last record is carriable (their quarantine entries are cleared)."""
     from .sql.images import DELETE, UPSERT, key_text
 
@@ -168,7 +168,7 @@ def _written(good: list[Captured], bad: list[Quarantined]) -> list[tuple[str, st
 def _carried(
     tx: RegistryTransaction,
     read: Mapping[str, Mapping[str, Any]],
-    unreadable: Iterable[Quarantined],
+    unreadable: Iterable[QuarantineEntry],
 ) -> dict[str, dict[str, Any]]:
     """A full read's tables, with each unreadable row at its last carried image (or absent)."""
     contents = {name: dict(rows) for name, rows in read.items()}
