@@ -59,6 +59,7 @@ class Size:
     handle_chunks: int
     handle_chunk: int
     lookup_rounds: int
+    scrapes: int
     time_limit_s: float = 120.0
 
 
@@ -72,6 +73,7 @@ FULL = Size(
     handle_chunks=60,
     handle_chunk=200,
     lookup_rounds=9,
+    scrapes=20,
 )
 QUICK = Size(
     requests=0,
@@ -83,6 +85,7 @@ QUICK = Size(
     handle_chunks=2,
     handle_chunk=20,
     lookup_rounds=1,
+    scrapes=2,
 )
 
 
@@ -90,6 +93,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     size = QUICK if quick else FULL
     data: dict[str, Any] = {
         "handle": _handle_path(size),
+        "asgi": _asgi_path(size),
         "requests": _requests(size),
         "lookups": _lookups(size),
         "page": _page(size),
@@ -217,6 +221,103 @@ def _handle_path(size: Size) -> dict[str, Any]:
         "chunks": size.handle_chunks,
         "requests_per_chunk": count,
     }
+
+
+def _asgi_path(size: Size) -> dict[str, Any]:
+    """The whole app ``serve`` runs (``AppSpec.build``: middleware, routing, FastAPI, the thread
+    pool, ``handle``, telemetry and client scoring), with and without ``--metrics``, driven in
+    this process through ASGI calls in interleaved chunks, process CPU time (every thread). The
+    server adds HTTP parsing and socket I/O, the same with and without, so its ratio is at most
+    this one. Then the CPU of one scrape of the metrics route."""
+    import asyncio
+    import os
+
+    from invalidation_contracts.cli.launch import AppSpec
+    from invalidation_contracts.server.auth import ADMIN_TOKEN_ENV
+
+    path = get_catalog(DOMAIN).route.path
+    bodies = request_mixes()["failures"]
+    saved = os.environ.get(ADMIN_TOKEN_ENV)
+    os.environ[ADMIN_TOKEN_ENV] = ADMIN_TOKEN
+    try:
+        apps = {name: AppSpec(DOMAIN, metrics=name == "on").build() for name in ("off", "on")}
+    finally:
+        if saved is None:
+            os.environ.pop(ADMIN_TOKEN_ENV, None)
+        else:
+            os.environ[ADMIN_TOKEN_ENV] = saved
+    count = size.handle_chunk
+    chunks: dict[str, list[float]] = {"off": [], "on": []}
+
+    async def chunk(app: Any) -> float:
+        start = time.process_time()
+        for i in range(count):
+            status = await _asgi_call(app, "POST", path, bodies[i % len(bodies)])
+            if status != 422 and status != 200:
+                raise RuntimeError(f"the app answered {status}")
+        return (time.process_time() - start) / count
+
+    async def measure() -> float:
+        for app in apps.values():
+            await chunk(app)  # warm-up
+        for r in range(size.handle_chunks):
+            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                chunks[name].append(await chunk(apps[name]))
+        start = time.process_time()
+        for _ in range(size.scrapes):
+            if await _asgi_call(apps["on"], "GET", "/contract/metrics", b"") != 200:
+                raise RuntimeError("the metrics route did not answer 200")
+        return (time.process_time() - start) / size.scrapes
+
+    scrape = asyncio.run(measure())
+    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
+        "ratio": median(ratios),
+        "spread": _spread(ratios),
+        "chunks": size.handle_chunks,
+        "requests_per_chunk": count,
+        "scrape_cpu_ms": 1e3 * scrape,
+    }
+
+
+async def _asgi_call(app: Any, method: str, path: str, body: bytes) -> int:
+    """One HTTP request through ``app``'s ASGI interface (a GET with the admin token, as the
+    scraper sends it; a POST without, as the load generator); its status."""
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    headers.append((b"content-length", str(len(body)).encode()))
+    if method == "GET":
+        headers.append((b"authorization", f"Bearer {ADMIN_TOKEN}".encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent = False
+    status = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(scope, receive, send)
+    return status[0]
 
 
 # -- 2. memory lookup overhead ----------------------------------------------------------------
@@ -383,12 +484,19 @@ def _spread_cells(spread: dict[str, float] | None) -> list[str]:
 def _report(data: dict[str, Any], size: Size) -> StudyResult:
     requests, lookups, page = data["requests"], data["lookups"], data["page"]
     handle = data["handle"]
+    asgi = data["asgi"]
     checks = [
         Check(
             f"provider request path with `instrument` within {REQUEST_TARGET:.2f}× of without "
             "(in-process, interleaved)",
             f"{handle['ratio']:.3f}×",
             handle["ratio"] <= REQUEST_TARGET,
+        ),
+        Check(
+            f"the whole app with `--metrics` within {REQUEST_TARGET:.2f}× of without (in-process "
+            "ASGI, interleaved; an upper bound on the server's ratio)",
+            f"{asgi['ratio']:.3f}×",
+            asgi["ratio"] <= REQUEST_TARGET,
         ),
         Check(
             f"server CPU per request with `--metrics` within {REQUEST_TARGET:.2f}× of without "
@@ -414,6 +522,14 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
                 f"{own['on']:.0f}",
                 f"**{handle['ratio']:.3f}**",
                 *_spread_cells(handle.get("spread")),
+            ],
+            [
+                "the whole app `serve` runs, in-process through ASGI: CPU per request (failures "
+                "mix, 422; middleware, routing, thread pool, `handle`; no sockets)",
+                f"{asgi['cpu_per_request_us']['off']:.0f}",
+                f"{asgi['cpu_per_request_us']['on']:.0f}",
+                f"**{asgi['ratio']:.3f}**",
+                *_spread_cells(asgi.get("spread")),
             ],
             [
                 "server CPU per request (failures mix, 422)",
@@ -467,7 +583,9 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
                 "process CPU time, the median of 30 chunks. In-process: "
                 f"{size.handle_chunks} interleaved chunks of {size.handle_chunk} requests "
                 "through `ContractService.handle` (policies, rendering, telemetry and client "
-                "scoring; no HTTP), process CPU time. Page: "
+                "scoring; no HTTP), process CPU time; the whole app the same way through ASGI "
+                f"calls, then {size.scrapes} scrapes of the metrics route: "
+                f"{asgi['scrape_cpu_ms']:.1f} ms of CPU each. Page: "
                 f"{size.commits} plain-SQL `UPDATE`s of one row of `active_csm_codes` committed "
                 "to the provider's SQLite database, one at a time."
             ),

@@ -31,7 +31,7 @@ from mcp import StdioServerParameters  # noqa: E402
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener  # noqa: E402
+from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 
@@ -58,7 +58,9 @@ class ContractServer:
         watch_listener: Listener | None = None,
         **options: Any,
     ) -> None:
-        options["message_handler"] = _handler(self, options.get("message_handler"))
+        options["message_handler"] = message_handler(
+            lambda: self.contract, options.get("message_handler")
+        )
         self._sdk.__init__(self, params, **options)
         self.memory = memory
         self.contract = None
@@ -98,10 +100,6 @@ class ContractServer:
         if contract is not None:
             await contract.__aexit__(None, None, None)
 
-    async def _on_message(self, message: Any) -> None:
-        if self.contract is not None:
-            await self.contract.on_message(message)
-
     async def _contract_call(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None
     ) -> types.CallToolResult:
@@ -111,15 +109,6 @@ class ContractServer:
         # contract's position.
         reply = await self.contract.answer(tool_name, arguments, meta=meta)
         return reply.to_call_tool_result()
-
-
-def _handler(server: ContractServer, user: Any) -> Any:
-    async def on_message(message: Any) -> None:
-        await server._on_message(message)
-        if user is not None:
-            await user(message)
-
-    return on_message
 
 
 class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):

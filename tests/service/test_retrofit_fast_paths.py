@@ -1,12 +1,14 @@
 """The retrofit's cheap paths answer exactly what the general ones do (brute-force oracles).
 
 ``LiteralRouter`` skips asking each of its routes when the path ends with none of them;
-``strict_position`` reads both position headers in one pass over the scope. Each is checked
+``strict_position`` reads both position headers in one pass over the scope; ``parse_json`` skips
+the interoperability walk where a look at the text shows it cannot fail. Each is checked
 against the plain version on generated input: same answers, same errors.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -17,6 +19,11 @@ from hypothesis import strategies as st
 from starlette.requests import Request
 
 from invalidation_contracts.protocol.problems import ProtocolError
+from invalidation_contracts.server.http.errors import (
+    _check_interoperable,
+    _may_not_interoperate,
+    parse_json,
+)
 from invalidation_contracts.server.http.headers import strict_epoch, strict_position, strict_since
 from invalidation_contracts.server.http.routing import LiteralRouter
 
@@ -122,3 +129,55 @@ def test_strict_position_reads_what_the_two_header_readers_read(
         return strict_since(request), strict_epoch(request)
 
     assert _outcome(lambda: strict_position(scope)) == _outcome(separately)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(categories=["L", "N", "Cs", "P"]), max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=30,
+)
+EDGE_TEXTS = [
+    "1e999",
+    "[-1E400]",
+    "9007199254740992",
+    "[9007199254740991, -9007199254740991]",
+    '"\\ud800"',
+    '{"\\udfff": 1}',
+    "[" * 65 + "]" * 65,
+    "[" * 64 + "]" * 64,
+    "1" * 400 + ".5",
+    '{"plan": "enterprise", "funding_type": "invoice"}',
+]
+
+
+def _unsafe(text: str) -> bool:
+    try:
+        _check_interoperable(json.loads(text))
+    except ProtocolError:
+        return True
+    return False
+
+
+@given(value=JSON_VALUES, ascii_only=st.booleans())
+def test_the_interoperability_walk_is_skipped_only_where_it_finds_nothing(
+    value: Any, ascii_only: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    try:
+        text.encode("utf-8")  # parse_json sees only text decoded from UTF-8
+    except UnicodeEncodeError:
+        return
+    if not _may_not_interoperate(text):
+        assert not _unsafe(text)
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS)
+def test_each_edge_of_interoperability_is_walked_or_harmless(text: str) -> None:
+    assert _may_not_interoperate(text) or not _unsafe(text)
+    if _unsafe(text):  # and the answer is the walk's
+        with pytest.raises(ProtocolError):
+            parse_json(text.encode())

@@ -14,6 +14,7 @@ from .options import (
     _add_history,
     _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -139,9 +140,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     finally:
         close()
     return 0

@@ -83,6 +83,13 @@ def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
     )
 
 
+def _cannot_listen(args: argparse.Namespace, exc: OSError | OverflowError) -> CommandError:
+    """The error of a server that could not bind ``--host``/``--port`` (taken, refused, out of
+    range): the system's reason in one line."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return CommandError(f"cannot listen on {args.host}:{args.port}: {reason}")
+
+
 def _add_admin_token(p: argparse.ArgumentParser, what: str) -> None:
     from ..server.auth import ADMIN_TOKEN_ENV
 

@@ -20,6 +20,7 @@ from .options import (
     _add_history,
     _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -224,9 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
             os.environ[SPEC_ENV] = spec.to_env()
             _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     return 0
 
 

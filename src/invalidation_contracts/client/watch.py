@@ -24,9 +24,9 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import AsyncIterable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
@@ -35,6 +35,10 @@ from .extensions import describe
 from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
 from .steps import adrive, drive
 from .values import Position
+
+if TYPE_CHECKING:
+    from .extensions import Listener
+    from .transport import AsyncContractTransport, ContractTransport
 
 WATCH_PATH = "/contract/watch"
 #: Reads of ``/contract/versions`` one event may cost: with several workers the read may reach one
@@ -279,7 +283,7 @@ class WatchCore:
 class SyncWatch:
     """One origin's watch in a daemon thread, for ``ContractTransport``."""
 
-    def __init__(self, transport: Any, core: WatchCore) -> None:
+    def __init__(self, transport: ContractTransport, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._stop = threading.Event()
@@ -349,7 +353,8 @@ class SyncWatch:
             core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
-            for chunk in response.stream:
+            # A sync transport answers with a sync stream (httpx types the field as either).
+            for chunk in cast(Iterable[bytes], response.stream):
                 if self._stop.is_set():
                     return
                 events, last, progressed = core.feed(parser, chunk, last)
@@ -379,7 +384,7 @@ class SyncWatch:
 class AsyncWatch:
     """One origin's watch in an asyncio task, for ``AsyncContractTransport``."""
 
-    def __init__(self, transport: Any, core: WatchCore) -> None:
+    def __init__(self, transport: AsyncContractTransport, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._task: asyncio.Task[None] | None = None
@@ -444,7 +449,7 @@ class AsyncWatch:
             core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
-            async for chunk in response.stream:
+            async for chunk in cast(AsyncIterable[bytes], response.stream):
                 events, last, progressed = core.feed(parser, chunk, last)
                 await adrive(core.announced(events), self._step, ())
                 if progressed:
@@ -494,7 +499,12 @@ def _detail(data: str) -> str:
 class Watches:
     """A transport's watch streams: at most one per origin, opened after its first response."""
 
-    def __init__(self, transport: Any, options: WatchOptions | None, listener: Any) -> None:
+    def __init__(
+        self,
+        transport: ContractTransport | AsyncContractTransport,
+        options: WatchOptions | None,
+        listener: Listener | None,
+    ) -> None:
         self.transport = transport
         self.options = options
         self.listener = listener
@@ -517,9 +527,9 @@ class Watches:
                 return
             core = WatchCore(origin, options, request.headers, self._emit)
             watch: SyncWatch | AsyncWatch = (
-                AsyncWatch(self.transport, core)
+                AsyncWatch(cast("AsyncContractTransport", self.transport), core)
                 if asynchronous
-                else SyncWatch(self.transport, core)
+                else SyncWatch(cast("ContractTransport", self.transport), core)
             )
             self._by_origin[origin] = watch
         watch.start()

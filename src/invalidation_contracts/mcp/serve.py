@@ -26,6 +26,7 @@ from .server import contract_server, run_stdio
 
 if TYPE_CHECKING:
     import uvicorn
+    from mcp.server.lowlevel import Server
 
 Announce = Callable[[str], None]
 #: Seconds ``running_http`` waits for the server to listen.
@@ -80,7 +81,7 @@ def serve_mcp(
         uvicorn.Server(config).run(sockets=[listener])
 
 
-def _uvicorn_config(server: Any, host: str, http: HttpOptions | None) -> uvicorn.Config:
+def _uvicorn_config(server: Server[Any], host: str, http: HttpOptions | None) -> uvicorn.Config:
     """The uvicorn configuration both entry points serve ``server`` with: the guarded app
     (``ValueError`` for options that cannot guard ``host``) under the read timeouts."""
     from ..header_timeout import server_config
@@ -97,7 +98,11 @@ def _uvicorn_config(server: Any, host: str, http: HttpOptions | None) -> uvicorn
 
 @contextlib.asynccontextmanager
 async def running_http(
-    server: Any, *, host: str = "127.0.0.1", port: int = 0, http: HttpOptions | None = None
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    http: HttpOptions | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``server`` (a ``contract_server``) over streamable HTTP in this event loop, on
     ``host:port`` (0: a free port), guarded by ``http`` (``mcp.http``); yields its URL, and

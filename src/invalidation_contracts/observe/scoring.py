@@ -18,8 +18,8 @@ opaque client key, into the paper's figures without any help from the client:
 Cheap where it runs (every policy check): what a refusal teaches is built once per 422 document
 (``observe.lessons``), a request finds the taught fixes it may carry by one dict lookup per
 anchored field, teaching a fix again only moves its time, and a carried fix's policy runs again
-once per fix, draft and served state, not per request. Every request is folded before it is
-answered: nothing is sampled or dropped, so the figures are exact.
+once per fix, request and served state, not on every request that repeats it. Every request is
+folded before it is answered: nothing is sampled or dropped, so the figures are exact.
 
 Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen goes first) and
 ``max_fixes`` taught fixes per client.
@@ -231,7 +231,7 @@ class ClientScores:
         fix whose slot the request was refused for is stale outright (its values no longer
         pass); any other is judged by running its own policy on the request with the fix undone
         (``server.provider.current_fix``, one policy instead of the route's all), once per fix,
-        draft and served state (``_Judgements``).
+        request and served state (``_Judgements``).
         """
         if not client.by_anchor:
             return 0
@@ -263,9 +263,11 @@ def _add(total: ClientFigures, figures: ClientFigures) -> None:
 
 
 class _Judgements:
-    """Whether a taught fix is still current for a draft, kept while the served state is the
+    """Whether a taught fix is still current for a request, kept while the served state is the
     same (a change lands as a new state, which clears them): the policy runs once per fix,
-    draft and state, not on every request that carries the fix."""
+    request and state, not on every request that carries the fix. Kept by the request, not by
+    its draft (the request with the fix undone, a function of the two): a repeated request
+    finds its verdict without building the draft."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -278,7 +280,6 @@ class _Judgements:
         if state is not self._state:
             self._state = state
             self._kept.clear()
-        draft = fix.draft(request)
         key = (route.path, fix.policy, fix.key)
         kept = self._kept.get(key)
         if kept is None:
@@ -286,13 +287,14 @@ class _Judgements:
                 self._kept.clear()
             kept = self._kept[key] = []
         for seen, verdict in kept:
-            if same_object(seen, draft):
+            if same_object(seen, request):  # the same request: the same draft, the same verdict
                 return verdict
+        draft = fix.draft(request)
         now = current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
         verdict = now is not None and freeze(now) == fix.key[2]
         if len(kept) >= JUDGED_PER_FIX:
             del kept[0]
-        kept.append((draft, verdict))
+        kept.append((dict(request), verdict))
         return verdict
 
 

@@ -12,7 +12,7 @@ to the endpoint, so the app's own validation and exception handlers answer it as
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from pydantic import ValidationError
@@ -30,6 +30,9 @@ from .headers import CONTRACT_SINCE, first_headers, strict_position
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from .service import ContractService
 
 
 class ContractRoute(ProblemRoute):
@@ -95,7 +98,7 @@ def _implemented(candidates: tuple[Route[Any], ...], request: Request) -> Route[
 
 
 async def _check(
-    service: Any,
+    service: ContractService,
     route: Route[Any],
     request: Request,
     state: RegistryState,
@@ -145,7 +148,11 @@ _SINCE = CONTRACT_SINCE.lower().encode("latin-1")
 
 
 def stamp(
-    service: Any, response: Response, state: RegistryState, since: int | None, epoch: str | None
+    service: ContractService,
+    response: Response,
+    state: RegistryState,
+    since: int | None,
+    epoch: str | None,
 ) -> Response:
     """``response`` with the contract fields of ``state`` merged into its JSON object body."""
     media = response.media_type or response.headers.get("content-type")
@@ -194,11 +201,11 @@ _DUMPED: dict[int, tuple[ContractFields, dict[str, Any]]] = {}
 _DUMPED_BOUND = 256
 
 
-def contract_route_class(service: Any) -> type[ContractRoute]:
+def contract_route_class(service: ContractService) -> type[ContractRoute]:
     return type("ContractRoute", (ContractRoute,), {"service": service})
 
 
-def check_routes(service: Any, app: Any) -> None:
+def check_routes(service: ContractService, app: Any) -> None:
     """Refuse to start an app that carries the contract on some of its own routes but serves a
     domain route at no endpoint (a prefix that moved it, a typo): its policies would never run.
     """

@@ -26,8 +26,11 @@ from ..transitions import TableChange
 from ..versions import check_version
 
 if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
     from ..change_source import ChangeSource
     from ..sql.images import QuarantineEntry
+    from ..sql.source import SQLSource
     from ..store.base import SQLRegistryStore
 from .follower import (
     DEFAULT_HEARTBEAT_S,
@@ -227,7 +230,7 @@ def open_runtime(
         )
     if registry is not None:
         return Runtime(registry)
-    source = _source(domain, database) if domain.sql_tables else None
+    source = _source(domain, database) if domain.sql_tables and database is not None else None
     sources = (source,) if source is not None else ()
     owned = False
     opened = None
@@ -276,7 +279,7 @@ def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], 
     return load
 
 
-def _source(domain: Domain, database: Any) -> ChangeSource:
+def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeSource:
     from ..sql.source import SQLSource
 
     if isinstance(database, SQLSource):
