@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -49,7 +50,7 @@ LOOKUP_TARGET = 1.05
 @dataclass(frozen=True, slots=True)
 class Size:
     requests: int
-    """Unused: the request study runs for ``round_s`` per round (side by side)."""
+    """Unused: the request study runs for ``round_s`` per server and round."""
     rounds: int
     warmup: int
     lookups: int
@@ -57,18 +58,22 @@ class Size:
     round_s: float
     handle_chunks: int
     handle_chunk: int
+    lookup_rounds: int
+    scrapes: int
     time_limit_s: float = 120.0
 
 
 FULL = Size(
     requests=0,
-    rounds=7,
+    rounds=30,
     warmup=60,
     lookups=6_000,
     commits=20,
-    round_s=8.0,
-    handle_chunks=40,
+    round_s=1.0,
+    handle_chunks=60,
     handle_chunk=200,
+    lookup_rounds=9,
+    scrapes=20,
 )
 QUICK = Size(
     requests=0,
@@ -76,9 +81,11 @@ QUICK = Size(
     warmup=10,
     lookups=600,
     commits=2,
-    round_s=1.0,
+    round_s=0.5,
     handle_chunks=2,
     handle_chunk=20,
+    lookup_rounds=1,
+    scrapes=2,
 )
 
 
@@ -86,6 +93,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     size = QUICK if quick else FULL
     data: dict[str, Any] = {
         "handle": _handle_path(size),
+        "asgi": _asgi_path(size),
         "requests": _requests(size),
         "lookups": _lookups(size),
         "page": _page(size),
@@ -97,12 +105,20 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 
 def _requests(size: Size) -> dict[str, Any]:
-    """Server CPU per request, ``--metrics`` against without, loaded side by side; a second
-    uninstrumented server runs beside them as a noise floor (A/A: the same configuration twice,
-    whose ratio would be 1.00 on a quiet machine)."""
+    """Server CPU per request, ``--metrics`` against without, in interleaved slots; a second
+    uninstrumented server is measured the same way as a noise floor (A/A: the same configuration
+    twice, whose ratio would be 1.00 with no noise).
+
+    Each round loads each server alone for ``round_s`` (one keep-alive connection), the order
+    rotating from round to round so every configuration takes every position; a round's ratios
+    compare slots a few seconds apart, so slow drifts of the machine's load cancel. CPU time is
+    read from ``/proc/<pid>/task/*/schedstat`` (nanoseconds, every thread), not the 10-ms ticks of
+    ``/proc/<pid>/stat``. The instrumented server is scraped once in each of its slots, and that
+    scrape's CPU is counted."""
     path = get_catalog(DOMAIN).route.path
     bodies = request_mixes()["failures"]
-    per_request: dict[str, list[float]] = {"off": [], "on": [], "again": []}
+    names = ("off", "on", "again")
+    per_request: dict[str, list[float]] = {name: [] for name in names}
     with (
         serve_command("--domain", DOMAIN) as off,
         serve_command("--domain", DOMAIN, "--metrics") as on,
@@ -111,30 +127,57 @@ def _requests(size: Size) -> dict[str, Any]:
         servers = {"off": off, "on": on, "again": again}
         for server in servers.values():
             loadgen.run_trial(server.port, path, bodies, size.warmup, 1, size.time_limit_s)
-        ports = [server.port for server in servers.values()]
-        for _ in range(size.rounds):
-            before = {name: _cpu(server) for name, server in servers.items()}
-            trials = loadgen.run_side_by_side(ports, path, bodies, 1, size.round_s)
-            for (name, server), trial in zip(servers.items(), trials, strict=True):
-                per_request[name].append((_cpu(server) - before[name]) / len(trial.latencies_s))
-            _scrape(on)
+        for r in range(size.rounds):
+            for name in names[r % 3 :] + names[: r % 3]:
+                server = servers[name]
+                before = _thread_cpu(server.pid)
+                (trial,) = loadgen.run_side_by_side([server.port], path, bodies, 1, size.round_s)
+                if name == "on":
+                    _scrape(server)
+                used = _cpu_since(server.pid, before)
+                per_request[name].append(used / max(1, len(trial.latencies_s)))
     ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
     floor = [h / lo for lo, h in zip(per_request["off"], per_request["again"], strict=True)]
     return {
         "cpu_per_request_us": {k: 1e6 * median(v) for k, v in per_request.items()},
         "ratio": median(ratios),
         "ratios": ratios,
+        "spread": _spread(ratios),
         "aa_ratio": median(floor),
         "aa_ratios": floor,
+        "aa_spread": _spread(floor),
         "rounds": size.rounds,
+        "method": "interleaved slots, schedstat CPU",
     }
 
 
-def _cpu(server: Server) -> float:
-    seconds = server.cpu_seconds()
-    if seconds is None:
-        raise RuntimeError("server CPU time is not readable here (/proc)")
-    return seconds
+def _thread_cpu(pid: int) -> dict[str, int]:
+    """CPU nanoseconds of each thread of ``pid`` (``/proc/<pid>/task/<tid>/schedstat``)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text(encoding="ascii").split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended
+    if not out:
+        raise RuntimeError("server CPU time is not readable here (/proc/<pid>/task/*/schedstat)")
+    return out
+
+
+def _cpu_since(pid: int, before: dict[str, int]) -> float:
+    """Seconds of CPU ``pid``'s threads used since ``before`` (a thread that ended in between
+    loses its share: the server's thread pool keeps its threads while it is loaded)."""
+    now = _thread_cpu(pid)
+    return sum(ns - before.get(tid, 0) for tid, ns in now.items()) / 1e9
+
+
+def _spread(ratios: list[float]) -> dict[str, float]:
+    """The quartiles and extremes of per-round ratios."""
+    ordered = sorted(ratios)
+    if len(ordered) < 2:
+        return {"p25": ordered[0], "p75": ordered[0], "min": ordered[0], "max": ordered[0]}
+    p25, _, p75 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return {"p25": p25, "p75": p75, "min": ordered[0], "max": ordered[-1]}
 
 
 def _scrape(server: Server) -> None:
@@ -174,9 +217,107 @@ def _handle_path(size: Size) -> dict[str, Any]:
     return {
         "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
         "ratio": median(ratios),
+        "spread": _spread(ratios),
         "chunks": size.handle_chunks,
         "requests_per_chunk": count,
     }
+
+
+def _asgi_path(size: Size) -> dict[str, Any]:
+    """The whole app ``serve`` runs (``AppSpec.build``: middleware, routing, FastAPI, the thread
+    pool, ``handle``, telemetry and client scoring), with and without ``--metrics``, driven in
+    this process through ASGI calls in interleaved chunks, process CPU time (every thread). The
+    server adds HTTP parsing and socket I/O, the same with and without, so its ratio is at most
+    this one. Then the CPU of one scrape of the metrics route."""
+    import asyncio
+    import os
+
+    from invalidation_contracts.cli.launch import AppSpec
+    from invalidation_contracts.server.auth import ADMIN_TOKEN_ENV
+
+    path = get_catalog(DOMAIN).route.path
+    bodies = request_mixes()["failures"]
+    saved = os.environ.get(ADMIN_TOKEN_ENV)
+    os.environ[ADMIN_TOKEN_ENV] = ADMIN_TOKEN
+    try:
+        apps = {name: AppSpec(DOMAIN, metrics=name == "on").build() for name in ("off", "on")}
+    finally:
+        if saved is None:
+            os.environ.pop(ADMIN_TOKEN_ENV, None)
+        else:
+            os.environ[ADMIN_TOKEN_ENV] = saved
+    count = size.handle_chunk
+    chunks: dict[str, list[float]] = {"off": [], "on": []}
+
+    async def chunk(app: Any) -> float:
+        start = time.process_time()
+        for i in range(count):
+            status = await _asgi_call(app, "POST", path, bodies[i % len(bodies)])
+            if status != 422 and status != 200:
+                raise RuntimeError(f"the app answered {status}")
+        return (time.process_time() - start) / count
+
+    async def measure() -> float:
+        for app in apps.values():
+            await chunk(app)  # warm-up
+        for r in range(size.handle_chunks):
+            for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                chunks[name].append(await chunk(apps[name]))
+        start = time.process_time()
+        for _ in range(size.scrapes):
+            if await _asgi_call(apps["on"], "GET", "/contract/metrics", b"") != 200:
+                raise RuntimeError("the metrics route did not answer 200")
+        return (time.process_time() - start) / size.scrapes
+
+    scrape = asyncio.run(measure())
+    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
+        "ratio": median(ratios),
+        "spread": _spread(ratios),
+        "chunks": size.handle_chunks,
+        "requests_per_chunk": count,
+        "scrape_cpu_ms": 1e3 * scrape,
+    }
+
+
+async def _asgi_call(app: Any, method: str, path: str, body: bytes) -> int:
+    """One HTTP request through ``app``'s ASGI interface (a GET with the admin token, as the
+    scraper sends it; a POST without, as the load generator); its status."""
+    headers = [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]
+    headers.append((b"content-length", str(len(body)).encode()))
+    if method == "GET":
+        headers.append((b"authorization", f"Bearer {ADMIN_TOKEN}".encode()))
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
+    sent = False
+    status = []
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if sent:
+            return {"type": "http.disconnect"}
+        sent = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            status.append(message["status"])
+
+    await app(scope, receive, send)
+    return status[0]
 
 
 # -- 2. memory lookup overhead ----------------------------------------------------------------
@@ -202,10 +343,10 @@ for draft in drafts:
     memory.observe(origin, Observed(draft, outcome.status, outcome.body.to_wire()))
 chunks = []
 for _ in range(30):
-    start = time.perf_counter()
+    start = time.process_time()
     for i in range(count // 30):
         memory.lookup(origin, drafts[i % len(drafts)])
-    chunks.append((time.perf_counter() - start) / (count // 30))
+    chunks.append((time.process_time() - start) / (count // 30))
 print(json.dumps(statistics.median(chunks)))
 """
 
@@ -213,7 +354,7 @@ print(json.dumps(statistics.median(chunks)))
 def _lookups(size: Size) -> dict[str, Any]:
     per_call: dict[str, list[float]] = {"none": [], "sdk": []}
     code = textwrap.dedent(_LOOKUPS)
-    for _ in range(size.rounds):
+    for _ in range(size.lookup_rounds):
         running = {
             mode: subprocess.Popen(
                 [sys.executable, "-c", code, mode, str(size.lookups)],
@@ -231,6 +372,7 @@ def _lookups(size: Size) -> dict[str, Any]:
     return {
         "per_lookup_us": {k: 1e6 * median(v) for k, v in per_call.items()},
         "ratio": median(ratios),
+        "spread": _spread(ratios),
         "lookups_per_round": size.lookups,
     }
 
@@ -330,9 +472,19 @@ def _quantiles(values: list[float] | None) -> tuple[str, str]:
     return f"{1000 * median(ordered):.0f}", f"{1000 * p99:.0f}"
 
 
+def _spread_cells(spread: dict[str, float] | None) -> list[str]:
+    if not spread:
+        return ["–", "–"]
+    return [
+        f"{spread['p25']:.3f}–{spread['p75']:.3f}",
+        f"{spread['min']:.3f}–{spread['max']:.3f}",
+    ]
+
+
 def _report(data: dict[str, Any], size: Size) -> StudyResult:
     requests, lookups, page = data["requests"], data["lookups"], data["page"]
     handle = data["handle"]
+    asgi = data["asgi"]
     checks = [
         Check(
             f"provider request path with `instrument` within {REQUEST_TARGET:.2f}× of without "
@@ -341,8 +493,14 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
             handle["ratio"] <= REQUEST_TARGET,
         ),
         Check(
+            f"the whole app with `--metrics` within {REQUEST_TARGET:.2f}× of without (in-process "
+            "ASGI, interleaved; an upper bound on the server's ratio)",
+            f"{asgi['ratio']:.3f}×",
+            asgi["ratio"] <= REQUEST_TARGET,
+        ),
+        Check(
             f"server CPU per request with `--metrics` within {REQUEST_TARGET:.2f}× of without "
-            "(two servers side by side)",
+            "(interleaved slots)",
             f"{requests['ratio']:.3f}×",
             requests["ratio"] <= REQUEST_TARGET,
         ),
@@ -356,31 +514,43 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     per = lookups["per_lookup_us"]
     own = handle["cpu_per_request_us"]
     overhead = markdown_table(
-        ["Measure", "Off (µs)", "On (µs)", "On / off"],
+        ["Measure", "Off (µs)", "On (µs)", "On / off (median)", "Quartiles", "Range"],
         [
             [
                 "`ContractService.handle`, in-process CPU per request (failures mix, 422)",
                 f"{own['off']:.0f}",
                 f"{own['on']:.0f}",
                 f"**{handle['ratio']:.3f}**",
+                *_spread_cells(handle.get("spread")),
+            ],
+            [
+                "the whole app `serve` runs, in-process through ASGI: CPU per request (failures "
+                "mix, 422; middleware, routing, thread pool, `handle`; no sockets)",
+                f"{asgi['cpu_per_request_us']['off']:.0f}",
+                f"{asgi['cpu_per_request_us']['on']:.0f}",
+                f"**{asgi['ratio']:.3f}**",
+                *_spread_cells(asgi.get("spread")),
             ],
             [
                 "server CPU per request (failures mix, 422)",
                 f"{cpu['off']:.0f}",
                 f"{cpu['on']:.0f}",
                 f"**{requests['ratio']:.3f}**",
+                *_spread_cells(requests.get("spread")),
             ],
             [
                 "noise floor: a second server without `--metrics` against the first (A/A)",
                 f"{cpu['off']:.0f}",
                 f"{cpu.get('again', float('nan')):.0f}",
                 f"{requests.get('aa_ratio', float('nan')):.3f}",
+                *_spread_cells(requests.get("aa_spread")),
             ],
             [
-                "`FixMemory.lookup` (no provider / SDK provider)",
+                "`FixMemory.lookup`, CPU per call (no provider / SDK provider)",
                 f"{per['none']:.2f}",
                 f"{per['sdk']:.2f}",
                 f"**{lookups['ratio']:.3f}**",
+                *_spread_cells(lookups.get("spread")),
             ],
         ],
     )
@@ -401,17 +571,21 @@ def _report(data: dict[str, Any], size: Size) -> StudyResult:
     md = "\n\n".join(
         [
             (
-                f"{size.rounds} round(s); in each, the configurations run at once, so they see "
-                f"the same machine load. Requests: the servers (without and with `--metrics`, and "
-                f"a second one without as a noise floor) loaded side by side for "
-                f"{size.round_s:g} s per round, one keep-alive connection each, sequential "
-                f"`POST /v1/subscriptions` of the failures mix (every draft, answered 422), after "
-                f"{size.warmup} warm-up requests; server CPU per request from `/proc`; ratio: the "
-                f"median of per-round ratios. Lookups: two fresh interpreters at once, "
-                f"{size.lookups} lookups each per round, the median of 30 chunks. In-process: "
+                "Every ratio is the median of per-round (or per-chunk) ratios, with their "
+                "quartiles and range. Requests: three servers (without `--metrics`, with it, and "
+                "a second one without as a noise floor, A/A), each loaded alone in its slot of "
+                f"{size.round_s:g} s, the order rotating, {size.rounds} round(s); one keep-alive "
+                "connection, sequential `POST /v1/subscriptions` of the failures mix (every "
+                f"draft, answered 422), after {size.warmup} warm-up requests; server CPU per "
+                "request from `/proc/<pid>/task/*/schedstat` (ns, every thread), the instrumented "
+                "server's one scrape per slot included. Lookups: two fresh interpreters at once "
+                f"(same load), {size.lookup_rounds} round(s) of {size.lookups} lookups each, "
+                "process CPU time, the median of 30 chunks. In-process: "
                 f"{size.handle_chunks} interleaved chunks of {size.handle_chunk} requests "
                 "through `ContractService.handle` (policies, rendering, telemetry and client "
-                "scoring; no HTTP), process CPU time. Page: "
+                "scoring; no HTTP), process CPU time; the whole app the same way through ASGI "
+                f"calls, then {size.scrapes} scrapes of the metrics route: "
+                f"{asgi['scrape_cpu_ms']:.1f} ms of CPU each. Page: "
                 f"{size.commits} plain-SQL `UPDATE`s of one row of `active_csm_codes` committed "
                 "to the provider's SQLite database, one at a time."
             ),

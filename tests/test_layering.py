@@ -32,6 +32,7 @@ EDGE_LIBRARIES = (
 #: (Issue 28 item 1 moves the httpx integration out of the client's root.)
 CLIENT_EDGES = (
     "client.transport",
+    "client.exchange",
     "client.extensions",
     "client.bounded",
     "client.discovery",
@@ -50,6 +51,7 @@ HTTP_EDGES = (
     "server.http",
     "cli.admin_client",
     "client.transport",
+    "client.exchange",
     "client.extensions",
     "client.bounded",
     "client.discovery",
@@ -144,7 +146,7 @@ def test_the_parser_sees_function_local_and_relative_imports():
     found = {(i.path, i.module, i.at_import_time) for i in imports()}
     assert ("mcp/serve.py", f"{ROOT}.server.worker.contract", False) in found
     assert ("client/transport.py", "httpx", True) in found
-    assert ("client/transport.py", f"{ROOT}.client.needs", True) in found
+    assert ("client/exchange.py", f"{ROOT}.client.needs", True) in found
     assert len(found) > 1000
 
 

@@ -31,7 +31,7 @@ from mcp import StdioServerParameters  # noqa: E402
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener  # noqa: E402
+from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 
@@ -46,6 +46,37 @@ class ContractServer:
     _sdk: ClassVar[type[Any]]
     """The SDK's server class this one extends (its ``connect`` and ``cleanup`` run first/last)."""
 
+    def __init__(
+        self,
+        params: Any,
+        *,
+        memory: FixMemory,
+        apply: str = "client",
+        origin: str | None = None,
+        watch: bool = True,
+        listener: Listener | None = None,
+        watch_listener: Listener | None = None,
+        **options: Any,
+    ) -> None:
+        options["message_handler"] = message_handler(
+            lambda: self.contract, options.get("message_handler")
+        )
+        self._sdk.__init__(self, params, **options)
+        self.memory = memory
+        self.contract = None
+        self._contract_options: dict[str, Any] = {
+            "apply": check_apply(apply),
+            "origin": origin if origin is not None else self._origin_of(params),
+            "watch": watch,
+            "listener": listener,
+            "watch_listener": watch_listener,
+        }
+
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        """The origin fixes are kept under when none is given (``mcp.origins``)."""
+        raise NotImplementedError
+
     async def connect(self) -> None:
         await self._sdk.connect(self)
         await self._open_contract()
@@ -59,25 +90,6 @@ class ContractServer:
     ) -> types.CallToolResult:
         return await self._contract_call(tool_name, arguments, meta)
 
-    def _bind(
-        self,
-        memory: FixMemory,
-        apply: str,
-        origin: str | None,
-        watch: bool,
-        listener: Listener | None,
-        watch_listener: Listener | None,
-    ) -> None:
-        self.memory = memory
-        self.contract = None
-        self._contract_options: dict[str, Any] = {
-            "apply": check_apply(apply),
-            "origin": origin,
-            "watch": watch,
-            "listener": listener,
-            "watch_listener": watch_listener,
-        }
-
     async def _open_contract(self) -> None:
         contract = ContractSession(self.session, self.memory, **self._contract_options)
         await contract.__aenter__()
@@ -87,10 +99,6 @@ class ContractServer:
         contract, self.contract = self.contract, None
         if contract is not None:
             await contract.__aexit__(None, None, None)
-
-    async def _on_message(self, message: Any) -> None:
-        if self.contract is not None:
-            await self.contract.on_message(message)
 
     async def _contract_call(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None
@@ -103,15 +111,6 @@ class ContractServer:
         return reply.to_call_tool_result()
 
 
-def _handler(server: ContractServer, user: Any) -> Any:
-    async def on_message(message: Any) -> None:
-        await server._on_message(message)
-        if user is not None:
-            await user(message)
-
-    return on_message
-
-
 class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
     """``MCPServerStreamableHttp`` bound to ``memory`` (``apply``, ``origin``, ``watch``,
     ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
@@ -119,22 +118,9 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
 
     _sdk = MCPServerStreamableHttp
 
-    def __init__(
-        self,
-        params: Any,
-        *,
-        memory: FixMemory,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
-    ) -> None:
-        options["message_handler"] = _handler(self, options.get("message_handler"))
-        MCPServerStreamableHttp.__init__(self, params, **options)
-        origin = origin if origin is not None else target_origin(str(params.get("url", "")))
-        self._bind(memory, apply, origin, watch, listener, watch_listener)
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        return target_origin(str(params.get("url", "")))
 
 
 class ContractMCPServerStdio(ContractServer, MCPServerStdio):
@@ -143,25 +129,13 @@ class ContractMCPServerStdio(ContractServer, MCPServerStdio):
 
     _sdk = MCPServerStdio
 
-    def __init__(
-        self,
-        params: Any,
-        *,
-        memory: FixMemory,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
-    ) -> None:
-        options["message_handler"] = _handler(self, options.get("message_handler"))
-        MCPServerStdio.__init__(self, params, **options)
-        if origin is None and params.get("command"):
-            line = StdioServerParameters(
-                command=params["command"],
-                args=list(params.get("args") or ()),
-                cwd=params.get("cwd"),
-            )
-            origin = target_origin(line)
-        self._bind(memory, apply, origin, watch, listener, watch_listener)
+    @staticmethod
+    def _origin_of(params: Any) -> str | None:
+        if not params.get("command"):
+            return None
+        line = StdioServerParameters(
+            command=params["command"],
+            args=list(params.get("args") or ()),
+            cwd=params.get("cwd"),
+        )
+        return target_origin(line)

@@ -32,7 +32,7 @@ from .client.memory import FixMemory  # noqa: E402
 from .client.prompting import consumption  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener  # noqa: E402
+from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 from .protocol.levels import Level  # noqa: E402
 
 __all__ = ["ContractToolset", "model_value"]
@@ -60,14 +60,7 @@ class ContractToolset(MCPToolset[Any]):
     ) -> None:
         if "process_tool_call" in options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
-        user_handler = options.pop("message_handler", None)
-
-        async def on_message(message: Any) -> None:
-            if self.contract is not None:
-                await self.contract.on_message(message)
-            if user_handler is not None:
-                await user_handler(message)
-
+        on_message = message_handler(lambda: self.contract, options.pop("message_handler", None))
         super().__init__(
             client, process_tool_call=self._process, message_handler=on_message, **options
         )
@@ -128,7 +121,7 @@ class ContractToolset(MCPToolset[Any]):
         return [part for part in (own, "\n\n".join(blocks)) if part]
 
 
-def _origin_of(client: Any) -> str | None:
+def _origin_of(client: object) -> str | None:
     """The origin of a toolset's target (``mcp.origins``): a URL, or a stdio transport's
     command line; None (the server's name) for anything else."""
     if isinstance(client, str):

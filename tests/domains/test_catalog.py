@@ -130,6 +130,28 @@ def test_load_rules_names_the_file_and_the_problem(tmp_path, text, message):
     assert str(path) in str(err.value)
 
 
+@pytest.mark.parametrize(
+    "load, name, content, message",
+    [
+        (load_rules, "rules.json", b"\xff\xfe[]", "not UTF-8 text"),
+        (load_tasks, "tasks.toml", b"\xff\xfesystem_prompt = 1", "not UTF-8 text"),
+        (load_rules, "rules.json", b"[" * 10_000, "not valid JSON"),
+        (load_tasks, "tasks.toml", b"system_prompt = ", "not valid TOML"),
+        (load_rules, "missing.json", None, "cannot read"),
+        (load_tasks, "missing.toml", None, "cannot read"),
+    ],
+)
+def test_rules_and_tasks_files_that_do_not_read_or_parse_are_a_data_file_error(
+    tmp_path, load, name, content, message
+):
+    path = tmp_path / name
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(DataFileError, match=message) as err:
+        load(path)
+    assert str(path) in str(err.value)
+
+
 TASKS_HEAD = 'system_prompt = "Plan requests."\n'
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from invalidation_contracts import cli, domains
 from invalidation_contracts.server.http.app import create_app
+from invalidation_contracts.server.worker.follower import DEFAULT_POLL_INTERVAL_S
 
 TOKEN = "s3cret-admin-token"
 TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"
@@ -214,6 +215,30 @@ def test_serve_refuses_a_lag_bound_below_the_heartbeat_in_one_line(tmp_path, cap
     assert code == 1
     err = capsys.readouterr().err
     assert "max_lag_s (0.5) must exceed" in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "often", "inf", "nan"])
+def test_serve_rejects_a_poll_interval_that_is_not_a_positive_number_of_seconds(capsys, interval):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["serve", "--domain", "x", "--poll-interval", interval])
+    assert exit_.value.code == 2
+    assert "--poll-interval" in capsys.readouterr().err
+
+
+def test_serve_refuses_a_poll_interval_past_the_lag_bound_in_one_line(tmp_path, capsys):
+    db = str(tmp_path / "r.db")
+    code = cli.main(["serve", "--domain", "acme_billing", "--db", db, "--poll-interval", "3"])
+    assert code == 1
+    err = capsys.readouterr().err
+    assert "must exceed poll_interval_s (3)" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_poll_interval_reaches_every_worker_s_configuration():
+    from invalidation_contracts.cli.launch import AppSpec
+
+    spec = AppSpec(domain="acme_billing", poll_interval_s=0.05)
+    assert AppSpec.from_env(spec.to_env()).config().poll_interval_s == 0.05
+    assert AppSpec(domain="acme_billing").config().poll_interval_s == DEFAULT_POLL_INTERVAL_S
 
 
 @pytest.mark.skipif(

@@ -16,7 +16,7 @@ from typing import Any
 from ..server.auth import ADMIN_TOKEN_ENV
 from ..server.config import WorkerConfig
 from ..server.trust import TrustOptions
-from ..server.worker.follower import DEFAULT_MAX_LAG_S
+from ..server.worker.follower import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
 
 SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
 FACTORY = "invalidation_contracts.cli.launch:app_from_env"
@@ -36,6 +36,7 @@ class AppSpec:
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
     max_lag_s: float | None = None
+    poll_interval_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
     allowed_hosts: tuple[str, ...] | None = None
@@ -70,6 +71,11 @@ class AppSpec:
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
+            poll_interval_s=(
+                self.poll_interval_s
+                if self.poll_interval_s is not None
+                else DEFAULT_POLL_INTERVAL_S
+            ),
         )
 
     def to_env(self) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
@@ -13,7 +12,9 @@ from .options import (
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -85,27 +86,14 @@ def register(sub: Subparsers) -> None:
         help="where a tool result carries the contract: its _meta, the model shown only the "
         "model view (default), or inline in its content (0.1's wire form, for 0.1 clients)",
     )
-    p.add_argument(
-        "--signing-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PEM",
-        help="Ed25519 private key (PEM) to sign freshness statements with (as for serve)",
-    )
-    p.add_argument(
-        "--opaque-key-env",
-        default=None,
-        metavar="VAR",
-        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
-    )
+    _add_trust_options(p, " (as for serve)")
     p.set_defaults(handler=_serve_mcp)
 
 
 def _serve_mcp(args: argparse.Namespace) -> int:
     from ..domains import get_domain
     from ..mcp.http import HttpOptions, is_loopback
-    from ..mcp.serve import open_source, parse_tool_names, serve_mcp
+    from ..mcp.serve import open_backend, parse_tool_names, serve_mcp
 
     try:
         tool_names = parse_tool_names(args.tool_name)
@@ -131,7 +119,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     )
     store, notice = _history(args, domain.name)
     try:
-        source, close = open_source(domain, level=args.level, store=store, trust=trust)
+        backend, close = open_backend(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
         raise
     except (ValueError, RuntimeError, OSError) as exc:
@@ -139,7 +127,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     print(notice, file=sys.stderr)
     try:
         serve_mcp(
-            source,
+            backend,
             transport=args.transport,
             host=args.host,
             port=args.port,
@@ -152,9 +140,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     finally:
         close()
     return 0

@@ -28,23 +28,25 @@ def _workers(text: str) -> int:
 
 
 def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a whole number, not {text!r}") from None
+    value = _whole(text, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
 
 
 def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a port number, not {text!r}") from None
+    value = _whole(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"must be a port number 0-65535, got {value}")
     return value
+
+
+def _whole(text: str, what: str) -> int:
+    """``text`` as an integer; else an argument error saying it must be ``what``."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, not {text!r}") from None
 
 
 def _header_seconds(text: str) -> float:
@@ -79,6 +81,13 @@ def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
         help=f"{what}close a connection whose request body sends nothing this long while it is "
         f"read; 408 if no response has begun (default {DEFAULT_BODY_TIMEOUT_S:g})",
     )
+
+
+def _cannot_listen(args: argparse.Namespace, exc: OSError | OverflowError) -> CommandError:
+    """The error of a server that could not bind ``--host``/``--port`` (taken, refused, out of
+    range): the system's reason in one line."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+    return CommandError(f"cannot listen on {args.host}:{args.port}: {reason}")
 
 
 def _add_admin_token(p: argparse.ArgumentParser, what: str) -> None:
@@ -140,6 +149,24 @@ def _level(text: str) -> int:
         return int(Level.parse(text))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _add_trust_options(p: argparse.ArgumentParser, key_note: str) -> None:
+    """``--signing-key`` and ``--opaque-key-env``: what ``_trust_options`` reads."""
+    p.add_argument(
+        "--signing-key",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="PEM",
+        help=f"Ed25519 private key (PEM) to sign freshness statements with{key_note}",
+    )
+    p.add_argument(
+        "--opaque-key-env",
+        default=None,
+        metavar="VAR",
+        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
+    )
 
 
 def _trust_options(args: argparse.Namespace) -> TrustOptions | None:

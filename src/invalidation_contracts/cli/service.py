@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +18,9 @@ from .options import (
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_trust_options,
     _admin_token,
+    _cannot_listen,
     _history,
     _level,
     _port,
@@ -84,26 +88,20 @@ def register(sub: Subparsers) -> None:
         "(default 2; must exceed the 1 s heartbeat)",
     )
     p.add_argument(
+        "--poll-interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how often a worker looks for changes nothing wakes it for: SQLite files, and the "
+        "captured writes of a PostgreSQL --database (the capture leader polls; default 0.02)",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
         "(Prometheus format, admin token; docs/operators.md)",
     )
-    p.add_argument(
-        "--signing-key",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="PEM",
-        help="Ed25519 private key (PEM) to sign freshness statements with; repeat to rotate "
-        "(the key id is the file's stem; the last one signs)",
-    )
-    p.add_argument(
-        "--opaque-key-env",
-        default=None,
-        metavar="VAR",
-        help="environment variable holding a secret (>= 16 bytes): send names and keys as tags",
-    )
+    _add_trust_options(p, "; repeat to rotate (the key id is the file's stem; the last one signs)")
     p.set_defaults(handler=_serve)
 
     p = sub.add_parser(
@@ -203,19 +201,15 @@ def _serve(args: argparse.Namespace) -> int:
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
+        poll_interval_s=args.poll_interval,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
-        if args.create_tables:
-            _create_tables(spec)
-        app = spec.build()
-    except MissingExtra:
-        raise
-    except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError
-        raise UsageError(exc.args[0] if exc.args else f"unknown domain {args.domain!r}") from exc
-    except ImportError as exc:
-        raise CommandError(f"cannot load the domain: {exc}") from exc
+        with _loading(args.domain):
+            if args.create_tables:
+                _create_tables(spec)
+            app = spec.build()
     except (StorageError, ValueError, RuntimeError) as exc:
         raise CommandError(str(exc)) from exc
     except Exception as exc:  # a database URL SQLAlchemy cannot use (reliability audit 2, N17)
@@ -231,9 +225,7 @@ def _serve(args: argparse.Namespace) -> int:
             os.environ[SPEC_ENV] = spec.to_env()
             _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
-        where = f"{args.host}:{args.port}"
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        raise CommandError(f"cannot listen on {where}: {reason}") from None
+        raise _cannot_listen(args, exc) from None
     return 0
 
 
@@ -241,8 +233,17 @@ def _known_domain(name: str) -> None:
     """Refuse an unknown domain name in one line (exit 2) before anything else is said."""
     from ..domains import get_domain
 
-    try:
+    with _loading(name):
         get_domain(name)
+
+
+@contextlib.contextmanager
+def _loading(name: str) -> Iterator[None]:
+    """The domain ``name``'s lookup and loading failures as one-line errors: an unknown name is
+    a usage error (exit 2), a domain that cannot be imported a runtime one; a missing extra says
+    which."""
+    try:
+        yield
     except MissingExtra:
         raise
     except KeyError as exc:  # DomainError, the domain lookup's one error, is a KeyError

@@ -7,6 +7,7 @@ what is believed is the trust policy's, what is evicted or restamped the ``Inval
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
@@ -24,6 +25,8 @@ from .values import Answer
 from .wire import feed_items, position_error, refuse
 
 M = TypeVar("M", ChangesFeed, RulesListing)
+_NOT_COVERED = "the server's change log no longer covers the memory's position"
+"""Why a 410 the trust policy believes resyncs the memory."""
 
 
 class Answers:
@@ -43,26 +46,6 @@ class Answers:
         self.trust = trust
         self.limits = limits
 
-    def _resync(
-        self,
-        origin: str,
-        episode: int | None,
-        problem: Mapping[str, Any] | None,
-        signature: str | None,
-    ) -> Steps[Observation]:
-        def work(tx: Ledger) -> None:
-            if not self.strategy.invalidates:
-                return
-            doubt = self.trust.doubt(problem or {}, signature, since=None, now=tx.now)
-            if doubt is not None:
-                self.invalidation.distrust(tx, doubt)
-            else:
-                detail = "the server's change log no longer covers the memory's position"
-                self.invalidation.resync(tx, detail)
-
-        call = yield from self.calls.run(origin, episode, work)
-        return call.observation
-
     def answer(self, need: Need, answer: Answer, episode: int | None) -> Steps[Observation]:
         status, body, signature = answer.status, answer.body, answer.signature
         body_bytes, refused = answer.body_bytes, answer.refused
@@ -77,8 +60,9 @@ class Answers:
             refusal = Refusal("max_feed_bytes", body_bytes)
             return (yield from self._listing_too_large(origin, episode, refusal))
         if status == 410:
-            problem = body if isinstance(body, Mapping) else None
-            return (yield from self._resync(origin, episode, problem, signature))
+            problem = body if isinstance(body, Mapping) else {}
+            resync = functools.partial(self.invalidation.resync, detail=_NOT_COVERED)
+            return (yield from self._verified(origin, problem, signature, episode, resync))
         if status == 200 and isinstance(body, Mapping):
             if changes:
                 items = feed_items(body)
@@ -87,11 +71,15 @@ class Answers:
                 valid = position_error(body, "contract_epoch", "last_seq") is None
                 feed = _parsed(ChangesFeed, body) if valid else None
                 if feed is not None:
-                    return (yield from self._feed(origin, body, feed, episode, signature))
+                    apply: Callable[[Ledger], None] = functools.partial(
+                        self.invalidation.apply_feed, feed=feed
+                    )
+                    return (yield from self._verified(origin, body, signature, episode, apply))
             else:
                 listing = _parsed(RulesListing, body)
                 if listing is not None:
-                    return (yield from self._rules(origin, body, listing, episode, signature))
+                    apply = functools.partial(self.invalidation.apply_rules, listing=listing)
+                    return (yield from self._verified(origin, body, signature, episode, apply))
         return (yield from self._need_failed(need, episode))
 
     def _need_failed(self, need: Need, episode: int | None) -> Steps[Observation]:
@@ -121,37 +109,6 @@ class Answers:
         call = yield from self.calls.run(need.origin, episode, work)
         return call.observation
 
-    def _feed(
-        self,
-        origin: str,
-        raw: Mapping[str, Any],
-        feed: ChangesFeed,
-        episode: int | None,
-        signature: str | None,
-    ) -> Steps[Observation]:
-        def act(tx: Ledger) -> None:
-            self.invalidation.apply_feed(tx, feed)
-
-        return (yield from self._verified(origin, raw, signature, episode, act))
-
-    def _rules(
-        self,
-        origin: str,
-        raw: Mapping[str, Any],
-        listing: RulesListing,
-        episode: int | None,
-        signature: str | None,
-    ) -> Steps[Observation]:
-        return (
-            yield from self._verified(
-                origin,
-                raw,
-                signature,
-                episode,
-                lambda tx: self.invalidation.apply_rules(tx, listing),
-            )
-        )
-
     def _verified(
         self,
         origin: str,
@@ -160,7 +117,8 @@ class Answers:
         episode: int | None,
         act: Callable[[Ledger], None],
     ) -> Steps[Observation]:
-        """Act on a fetched answer if the trust policy believes it; report it otherwise."""
+        """Act on a fetched answer (a feed, a listing, a 410's problem document) if the trust
+        policy believes it; report it otherwise."""
 
         def work(tx: Ledger) -> None:
             if not self.strategy.invalidates:

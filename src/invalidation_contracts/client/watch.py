@@ -24,16 +24,21 @@ import random
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
 from .events import MemoryEvent, WatchLost, WatchOpened
 from .extensions import describe
 from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
+from .steps import adrive, drive
 from .values import Position
+
+if TYPE_CHECKING:
+    from .extensions import Listener
+    from .transport import AsyncContractTransport, ContractTransport
 
 WATCH_PATH = "/contract/watch"
 #: Reads of ``/contract/versions`` one event may cost: with several workers the read may reach one
@@ -45,6 +50,33 @@ _PERMANENT = frozenset({400, 401, 403, 404, 405, 406, 422, 501})
 _FORWARDED_HEADERS = ("authorization",)
 
 Emit = Callable[[MemoryEvent], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """Step: read the memory's position (sent back; None when the watch is stopping)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    """Step: wait ``seconds`` before the next read."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """Step: read ``/contract/versions`` through the transport, so the memory catches up."""
+
+
+@dataclass(frozen=True, slots=True)
+class Saw:
+    """Step: the memory has acted on announced position ``seq``."""
+
+    seq: int
+
+
+WatchStep = Known | Pause | Refresh | Saw
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +239,25 @@ class WatchCore:
             f"{position.seq}"
         )
 
+    def announced(self, events: list[SSEEvent]) -> Generator[WatchStep, Any, None]:
+        """What the watch does with a chunk's events, as steps both watches run: for each
+        position announced, refresh until the memory has reached it (the read is a response the
+        memory observes), then mark it seen; ``WatchFailure`` when it never does."""
+        for event in events:
+            announced = self.meaning(event)
+            if announced is None:
+                continue
+            for attempt in range(REFRESH_ATTEMPTS + 1):
+                known: Position | None = yield Known()
+                if known is None or not self.behind(announced, known):
+                    break
+                if attempt == REFRESH_ATTEMPTS:
+                    raise self.unreached(announced)
+                if attempt:
+                    yield Pause(REFRESH_RETRY_S)
+                yield Refresh()
+            yield Saw(announced.seq)
+
     def failed(self, failure: WatchFailure) -> float | None:
         """Record a failure; the seconds to wait before the next attempt (None: give up)."""
         self.open = False
@@ -232,7 +283,7 @@ class WatchCore:
 class SyncWatch:
     """One origin's watch in a daemon thread, for ``ContractTransport``."""
 
-    def __init__(self, transport: Any, core: WatchCore) -> None:
+    def __init__(self, transport: ContractTransport, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._stop = threading.Event()
@@ -302,29 +353,29 @@ class SyncWatch:
             core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
-            for chunk in response.stream:
+            # A sync transport answers with a sync stream (httpx types the field as either).
+            for chunk in cast(Iterable[bytes], response.stream):
                 if self._stop.is_set():
                     return
                 events, last, progressed = core.feed(parser, chunk, last)
-                for event in events:
-                    announced = core.meaning(event)
-                    if announced is None:
-                        continue
-                    for attempt in range(REFRESH_ATTEMPTS + 1):
-                        known = self.transport.memory.position(core.origin)
-                        if not core.behind(announced, known) or self._stop.is_set():
-                            break
-                        if attempt == REFRESH_ATTEMPTS:
-                            raise core.unreached(announced)
-                        if attempt:
-                            self._stop.wait(REFRESH_RETRY_S)
-                        self._refresh()
-                    self._saw(announced.seq)
+                drive(core.announced(events), self._step, ())
                 if progressed:
                     core.healthy()
         finally:
             self._response = None
             response.close()
+
+    def _step(self, step: WatchStep) -> Position | None:
+        if isinstance(step, Known):
+            known: Position = self.transport.memory.position(self.core.origin)
+            return None if self._stop.is_set() else known
+        if isinstance(step, Pause):
+            self._stop.wait(step.seconds)
+        elif isinstance(step, Refresh):
+            self._refresh()
+        else:
+            self._saw(step.seq)
+        return None
 
     def _refresh(self) -> None:
         self.transport.handle_request(self.core.versions_request()).close()
@@ -333,7 +384,7 @@ class SyncWatch:
 class AsyncWatch:
     """One origin's watch in an asyncio task, for ``AsyncContractTransport``."""
 
-    def __init__(self, transport: Any, core: WatchCore) -> None:
+    def __init__(self, transport: AsyncContractTransport, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._task: asyncio.Task[None] | None = None
@@ -392,33 +443,31 @@ class AsyncWatch:
 
     async def _stream(self) -> None:
         core = self.core
-        memory = self.transport.memory
-        position = await memory.position(core.origin)
+        position = await self.transport.memory.position(core.origin)
         response = await self.transport.wrapped.handle_async_request(core.request(position))
         try:
             core.check(response, position.seq)
             parser = core.parser()
             last = time.monotonic()
-            async for chunk in response.stream:
+            async for chunk in cast(AsyncIterable[bytes], response.stream):
                 events, last, progressed = core.feed(parser, chunk, last)
-                for event in events:
-                    announced = core.meaning(event)
-                    if announced is None:
-                        continue
-                    for attempt in range(REFRESH_ATTEMPTS + 1):
-                        known = await memory.position(core.origin)
-                        if not core.behind(announced, known):
-                            break
-                        if attempt == REFRESH_ATTEMPTS:
-                            raise core.unreached(announced)
-                        if attempt:
-                            await asyncio.sleep(REFRESH_RETRY_S)
-                        await self._refresh()
-                    self._saw(announced.seq)
+                await adrive(core.announced(events), self._step, ())
                 if progressed:
                     core.healthy()
         finally:
             await response.aclose()
+
+    async def _step(self, step: WatchStep) -> Position | None:
+        if isinstance(step, Known):
+            known: Position = await self.transport.memory.position(self.core.origin)
+            return known
+        if isinstance(step, Pause):
+            await asyncio.sleep(step.seconds)
+        elif isinstance(step, Refresh):
+            await self._refresh()
+        else:
+            self._saw(step.seq)
+        return None
 
     async def _refresh(self) -> None:
         response = await self.transport.handle_async_request(self.core.versions_request())
@@ -450,7 +499,12 @@ def _detail(data: str) -> str:
 class Watches:
     """A transport's watch streams: at most one per origin, opened after its first response."""
 
-    def __init__(self, transport: Any, options: WatchOptions | None, listener: Any) -> None:
+    def __init__(
+        self,
+        transport: ContractTransport | AsyncContractTransport,
+        options: WatchOptions | None,
+        listener: Listener | None,
+    ) -> None:
         self.transport = transport
         self.options = options
         self.listener = listener
@@ -473,9 +527,9 @@ class Watches:
                 return
             core = WatchCore(origin, options, request.headers, self._emit)
             watch: SyncWatch | AsyncWatch = (
-                AsyncWatch(self.transport, core)
+                AsyncWatch(cast("AsyncContractTransport", self.transport), core)
                 if asynchronous
-                else SyncWatch(self.transport, core)
+                else SyncWatch(cast("ContractTransport", self.transport), core)
             )
             self._by_origin[origin] = watch
         watch.start()

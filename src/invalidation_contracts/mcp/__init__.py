@@ -13,14 +13,14 @@ from .._extras import require_extra
 require_extra("mcp", "mcp")
 
 from . import names  # noqa: E402
+from .backend import ContractBackend, ProviderBackend  # noqa: E402
 from .server import contract_server, run_stdio  # noqa: E402
 from .session import ContractSession, ToolReply, connect  # noqa: E402
-from .source import ContractSource, ProviderSource  # noqa: E402
 
 __all__ = [
+    "ContractBackend",
     "ContractSession",
-    "ContractSource",
-    "ProviderSource",
+    "ProviderBackend",
     "ToolReply",
     "connect",
     "contract_server",

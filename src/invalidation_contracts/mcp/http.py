@@ -21,13 +21,16 @@ import hmac
 import ipaddress
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..server.auth import REALM
 from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -88,7 +91,7 @@ def security(host: str, options: HttpOptions) -> TransportSecuritySettings:
     )
 
 
-def http_app(server: Any, host: str, options: HttpOptions) -> ASGIApp:
+def http_app(server: Server[Any], host: str, options: HttpOptions) -> ASGIApp:
     """``server``'s streamable HTTP app for a socket bound to ``host``, guarded as above;
     ``ValueError`` when bound off loopback without a token, or to a wildcard without hosts."""
     if not is_loopback(host) and not options.token:

@@ -17,13 +17,16 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 
 from ..server.registry import Registry
 from ..server.state import RegistryState
 from . import names
+
+if TYPE_CHECKING:
+    from mcp.server.session import ServerSession
 
 logger = logging.getLogger(__name__)
 
@@ -51,14 +54,14 @@ class ChangeNotifier:
         self.registry = registry
         self.bus = bus
         self.graph = graph
-        self._subscribers: OrderedDict[int, tuple[Any, set[str]]] = OrderedDict()
+        self._subscribers: OrderedDict[int, tuple[ServerSession, set[str]]] = OrderedDict()
         self._lock = threading.Lock()
         self._pending: set[str] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._users = 0
 
-    def subscribe(self, session: Any, uri: str) -> None:
+    def subscribe(self, session: ServerSession, uri: str) -> None:
         """``resources/subscribe`` (protocol revisions before 2026-07-28).
 
         ``session`` is the request's ``ServerSession``: it sends on its connection's standalone
@@ -72,7 +75,7 @@ class ChangeNotifier:
         while len(self._subscribers) > MAX_SUBSCRIBED_CONNECTIONS:
             self._subscribers.popitem(last=False)
 
-    def unsubscribe(self, session: Any, uri: str) -> None:
+    def unsubscribe(self, session: ServerSession, uri: str) -> None:
         entry = self._subscribers.get(_connection_key(session))
         if entry is not None:
             entry[1].discard(uri)
@@ -137,7 +140,7 @@ class ChangeNotifier:
                 self._subscribers.pop(key, None)
 
 
-def _connection_key(session: Any) -> int:
+def _connection_key(session: ServerSession) -> int:
     """One key per connection: its ``client_params`` object (the request's session, if none)."""
     params = getattr(session, "client_params", None)
     return id(params if params is not None else session)

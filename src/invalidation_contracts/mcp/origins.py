@@ -19,7 +19,6 @@ HTTP connection to the same server.
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from mcp import StdioServerParameters
 
@@ -27,7 +26,7 @@ from mcp import StdioServerParameters
 NAMED = "mcp://"
 
 
-def target_origin(server: Any) -> str | None:
+def target_origin(server: object) -> str | None:
     """The origin of a ``connect`` target, or None when the target does not identify the server."""
     if isinstance(server, str):
         url = server.split("#", 1)[0].split("?", 1)[0]

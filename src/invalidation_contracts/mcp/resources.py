@@ -21,7 +21,7 @@ from ..protocol.models import Problem, WireModel
 from ..protocol.problems import ProblemType, ProtocolError
 from ..server.reads import ContractRead, require_level
 from . import names
-from .source import ContractSource
+from .backend import ContractBackend
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +37,13 @@ class ResourceBody:
 
 
 class ContractResources:
-    """The contract resources of one source, at its provider's level."""
+    """The contract resources of one backend, at its provider's level."""
 
-    def __init__(self, source: ContractSource, *, protect_graph: bool = False) -> None:
+    def __init__(self, backend: ContractBackend, *, protect_graph: bool = False) -> None:
         """``protect_graph``: the graph is neither listed nor read (MCP has no admin identity;
         ``serve --protect-graph`` serves it to the admin token)."""
-        self.source = source
-        self.level = source.provider.level
+        self.backend = backend
+        self.level = backend.provider.level
         self.protect_graph = protect_graph
 
     def resources(self) -> list[types.Resource]:
@@ -132,8 +132,8 @@ class ContractResources:
 
     def blocks(self, read: ContractRead) -> bool:
         """Whether answering ``read`` may wait on I/O: only a catch-up with other workers reads
-        a store (the registry is in memory); a source that cannot tell is assumed to."""
-        behind = getattr(self.source, "behind", None)
+        a store (the registry is in memory); a backend that cannot tell is assumed to."""
+        behind = getattr(self.backend, "behind", None)
         return behind is None or bool(behind(read.catch_up, read.epoch))
 
     def answer(self, read: ContractRead, uri: str) -> ResourceBody:
@@ -153,6 +153,6 @@ class ContractResources:
                 "contract://graph is protected on this server (read it with the admin token "
                 "over HTTP: GET /contract/graph)",
             )
-        state = self.source.state(read.catch_up, read.epoch)
-        body = self.source.provider.read(read, state, what=what)
+        state = self.backend.state(read.catch_up, read.epoch)
+        body = self.backend.provider.read(read, state, what=what)
         return ResourceBody(body, read.since if read.name == "versions" else None)

@@ -21,7 +21,8 @@ import mcp_types as types
 from ..protocol.wirecost import WireCost, compact, wire_cost
 from . import names
 
-#: The status a failure answer without a readable problem status is read as (bad gateway).
+#: The status a failed tool result without a readable problem status is observed as (bad
+#: gateway). A resource read has no such stand-in: its status is None (``Answer.unusable``).
 UNREADABLE_STATUS = 502
 
 
@@ -82,7 +83,9 @@ def read_tool_result(result: types.CallToolResult) -> ToolAnswer:
 class ResourceAnswer:
     """A contract resource as ``FixMemory.answer`` takes it."""
 
-    status: int
+    status: int | None
+    """200, a problem document's status, or None: nothing readable came (no text content, a
+    problem document without a status)."""
     body: Any
     signature: str | None
     body_bytes: int
@@ -94,7 +97,7 @@ def read_resource_result(result: types.ReadResourceResult) -> ResourceAnswer:
     """The first content of a resource read: JSON (200) or a problem document (its status)."""
     content = result.contents[0] if result.contents else None
     if not isinstance(content, types.TextResourceContents):
-        return ResourceAnswer(UNREADABLE_STATUS, None, None, 0)
+        return ResourceAnswer(None, None, None, 0)
     text = content.text
     size = len(text.encode())
     try:
@@ -105,7 +108,7 @@ def read_resource_result(result: types.ReadResourceResult) -> ResourceAnswer:
     signature = _text(names.meta_value(meta, names.SIGNATURE))
     if content.mime_type == names.PROBLEM_MEDIA_TYPE:
         status = problem_status(body) if isinstance(body, dict) else None
-        return ResourceAnswer(status or UNREADABLE_STATUS, body, signature, size)
+        return ResourceAnswer(status, body, signature, size)
     return ResourceAnswer(200, body, signature, size, _seq(names.meta_value(meta, names.SINCE)))
 
 

@@ -20,25 +20,26 @@ from ..server.domain import Domain
 from ..server.provider import Provider
 from ..server.trust import TrustOptions
 from ..sockets import listen
+from .backend import ContractBackend, ProviderBackend
 from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
-from .source import ContractSource, ProviderSource
 
 if TYPE_CHECKING:
     import uvicorn
+    from mcp.server.lowlevel import Server
 
 Announce = Callable[[str], None]
 #: Seconds ``running_http`` waits for the server to listen.
 START_TIMEOUT_S = 30.0
 
 
-def open_source(
+def open_backend(
     domain: Domain, *, level: int, store: str | None = None, trust: TrustOptions | None = None
-) -> tuple[ContractSource, Callable[[], None]]:
-    """The source to serve ``domain`` from, and how to close it."""
+) -> tuple[ContractBackend, Callable[[], None]]:
+    """The backend to serve ``domain`` from, and how to close it."""
     if store is None and (trust is None or not trust.signing_keys):
         opaque = trust.opaque() if trust is not None else None
-        return ProviderSource(Provider(domain, level=level, opaque=opaque)), lambda: None
+        return ProviderBackend(Provider(domain, level=level, opaque=opaque)), lambda: None
     from ..server.worker.contract import ContractWorker
 
     worker = ContractWorker.open(domain, level=level, store=store, trust=trust)
@@ -47,7 +48,7 @@ def open_source(
 
 
 def serve_mcp(
-    source: ContractSource,
+    backend: ContractBackend,
     *,
     transport: str = "stdio",
     host: str = "127.0.0.1",
@@ -59,13 +60,13 @@ def serve_mcp(
     http: HttpOptions | None = None,
     protect_graph: bool = False,
 ) -> None:
-    """Serve ``source`` until the client (stdio) or a signal (HTTP) ends it.
+    """Serve ``backend`` until the client (stdio) or a signal (HTTP) ends it.
 
     ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
     listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
     """
     server = contract_server(
-        source, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
+        backend, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
     )
     if transport == "stdio":
         anyio.run(run_stdio, server)
@@ -80,7 +81,7 @@ def serve_mcp(
         uvicorn.Server(config).run(sockets=[listener])
 
 
-def _uvicorn_config(server: Any, host: str, http: HttpOptions | None) -> uvicorn.Config:
+def _uvicorn_config(server: Server[Any], host: str, http: HttpOptions | None) -> uvicorn.Config:
     """The uvicorn configuration both entry points serve ``server`` with: the guarded app
     (``ValueError`` for options that cannot guard ``host``) under the read timeouts."""
     from ..header_timeout import server_config
@@ -97,7 +98,11 @@ def _uvicorn_config(server: Any, host: str, http: HttpOptions | None) -> uvicorn
 
 @contextlib.asynccontextmanager
 async def running_http(
-    server: Any, *, host: str = "127.0.0.1", port: int = 0, http: HttpOptions | None = None
+    server: Server[Any],
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    http: HttpOptions | None = None,
 ) -> AsyncIterator[str]:
     """Serve ``server`` (a ``contract_server``) over streamable HTTP in this event loop, on
     ``host:port`` (0: a free port), guarded by ``http`` (``mcp.http``); yields its URL, and

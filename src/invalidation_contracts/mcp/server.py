@@ -35,9 +35,9 @@ from ..protocol.problems import ProblemType, ProtocolError
 from ..server.provider import Provider
 from ..server.reads import ContractRead
 from . import names
+from .backend import ContractBackend, as_backend
 from .notify import ChangeNotifier
 from .resources import ContractResources
-from .source import ContractSource, as_source
 from .tools import ToolRoute, ToolTable, tool_result
 
 #: How long clients may keep the tool, resource and template listings (they do not change).
@@ -51,13 +51,13 @@ class ContractHandlers:
 
     def __init__(
         self,
-        source: ContractSource,
+        backend: ContractBackend,
         tools: ToolTable,
         resources: ContractResources,
         notifier: ChangeNotifier,
         envelope: str = names.META_ENVELOPE,
     ) -> None:
-        self.source = source
+        self.backend = backend
         self.envelope = envelope
         self.tools = tools
         self.resources = resources
@@ -78,8 +78,8 @@ class ContractHandlers:
         answer = functools.partial(self._answer, entry, arguments, ctx.meta)
         body, since = await anyio.to_thread.run_sync(answer)
         signature = None
-        if names.wants_signature(ctx.meta) and self.source.signer is not None:
-            signature = self.source.signer.sign(body.to_wire(), since)
+        if names.wants_signature(ctx.meta) and self.backend.signer is not None:
+            signature = self.backend.signer.sign(body.to_wire(), since)
         return tool_result(body, since=since, signature=signature, envelope=self.envelope)
 
     def _answer(
@@ -89,7 +89,7 @@ class ContractHandlers:
         position = names.MetaPosition()
         try:
             position = names.position_of(meta)
-            outcome = self.source.handle(
+            outcome = self.backend.handle(
                 entry.route, arguments, since=position.since, epoch=position.epoch
             )
             return outcome.body, position.since
@@ -102,9 +102,9 @@ class ContractHandlers:
         """A protocol error as its problem document, with the current contract when the worker
         can vouch for it (as the HTTP binding answers errors)."""
         body = exc.to_problem()
-        if exc.kind is ProblemType.REGISTRY_UNAVAILABLE or not self.source.available:
+        if exc.kind is ProblemType.REGISTRY_UNAVAILABLE or not self.backend.available:
             return body, None
-        provider = self.source.provider
+        provider = self.backend.provider
         fields = provider.contract(provider.registry.state, position.since, position.epoch)
         return body.model_copy(update=fields.model_dump(exclude_none=True)), position.since
 
@@ -133,8 +133,8 @@ class ContractHandlers:
         meta: dict[str, Any] = {}
         if answer.since is not None:
             meta[names.key_for(names.SINCE, self.envelope)] = answer.since
-        if names.wants_signature(ctx.meta) and self.source.signer is not None:
-            meta[names.key_for(names.SIGNATURE, self.envelope)] = self.source.signer.sign(
+        if names.wants_signature(ctx.meta) and self.backend.signer is not None:
+            meta[names.key_for(names.SIGNATURE, self.envelope)] = self.backend.signer.sign(
                 answer.body.to_wire(), answer.since
             )
         content = types.TextResourceContents(
@@ -159,7 +159,7 @@ class ContractHandlers:
 
 
 def contract_server(
-    source: Provider | ContractSource,
+    backend: Provider | ContractBackend,
     *,
     name: str | None = None,
     version: str = __version__,
@@ -170,7 +170,7 @@ def contract_server(
     envelope: str = names.META_ENVELOPE,
     protect_graph: bool = False,
 ) -> Server[Any]:
-    """The MCP server of ``source``'s domain (the SDK's low-level ``Server``).
+    """The MCP server of ``backend``'s domain (the SDK's low-level ``Server``).
 
     ``name``: the server's identity (default: the domain's name), which clients key their fix
     memory by. ``tool_names``: rename tools, ``{"POST /v1/subscriptions": "create_subscription"}``
@@ -184,7 +184,7 @@ def contract_server(
     """
     if envelope not in names.ENVELOPES:
         raise ValueError(f"envelope must be one of {names.ENVELOPES}, not {envelope!r}")
-    contract = as_source(source)
+    contract = as_backend(backend)
     provider = contract.provider
     domain = provider.domain
     bus = bus if bus is not None else InMemorySubscriptionBus()

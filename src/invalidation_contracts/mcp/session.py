@@ -28,7 +28,7 @@ from typing import Any, Self, cast
 import anyio
 import mcp_types as types
 from mcp.client.client import Client
-from mcp.client.session import ClientSession
+from mcp.client.session import ClientSession, MessageHandlerFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -37,6 +37,7 @@ from ..client.events import Ignored, MemoryEvent, Need, Observation
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.modelview import model_text, model_view
 from ..client.needs import need_loop
+from ..client.steps import adrive
 from ..client.values import Answer, Observed
 from ..protocol.wirecost import WireCost
 from . import calls, names
@@ -263,14 +264,8 @@ class ContractSession(calls.AgentCalls):
     ) -> tuple[Need, ...]:
         """Read each need from the contract resources and feed the answer to the memory, for up
         to ``MAX_NEED_ROUNDS`` rounds; returns the needs still outstanding."""
-        loop = need_loop(tuple(needs))
-        try:
-            need = next(loop)
-            while True:
-                need = loop.send(await self._fulfil(need, episode, listener))
-        except StopIteration as done:
-            outstanding: tuple[Need, ...] = done.value
-            return outstanding
+        rounds = need_loop(tuple(needs))
+        return await adrive(rounds, lambda need: self._fulfil(need, episode, listener), ())
 
     async def caught_up(self, seq: int, *, timeout_s: float = 10.0) -> None:
         """Wait until a notification-driven refresh has read the contract at ``seq`` or later
@@ -329,7 +324,8 @@ class ContractSession(calls.AgentCalls):
         result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
         answer = read_resource_result(result)
         if answer.status != 200 or not isinstance(answer.body, dict):
-            logger.warning("%s answered %s for its versions", self.origin, answer.status)
+            status = answer.status if answer.status is not None else "nothing readable"
+            logger.warning("%s answered %s for its versions", self.origin, status)
             return None
         observed = Observed(
             None,
@@ -398,6 +394,23 @@ def _both(events: list[MemoryEvent], listener: Listener | None) -> Listener:
     return both
 
 
+def message_handler(
+    contract: Callable[[], ContractSession | None], user: MessageHandlerFnT | None
+) -> MessageHandlerFnT:
+    """An SDK message handler for a session a ``ContractSession`` wraps: each server message
+    goes to the contract session (``contract()``, once there is one: a server may speak before
+    it is bound), then to ``user``'s handler, if any (every adapter chains them so)."""
+
+    async def on_message(message: Any) -> None:
+        bound = contract()
+        if bound is not None:
+            await bound.on_message(message)
+        if user is not None:
+            await user(message)
+
+    return on_message
+
+
 @contextlib.asynccontextmanager
 async def connect(
     server: Any,
@@ -416,14 +429,9 @@ async def connect(
     session; ``client_options`` go to ``Client`` (``mode``, ``read_timeout_seconds``, ...).
     The origin is bound to the target (``mcp.origins.target_origin``) unless ``origin`` names it."""
     wired: list[ContractSession] = []
-    user_handler = client_options.pop("message_handler", None)
-
-    async def handler(message: Any) -> None:
-        if wired:
-            await wired[0].on_message(message)
-        if user_handler is not None:
-            await user_handler(message)
-
+    handler = message_handler(
+        lambda: wired[0] if wired else None, client_options.pop("message_handler", None)
+    )
     async with Client(server, message_handler=handler, **client_options) as client:
         contract = ContractSession(
             client.session,

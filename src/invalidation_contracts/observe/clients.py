@@ -74,8 +74,10 @@ class ClientKey:
 
 
 def _header(scope: Scope, name: bytes) -> bytes | None:
+    """The value of header ``name`` (lowercase), as ASGI servers give them: names lowercased
+    (the ASGI spec; Starlette's ``Headers`` relies on it too)."""
     for key, value in scope.get("headers") or ():
-        if key.lower() == name:
+        if key == name:
             return bytes(value)
     return None
 

@@ -10,13 +10,16 @@ client would be unbounded). Each observation carries the ``worker`` attribute.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import require_extra
 
 require_extra("otel", "opentelemetry")
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..server.worker.contract import ContractWorker
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -33,7 +36,7 @@ _CLIENT_FIGURES = (
 )
 
 
-def watch_worker(meter: Meter, service: Any, worker: str) -> None:
+def watch_worker(meter: Meter, service: ContractWorker, worker: str) -> None:
     """Register the render-cache counters and the worker gauges of ``service`` on ``meter``."""
     where = {"worker": worker}
 

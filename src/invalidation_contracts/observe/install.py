@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import require_extra
 
@@ -30,6 +30,9 @@ from .clients import ClientKey, ClientKeyMiddleware, current_client  # noqa: E40
 from .journal import ChangeJournal  # noqa: E402
 from .provider import ProviderTelemetry  # noqa: E402
 from .scoring import ClientScores  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..server.http.service import ContractService
 
 METRICS_PATH = "/contract/metrics"
 
@@ -55,7 +58,7 @@ class Observability:
 
 def instrument(
     app: Any,
-    service: Any,
+    service: ContractService,
     *,
     prefix: str = "",
     prometheus: bool | Any = True,
@@ -121,7 +124,7 @@ def instrument(
     return observed
 
 
-def metrics_router(service: Any, exposition: Any, **options: Any) -> APIRouter:
+def metrics_router(service: ContractService, exposition: Any, **options: Any) -> APIRouter:
     """``GET /contract/metrics`` behind the admin token; ``options`` go to ``APIRouter``."""
     router = APIRouter(route_class=problem_route_class(service), **options)
 

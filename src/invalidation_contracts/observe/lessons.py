@@ -3,9 +3,9 @@
 ``Taught`` is one fix the provider answered (type, scope, parameters, the policy that found it),
 with the structures the client scoring matches requests against precomputed: the fields a request
 must carry (``wanted``), the slot, the key, and the anchor field by which a request that may carry
-it is found with one dict lookup. ``Lesson`` is every fix of one 422 document; a provider answers
-the same document again and again from its render cache, so ``Lessons`` keeps the lesson per
-document and the request path only checks that the findings came from the same policies.
+it is found with one dict lookup. ``RefusalLesson`` is every fix of one 422 document; a provider
+answers the same document again and again from its render cache, so ``Lessons`` keeps the lesson
+per document and the request path only checks that the findings came from the same policies.
 
 ``value_key`` is the hashable form of a JSON value used for those lookups: exact about JSON types
 (``1``, ``1.0`` and ``true`` differ), cheap for scalars.
@@ -98,7 +98,7 @@ class Taught:
 
 
 @dataclass(frozen=True, slots=True)
-class Lesson:
+class RefusalLesson:
     """Every fix one refusal taught, and the slots it refused."""
 
     policies: tuple[str, ...]
@@ -108,7 +108,7 @@ class Lesson:
     refused: frozenset[tuple[str, str]]
 
     @classmethod
-    def of(cls, findings: Sequence[Finding]) -> Lesson:
+    def of(cls, findings: Sequence[Finding]) -> RefusalLesson:
         taught = [Taught.of(f) for f in findings]
         return cls(
             tuple(f.policy for f in findings),
@@ -140,16 +140,16 @@ class Lessons:
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._by_document: dict[int, tuple[bytes, Lesson]] = {}
+        self._by_document: dict[int, tuple[bytes, RefusalLesson]] = {}
 
-    def of(self, findings: Sequence[Finding], document: bytes | None) -> Lesson:
+    def of(self, findings: Sequence[Finding], document: bytes | None) -> RefusalLesson:
         """The lesson of ``findings``, answered as ``document`` (None: not kept)."""
         if document is None:
-            return Lesson.of(findings)
+            return RefusalLesson.of(findings)
         found = self._by_document.get(id(document))
         if found is not None and found[0] is document and found[1].fits(findings):
             return found[1]
-        lesson = Lesson.of(findings)
+        lesson = RefusalLesson.of(findings)
         if len(self._by_document) >= self.capacity:
             self._by_document.clear()
         self._by_document[id(document)] = (document, lesson)  # held: its id stays unique

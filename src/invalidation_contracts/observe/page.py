@@ -17,7 +17,7 @@ import html
 import json
 from collections.abc import Callable
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from .._extras import require_extra
 
@@ -31,6 +31,10 @@ from ..server.auth import REALM  # noqa: E402
 from ..server.http.errors import problem_route_class  # noqa: E402
 from .view import operator_view  # noqa: E402
 
+if TYPE_CHECKING:
+    from ..server.http.service import ContractService
+    from ..server.worker.contract import ContractWorker
+
 PAGE_PATH = "/contract/operator"
 POLL_MS = 500
 CSP = (
@@ -40,7 +44,7 @@ CSP = (
 NodeQuery = Annotated[str | None, Query(max_length=512, description="A graph node, `table:key`.")]
 
 
-def operator_dependency(service: Any) -> Callable[[Request], None]:
+def operator_dependency(service: ContractWorker) -> Callable[[Request], None]:
     """The admin token as a bearer token or a Basic password; 401 asks the browser for it."""
 
     def require(request: Request) -> None:
@@ -69,7 +73,7 @@ def operator_dependency(service: Any) -> Callable[[Request], None]:
     return require
 
 
-def operator_router(service: Any, observed: Any, **options: Any) -> APIRouter:
+def operator_router(service: ContractService, observed: Any, **options: Any) -> APIRouter:
     """The page, its state document and its script; ``options`` go to ``APIRouter``."""
     router = APIRouter(route_class=problem_route_class(service), **options)
     guard = [Depends(operator_dependency(service))]

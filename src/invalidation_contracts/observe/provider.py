@@ -22,7 +22,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._extras import require_extra
 
@@ -40,6 +40,9 @@ from .answers import AnswerCounters  # noqa: E402
 from .gauges import watch_scores, watch_worker  # noqa: E402
 from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
 from .totals import TotalCounter  # noqa: E402
+
+if TYPE_CHECKING:
+    from ..server.worker.contract import ContractWorker
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +63,7 @@ class ProviderTelemetry:
 
     def __init__(
         self,
-        service: Any,
+        service: ContractWorker,
         *,
         meter_provider: metrics.MeterProvider | None = None,
         tracer_provider: trace.TracerProvider | None = None,
@@ -124,10 +127,12 @@ class ProviderTelemetry:
         self._tracer = (provider, tracer, final, time.monotonic() + _TRACER_RECHECK_S)
         return tracer
 
-    def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
+    def evaluating(
+        self, route: Route[Any], state: RegistryState
+    ) -> AbstractContextManager[Any] | None:
         tracer = self.tracer
         if tracer is None:
-            return _NO_SPAN
+            return None
         return tracer.start_as_current_span(
             "invalidation_contracts.policy_evaluation",
             attributes={

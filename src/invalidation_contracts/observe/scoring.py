@@ -18,8 +18,8 @@ opaque client key, into the paper's figures without any help from the client:
 Cheap where it runs (every policy check): what a refusal teaches is built once per 422 document
 (``observe.lessons``), a request finds the taught fixes it may carry by one dict lookup per
 anchored field, teaching a fix again only moves its time, and a carried fix's policy runs again
-once per fix, draft and served state, not per request. Every request is folded before it is
-answered: nothing is sampled or dropped, so the figures are exact.
+once per fix, request and served state, not on every request that repeats it. Every request is
+folded before it is answered: nothing is sampled or dropped, so the figures are exact.
 
 Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen goes first) and
 ``max_fixes`` taught fixes per client.
@@ -38,7 +38,7 @@ from ..server.domain import Route
 from ..server.policies import Finding
 from ..server.provider import current_fix
 from ..server.state import RegistryState
-from .lessons import Lesson, Lessons, Taught, ValueKey, freeze, same_object, value_key
+from .lessons import Lessons, RefusalLesson, Taught, ValueKey, freeze, same_object, value_key
 
 DEFAULT_MAX_ATTEMPTS = 5
 """The retry budget assumed for a client (the harness scenarios' default ``max_attempts``)."""
@@ -158,7 +158,7 @@ class ClientScores:
         route: Route[Any],
         request: Mapping[str, Any],
         state: RegistryState,
-        lesson: Lesson | None,
+        lesson: RefusalLesson | None,
     ) -> None:
         streak = known.streak.get(route.path, 0)
         opening = streak == 0 or streak >= self.max_attempts
@@ -174,8 +174,14 @@ class ClientScores:
         figures.refused += 1 if lesson else 0
         if lesson is not None:
             known.streak[route.path] = 1 if opening else streak + 1
+            taught, when = known.taught, known.when
             for fix in lesson.fixes:
-                self._teach(known, fix)
+                known.clock += 1
+                when[fix.key] = known.clock
+                if fix.key in taught:  # taught again: only its time moves
+                    taught.move_to_end(fix.key)
+                else:
+                    self._teach(known, fix)
         else:
             known.streak.pop(route.path, None)
 
@@ -190,13 +196,8 @@ class ClientScores:
         return found
 
     def _teach(self, client: _Client, fix: Taught) -> None:
-        """Remember ``fix`` as taught to ``client`` now (taught again: only its time moves)."""
-        client.clock += 1
-        client.when[fix.key] = client.clock
-        if fix.key in client.taught:
-            client.taught.move_to_end(fix.key)
-            return
-        assert fix.anchor is not None  # Lesson.fixes holds only fixes that set something
+        """Remember ``fix``, not taught to ``client`` before, as taught (its time is set)."""
+        assert fix.anchor is not None  # RefusalLesson.fixes holds only fixes that set something
         client.taught[fix.key] = fix
         client.by_anchor.setdefault(fix.anchor, {})[fix.key] = fix
         client.anchor_fields[fix.anchor[0]] = client.anchor_fields.get(fix.anchor[0], 0) + 1
@@ -222,7 +223,7 @@ class ClientScores:
         route: Route[Any],
         request: Mapping[str, Any],
         state: RegistryState,
-        lesson: Lesson | None,
+        lesson: RefusalLesson | None,
     ) -> int:
         """How many taught fixes the request carries that are no longer current.
 
@@ -230,7 +231,7 @@ class ClientScores:
         fix whose slot the request was refused for is stale outright (its values no longer
         pass); any other is judged by running its own policy on the request with the fix undone
         (``server.provider.current_fix``, one policy instead of the route's all), once per fix,
-        draft and served state (``_Judgements``).
+        request and served state (``_Judgements``).
         """
         if not client.by_anchor:
             return 0
@@ -262,9 +263,11 @@ def _add(total: ClientFigures, figures: ClientFigures) -> None:
 
 
 class _Judgements:
-    """Whether a taught fix is still current for a draft, kept while the served state is the
+    """Whether a taught fix is still current for a request, kept while the served state is the
     same (a change lands as a new state, which clears them): the policy runs once per fix,
-    draft and state, not on every request that carries the fix."""
+    request and state, not on every request that carries the fix. Kept by the request, not by
+    its draft (the request with the fix undone, a function of the two): a repeated request
+    finds its verdict without building the draft."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -277,7 +280,6 @@ class _Judgements:
         if state is not self._state:
             self._state = state
             self._kept.clear()
-        draft = fix.draft(request)
         key = (route.path, fix.policy, fix.key)
         kept = self._kept.get(key)
         if kept is None:
@@ -285,13 +287,14 @@ class _Judgements:
                 self._kept.clear()
             kept = self._kept[key] = []
         for seen, verdict in kept:
-            if same_object(seen, draft):
+            if same_object(seen, request):  # the same request: the same draft, the same verdict
                 return verdict
+        draft = fix.draft(request)
         now = current_fix(_narrowed(route, fix.policy), draft, fix.type, fix.scope, state)
         verdict = now is not None and freeze(now) == fix.key[2]
         if len(kept) >= JUDGED_PER_FIX:
             del kept[0]
-        kept.append((draft, verdict))
+        kept.append((dict(request), verdict))
         return verdict
 
 

@@ -8,10 +8,14 @@ and optionally the graph around one node (its out- and in-edges, at most ``max_e
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..server.graph import node_id
 from ..server.tables import thaw
+
+if TYPE_CHECKING:
+    from ..server.state import RegistryState
+    from ..server.worker.contract import ContractWorker
 
 DEFAULT_CHANGES = 20
 DEFAULT_CLIENTS = 50
@@ -49,7 +53,7 @@ def operator_view(
     }
 
 
-def _worker(service: Any, seq: int) -> dict[str, Any]:
+def _worker(service: ContractWorker, seq: int) -> dict[str, Any]:
     health = service.health()
     return {
         "worker": str(os.getpid()),
@@ -74,7 +78,7 @@ def _clients(scores: Any, limit: int) -> list[dict[str, Any]]:
     return [{"client": key, **figures.to_dict()} for key, figures in ranked]
 
 
-def _graph(state: Any, node: str, limit: int) -> dict[str, Any]:
+def _graph(state: RegistryState, node: str, limit: int) -> dict[str, Any]:
     graph = state.graph
     table, _, key = node.partition(":")
     exists = table in state.tables and key in state.tables[table].rows

@@ -12,10 +12,6 @@ counted in :attr:`Plan.retries`, and what still fails raises :class:`PlannerCall
 # ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
-from .._extras import require_extra
-
-require_extra("anthropic", "anthropic")
-
 import json
 import os
 from typing import Any
@@ -94,15 +90,11 @@ class AnthropicPlanner:
         if prompt.system:
             arguments["system"] = prompt.system
         with counting_sends() as sends:
-            try:
-                message = await self._send(arguments)
-                value = _tool_input(message)
-                raw = json.dumps(value, sort_keys=True, ensure_ascii=False)
-                request = check_request(value, context.request_schema, raw=raw)
-                usage = _billed_usage(message)
-            except (PlannerCallError, PlannerResponseError) as exc:
-                exc.retries = sends.retries
-                raise
+            message = await self._send(arguments)
+            value = _tool_input(message)
+            raw = json.dumps(value, sort_keys=True, ensure_ascii=False)
+            request = check_request(value, context.request_schema, raw=raw)
+            usage = _billed_usage(message)
         return Plan(
             request=request,
             usage=usage,

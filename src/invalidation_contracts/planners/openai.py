@@ -17,10 +17,6 @@ and connection errors are retried by the SDK itself (exponential backoff, honour
 # ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
-from .._extras import require_extra
-
-require_extra("openai", "openai")
-
 import json
 import os
 from collections.abc import Mapping
@@ -114,13 +110,9 @@ class OpenAIPlanner:
         if prompt.system:
             messages.insert(0, {"role": "system", "content": prompt.system})
         with counting_sends() as sends:
-            try:
-                completion, notes = await self._complete_adapting(messages, context)
-                content = _content(completion)
-                request = check_request(_parse_json(content), context.request_schema, raw=content)
-            except (PlannerCallError, PlannerResponseError) as exc:
-                exc.retries = sends.retries
-                raise
+            completion, notes = await self._complete_adapting(messages, context)
+            content = _content(completion)
+            request = check_request(_parse_json(content), context.request_schema, raw=content)
         reported = getattr(completion, "usage", None)
         if reported is None or not isinstance(getattr(reported, "prompt_tokens", None), int):
             usage = Usage(

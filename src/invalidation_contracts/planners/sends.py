@@ -2,7 +2,8 @@
 
 The vendor SDKs retry timeouts, 429 and 5xx answers themselves and say nothing about it. Their
 HTTP client gets :func:`count_send` as a request hook; a planning call wraps its SDK calls in
-:func:`counting_sends` and reads how many requests went out (the hook runs in the caller's task,
+:func:`counting_sends` and reads how many requests went out (a planner error raised in it carries
+the count) (the hook runs in the caller's task,
 so concurrent calls on one client keep separate counts).
 """
 
@@ -12,6 +13,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+
+from .errors import PlannerCallError, PlannerResponseError
 
 
 @dataclass
@@ -39,10 +42,14 @@ async def count_send(request: object) -> None:
 
 @contextmanager
 def counting_sends() -> Iterator[SendCount]:
-    """Count, in the yielded value, every request sent within the block."""
+    """Count, in the yielded value, every request sent within the block; a planner error raised
+    in it leaves with the requests re-sent for it (``retries``)."""
     count = SendCount()
     token = _CURRENT.set(count)
     try:
         yield count
+    except (PlannerCallError, PlannerResponseError) as exc:
+        exc.retries = count.retries
+        raise
     finally:
         _CURRENT.reset(token)

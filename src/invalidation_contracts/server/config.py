@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.levels import Level
 from .trust import TrustOptions
@@ -25,6 +25,12 @@ from .worker.follower import (
     DEFAULT_POLL_INTERVAL_S,
     check_timing,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
+    from .sql.source import SQLSource
+    from .store.base import SQLRegistryStore
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """The largest request body a worker reads (1 MiB)."""
@@ -46,9 +52,9 @@ class WorkerConfig:
     """
 
     level: Level | int | str = Level.RULES_FINGERPRINT
-    store: str | Path | Any = None
+    store: str | Path | SQLRegistryStore | None = None
     store_schema: str | None = None
-    database: Any = None
+    database: str | URL | Engine | SQLSource | None = None
     admin_token: str | None = None
     protect_graph: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES

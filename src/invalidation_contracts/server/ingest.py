@@ -12,8 +12,8 @@ caught without a new epoch, so every still-valid fix a client holds survives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProtocolError
@@ -21,6 +21,10 @@ from .origin import change_origin
 from .registry import Registry, RegistryTransaction
 from .tables import thaw
 from .transitions import TableChange
+
+if TYPE_CHECKING:
+    from .change_source import ChangeSource
+    from .sql.images import Captured, CapturedTransaction, QuarantineEntry
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +34,7 @@ class SourceError(RuntimeError):
 
 
 def ingest(
-    registry: Registry, source: Any, *, verify: bool = False, head: int | None = None
+    registry: Registry, source: ChangeSource, *, verify: bool = False, head: int | None = None
 ) -> bool:
     """Consume ``source``'s captured changes; True when the registry moved.
 
@@ -39,10 +43,10 @@ def ingest(
     capture did not record becomes a change set labelled ``reconciled``. ``head``: the capture
     head the caller just read (saves reading it again).
     """
-    verify = verify or _due(source)
+    verify = verify or source.reconcile_due()
     with change_origin("captured"), registry.transaction() as tx:
         after = tx.position(source.name)
-        if after is not None and not verify and head == after and _contiguous(source):
+        if after is not None and not verify and head == after and source.contiguous:
             return False
         before = tx.state
         consume(tx, source, verify=verify)
@@ -51,17 +55,8 @@ def ingest(
     return moved
 
 
-def _contiguous(source: Any) -> bool:
-    return bool(getattr(source, "contiguous", True))
-
-
-def _due(source: Any) -> bool:
-    due = getattr(source, "reconcile_due", None)
-    return bool(due()) if due is not None else False
-
-
 def consume(
-    tx: RegistryTransaction, source: Any, *, verify: bool = False
+    tx: RegistryTransaction, source: ChangeSource, *, verify: bool = False
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
     """Apply the records captured after the registry's position, inside ``tx``; with ``verify``
     (or when the records cannot be trusted to be complete), reconcile the tables too.
@@ -74,7 +69,7 @@ def consume(
     full = verify or after is None
     batch = source.read(after, full=full, marks=_marks(tx) if full else None)
     reason = "the capture position is unknown" if after is None else None
-    if after is not None and _contiguous(source):
+    if after is not None and source.contiguous:
         reason = gap(after, batch)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
@@ -86,7 +81,7 @@ def consume(
     elif batch.contents is None or batch.skipped:
         batch = source.read(None, full=True)
     if batch.contents is not None:
-        reconcile(tx, source, _carried(tx, batch), reason)
+        reconcile(tx, source, _carried(tx, batch.contents, batch.unreadable), reason)
         source.set_aside(batch.unreadable, replace=tuple(batch.contents))
         source.mark_verified(
             {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
@@ -105,7 +100,7 @@ def _mark(tx: RegistryTransaction, name: str) -> str:
 
 
 def reconcile(
-    tx: RegistryTransaction, source: Any, contents: Mapping[str, Any], reason: str | None
+    tx: RegistryTransaction, source: ChangeSource, contents: Mapping[str, Any], reason: str | None
 ) -> None:
     """Move every table that differs from ``contents`` (the database) to it: one change set,
     the exact row diff, labelled ``reconciled``. Nothing differs: nothing happens."""
@@ -129,7 +124,8 @@ def reconcile(
     )
 
 
-def trim(source: Any, position: int) -> None:
+def trim(source: ChangeSource, position: int) -> None:
+    """Delete the records consumed up to ``position``; a failure is logged, not raised."""
     try:
         source.trim(position)
     except Exception as exc:  # the records are consumed; trimming again later is harmless
@@ -137,7 +133,7 @@ def trim(source: Any, position: int) -> None:
 
 
 def _apply(
-    tx: RegistryTransaction, source: Any, sets: list[Any]
+    tx: RegistryTransaction, source: ChangeSource, sets: list[CapturedTransaction]
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
     from .sql.images import merged
 
@@ -157,7 +153,7 @@ def _apply(
             ) from None
 
 
-def _written(good: list[Any], bad: list[Any]) -> list[tuple[str, str]]:
+def _written(good: list[Captured], bad: list[QuarantineEntry]) -> list[tuple[str, str]]:
     """The rows whose last record is carriable (their quarantine entries are cleared)."""
     from .sql.images import DELETE, UPSERT, key_text
 
@@ -169,10 +165,14 @@ def _written(good: list[Any], bad: list[Any]) -> list[tuple[str, str]]:
     return sorted(p for p, i in last_good.items() if i > (last_bad.get(p) or -1))
 
 
-def _carried(tx: RegistryTransaction, batch: Any) -> dict[str, dict[str, Any]]:
+def _carried(
+    tx: RegistryTransaction,
+    read: Mapping[str, Mapping[str, Any]],
+    unreadable: Iterable[QuarantineEntry],
+) -> dict[str, dict[str, Any]]:
     """A full read's tables, with each unreadable row at its last carried image (or absent)."""
-    contents = {name: dict(rows) for name, rows in batch.contents.items()}
-    for entry in batch.unreadable:
+    contents = {name: dict(rows) for name, rows in read.items()}
+    for entry in unreadable:
         if entry.table not in contents:
             continue
         current = tx.state.tables[entry.table]

@@ -35,8 +35,11 @@ M = TypeVar("M", bound=BaseModel)
 class Telemetry(Protocol):
     """What a provider tells an observer (``observe.ProviderTelemetry``); it must never raise."""
 
-    def evaluating(self, route: Route[Any], state: RegistryState) -> AbstractContextManager[Any]:
-        """A context around one policy evaluation (a span carrying the state's position)."""
+    def evaluating(
+        self, route: Route[Any], state: RegistryState
+    ) -> AbstractContextManager[Any] | None:
+        """A context around one policy evaluation (a span carrying the state's position); None
+        when there is nothing to wrap it in (no tracing: the request pays no context manager)."""
         ...
 
     def checked(
@@ -234,8 +237,12 @@ class Provider:
         if telemetry is None:
             found = tuple(_evaluate(route, request, state))
         else:
-            with telemetry.evaluating(route, state):
+            span = telemetry.evaluating(route, state)
+            if span is None:
                 found = tuple(_evaluate(route, request, state))
+            else:
+                with span:
+                    found = tuple(_evaluate(route, request, state))
         if not found:
             if telemetry is not None:
                 telemetry.checked(route, request, state, None)

@@ -8,20 +8,25 @@ registry or the capture: nobody committed since a round that read them all.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .change_source import ChangeSource, CommitProbe
 
 
 class QuietCheck:
     """The probes of the databases a polling follower reads, and what they said last time."""
 
-    def __init__(self, owners: Sequence[Any], heartbeat_s: float) -> None:
+    def __init__(self, owners: Sequence[object], heartbeat_s: float) -> None:
+        """``owners``: the databases polled (the registry's store, each source); any without a
+        ``change_probe`` means every round reads."""
         self._owners = owners
         self.heartbeat_s = heartbeat_s
-        self._probes: list[Any] | None = None
+        self._probes: list[CommitProbe] | None = None
         self._seen: tuple[int, ...] | None = None
         self._full_at = float("-inf")
 
-    def unchanged(self, now: float, sources: Sequence[Any]) -> bool:
+    def unchanged(self, now: float, sources: Sequence[ChangeSource]) -> bool:
         """Whether the round starting at ``now`` may confirm without reading (see the module).
 
         Otherwise the probes' values, read before the full round the caller runs next, are kept:
@@ -33,7 +38,7 @@ class QuietCheck:
         quiet = (
             token == self._seen
             and now - self._full_at < self.heartbeat_s
-            and not any(_due(source) for source in sources)
+            and not any(source.reconcile_due() for source in sources)
         )
         if not quiet:
             self._seen, self._full_at = token, now
@@ -48,10 +53,10 @@ class QuietCheck:
             except Exception:  # noqa: S110 - a broken connection closes as best it can
                 pass
 
-    def _open(self) -> list[Any]:
+    def _open(self) -> list[CommitProbe]:
         """One probe per database; an empty list when any of them has none (never skip)."""
         if self._probes is None:
-            probes: list[Any] = []
+            probes: list[CommitProbe] = []
             for owner in self._owners:
                 make = getattr(owner, "change_probe", None)
                 probe = make() if make is not None else None
@@ -63,8 +68,3 @@ class QuietCheck:
                 probes.append(probe)
             self._probes = probes
         return self._probes
-
-
-def _due(source: Any) -> bool:
-    due = getattr(source, "reconcile_due", None)
-    return bool(due()) if due is not None else False

@@ -31,6 +31,7 @@ from ..rules import Rule
 from .auth import admin_dependency
 from .errors import problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
+from .routing import LiteralRouter
 
 if TYPE_CHECKING:
     from .service import ContractService
@@ -116,7 +117,7 @@ _CHANGES: tuple[_Change[Any], ...] = (
 
 def admin_router(service: ContractService, **options: Any) -> APIRouter:
     """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
-    router = APIRouter(route_class=problem_route_class(service), **options)
+    router = LiteralRouter(route_class=problem_route_class(service), **options)
     admin = [Depends(admin_dependency(service))]
     for change in _CHANGES:
         router.add_api_route(

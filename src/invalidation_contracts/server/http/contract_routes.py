@@ -17,6 +17,7 @@ from .errors import problem_route_class, wire
 from .headers import ContractEpoch, ContractPosition, ContractSince
 from .health import add_health_routes
 from .openapi import AUTH_ERRORS, responses
+from .routing import LiteralRouter
 from .watch_routes import add_watch_route
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 def contract_router(service: ContractService, **options: Any) -> APIRouter:
     """The contract routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
-    router = APIRouter(route_class=problem_route_class(service), **options)
+    router = LiteralRouter(route_class=problem_route_class(service), **options)
 
     async def answer(read: ContractRead, what: str) -> Any:
         """The one read API (``Provider.read``) at the state the client's position needs."""

@@ -14,6 +14,7 @@ from ..domain import Route
 from .errors import problem_route_class, read_json, wire
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
+from .routing import LiteralRouter
 
 if TYPE_CHECKING:
     from .service import ContractService
@@ -23,7 +24,7 @@ BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 def domain_router(service: ContractService, **options: Any) -> APIRouter:
     """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
-    router = APIRouter(route_class=problem_route_class(service), **options)
+    router = LiteralRouter(route_class=problem_route_class(service), **options)
     domain = service.domain
     # One allowlist per origin (SPEC §10.4): the union over the routes, on every answer.
     patchable = ", ".join(sorted({f for route in domain.routes for f in route.patchable_fields}))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -152,7 +153,7 @@ def parse_json(raw: bytes) -> Any:
             ProblemType.MALFORMED_JSON, f"the body is not UTF-8 (byte {exc.start})"
         ) from None
     try:
-        value = json.loads(text, object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+        value = _STRICT.decode(text)
     except json.JSONDecodeError as exc:
         raise ProtocolError(
             ProblemType.MALFORMED_JSON, f"{exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -166,8 +167,24 @@ def parse_json(raw: bytes) -> Any:
         raise ProtocolError(
             ProblemType.MALFORMED_JSON, "the body is nested too deeply to parse"
         ) from None
-    _check_interoperable(value)
+    if _may_not_interoperate(text):
+        _check_interoperable(value)
     return value
+
+
+def _may_not_interoperate(text: str) -> bool:
+    """Whether the value parsed from ``text`` could fail ``_check_interoperable``; False only
+    where it cannot, so the walk is skipped for the common small body: nesting past
+    ``MAX_JSON_DEPTH`` needs more opening brackets than that; a lone surrogate (text decoded from
+    UTF-8 has none) needs a ``\\u`` escape; an integer past 2^53-1 needs 16 digits in a row; a
+    non-finite float (NaN and Infinity are refused by the parser) needs an exponent after a
+    digit or 309 digits. Brackets, escapes and digits inside strings only make it walk."""
+    return (
+        text.count("{") + text.count("[") > MAX_JSON_DEPTH or _MAYBE_UNSAFE.search(text) is not None
+    )
+
+
+_MAYBE_UNSAFE = re.compile(r"\\u|\d{16}|\d[eE]")
 
 
 class _NotJSON(ValueError):
@@ -183,6 +200,10 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise _NotJSON(f"{name} is not a JSON value")
+
+
+_STRICT = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_reject_constant)
+"""What ``json.loads(text, object_pairs_hook=..., parse_constant=...)`` builds on every call."""
 
 
 def _check_interoperable(value: Any) -> None:
@@ -317,7 +338,7 @@ HANDLED: tuple[type[Exception], ...] = (
 class ProblemRoute(APIRoute):
     """A route whose protocol errors are answered as problem documents by the route itself."""
 
-    service: Any = None
+    service: ContractService
 
     def get_route_handler(self) -> Handler:
         original = super().get_route_handler()

@@ -12,7 +12,7 @@ to the endpoint, so the app's own validation and exception handlers answer it as
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from pydantic import ValidationError
@@ -20,16 +20,19 @@ from starlette.responses import Response
 
 from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
-from ...protocol.models import Problem
+from ...protocol.models import ContractFields, Problem
 from ...protocol.problems import ProtocolError
 from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
 from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, parse_json, problem_of, wire
-from .headers import CONTRACT_SINCE, strict_epoch, strict_since
+from .headers import CONTRACT_SINCE, first_headers, strict_position
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
+
+if TYPE_CHECKING:
+    from .service import ContractService
 
 
 class ContractRoute(ProblemRoute):
@@ -66,9 +69,11 @@ class ContractRoute(ProblemRoute):
 
         async def handler(request: Request) -> Response:
             try:
-                since, epoch = strict_since(request), strict_epoch(request)
+                since, epoch = strict_position(request.scope)
                 state = await service.state_for(since, epoch)
-                setattr(request.state, STATE_ATTRIBUTE, state)
+                # What ``setattr(request.state, STATE_ATTRIBUTE, state)`` stores, and where
+                # ``request.state`` reads it from (Starlette keeps it in the scope).
+                request.scope.setdefault("state", {})[STATE_ATTRIBUTE] = state
                 declared = _implemented(candidates, request)
                 if declared is not None:
                     refusal = await _check(service, declared, request, state, since, epoch)
@@ -93,16 +98,17 @@ def _implemented(candidates: tuple[Route[Any], ...], request: Request) -> Route[
 
 
 async def _check(
-    service: Any,
+    service: ContractService,
     route: Route[Any],
     request: Request,
     state: RegistryState,
     since: int | None,
     epoch: str | None,
 ) -> Response | None:
-    if not is_json_media_type(request.headers.get("content-type")):
+    found = first_headers(request.scope, _BODY_HEADERS)
+    if not is_json_media_type(found.get(_CONTENT_TYPE)):
         return None
-    declared = request.headers.get("content-length", "")
+    declared = found.get(_CONTENT_LENGTH, b"")
     if declared.isascii() and declared.isdigit() and int(declared) > service.max_body_bytes:
         return None  # the app's own limits decide
     try:
@@ -136,11 +142,17 @@ def _share_parsed(request: Request, payload: Any) -> None:
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CONTENT_LENGTH = b"content-length"
+_CONTENT_TYPE = b"content-type"
+_BODY_HEADERS = frozenset((_CONTENT_TYPE, _CONTENT_LENGTH))
 _SINCE = CONTRACT_SINCE.lower().encode("latin-1")
 
 
 def stamp(
-    service: Any, response: Response, state: RegistryState, since: int | None, epoch: str | None
+    service: ContractService,
+    response: Response,
+    state: RegistryState,
+    since: int | None,
+    epoch: str | None,
 ) -> Response:
     """``response`` with the contract fields of ``state`` merged into its JSON object body."""
     media = response.media_type or response.headers.get("content-type")
@@ -153,7 +165,7 @@ def stamp(
         return response
     if not isinstance(document, dict):
         return response
-    document.update(service.contract(state, since, epoch).model_dump(exclude_none=True))
+    document.update(_dumped(service.contract(state, since, epoch)))
     content = _COMPACT.encode(document).encode("utf-8")
     headers = [
         *((k, v) for k, v in response.raw_headers if k.lower() not in (_CONTENT_LENGTH, _SINCE)),
@@ -171,11 +183,29 @@ def stamp(
     return stamped
 
 
-def contract_route_class(service: Any) -> type[ContractRoute]:
+def _dumped(fields: ContractFields) -> dict[str, Any]:
+    """``fields.model_dump(exclude_none=True)``, once per fields object: the render cache hands
+    out one object per registry state and client position, so a stamp is a dict update. Read
+    only (``document.update`` copies the top level; the nested values are only encoded)."""
+    entry = _DUMPED.get(id(fields))
+    if entry is not None and entry[0] is fields:
+        return entry[1]
+    dumped = fields.model_dump(exclude_none=True)
+    if len(_DUMPED) >= _DUMPED_BOUND:
+        _DUMPED.clear()
+    _DUMPED[id(fields)] = (fields, dumped)  # the object is kept: its id is not reused meanwhile
+    return dumped
+
+
+_DUMPED: dict[int, tuple[ContractFields, dict[str, Any]]] = {}
+_DUMPED_BOUND = 256
+
+
+def contract_route_class(service: ContractService) -> type[ContractRoute]:
     return type("ContractRoute", (ContractRoute,), {"service": service})
 
 
-def check_routes(service: Any, app: Any) -> None:
+def check_routes(service: ContractService, app: Any) -> None:
     """Refuse to start an app that carries the contract on some of its own routes but serves a
     domain route at no endpoint (a prefix that moved it, a typo): its policies would never run.
     """

@@ -10,10 +10,14 @@ start-up check that every domain route has an endpoint.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from starlette.routing import Mount, compile_path
+from fastapi import APIRouter
+from starlette.routing import Match, Mount, Route, WebSocketRoute, compile_path
+from starlette.types import Scope
 
 
 def effective_routes(routes: Iterable[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -42,5 +46,61 @@ def path_matches(template: str, path: str) -> bool:
     """Whether ``path`` is an instance of the route template ``template``."""
     if "{" not in template:
         return template == path
+    return _template_regex(template).match(path) is not None
+
+
+@functools.lru_cache(maxsize=1024)
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A route template's regex, compiled once (templates come from the app's own routes)."""
     regex, _, _ = compile_path(template)
-    return regex.match(path) is not None
+    return regex
+
+
+class LiteralRouter(APIRouter):
+    """An ``APIRouter`` whose routes all have literal paths, and which says so cheaply: a request
+    whose path ends with none of them is not matched, without asking each route.
+
+    Recent FastAPI keeps an included router as one entry of the app's routing table and asks it
+    (``matches``) for every request that reaches it, which walks all its routes (several scope
+    updates each). The contract's routers are included ahead of an app's own routes (the
+    documented order), so without this every request to the app's own routes paid that walk
+    (benchmarks/NOTES.md §9). A literal route matches only the path that ends with its own
+    (whatever prefix it is included under), so the test is exact: it never says no where a route
+    would say yes (PARTIAL included: a wrong method still gets its 405). Routes with parameters,
+    mounts or other kinds turn the shortcut off. FastAPI releases that copy an included router's
+    routes into the app never call this; their routes match as before.
+    """
+
+    _suffixes: tuple[int, int, tuple[str, ...] | None] = (0, -1, None)
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        suffixes = self._literal_suffixes()
+        path = scope.get("path")
+        if suffixes is not None and isinstance(path, str) and not path.endswith(suffixes):
+            return Match.NONE, {}
+        parent: Any = super()
+        result: tuple[Match, Scope] = parent.matches(scope)
+        return result
+
+    def _literal_suffixes(self) -> tuple[str, ...] | None:
+        """Every route's path, or None unless all of them are plain routes with literal paths;
+        kept until the route list changes (the same list and length)."""
+        routes = self.routes
+        key, length, cached = self._suffixes
+        if key == id(routes) and length == len(routes):
+            return cached
+        paths = tuple(str(getattr(route, "path", "{")) for route in routes)
+        plain = all(type(route).matches in _PLAIN_MATCHES for route in routes)
+        literal = plain and bool(paths) and not any("{" in path for path in paths)
+        self._suffixes = (id(routes), len(routes), paths if literal else None)
+        return paths if literal else None
+
+
+def _plain_matches() -> tuple[Any, ...]:
+    """The ``matches`` of the route kinds whose match is the path's full regex match."""
+    from fastapi.routing import APIRoute, APIWebSocketRoute
+
+    return (Route.matches, WebSocketRoute.matches, APIRoute.matches, APIWebSocketRoute.matches)
+
+
+_PLAIN_MATCHES = _plain_matches()

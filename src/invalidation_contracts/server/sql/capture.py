@@ -13,7 +13,10 @@ fails and so does the writer's statement: nothing is lost silently.
   reader resumes at its snapshot's ``pg_snapshot_xmin`` (every transaction below it has ended, so
   no record can appear there later) and replaces each record's image with the row's current image
   in the same snapshot, so records applied out of commit order cannot leave an older image
-  (``SQLSource.read``); a statement trigger for TRUNCATE, and ``NOTIFY <schema>_capture``.
+  (``SQLSource.read``); a statement trigger for TRUNCATE. Writers send no ``NOTIFY``: a
+  transaction that notifies holds PostgreSQL's one notification-queue lock through its commit,
+  which would serialise every capturing writer's commit. The worker leading the capture polls
+  the capture's head instead (``sql.lead``), and its registry commit wakes the other workers.
 """
 
 from __future__ import annotations
@@ -319,7 +322,8 @@ class PostgresCapture(CaptureDialect):
     def __init__(self, engine: Engine, schema: str = DEFAULT_CAPTURE_SCHEMA) -> None:
         super().__init__(engine)
         self.schema = schema
-        self.channel = f"{schema}_capture"
+        self.lead = f"ic-ingest:{schema}_capture"
+        """The session advisory lock the worker consuming this capture holds (one at a time)."""
         s = self._quote(schema)
         self.capture = f"{s}.capture"
         self.sequence = f"{s}.capture_seq"
@@ -445,7 +449,6 @@ BEGIN
       {insert} 'upsert', new_key, {self._row_of(table, "j")});
     END IF;
   END IF;
-  PERFORM pg_notify({literal(self.channel)}, '');
   RETURN NULL;
 END $ic$"""
 
@@ -483,7 +486,6 @@ END $ic$"""
             ),
             {"n": n, "t": table, "v": version},
         )
-        conn.exec_driver_sql(f"SELECT pg_notify({literal(self.channel)}, '')")
 
     def transaction_id(self, conn: Connection) -> str | None:
         return str(conn.exec_driver_sql("SELECT pg_current_xact_id()::text").scalar_one())

@@ -41,7 +41,7 @@ class Captured:
 
 
 @dataclass(frozen=True, slots=True)
-class Quarantined:
+class QuarantineEntry:
     """A captured record, or a row read in full, the contract cannot carry: set aside, reported."""
 
     table: str
@@ -61,7 +61,7 @@ class CaptureBatch:
     records: tuple[Captured, ...]
     contents: Mapping[str, Mapping[str, Any]] | None = None
     """With a full read: every declared table's rows (key → row) in the same snapshot."""
-    unreadable: tuple[Quarantined, ...] = ()
+    unreadable: tuple[QuarantineEntry, ...] = ()
     """With a full read: rows the contract cannot carry (left out of ``contents``)."""
     digests: Mapping[str, str] = field(default_factory=dict)
     """With a full read: each table's digest computed in the database (PostgreSQL)."""
@@ -71,7 +71,7 @@ class CaptureBatch:
 
 
 @dataclass(frozen=True, slots=True)
-class ChangeSet:
+class CapturedTransaction:
     """The net effect of one transaction: per table, each key's final image (None: deleted)."""
 
     rows: Mapping[str, Mapping[str, Mapping[str, Any] | None]]
@@ -133,13 +133,13 @@ def row_value(text: str | None) -> dict[str, Any]:
     return row
 
 
-def screen(records: Iterable[Captured]) -> tuple[list[Captured], list[Quarantined]]:
+def screen(records: Iterable[Captured]) -> tuple[list[Captured], list[QuarantineEntry]]:
     """Split ``records`` into those the contract can carry and those it cannot (quarantined).
 
     A delete of a row whose key is NULL is dropped: such a row was never carried.
     """
     good: list[Captured] = []
-    bad: list[Quarantined] = []
+    bad: list[QuarantineEntry] = []
     for record in records:
         reason, key = None, record.key or ""
         if record.op in (UPSERT, DELETE):
@@ -154,7 +154,7 @@ def screen(records: Iterable[Captured]) -> tuple[list[Captured], list[Quarantine
         if reason is None:
             good.append(record)
         else:
-            bad.append(Quarantined(record.table, key, reason, record.id))
+            bad.append(QuarantineEntry(record.table, key, reason, record.id))
     return good, bad
 
 
@@ -177,7 +177,7 @@ def gap(after: int, batch: CaptureBatch) -> str | None:
     return None
 
 
-def change_sets(records: Iterable[Captured], *, by_transaction: bool) -> list[ChangeSet]:
+def change_sets(records: Iterable[Captured], *, by_transaction: bool) -> list[CapturedTransaction]:
     """Fold records (in id order) into change sets: one per transaction, or one in all."""
     groups: list[list[Captured]] = []
     for record in records:
@@ -188,7 +188,7 @@ def change_sets(records: Iterable[Captured], *, by_transaction: bool) -> list[Ch
     return [fold(group) for group in groups]
 
 
-def fold(records: Iterable[Captured]) -> ChangeSet:
+def fold(records: Iterable[Captured]) -> CapturedTransaction:
     """The net effect of ``records``: the last image of each key wins."""
     rows: dict[str, dict[str, dict[str, Any] | None]] = {}
     truncated: set[str] = set()
@@ -218,10 +218,10 @@ def fold(records: Iterable[Captured]) -> ChangeSet:
             raise ProtocolError(
                 ProblemType.INVALID_REQUEST, f"capture record {record.id}: unknown op {record.op!r}"
             )
-    return ChangeSet(rows, frozenset(truncated), versions, tx)
+    return CapturedTransaction(rows, frozenset(truncated), versions, tx)
 
 
-def merged(sets: Sequence[ChangeSet]) -> ChangeSet:
+def merged(sets: Sequence[CapturedTransaction]) -> CapturedTransaction:
     """Several change sets as one (the later images win)."""
     rows: dict[str, dict[str, Mapping[str, Any] | None]] = {}
     truncated: set[str] = set()
@@ -233,4 +233,4 @@ def merged(sets: Sequence[ChangeSet]) -> ChangeSet:
         for name, images in change_set.rows.items():
             rows.setdefault(name, {}).update(images)
         versions.update(change_set.versions)
-    return ChangeSet(rows, frozenset(truncated), versions, sets[-1].tx if sets else None)
+    return CapturedTransaction(rows, frozenset(truncated), versions, sets[-1].tx if sets else None)

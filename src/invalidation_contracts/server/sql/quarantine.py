@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..._extras import require_extra
-from .images import Quarantined
+from .images import QuarantineEntry
 
 require_extra("sql", "sqlalchemy")
 
@@ -40,7 +40,7 @@ class QuarantineTable:
             " capture_id BIGINT, reason TEXT NOT NULL, PRIMARY KEY (table_name, key))"
         )
 
-    def add(self, conn: Connection, entries: Iterable[Quarantined]) -> None:
+    def add(self, conn: Connection, entries: Iterable[QuarantineEntry]) -> None:
         rows = [
             {"t": e.table, "k": e.key, "i": e.capture_id, "r": e.reason[:2000]} for e in entries
         ]
@@ -82,11 +82,11 @@ class QuarantineTable:
         if rows:
             conn.execute(text(f"DELETE FROM {self.name} WHERE table_name = :t"), rows)
 
-    def entries(self, conn: Connection) -> list[Quarantined]:
+    def entries(self, conn: Connection) -> list[QuarantineEntry]:
         result: Any = conn.execute(
             text(
                 f"SELECT table_name, key, reason, capture_id FROM {self.name}"
                 " ORDER BY table_name, key"
             )
         )
-        return [Quarantined(t, k, r, None if i is None else int(i)) for t, k, r, i in result]
+        return [QuarantineEntry(t, k, r, None if i is None else int(i)) for t, k, r, i in result]

@@ -16,13 +16,14 @@ from typing import Any
 
 from ..._extras import require_extra
 from ...protocol.problems import ProtocolError
+from ..change_source import CommitProbe, Wakeup
 from ..domain import SQLTable
 from ..ingest import SourceError
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .declare import BoundTable, bind
 from .engine import failure_reason, make_engine
-from .images import CaptureBatch, Quarantined, key_text, row_value
+from .images import CaptureBatch, QuarantineEntry, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
 from .upsert import RowWriter
@@ -192,7 +193,7 @@ class SQLSource:
                 "%s: cannot record the verified digests (%s)", self.name, failure_reason(exc)
             )
 
-    def set_aside(self, entries: Iterable[Quarantined], *, replace: Iterable[str] = ()) -> None:
+    def set_aside(self, entries: Iterable[QuarantineEntry], *, replace: Iterable[str] = ()) -> None:
         """Quarantine ``entries``; ``replace``: tables read in full (these are all there is)."""
         entries, replace = list(entries), list(replace)
         if not entries and not replace:
@@ -220,7 +221,7 @@ class SQLSource:
                 f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
             ) from exc
 
-    def quarantined(self) -> list[Quarantined]:
+    def quarantined(self) -> list[QuarantineEntry]:
         """What the contract could not carry and set aside (for the admin routes and readiness)."""
         try:
             with self._connect() as conn, conn.begin():
@@ -259,18 +260,18 @@ class SQLSource:
                 f"{self._where()}: cannot trim the capture ({failure_reason(exc)})"
             ) from exc
 
-    def listener(self) -> Any:
-        """A wake-up on new captures (PostgreSQL ``LISTEN``), or None where one must poll."""
+    def listener(self) -> Wakeup | None:
+        """PostgreSQL: this worker's bid for the capture's lead, whose holder polls the capture's
+        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); None where one polls
+        everything (SQLite)."""
         if not isinstance(self.dialect, PostgresCapture):
             return None
-        from ..store.postgres import PostgresListener
+        from .lead import CaptureLead
 
         url = self.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        return PostgresListener(
-            url, [self.dialect.channel], lead=f"ic-ingest:{self.dialect.channel}"
-        )
+        return CaptureLead(url, self.dialect.lead, self.dialect.head_sql())
 
-    def change_probe(self) -> Any:
+    def change_probe(self) -> CommitProbe | None:
         """For a SQLite database file, a cheap look at whether anyone committed to it
         (``store.sqlite.DataVersion``); None elsewhere (PostgreSQL wakes the worker instead)."""
         if self.engine.dialect.name != "sqlite":
@@ -291,9 +292,9 @@ class SQLSource:
 
     def _contents(
         self, conn: Any, skip: Iterable[str] = ()
-    ) -> tuple[dict[str, dict[str, Any]], list[Quarantined]]:
+    ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]]:
         out: dict[str, dict[str, Any]] = {}
-        unreadable: list[Quarantined] = []
+        unreadable: list[QuarantineEntry] = []
         skipped = set(skip)
         for name, table in self.bound.items():
             if name in skipped:
@@ -306,7 +307,9 @@ class SQLSource:
                     value = row_value(row)
                     freeze(value, f"{name}[{text!r}]")
                 except ProtocolError as exc:
-                    unreadable.append(Quarantined(name, rendered, f"{table.where}: {exc.detail}"))
+                    unreadable.append(
+                        QuarantineEntry(name, rendered, f"{table.where}: {exc.detail}")
+                    )
                     continue
                 if text in rows:
                     raise SourceError(f"{table.where}: two rows have the key {text!r}")

@@ -152,15 +152,19 @@ class ContractWorker:
                 self.registry.sync()
             except StorageError as exc:
                 raise unavailable(str(exc)) from None
-        if not self.runtime.available:
-            raise unavailable(self.runtime.unavailable_reason)
-        return self.registry.state
+        return self._vouched()
 
     async def state_for(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         """``state`` from an event loop: a catch-up runs in a worker thread."""
         if self.behind(since, epoch):
             return await to_thread.run_sync(functools.partial(self.state, since, epoch))
-        return self.state(since, epoch)
+        return self._vouched()  # not behind: what ``state`` returns, without asking again
+
+    def _vouched(self) -> RegistryState:
+        """The current state, or 503 when this worker cannot vouch for it."""
+        if not self.runtime.available:
+            raise unavailable(self.runtime.unavailable_reason)
+        return self.registry.state
 
     def handle(
         self,

@@ -1,7 +1,9 @@
 """The follower: a worker's background thread that keeps its registry at the shared head.
 
-It wakes on PostgreSQL ``NOTIFY`` (or polls SQLite), adopts what other workers committed and,
-as the leader of a source, consumes its new captures (``ingest``). Every round that reads the
+It wakes on the registry's PostgreSQL ``NOTIFY`` (or polls SQLite) and adopts what other workers
+committed; as the leader of a PostgreSQL source it also looks at the capture's head every poll
+interval (provider writers send no ``NOTIFY``: ``sql.lead``) and consumes new captures
+(``ingest``), and its registry commit wakes the others. Every round that reads the
 databases without error *confirms* the worker's position; a worker whose last confirmation is
 older than ``max_lag_s`` (or whose last round failed) is *unavailable*: the HTTP layer answers 503
 rather than stamps it cannot vouch for. Every failure — opening a listener, waiting on it,
@@ -17,18 +19,24 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
 
+if TYPE_CHECKING:
+    from ..change_source import ChangeSource, LeadWakeup, Wakeup
+    from ..store.base import SQLRegistryStore
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_S = 0.02
-"""How often a worker looks for changes where it cannot be woken (SQLite)."""
+"""How often a worker looks for changes nothing wakes it for: every SQLite file it follows, and
+the head of each PostgreSQL capture it leads (so a captured write waits at most this long)."""
 DEFAULT_HEARTBEAT_S = 1.0
-"""How often a worker that is woken by NOTIFY checks the databases anyway."""
+"""How often a worker that is woken by NOTIFY checks every database anyway (and a worker that
+does not lead a capture bids for its lead)."""
 DEFAULT_MAX_LAG_S = 2.0
 """A worker whose last confirmation that it is current is older than this answers 503."""
 DEFAULT_RETRY_BASE_S = 0.05
@@ -39,14 +47,6 @@ STUCK_AFTER_S = 30.0
 """A follower whose loop has not turned for this long is not live (a hung database call)."""
 
 FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
-
-
-class Listener(Protocol):
-    def fileno(self) -> int: ...
-
-    def drain(self) -> bool: ...
-
-    def close(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -83,9 +83,9 @@ class Follower:
     def __init__(
         self,
         registry: Registry,
-        sources: tuple[Any, ...] = (),
+        sources: tuple[ChangeSource, ...] = (),
         *,
-        store: Any = None,
+        store: SQLRegistryStore | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         max_lag_s: float = DEFAULT_MAX_LAG_S,
@@ -108,7 +108,7 @@ class Follower:
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._listeners: dict[str, Listener] | None = None
+        self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
@@ -196,7 +196,7 @@ class Follower:
                     self._seen.pop(source.name, None)
                 ingested = True
                 continue
-            if not (everything or self._leads(source)):
+            if not (everything or (self._leads(source) and not self._polls(source))):
                 continue
             head = source.head()
             due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
@@ -207,9 +207,14 @@ class Follower:
         if not ingested:
             self.registry.sync()
 
-    def _leads(self, source: Any) -> bool:
+    def _leads(self, source: ChangeSource) -> bool:
         listener = (self._listeners or {}).get(source.name)
         return listener is None or bool(getattr(listener, "leader", True))
+
+    def _polls(self, source: ChangeSource) -> bool:
+        """Whether ``_wait`` looks at ``source``'s capture head every poll interval (so a round
+        that is not told it moved need not read it)."""
+        return _polls((self._listeners or {}).get(source.name))
 
     def _run(self) -> None:
         everything, notified = True, frozenset[str]()
@@ -244,32 +249,44 @@ class Follower:
         return all(listeners.get(name) is None for name, _ in self._owners())
 
     def _wait(self) -> tuple[bool, frozenset[str]]:
-        """Wait for a change: whether the next round looks at everything (a timeout, or polling),
-        and which sources' captures signalled."""
+        """Wait for a change: whether the next round looks at everything (a heartbeat, or
+        polling), and which sources' captures moved."""
         listeners = self._listeners or {}
         if any(listeners.get(name) is None for name, _ in self._owners()):
             self._stop.wait(self.poll_interval_s)
             for listener in listeners.values():
                 listener.drain()
             return True, frozenset()
-        ready, _, _ = select.select(
-            [x.fileno() for x in listeners.values()], [], [], self.heartbeat_s
-        )
-        fired = frozenset(
-            name
-            for name, listener in listeners.items()
-            if listener.fileno() in ready and listener.drain()
-        )
-        if not ready:
-            for listener in listeners.values():
-                lead = getattr(listener, "try_lead", None)
-                if lead is not None:
-                    lead()
-        return not ready, fired - {""}
+        deadline = time.monotonic() + self.heartbeat_s
+        while True:
+            # A capture this worker leads wakes nobody (writers do not NOTIFY): look at its
+            # head every poll interval; the registry's NOTIFY still wakes the worker at once.
+            polled = {n: x for n, x in listeners.items() if _polls(x)}
+            left = deadline - time.monotonic()
+            timeout = min(left, self.poll_interval_s) if polled else left
+            ready, _, _ = select.select(
+                [x.fileno() for x in listeners.values()], [], [], max(0.0, timeout)
+            )
+            fired = {
+                name
+                for name, listener in listeners.items()
+                if listener.fileno() in ready and listener.drain()
+            }
+            fired |= {name for name, listener in polled.items() if listener.changed()}
+            fired.discard("")
+            if ready or fired:
+                return False, frozenset(fired)
+            if time.monotonic() >= deadline or self._stop.is_set():
+                break
+        for listener in listeners.values():
+            lead = getattr(listener, "try_lead", None)
+            if lead is not None:
+                lead()
+        return True, frozenset()
 
-    def _open_listeners(self) -> dict[str, Listener]:
+    def _open_listeners(self) -> dict[str, Wakeup]:
         """One per database that can wake this worker: "" for the store, else the source's name."""
-        listeners: dict[str, Listener] = {}
+        listeners: dict[str, Wakeup] = {}
         try:
             for name, owner in self._owners():
                 make = getattr(owner, "listener", None)
@@ -282,7 +299,7 @@ class Follower:
             raise
         return listeners
 
-    def _owners(self) -> list[tuple[str, Any]]:
+    def _owners(self) -> list[tuple[str, object]]:
         owners = [("", self.store)] if self.store is not None else []
         return owners + [(source.name, source) for source in self.sources]
 
@@ -319,7 +336,13 @@ class Follower:
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
 
 
-def _close_quietly(listener: Listener) -> None:
+def _polls(listener: Wakeup | None) -> TypeGuard[LeadWakeup]:
+    """Whether ``listener`` is a capture lead held by this worker (it polls the capture)."""
+    polls = getattr(listener, "changed", None) is not None
+    return polls and bool(getattr(listener, "leader", False))
+
+
+def _close_quietly(listener: Wakeup) -> None:
     try:
         listener.close()
     except Exception:  # noqa: S110 - a broken connection closes as best it can

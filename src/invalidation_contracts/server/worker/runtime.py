@@ -10,9 +10,9 @@ are checked against the database: a difference the capture does not explain star
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
@@ -24,6 +24,14 @@ from ..registry import Registry
 from ..tables import Snapshot
 from ..transitions import TableChange
 from ..versions import check_version
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Engine
+
+    from ..change_source import ChangeSource
+    from ..sql.images import QuarantineEntry
+    from ..sql.source import SQLSource
+    from ..store.base import SQLRegistryStore
 from .follower import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
@@ -77,8 +85,8 @@ class Runtime:
     """A worker's registry with what keeps it current; ``close`` releases what it opened."""
 
     registry: Registry
-    store: Any = None
-    sources: tuple[Any, ...] = ()
+    store: SQLRegistryStore | None = None
+    sources: tuple[ChangeSource, ...] = ()
     follower: Follower | None = None
     owned_store: bool = False
 
@@ -94,7 +102,7 @@ class Runtime:
         if self.owned_store and self.store is not None:
             self.store.close()
 
-    def source_of(self, table: str) -> Any:
+    def source_of(self, table: str) -> ChangeSource | None:
         """The SQL source a table is read from (None: an in-memory table)."""
         return next((s for s in self.sources if table in s.declared), None)
 
@@ -103,9 +111,10 @@ class Runtime:
     ) -> ReloadResult:
         """``POST /admin/reload-table``: for a SQL table, written to the database and captured."""
         with change_origin("admin"):
-            if self.source_of(table) is None:
+            source = self.source_of(table)
+            if source is None:
                 return self.registry.reload(table, rows, version)
-            return self._write_sql(table, TableChange.reload(rows, version))
+            return self._write_sql(source, table, TableChange.reload(rows, version))
 
     def patch(
         self,
@@ -116,9 +125,10 @@ class Runtime:
     ) -> ReloadResult:
         """``POST /admin/patch-table``: for a SQL table, written to the database and captured."""
         with change_origin("admin"):
-            if self.source_of(table) is None:
+            source = self.source_of(table)
+            if source is None:
                 return self.registry.patch(table, upsert, delete, version)
-            return self._write_sql(table, TableChange.patch(upsert, delete, version))
+            return self._write_sql(source, table, TableChange.patch(upsert, delete, version))
 
     def change_set(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """``POST /admin/change-set``: several in-memory tables under one seq. A table read from
@@ -133,8 +143,7 @@ class Runtime:
         with change_origin("admin"):
             return self.registry.apply(changes)
 
-    def _write_sql(self, table: str, change: TableChange) -> ReloadResult:
-        source = self.source_of(table)
+    def _write_sql(self, source: ChangeSource, table: str, change: TableChange) -> ReloadResult:
         with self.registry.transaction() as tx:
             consume(tx, source)  # judge the change against the database as it is now
             current = tx.state.snapshot(table)
@@ -158,8 +167,9 @@ class Runtime:
         trim(source, tx.positions[source.name])
         return result
 
-    def quarantined(self) -> list[Any]:
-        """Every SQL source's quarantined rows (``sql.images.Quarantined``; reads the database)."""
+    def quarantined(self) -> list[QuarantineEntry]:
+        """Every SQL source's quarantined rows (``sql.images.QuarantineEntry``; reads the
+        database)."""
         return [entry for source in self.sources for entry in source.quarantined()]
 
     @property
@@ -220,7 +230,7 @@ def open_runtime(
         )
     if registry is not None:
         return Runtime(registry)
-    source = _source(domain, database) if domain.sql_tables else None
+    source = _source(domain, database) if domain.sql_tables and database is not None else None
     sources = (source,) if source is not None else ()
     owned = False
     opened = None
@@ -261,7 +271,7 @@ def open_runtime(
     return Runtime(registry, opened, sources, follower, owned)
 
 
-def _loader(source: Any) -> Any:
+def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], Mapping[str, int]]]:
     def load() -> tuple[Mapping[str, Snapshot], Mapping[str, int]]:
         snapshots, head = source.load()
         return snapshots, {source.name: head}
@@ -269,7 +279,7 @@ def _loader(source: Any) -> Any:
     return load
 
 
-def _source(domain: Domain, database: Any) -> Any:
+def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeSource:
     from ..sql.source import SQLSource
 
     if isinstance(database, SQLSource):
@@ -277,7 +287,7 @@ def _source(domain: Domain, database: Any) -> Any:
     return SQLSource(database, domain.sql_tables)
 
 
-def _in_memory(domain: Domain, source: Any, capacity: int) -> Registry:
+def _in_memory(domain: Domain, source: ChangeSource | None, capacity: int) -> Registry:
     snapshots = [
         Snapshot.build(name, spec.version, spec.rows) for name, spec in domain.memory_tables.items()
     ]

@@ -1,8 +1,8 @@
-"""What the MCP server answers from: a provider, or a worker's ``ContractService``.
+"""The MCP server's backend, what it answers from: a provider, or a worker (``ContractWorker``).
 
-``ContractSource`` is the slice of ``server.http.ContractService`` the tool server needs (state to
+``ContractBackend`` is the slice of ``server.http.ContractService`` the tool server needs (state to
 answer from, the domain route handler, the signer), so a service shared with an HTTP app serves
-MCP clients too, catching up with other workers as it does for HTTP. ``ProviderSource`` gives the
+MCP clients too, catching up with other workers as it does for HTTP. ``ProviderBackend`` gives the
 same slice for a bare ``Provider`` (one process, no FastAPI).
 """
 
@@ -19,7 +19,7 @@ class Signer(Protocol):
     def sign(self, body: Any, since: int | None) -> str: ...
 
 
-class ContractSource(Protocol):
+class ContractBackend(Protocol):
     """A provider with the state it answers from (``ContractService`` is one)."""
 
     @property
@@ -34,7 +34,7 @@ class ContractSource(Protocol):
     def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         """The state to answer a client at ``since``/``epoch`` from; may read a store.
 
-        A source may also have ``behind(since, epoch) -> bool`` (no I/O: whether ``state``
+        A backend may also have ``behind(since, epoch) -> bool`` (no I/O: whether ``state``
         would catch up, reading a store): where it says False, contract reads are answered in
         the event loop rather than a worker thread (``ContractService`` has it)."""
         ...
@@ -52,11 +52,13 @@ class ContractSource(Protocol):
         ...
 
 
-class ProviderSource:
-    """A bare ``Provider`` as a ``ContractSource``: its registry's current state, no signer."""
+class ProviderBackend:
+    """A bare ``Provider`` as a ``ContractBackend``: its registry's current state, no signer."""
 
     def __init__(self, provider: Provider) -> None:
         self._provider = provider
+        self.handle = provider.handle
+        """Domain requests are the provider's to answer (``Provider.handle``)."""
 
     @property
     def provider(self) -> Provider:
@@ -77,18 +79,7 @@ class ProviderSource:
     def state(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         return self._provider.registry.state
 
-    def handle(
-        self,
-        route: Route[Any],
-        payload: Any,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | None = None,
-    ) -> Outcome:
-        return self._provider.handle(route, payload, since=since, epoch=epoch, instance=instance)
 
-
-def as_source(source: Provider | ContractSource) -> ContractSource:
-    """``source`` as a ``ContractSource`` (a ``Provider`` is wrapped)."""
-    return ProviderSource(source) if isinstance(source, Provider) else source
+def as_backend(backend: Provider | ContractBackend) -> ContractBackend:
+    """``backend`` as a ``ContractBackend`` (a ``Provider`` is wrapped)."""
+    return ProviderBackend(backend) if isinstance(backend, Provider) else backend

@@ -1,0 +1,183 @@
+"""The retrofit's cheap paths answer exactly what the general ones do (brute-force oracles).
+
+``LiteralRouter`` skips asking each of its routes when the path ends with none of them;
+``strict_position`` reads both position headers in one pass over the scope; ``parse_json`` skips
+the interoperability walk where a look at the text shows it cannot fail. Each is checked
+against the plain version on generated input: same answers, same errors.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from fastapi import APIRouter, FastAPI
+from fastapi.testclient import TestClient
+from hypothesis import given
+from hypothesis import strategies as st
+from starlette.requests import Request
+
+from invalidation_contracts.protocol.problems import ProtocolError
+from invalidation_contracts.server.http.errors import (
+    _check_interoperable,
+    _may_not_interoperate,
+    parse_json,
+)
+from invalidation_contracts.server.http.headers import strict_epoch, strict_position, strict_since
+from invalidation_contracts.server.http.routing import LiteralRouter
+
+LITERAL = ("/contract/versions", "/contract/changes", "/admin/rules")
+
+
+def _router(kind: type[APIRouter], paths: tuple[str, ...], prefix: str = "") -> APIRouter:
+    router = kind(prefix=prefix)
+    for path in paths:
+
+        async def endpoint(path: str = path) -> dict[str, str]:
+            return {"route": path}
+
+        router.add_api_route(path, endpoint, methods=["GET"])
+    return router
+
+
+def _app(kind: type[APIRouter], paths: tuple[str, ...], prefix: str, inner: str) -> FastAPI:
+    """The contract-like router under ``prefix``, then an app route of its own."""
+    app = FastAPI()
+    app.include_router(_router(kind, paths, inner), prefix=prefix)
+
+    @app.get("/v1/{item}")
+    async def own(item: str) -> dict[str, str]:
+        return {"own": item}
+
+    return app
+
+
+def _answer(client: TestClient, method: str, path: str) -> tuple[int, str, str | None]:
+    response = client.request(method, path, follow_redirects=False)
+    return response.status_code, response.text, response.headers.get("location")
+
+
+SEGMENTS = st.sampled_from(["api", "contract", "versions", "changes", "admin", "rules", "v1"])
+PATHS = st.lists(SEGMENTS, max_size=4).map(lambda parts: "/" + "/".join(parts))
+
+
+@pytest.mark.parametrize(
+    ("prefix", "inner", "paths"),
+    [
+        ("/api", "", LITERAL),
+        ("", "", LITERAL),
+        ("/api", "/v2", LITERAL),
+        ("/api", "", (*LITERAL, "/contract/{name}")),  # a template: no shortcut
+    ],
+    ids=["prefixed", "bare", "router-prefix", "templated"],
+)
+@given(path=PATHS, method=st.sampled_from(["GET", "POST", "HEAD"]), slash=st.booleans())
+def test_a_literal_router_answers_every_request_as_a_plain_router_does(
+    prefix: str, inner: str, paths: tuple[str, ...], path: str, method: str, slash: bool
+) -> None:
+    path = path + "/" if slash and not path.endswith("/") else path
+    with (
+        TestClient(_app(APIRouter, paths, prefix, inner)) as plain,
+        TestClient(_app(LiteralRouter, paths, prefix, inner)) as literal,
+    ):
+        assert _answer(literal, method, path) == _answer(plain, method, path)
+
+
+def test_a_route_added_after_the_first_request_is_served() -> None:
+    router = _router(LiteralRouter, LITERAL)
+    app = FastAPI()
+    app.include_router(router, prefix="/api")
+    with TestClient(app) as client:
+        assert client.get("/api/contract/versions").status_code == 200
+        assert client.get("/api/contract/late").status_code == 404
+
+        @router.get("/contract/late")
+        async def late() -> dict[str, str]:
+            return {"late": "yes"}
+
+        assert client.get("/api/contract/late").json() == {"late": "yes"}
+
+
+def test_a_wrong_method_on_a_literal_route_is_still_405() -> None:
+    with TestClient(_app(LiteralRouter, LITERAL, "/api", "")) as client:
+        assert client.post("/api/contract/versions").status_code == 405
+
+
+HEADER_NAMES = st.sampled_from([b"contract-since", b"contract-epoch", b"content-type", b"x-other"])
+HEADER_VALUES = st.one_of(
+    st.sampled_from([b"0", b"12", b" 7 ", b"-1", b"1.5", b"9007199254740992", b"", b"ep-1"]),
+    st.binary(max_size=80),
+)
+
+
+def _outcome(read: Any) -> tuple[str, Any]:
+    try:
+        return "ok", read()
+    except ProtocolError as exc:
+        return "error", (exc.kind, exc.detail, exc.extra)
+
+
+@given(headers=st.lists(st.tuples(HEADER_NAMES, HEADER_VALUES), max_size=6))
+def test_strict_position_reads_what_the_two_header_readers_read(
+    headers: list[tuple[bytes, bytes]],
+) -> None:
+    scope = {"type": "http", "headers": headers}
+    request = Request(scope)
+
+    def separately() -> tuple[int | None, str | None]:
+        return strict_since(request), strict_epoch(request)
+
+    assert _outcome(lambda: strict_position(scope)) == _outcome(separately)
+
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**60), max_value=2**60)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(st.characters(categories=["L", "N", "Cs", "P"]), max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=30,
+)
+EDGE_TEXTS = [
+    "1e999",
+    "[-1E400]",
+    "9007199254740992",
+    "[9007199254740991, -9007199254740991]",
+    '"\\ud800"',
+    '{"\\udfff": 1}',
+    "[" * 65 + "]" * 65,
+    "[" * 64 + "]" * 64,
+    "1" * 400 + ".5",
+    '{"plan": "enterprise", "funding_type": "invoice"}',
+]
+
+
+def _unsafe(text: str) -> bool:
+    try:
+        _check_interoperable(json.loads(text))
+    except ProtocolError:
+        return True
+    return False
+
+
+@given(value=JSON_VALUES, ascii_only=st.booleans())
+def test_the_interoperability_walk_is_skipped_only_where_it_finds_nothing(
+    value: Any, ascii_only: bool
+) -> None:
+    text = json.dumps(value, ensure_ascii=ascii_only)
+    try:
+        text.encode("utf-8")  # parse_json sees only text decoded from UTF-8
+    except UnicodeEncodeError:
+        return
+    if not _may_not_interoperate(text):
+        assert not _unsafe(text)
+
+
+@pytest.mark.parametrize("text", EDGE_TEXTS)
+def test_each_edge_of_interoperability_is_walked_or_harmless(text: str) -> None:
+    assert _may_not_interoperate(text) or not _unsafe(text)
+    if _unsafe(text):  # and the answer is the walk's
+        with pytest.raises(ProtocolError):
+            parse_json(text.encode())
