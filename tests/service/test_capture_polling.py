@@ -29,6 +29,7 @@ from tests.service.processes import serving
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.sql.capture import DEFAULT_CAPTURE_SCHEMA
+from invalidation_contracts.server.sql.lead import CaptureLead
 from invalidation_contracts.server.sql.source import SQLSource
 
 pytestmark = [pytest.mark.postgres]
@@ -153,3 +154,52 @@ def test_a_write_committed_while_the_capture_leader_is_replaced_reaches_every_wo
         commit(acme_postgres, rotate("HANDOVER2"))
         ready_reports(url, 2, 3)  # the new leader polls: a later write reaches both workers
         assert feed_keys(url)["plan_partner_growth"] == 3
+
+
+def test_the_capture_lead_asks_for_tcp_keepalives_so_a_vanished_server_fails_a_look(
+    acme_postgres: str,
+) -> None:
+    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
+    try:
+        source.open()
+        lead = source.listener()
+        assert isinstance(lead, CaptureLead)
+        try:
+            parameters = lead._conn.info.get_parameters()
+            assert lead.leader and lead.changed()  # the first look of a new leader counts
+            assert not lead.changed()  # nothing committed since
+            commit(acme_postgres, rotate("LOOKED1"))
+            assert lead.changed()
+        finally:
+            lead.close()
+    finally:
+        source.close()
+    assert {k: parameters.get(k) for k in ("keepalives", "keepalives_idle")} == {
+        "keepalives": "1",
+        "keepalives_idle": "5",
+    }
+
+
+def test_the_leader_sees_a_record_whose_id_was_taken_before_its_last_look(
+    acme_postgres: str,
+) -> None:
+    """The head counts committed records: a writer that took its sequence id before a look and
+    commits after it still moves the head (the sequence's last_value or max(id) would not)."""
+    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
+    try:
+        source.open()
+        lead = source.listener()
+        assert isinstance(lead, CaptureLead)
+        try:
+            assert lead.changed()
+            with psycopg.connect(acme_postgres) as slow:
+                slow.execute(rotate("SLOW1"))  # its id is taken, not committed
+                assert not lead.changed()  # nothing committed: the head stays
+                commit(acme_postgres, "INSERT INTO active_csm_codes VALUES ('k_fast', 'F', 'x')")
+                assert lead.changed()  # a later id, committed first
+                slow.commit()
+            assert lead.changed()  # the earlier id, committed after the last look
+        finally:
+            lead.close()
+    finally:
+        source.close()
