@@ -8,9 +8,11 @@ never by the worker. The promise: no answer carries an unverified stamp (every s
 sent past the lag bound sees includes every write committed before), every committed write
 reaches the changes feed, the agent keeps no stale fix and loses no valid one, and the service
 recovers by itself: the supervisor starts a new worker in the dead one's place, and both serve.
-On SQLite a kill that lands between the registry's high-water mark and its commit costs one new
-epoch (documented in docs/providers.md §7); that run ends as an expected failure, and PostgreSQL
-must never change its epoch.
+And no epoch is minted: wherever the kill lands in a registry write, every worker still serves
+the epoch it served before, so no client resyncs and no valid fix is dropped. A kill at a random
+moment rarely lands inside a write, so on SQLite the test also makes a worker kill itself
+(SIGKILL, ``server/store/crashpoints.py``) at each step of one of its registry writes: before
+the COMMIT, right after it, and while the high-water mark is being replaced.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from tests.service.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.server.sql import create_tables
+from invalidation_contracts.server.store.crashpoints import CRASH_ENV, STEPS
 
 WORKERS = 2
 WRITES = 60
@@ -80,24 +83,39 @@ db.close()
 """
 
 
+CRASH_AT_MOVE = 4  # the worker's 4th registry write: past its open, while the writes flow
+
+
 @dataclass(frozen=True)
 class Store:
-    """Where the provider's tables and the registry live, and how the writer reaches them."""
+    """Where the provider's tables and the registry live, how the writer reaches them, and how
+    the worker dies: ``kill`` (the test's ``kill -9`` at a moment of its choosing) or a step of
+    a registry write at which the first worker to reach it kills itself."""
 
     kind: str
     database: str  # --database
     registry: str  # --db
     raw: str  # what the writer connects to
+    death: str
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(
+    params=[
+        ("sqlite", "kill"),
+        pytest.param(("postgres", "kill"), marks=pytest.mark.postgres),
+        *[("sqlite", step) for step in STEPS],
+    ],
+    ids=lambda case: "-".join(case),
+)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    if request.param == "sqlite":
+    kind, death = request.param
+    if kind == "sqlite":
         path = tmp_path / "acme.db"
-        store = Store("sqlite", f"sqlite:///{path}", str(tmp_path / "registry.sqlite"), str(path))
+        registry = str(tmp_path / "registry.sqlite")
+        store = Store(kind, f"sqlite:///{path}", registry, str(path), death)
     else:
         url = request.getfixturevalue("postgres_url")
-        store = Store("postgres", url, url, url)
+        store = Store(kind, url, url, url, death)
     create_tables(store.database, get_domain("acme_billing"))
     yield store
 
@@ -117,6 +135,14 @@ def victim(reports: dict[int, dict[str, Any]]) -> int:
     """The worker consuming the capture (PostgreSQL elects one), else the first."""
     leading = [pid for pid, body in reports.items() if all(body["capture_leader"].values())]
     return min(leading or reports)
+
+
+def wait_gone(token: Path) -> None:
+    """Until a worker took the crash token (bounded)."""
+    deadline = time.monotonic() + FEED_BOUND_S
+    while token.exists():
+        assert time.monotonic() < deadline, "no worker reached the crash step"
+        time.sleep(0.01)
 
 
 def feed_with(url: str, keys: set[str]) -> dict[str, Any]:
@@ -143,8 +169,14 @@ def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_an
 ) -> None:
     catalog = get_catalog("acme_billing")
     args = ["--domain", "acme_billing", "--database", store.database, "--db", store.registry]
+    token = tmp_path / "crash-token"  # the one crash: taken by the first worker to get there
+    env = {}
+    if store.death != "kill":
+        token.touch()
+        env[CRASH_ENV] = f"{store.death}:{CRASH_AT_MOVE}:{token}"
     with ExitStack() as stack:
-        url = stack.enter_context(serving([*args, "--workers", str(WORKERS)], tmp_path / "logs"))
+        logs = tmp_path / "logs"
+        url = stack.enter_context(serving([*args, "--workers", str(WORKERS)], logs, env=env))
         before = ready_reports(url, WORKERS, 0)
         agent = Agent([url], keepalive=False)  # a connection per request: both workers answer
         stack.callback(agent.close)
@@ -157,9 +189,11 @@ def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_an
             assert writer.stdout is not None
             first = writer.stdout.readline()  # the first write is acknowledged: writes flow
             assert first, "the writer made no write"
-            time.sleep(0.3)
-            killed = victim(before)
-            os.kill(killed, signal.SIGKILL)
+            if store.death == "kill":
+                time.sleep(0.3)
+                os.kill(victim(before), signal.SIGKILL)
+            else:
+                wait_gone(token)  # a worker reached the step and killed itself there
             killed_at = time.monotonic()
             rest, _ = writer.communicate(timeout=120)
             assert writer.returncode == 0
@@ -167,22 +201,19 @@ def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_an
             assert len(writes) == WRITES
             assert writes[0].at < killed_at < writes[-1].at, "the kill came while writes flowed"
 
-            # A SQLite worker killed between writing its high-water mark and its commit leaves
-            # the mark one change ahead: the next open starts a new epoch (store/highwater.py,
-            # docs/providers.md §7). PostgreSQL writes its identity in the commit itself.
+            # No new epoch, wherever the kill landed (store/highwater.py, docs/providers.md §7).
             epoch = next(iter(before.values()))["contract_epoch"]
             epochs = {body["contract_epoch"] for body in ready_reports(url, WORKERS, 0).values()}
-            if epochs != {epoch}:
-                assert store.kind == "sqlite", f"PostgreSQL keeps its epoch: {epoch} -> {epochs}"
-                pytest.xfail("the kill hit a SQLite registry commit: one new epoch, as documented")
+            assert epochs == {epoch}, f"the kill minted a new epoch: {epoch} -> {epochs}"
 
             # Nothing lost: every acknowledged write is in the changes feed.
             feed = feed_with(url, {w.key for w in writes})
             seq_of = {row["key"]: row["seq"] for row in feed["rows"]}
             # Recovery by itself: the supervisor replaced the killed worker; both are ready.
             after = ready_reports(url, WORKERS, feed["last_seq"])
-            assert killed not in after
+            assert len(set(before) - set(after)) == 1, "exactly one worker died"
             assert set(after) - set(before), "a new worker took the killed one's place"
+            assert {body["contract_epoch"] for body in after.values()} == {epoch}
             time.sleep(2.5)  # past the lag bound of the last write, still probing
 
         # No unverified stamp: past the lag bound of each write, every stamp includes it.
