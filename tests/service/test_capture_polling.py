@@ -203,3 +203,70 @@ def test_the_leader_sees_a_record_whose_id_was_taken_before_its_last_look(
             lead.close()
     finally:
         source.close()
+
+
+WRITER = """
+import sys, time, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as db:
+    end = time.monotonic() + float(sys.argv[2])
+    i = 0
+    while time.monotonic() < end:
+        db.execute("INSERT INTO active_csm_codes VALUES (%s, 'W', 'x')", (f"k_flow_{i:04d}",))
+        i += 1
+        time.sleep(0.15)
+"""
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(30)
+
+
+def ready_of(url: str) -> dict[str, Any] | None:
+    try:
+        answer = httpx.get(url + "/contract/ready", timeout=5)
+    except httpx.TransportError:
+        return None
+    return dict(answer.json()) if answer.status_code == 200 else None
+
+
+@pytest.mark.workers
+def test_a_survivor_takes_the_capture_lead_while_writes_keep_flowing(
+    acme_postgres: str, tmp_path: Path
+) -> None:
+    """Three independent ``serve`` processes; the leader dies for good while a writer commits
+    every 150 ms. The two survivors' ingests keep waking each other (each commit to the registry
+    NOTIFYs), so a wait may never time out: one must still take the lead within a few
+    heartbeats, not only once the writes stop."""
+    args = ["--domain", "acme_billing", "--database", acme_postgres, "--db", acme_postgres]
+    with ExitStack() as stack:
+        urls = [stack.enter_context(serving(args, tmp_path / "logs")) for _ in range(3)]
+        reports = {url: ready_of(url) for url in urls}
+        [leader] = [u for u, r in reports.items() if r and all(r["capture_leader"].values())]
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, acme_postgres, "20"])
+        stack.callback(stop, writer)
+        time.sleep(1.0)
+        killed = reports[leader]
+        assert killed is not None
+        os.kill(killed["pid"], signal.SIGKILL)
+        survivors = [u for u in urls if u != leader]
+        deadline = time.monotonic() + 8.0  # the writer runs 20 s: the lead is taken mid-flow
+        while True:
+            now = [ready_of(u) for u in survivors]
+            if sum(1 for r in now if r and all(r["capture_leader"].values())) == 1:
+                break
+            assert time.monotonic() < deadline, f"no survivor took the lead: {now}"
+            time.sleep(0.1)
+        assert writer.poll() is None, "the lead was taken while the writer still wrote"
+        stop(writer)
+        with psycopg.connect(acme_postgres) as db:
+            written = {
+                str(row[0])
+                for row in db.execute("SELECT key FROM active_csm_codes WHERE key LIKE 'k_flow_%'")
+            }
+        assert written
+        deadline = time.monotonic() + 30.0
+        for url in survivors:  # every write, those of the hand-over included, reached both
+            while not written <= set(feed_keys(url)):
+                assert time.monotonic() < deadline, f"writes never reached {url}"
+                time.sleep(0.2)
