@@ -29,6 +29,7 @@ from tests.service.processes import serving
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.sql.capture import DEFAULT_CAPTURE_SCHEMA
+from invalidation_contracts.server.sql.lead import CaptureLead
 from invalidation_contracts.server.sql.source import SQLSource
 
 pytestmark = [pytest.mark.postgres]
@@ -153,3 +154,119 @@ def test_a_write_committed_while_the_capture_leader_is_replaced_reaches_every_wo
         commit(acme_postgres, rotate("HANDOVER2"))
         ready_reports(url, 2, 3)  # the new leader polls: a later write reaches both workers
         assert feed_keys(url)["plan_partner_growth"] == 3
+
+
+def test_the_capture_lead_asks_for_tcp_keepalives_so_a_vanished_server_fails_a_look(
+    acme_postgres: str,
+) -> None:
+    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
+    try:
+        source.open()
+        lead = source.listener()
+        assert isinstance(lead, CaptureLead)
+        try:
+            parameters = lead._conn.info.get_parameters()
+            assert lead.leader and lead.changed()  # the first look of a new leader counts
+            assert not lead.changed()  # nothing committed since
+            commit(acme_postgres, rotate("LOOKED1"))
+            assert lead.changed()
+        finally:
+            lead.close()
+    finally:
+        source.close()
+    assert {k: parameters.get(k) for k in ("keepalives", "keepalives_idle")} == {
+        "keepalives": "1",
+        "keepalives_idle": "5",
+    }
+
+
+def test_the_leader_sees_a_record_whose_id_was_taken_before_its_last_look(
+    acme_postgres: str,
+) -> None:
+    """The head counts committed records: a writer that took its sequence id before a look and
+    commits after it still moves the head (the sequence's last_value or max(id) would not)."""
+    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
+    try:
+        source.open()
+        lead = source.listener()
+        assert isinstance(lead, CaptureLead)
+        try:
+            assert lead.changed()
+            with psycopg.connect(acme_postgres) as slow:
+                slow.execute(rotate("SLOW1"))  # its id is taken, not committed
+                assert not lead.changed()  # nothing committed: the head stays
+                commit(acme_postgres, "INSERT INTO active_csm_codes VALUES ('k_fast', 'F', 'x')")
+                assert lead.changed()  # a later id, committed first
+                slow.commit()
+            assert lead.changed()  # the earlier id, committed after the last look
+        finally:
+            lead.close()
+    finally:
+        source.close()
+
+
+WRITER = """
+import sys, time, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as db:
+    end = time.monotonic() + float(sys.argv[2])
+    i = 0
+    while time.monotonic() < end:
+        db.execute("INSERT INTO active_csm_codes VALUES (%s, 'W', 'x')", (f"k_flow_{i:04d}",))
+        i += 1
+        time.sleep(0.15)
+"""
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    process.wait(30)
+
+
+def ready_of(url: str) -> dict[str, Any] | None:
+    try:
+        answer = httpx.get(url + "/contract/ready", timeout=5)
+    except httpx.TransportError:
+        return None
+    return dict(answer.json()) if answer.status_code == 200 else None
+
+
+@pytest.mark.workers
+def test_a_survivor_takes_the_capture_lead_while_writes_keep_flowing(
+    acme_postgres: str, tmp_path: Path
+) -> None:
+    """Three independent ``serve`` processes; the leader dies for good while a writer commits
+    every 150 ms. The two survivors' ingests keep waking each other (each commit to the registry
+    NOTIFYs), so a wait may never time out: one must still take the lead within a few
+    heartbeats, not only once the writes stop."""
+    args = ["--domain", "acme_billing", "--database", acme_postgres, "--db", acme_postgres]
+    with ExitStack() as stack:
+        urls = [stack.enter_context(serving(args, tmp_path / "logs")) for _ in range(3)]
+        reports = {url: ready_of(url) for url in urls}
+        [leader] = [u for u, r in reports.items() if r and all(r["capture_leader"].values())]
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, acme_postgres, "20"])
+        stack.callback(stop, writer)
+        time.sleep(1.0)
+        killed = reports[leader]
+        assert killed is not None
+        os.kill(killed["pid"], signal.SIGKILL)
+        survivors = [u for u in urls if u != leader]
+        deadline = time.monotonic() + 8.0  # the writer runs 20 s: the lead is taken mid-flow
+        while True:
+            now = [ready_of(u) for u in survivors]
+            if sum(1 for r in now if r and all(r["capture_leader"].values())) == 1:
+                break
+            assert time.monotonic() < deadline, f"no survivor took the lead: {now}"
+            time.sleep(0.1)
+        assert writer.poll() is None, "the lead was taken while the writer still wrote"
+        stop(writer)
+        with psycopg.connect(acme_postgres) as db:
+            written = {
+                str(row[0])
+                for row in db.execute("SELECT key FROM active_csm_codes WHERE key LIKE 'k_flow_%'")
+            }
+        assert written
+        deadline = time.monotonic() + 30.0
+        for url in survivors:  # every write, those of the hand-over included, reached both
+            while not written <= set(feed_keys(url)):
+                assert time.monotonic() < deadline, f"writes never reached {url}"
+                time.sleep(0.2)

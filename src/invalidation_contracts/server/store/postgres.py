@@ -9,7 +9,7 @@ moved the registry sends ``NOTIFY`` on ``<schema>_registry`` so the other worker
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, ClassVar
 
 from ..._extras import require_extra
 from .base import SQLRegistryStore
@@ -204,9 +204,16 @@ class PostgresListener:
     them takes over (``try_lead``) when the leader's connection goes.
     """
 
+    connect_options: ClassVar[dict[str, Any]] = {}
+    """Extra libpq parameters of the connection (a subclass that queries on it sets keepalives)."""
+
     def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
         self._conn = psycopg.connect(
-            url, autocommit=True, application_name=LISTENER_APPLICATION_NAME, connect_timeout=10
+            url,
+            autocommit=True,
+            application_name=LISTENER_APPLICATION_NAME,
+            connect_timeout=10,
+            **self.connect_options,
         )
         self._channels = channels
         self._lead = lead

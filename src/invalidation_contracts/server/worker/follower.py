@@ -111,6 +111,7 @@ class Follower:
         self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
+        self._bid_at = float("-inf")
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
 
     def start(self) -> None:
@@ -275,14 +276,25 @@ class Follower:
             fired |= {name for name, listener in polled.items() if listener.changed()}
             fired.discard("")
             if ready or fired:
+                self._bid(listeners)
                 return False, frozenset(fired)
             if time.monotonic() >= deadline or self._stop.is_set():
                 break
+        self._bid(listeners)
+        return True, frozenset()
+
+    def _bid(self, listeners: dict[str, Wakeup]) -> None:
+        """Once a heartbeat, bid for the lead of every capture this worker does not lead (a dead
+        leader's session released it). Not only when a wait times out: while other workers'
+        registry commits keep waking this one, a wait may never time out."""
+        now = time.monotonic()
+        if now - self._bid_at < self.heartbeat_s:
+            return
+        self._bid_at = now
         for listener in listeners.values():
             lead = getattr(listener, "try_lead", None)
             if lead is not None:
                 lead()
-        return True, frozenset()
 
     def _open_listeners(self) -> dict[str, Wakeup]:
         """One per database that can wake this worker: "" for the store, else the source's name."""
