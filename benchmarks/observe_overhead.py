@@ -185,6 +185,19 @@ def _scrape(server: Server) -> None:
     reply.raise_for_status()
 
 
+def _chunked(chunks: dict[str, list[float]], size: Size) -> dict[str, Any]:
+    """The figures of interleaved off/on chunks: CPU per request, the median of the chunks'
+    on/off ratios and their spread."""
+    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
+    return {
+        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
+        "ratio": median(ratios),
+        "spread": _spread(ratios),
+        "chunks": size.handle_chunks,
+        "requests_per_chunk": size.handle_chunk,
+    }
+
+
 def _handle_path(size: Size) -> dict[str, Any]:
     """The provider's request path in one process, with and without ``instrument``, in
     interleaved chunks (both see the same machine load): ``ContractService.handle``."""
@@ -213,14 +226,7 @@ def _handle_path(size: Size) -> dict[str, Any]:
     for r in range(size.handle_chunks):
         for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
             chunks[name].append(chunk(services[name]))
-    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
-    return {
-        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
-        "ratio": median(ratios),
-        "spread": _spread(ratios),
-        "chunks": size.handle_chunks,
-        "requests_per_chunk": count,
-    }
+    return _chunked(chunks, size)
 
 
 def _asgi_path(size: Size) -> dict[str, Any]:
@@ -270,15 +276,7 @@ def _asgi_path(size: Size) -> dict[str, Any]:
         return (time.process_time() - start) / size.scrapes
 
     scrape = asyncio.run(measure())
-    ratios = [h / lo for lo, h in zip(chunks["off"], chunks["on"], strict=True)]
-    return {
-        "cpu_per_request_us": {k: 1e6 * median(v) for k, v in chunks.items()},
-        "ratio": median(ratios),
-        "spread": _spread(ratios),
-        "chunks": size.handle_chunks,
-        "requests_per_chunk": count,
-        "scrape_cpu_ms": 1e3 * scrape,
-    }
+    return {**_chunked(chunks, size), "scrape_cpu_ms": 1e3 * scrape}
 
 
 async def _asgi_call(app: Any, method: str, path: str, body: bytes) -> int:

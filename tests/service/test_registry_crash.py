@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sqlite3
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.support.sqlite_files import backup, restore
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server import Registry
@@ -190,17 +190,6 @@ def test_what_a_follower_served_after_its_writer_died_is_marked_before_it_is_ser
     state = reopened(db).state
 
     assert state.epoch != served[0]
-
-
-def backup(db: Path, to: Path) -> None:
-    with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(to)) as target:
-        source.backup(target)
-
-
-def restore(copy: Path, db: Path) -> None:
-    for suffix in ("-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(copy, db)
 
 
 # -- an epoch change: the opener that finds a restored file dies while starting the new epoch ---

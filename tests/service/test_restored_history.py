@@ -8,10 +8,9 @@ it, or of another epoch, starts a new epoch, while a clean reopen continues the 
 
 from __future__ import annotations
 
-import shutil
-import sqlite3
-from contextlib import closing
 from pathlib import Path
+
+from tests.support.sqlite_files import backup, restore
 
 from invalidation_contracts.server import Domain, Registry
 from invalidation_contracts.server.store import SQLiteRegistryStore
@@ -22,17 +21,6 @@ def reload(registry: Registry, n: int) -> None:
     rows = registry.state.tables["plans"].plain_rows()
     for i in range(n):
         registry.reload("plans", {**rows, "basic": {**rows["basic"], "note": f"n{i}"}})
-
-
-def backup(db: Path, to: Path) -> None:
-    with closing(sqlite3.connect(db)) as source, closing(sqlite3.connect(to)) as target:
-        source.backup(target)
-
-
-def restore(copy: Path, db: Path) -> None:
-    for suffix in ("-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(copy, db)
 
 
 def test_a_clean_reopen_continues_the_same_epoch(domain: Domain, tmp_path: Path) -> None:

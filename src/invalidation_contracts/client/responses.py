@@ -8,9 +8,8 @@ need is ``client.answers``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
-from ..protocol.models import ChangesFeed, RulesListing
 from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
@@ -31,8 +30,6 @@ from .wire import (
     read_suggestions,
     refuse,
 )
-
-M = TypeVar("M", ChangesFeed, RulesListing)
 
 
 class Responses:
