@@ -35,6 +35,37 @@ class Loaded:
     floor: int
 
 
+@dataclass(frozen=True, slots=True)
+class StoredTables:
+    """The reference tables a store holds, where each last changed, and the rules among them:
+    what a stored history is checked against (``read_history``) or a new epoch starts from."""
+
+    snapshots: Mapping[str, Snapshot]
+    changed_at: Mapping[str, int]
+    rules: RuleSet
+
+    def state(
+        self, seq: int, epoch: str, changed_at: Mapping[str, int], rules_changed_at: int
+    ) -> RegistryState:
+        """The registry state of these tables and rules at ``seq`` in ``epoch``."""
+        tables = MappingProxyType(dict(self.snapshots))
+        return RegistryState(
+            tables=tables,
+            rules=self.rules,
+            graph=KnowledgeGraph.build(tables, self.rules),
+            seq=seq,
+            epoch=epoch,
+            changed_at=MappingProxyType(dict(changed_at)),
+            rules_changed_at=rules_changed_at,
+        )
+
+
+def read_stored(s: Statements) -> StoredTables:
+    """The stored tables, then the rules checked against them."""
+    snapshots, changed_at = read_tables(s)
+    return StoredTables(snapshots, changed_at, read_rules(s, snapshots))
+
+
 def read_tables(
     s: Statements,
 ) -> tuple[dict[str, Snapshot], dict[str, int]]:
@@ -90,13 +121,9 @@ def read_log(s: Statements, after: int) -> list[LogRecord]:
     return records
 
 
-def read_history(
-    s: Statements,
-    meta: Mapping[str, str],
-    snapshots: Mapping[str, Snapshot],
-    changed_at: Mapping[str, int],
-    rules: RuleSet,
-) -> Loaded:
+def read_history(s: Statements, meta: Mapping[str, str], stored: StoredTables) -> Loaded:
+    """The registry the stored history describes; ``HistoryLost`` when the log, the position
+    and the tables disagree."""
     try:
         seq, floor, epoch = int(meta["seq"]), int(meta["log_floor"]), meta["epoch"]
     except (KeyError, ValueError):
@@ -110,7 +137,8 @@ def read_history(
     for record in records:
         for transition in record.transitions:
             last[transition.table] = transition
-    for name, snapshot in snapshots.items():
+    changed_at = stored.changed_at
+    for name, snapshot in stored.snapshots.items():
         moved = last.get(name)
         if moved is None and not 0 <= changed_at[name] <= floor:
             raise HistoryLost(
@@ -120,16 +148,8 @@ def read_history(
             moved.seq != changed_at[name] or moved.new_version != snapshot.version
         ):
             raise HistoryLost(f"table {name!r} at {snapshot.version!r} disagrees with the log")
-    tables = MappingProxyType(snapshots)
-    state = RegistryState(
-        tables=tables,
-        rules=rules,
-        graph=KnowledgeGraph.build(tables, rules),
-        seq=seq,
-        epoch=epoch,
-        changed_at=MappingProxyType(dict(changed_at)),
-        rules_changed_at=max([floor, *(r.seq for r in records if r.rule_change is not None)]),
-    )
+    rules_changed_at = max([floor, *(r.seq for r in records if r.rule_change is not None)])
+    state = stored.state(seq, epoch, changed_at, rules_changed_at)
     return Loaded(state, tuple(records), floor)
 
 
@@ -168,10 +188,8 @@ def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
 
 
 def restore(s: Statements, meta: Mapping[str, str]) -> Restore:
-    snapshots, changed_at = read_tables(s)
-    rules = read_rules(s, snapshots)
     try:
-        loaded = read_history(s, meta, snapshots, changed_at, rules)
+        loaded = read_history(s, meta, read_stored(s))
     except HistoryLost as lost:
         raise StorageError(f"{s.where}: {lost}") from None
     return Restore(loaded.state, loaded.records, loaded.floor)
