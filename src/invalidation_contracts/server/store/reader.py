@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ...protocol.models import TableTransition
 from ...protocol.problems import ProtocolError
-from ..changelog import LogRecord
+from ..changelog import LogRecord, touched_rows
 from ..graph import KnowledgeGraph
 from ..history import Advance, Catchup, Restore, TableHead
 from ..rules import Rule, RuleSet
@@ -43,21 +43,6 @@ class StoredTables:
     snapshots: Mapping[str, Snapshot]
     changed_at: Mapping[str, int]
     rules: RuleSet
-
-    def state(
-        self, seq: int, epoch: str, changed_at: Mapping[str, int], rules_changed_at: int
-    ) -> RegistryState:
-        """The registry state of these tables and rules at ``seq`` in ``epoch``."""
-        tables = MappingProxyType(dict(self.snapshots))
-        return RegistryState(
-            tables=tables,
-            rules=self.rules,
-            graph=KnowledgeGraph.build(tables, self.rules),
-            seq=seq,
-            epoch=epoch,
-            changed_at=MappingProxyType(dict(changed_at)),
-            rules_changed_at=rules_changed_at,
-        )
 
 
 def read_stored(s: Statements) -> StoredTables:
@@ -148,8 +133,16 @@ def read_history(s: Statements, meta: Mapping[str, str], stored: StoredTables) -
             moved.seq != changed_at[name] or moved.new_version != snapshot.version
         ):
             raise HistoryLost(f"table {name!r} at {snapshot.version!r} disagrees with the log")
-    rules_changed_at = max([floor, *(r.seq for r in records if r.rule_change is not None)])
-    state = stored.state(seq, epoch, changed_at, rules_changed_at)
+    tables = MappingProxyType(dict(stored.snapshots))
+    state = RegistryState(
+        tables=tables,
+        rules=stored.rules,
+        graph=KnowledgeGraph.build(tables, stored.rules),
+        seq=seq,
+        epoch=epoch,
+        changed_at=MappingProxyType(dict(changed_at)),
+        rules_changed_at=max([floor, *(r.seq for r in records if r.rule_change is not None)]),
+    )
     return Loaded(state, tuple(records), floor)
 
 
@@ -169,14 +162,8 @@ def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
         raise StorageError(f"{s.where}: {lost}") from None
     if [r.seq for r in records] != list(range(state.seq + 1, seq + 1)):
         raise StorageError(f"{s.where}: the log does not hold {state.seq + 1}..{seq}")
-    touched: dict[str, set[str]] = {}
-    for record in records:
-        for transition in record.transitions:
-            touched.setdefault(transition.table, set())
-        for change in record.rows:
-            touched.setdefault(change.table, set()).add(change.key)
     heads = {}
-    for name, keys in touched.items():
+    for name, keys in touched_rows(records).items():
         head = s.run("SELECT version, changed_at FROM {tables} WHERE name = ?", (name,)).fetchone()
         if head is None:
             raise StorageError(f"{s.where}: table {name!r} is gone from the store")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from ..changelog import LogRecord
+from ..changelog import LogRecord, touched_rows
 from ..domain import Domain
 from ..registry import initial_state, new_epoch
 from ..rules import RuleSet
@@ -50,7 +50,7 @@ def start_epoch(
     s.run("UPDATE {tables} SET changed_at = ?", (seq,))
     s.set_meta(seq=seq, log_floor=seq, epoch=epoch)
     logger.warning("%s: %s; starting a new history epoch %s at seq %d", s.where, reason, epoch, seq)
-    state = stored.state(seq, epoch, dict.fromkeys(stored.snapshots, seq), seq)
+    state = RegistryState.starting(stored.snapshots, stored.rules, seq, epoch)
     return Loaded(state, (), seq)
 
 
@@ -114,13 +114,7 @@ def save_records(
         "INSERT INTO {log} (seq, record) VALUES (?, ?)",
         [(record.seq, encode_record(record)) for record in records],
     )
-    touched: dict[str, set[str]] = {}
-    for record in records:
-        for transition in record.transitions:
-            touched.setdefault(transition.table, set())
-        for change in record.rows:
-            touched.setdefault(change.table, set()).add(change.key)
-    for name, keys in touched.items():
+    for name, keys in touched_rows(records).items():
         snapshot = after.tables[name]
         s.run(
             "UPDATE {tables} SET version = ?, changed_at = ? WHERE name = ?",
