@@ -1,4 +1,4 @@
-"""Bounded body reading (client/bounded.py) against brute-force oracles: decoding in bounded
+"""Bounded body reading (httpx/bounded.py) against brute-force oracles: decoding in bounded
 steps gives exactly what decoding at once gives, a body is refused exactly when its decoded size
 passes the cap, and the nesting depth found without parsing is the parsed value's depth."""
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client import Limits
-from invalidation_contracts.client.bounded import BoundedBody, json_depth, parse_json
+from invalidation_contracts.httpx.bounded import BoundedBody, json_depth, parse_json
 
 LIMITS = Limits(max_decoding_ratio=1 << 30)
 

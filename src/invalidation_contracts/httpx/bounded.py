@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from .limits import Limits, Refusal
+from ..client.limits import Limits, Refusal
 
 #: Most decoded bytes one decoding step produces (then the bounds are checked again).
 STEP = 64 * 1024

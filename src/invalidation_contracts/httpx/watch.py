@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 
-from .events import MemoryEvent, WatchLost, WatchOpened
+from ..client.events import MemoryEvent, WatchLost, WatchOpened
+from ..client.sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
+from ..client.steps import adrive, drive
+from ..client.values import Position
 from .extensions import describe
-from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES, SSEEvent, SSEParser, StreamViolation
-from .steps import adrive, drive
-from .values import Position
 
 if TYPE_CHECKING:
     from .extensions import Listener
