@@ -187,7 +187,8 @@ def agent(url: str, db: str, reads: bool) -> dict[str, Any]:
     """
     import httpx
 
-    from invalidation_contracts.client import ContractTransport, FixMemory
+    from invalidation_contracts.client import FixMemory
+    from invalidation_contracts.httpx import ContractTransport
 
     events: list[str] = []
     with FixMemory("row", store=db) as memory:

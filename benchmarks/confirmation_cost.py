@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from invalidation_contracts.client import FixMemory, contract_client
+from invalidation_contracts.client import FixMemory
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import contract_client
 
 from .common import Check, StudyResult, markdown_table, median, ms
 from .servers import serve_command

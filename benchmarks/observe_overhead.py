@@ -202,6 +202,7 @@ def _handle_path(size: Size) -> dict[str, Any]:
     """The provider's request path in one process, with and without ``instrument``, in
     interleaved chunks (both see the same machine load): ``ContractService.handle``."""
     from invalidation_contracts.observe import instrument
+    from invalidation_contracts.server import Asked
     from invalidation_contracts.server.http.app import create_app
 
     catalog = get_catalog(DOMAIN)
@@ -218,7 +219,9 @@ def _handle_path(size: Size) -> dict[str, Any]:
     def chunk(service: Any) -> float:
         start = time.process_time()
         for i in range(count):
-            service.handle(catalog.route, payloads[i % len(payloads)], instance=catalog.route.path)
+            service.handle(
+                catalog.route, payloads[i % len(payloads)], Asked(instance=catalog.route.path)
+            )
         return (time.process_time() - start) / count
 
     for name in ("off", "on"):

@@ -33,6 +33,13 @@ from invalidation_contracts.protocol.levels import Level
 from invalidation_contracts.server import feedback
 from invalidation_contracts.server.provider import Provider, _evaluate
 
+try:  # this tree: a request's position and URI are one value
+    from invalidation_contracts.server.asked import Asked
+
+    AT_X: dict[str, Any] = {"asked": Asked(instance="/x")}
+except ImportError:  # an older tree: keywords
+    AT_X = {"instance": "/x"}
+
 from . import loadgen
 from .provider_load import DOMAIN, request_mixes
 from .servers import free_port, process
@@ -83,7 +90,7 @@ def stages(level: int) -> dict[str, float]:
 
     def render(i: int) -> object:
         if cached is not None:  # this tree: the render cache, which also encodes
-            return cached.failure(found[i % k], state, patchable=patchable, instance="/x")
+            return cached.failure(found[i % k], state, patchable=patchable, **AT_X)
         body = feedback.failure(found[i % k], state, Level(level), patchable=patchable)
         return provider._present(body)
 
@@ -94,7 +101,7 @@ def stages(level: int) -> dict[str, float]:
         return item.content if cached is not None else item.to_json()  # type: ignore[attr-defined]
 
     def handle(i: int) -> object:
-        outcome = provider.handle(route, failing[i % k], instance="/x")
+        outcome = provider.handle(route, failing[i % k], **AT_X)
         content = getattr(outcome, "content", None)
         return content if content is not None else outcome.body.to_json()
 
@@ -117,7 +124,7 @@ def profile(level: int, calls: int = 5000, top: int = 12) -> str:
     profiler = cProfile.Profile(time.process_time)
     profiler.enable()
     for i in range(calls):
-        outcome = provider.handle(catalog.route, failing[i % len(failing)], instance="/x")
+        outcome = provider.handle(catalog.route, failing[i % len(failing)], **AT_X)
         if getattr(outcome, "content", None) is None:
             outcome.body.to_json()
     profiler.disable()

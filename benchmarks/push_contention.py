@@ -69,8 +69,7 @@ def watch_latency(size: Size) -> dict[str, Any]:
     from tests.service.conftest import PLANS, TOKEN, make_domain, running
 
     from invalidation_contracts.client import Evicted, FixMemory
-    from invalidation_contracts.client.transport import contract_client
-    from invalidation_contracts.client.watch import watches
+    from invalidation_contracts.httpx import contract_client, watches
     from invalidation_contracts.server.http.app import create_app
 
     draft = {"plan": "enterprise", "funding_type": "invoice"}

@@ -217,6 +217,7 @@ def _breakdown(env: Mapping[str, str], n: int) -> dict[str, float]:
 
     from fastapi.responses import JSONResponse
 
+    from invalidation_contracts.server import Asked
     from invalidation_contracts.server.http import ContractService
     from invalidation_contracts.server.http.retrofit import stamp
 
@@ -232,7 +233,7 @@ def _breakdown(env: Mapping[str, str], n: int) -> dict[str, float]:
             state = await service.state_for(None, None)
             started = time.process_time()
             for _ in range(n):
-                service.provider.check(route, model, state, since=None, epoch=None, instance="/")
+                service.provider.check(route, model, state, Asked(instance="/"))
             out["policy check (`provider.check`)"] = (time.process_time() - started) / n * 1e6
             answers = [JSONResponse({"order": "accepted", "plan": "enterprise"}) for _ in range(n)]
             started = time.process_time()

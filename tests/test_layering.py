@@ -28,15 +28,9 @@ EDGE_LIBRARIES = (
     "rich",
     "opentelemetry",
 )
-#: The client's edge modules: its httpx integration, the rich operator view, the PostgreSQL store.
-#: (Issue 28 item 1 moves the httpx integration out of the client's root.)
+#: The client's edge modules: the rich operator view, the PostgreSQL store. (Its httpx integration
+#: is no part of it: the ``httpx`` package beside the other integrations.)
 CLIENT_EDGES = (
-    "client.transport",
-    "client.exchange",
-    "client.extensions",
-    "client.bounded",
-    "client.discovery",
-    "client.watch",
     "client.operator",
     "client.stores.postgres",
     "client.stores.pg_listen",
@@ -46,17 +40,11 @@ SERVER_EDGES = ("server.http", "server.sql", "server.store")
 #: The library: what an agent or a provider installs; the harness (bench, domains) is not in it.
 LIBRARY = ("client", "server", "protocol", "mcp")
 HARNESS = ("bench", "domains")
-#: The HTTP edges MCP must not depend on: it needs the worker and the need loop, never FastAPI.
-HTTP_EDGES = (
-    "server.http",
-    "cli.admin_client",
-    "client.transport",
-    "client.exchange",
-    "client.extensions",
-    "client.bounded",
-    "client.discovery",
-    "client.watch",
-)
+#: The integrations: adapters that feed the memory from a transport or an agent framework.
+INTEGRATIONS = ("httpx", "mcp", "langchain", "pydantic_ai", "openai_agents")
+#: The HTTP edges MCP must not depend on: it needs the worker and the need loop, never FastAPI
+#: nor the httpx integration.
+HTTP_EDGES = ("server.http", "cli.admin_client", "httpx")
 
 #: Known breaks, each named for the issue that removes it: (importing file, imported module).
 #: Empty since issue 28 moved the last edge and harness modules out of the library's core.
@@ -145,8 +133,9 @@ def test_the_parser_sees_function_local_and_relative_imports():
     # A rule that reads no imports passes vacuously: pin what the reader must find.
     found = {(i.path, i.module, i.at_import_time) for i in imports()}
     assert ("mcp/serve.py", f"{ROOT}.server.worker.contract", False) in found
-    assert ("client/transport.py", "httpx", True) in found
-    assert ("client/exchange.py", f"{ROOT}.client.needs", True) in found
+    assert ("httpx/transport.py", "httpx", True) in found
+    assert ("httpx/exchange.py", f"{ROOT}.client.needs", True) in found
+    assert ("mcp/session.py", f"{ROOT}.client.needs", True) in found
     assert len(found) > 1000
 
 
@@ -184,6 +173,16 @@ def test_the_core_imports_no_edge_library_at_import_time():
     assert broken(found) == []
 
 
+def test_the_core_never_imports_an_integration():
+    # The httpx package's own ``import httpx`` is the third-party library, not this package.
+    found = [
+        i
+        for i in imports()
+        if i.within("protocol", "client", "server") and i.reaches(*INTEGRATIONS)
+    ]
+    assert broken(found) == []
+
+
 def test_mcp_never_imports_an_http_edge():
     found = [i for i in imports() if i.within("mcp") and i.reaches(*HTTP_EDGES)]
     assert broken(found) == []
@@ -206,3 +205,16 @@ def test_every_listed_exception_still_occurs():
     """A break that is fixed leaves the list, so no exception outlives its reason."""
     found = {(i.path, i.module) for i in imports()}
     assert sorted(set(EXCEPTIONS) - found) == []
+
+
+def test_inside_the_httpx_integration_httpx_names_the_library():
+    # The package shares the library's name; its modules import it absolutely, so ``httpx`` in
+    # them is the third-party library, never the package itself.
+    import importlib
+
+    import httpx
+
+    for room in ("transport", "exchange", "extensions", "bounded", "discovery", "watch"):
+        module = importlib.import_module(f"{ROOT}.httpx.{room}")
+        assert module.httpx is httpx, room
+    assert not Path(httpx.__file__).is_relative_to(SRC)

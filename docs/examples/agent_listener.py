@@ -1,6 +1,7 @@
 """What one request did to the memory: a listener per request, needs fetched with ``fulfil``.
 
-Needs the ``server`` extra for the in-process provider: ``pip install '.[server]'``.
+Needs the ``server`` extra for the in-process provider and the ``httpx`` extra for the agent's
+transport: ``pip install '.[server,httpx]'``.
 
 Runs against the Acme billing provider in-process (an ASGI transport), no network:
     python docs/examples/agent_listener.py
@@ -11,13 +12,13 @@ import asyncio
 import httpx
 
 from invalidation_contracts.client import FixMemory
-from invalidation_contracts.client.transport import (
+from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import (
     EPISODE_EXTENSION,
     LISTENER_EXTENSION,
     WIRE_COST_EXTENSION,
     AsyncContractTransport,
 )
-from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server.http.app import create_app
 
 

@@ -1,6 +1,7 @@
 """An agent's HTTP client gains the invalidation contract by wrapping its transport.
 
-Needs the ``server`` extra for the in-process provider: ``pip install '.[server]'``.
+Needs the ``server`` extra for the in-process provider and the ``httpx`` extra for the agent's
+transport: ``pip install '.[server,httpx]'``.
 
 Runs against the Acme billing provider in-process (an ASGI transport), so it needs no network:
     python docs/examples/agent_memory.py [MEMORY_FILE]
@@ -15,8 +16,9 @@ from pathlib import Path
 
 import httpx
 
-from invalidation_contracts.client import AsyncFixMemory, async_contract_client
+from invalidation_contracts.client import AsyncFixMemory
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import async_contract_client
 from invalidation_contracts.server.http.app import create_app
 
 

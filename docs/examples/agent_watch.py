@@ -1,6 +1,7 @@
 """Push over plain HTTP: a change committed while an agent idles is evicted before it asks again.
 
-Needs the ``server`` extra for the provider it serves: ``pip install '.[server]'``.
+Needs the ``server`` extra for the provider it serves and the ``httpx`` extra for the agent's
+transport: ``pip install '.[server,httpx]'``.
 
 Serves the Acme billing provider with uvicorn on a free port of 127.0.0.1 (in a thread of this
 process), then an agent whose httpx client keeps a watch open on it:
@@ -15,9 +16,8 @@ import httpx
 import uvicorn
 
 from invalidation_contracts.client import FixMemory
-from invalidation_contracts.client.transport import contract_client
-from invalidation_contracts.client.watch import watches
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import contract_client, watches
 from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "operator-secret-for-the-example"

@@ -7,10 +7,12 @@ Edge modules call :func:`require_extra` before importing their third-party depen
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import sys
+from collections.abc import Callable, Mapping
 
-__all__ = ["MissingExtra", "require_extra", "require_extras"]
+__all__ = ["MissingExtra", "lazy_exports", "require_extra", "require_extras"]
 
 
 class MissingExtra(ImportError):
@@ -71,3 +73,17 @@ def require_extras(needs: dict[str, tuple[str, ...]]) -> None:
         raise MissingExtra(extra, module)
     if missing:
         raise MissingExtras(missing)
+
+
+def lazy_exports(package: str, homes: Mapping[str, str]) -> Callable[[str], object]:
+    """A package's module ``__getattr__`` (PEP 562) for the public names whose submodule needs
+    an extra: each of ``homes`` (``{name: ".submodule"}``) is imported on first use, so
+    importing the package itself needs none."""
+
+    def __getattr__(name: str) -> object:
+        home = homes.get(name)
+        if home is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(home, package), name)
+
+    return __getattr__

@@ -11,12 +11,12 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 
 from invalidation_contracts.client import Evicted, EvictionReason, FixMemory, Stored
-from invalidation_contracts.client.transport import (
+from invalidation_contracts.client.values import Observed
+from invalidation_contracts.httpx import (
     OPERATION_EXTENSION,
     contract_client,
     operation_of,
 )
-from invalidation_contracts.client.values import Observed
 
 ORDERS = "POST /v1/orders"
 REFUNDS = "POST /v1/refunds"

@@ -23,7 +23,7 @@ from invalidation_contracts.client.events import Stored
 from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.stores import SQLiteStore
 from invalidation_contracts.client.stores.base import GetOp, PutOp
-from invalidation_contracts.client.transport import ContractTransport
+from invalidation_contracts.httpx import ContractTransport
 from invalidation_contracts.protocol.position import parse_seq, valid_epoch, valid_seq
 
 ROUTE = "/v1/orders"

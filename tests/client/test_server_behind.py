@@ -17,7 +17,7 @@ from tests.trust.test_hostile_sizes import failure, suggestion
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.events import Evicted, Stored
-from invalidation_contracts.client.transport import ContractTransport
+from invalidation_contracts.httpx import ContractTransport
 
 ROUTE = "/v1/orders"
 PROBLEM = {"content-type": "application/problem+json"}

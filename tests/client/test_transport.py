@@ -21,8 +21,7 @@ from invalidation_contracts.client import (
     InMemoryStore,
     Stored,
 )
-from invalidation_contracts.client.transport import (
-    CONTRACT_SINCE,
+from invalidation_contracts.httpx import (
     EPISODE_EXTENSION,
     INJECTED_EXTENSION,
     AsyncContractTransport,
@@ -31,6 +30,7 @@ from invalidation_contracts.client.transport import (
     default_origin,
 )
 from invalidation_contracts.protocol import ProblemType
+from invalidation_contracts.protocol.headers import CONTRACT_SINCE
 
 
 def contract_app(server, *, serve_changes: bool = True) -> FastAPI:

@@ -14,15 +14,15 @@ import pytest
 
 from invalidation_contracts.client import Evicted, FixMemory, Stored
 from invalidation_contracts.client.events import FetchChanges
-from invalidation_contracts.client.transport import (
+from invalidation_contracts.client.values import Observed
+from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import (
     EPISODE_EXTENSION,
     LISTENER_EXTENSION,
     WIRE_COST_EXTENSION,
     AsyncContractTransport,
     ContractTransport,
 )
-from invalidation_contracts.client.values import Observed
-from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.protocol.wirecost import wire_cost
 from invalidation_contracts.server import read_snapshot
 from invalidation_contracts.server.http.app import create_app

@@ -19,8 +19,7 @@ from hypothesis import strategies as st
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.events import WatchLost, WatchOpened
 from invalidation_contracts.client.sse import SSEEvent, SSEParser, StreamViolation
-from invalidation_contracts.client.transport import contract_client
-from invalidation_contracts.client.watch import WatchOptions
+from invalidation_contracts.httpx import WatchOptions, contract_client
 
 pytestmark = pytest.mark.watch
 
@@ -275,7 +274,7 @@ def test_a_line_over_the_bound_is_a_violation_even_when_it_ends():
 def test_the_async_transport_survives_a_hostile_stream_too(scenario):
     import asyncio
 
-    from invalidation_contracts.client.transport import async_contract_client
+    from invalidation_contracts.httpx import async_contract_client
 
     memory = FixMemory("row")
     events: list = []

@@ -15,6 +15,7 @@ import pytest
 
 #: Third-party modules of every extra, blocked together when the core is imported.
 EDGE_DEPENDENCIES = (
+    "httpx",
     "fastapi",
     "starlette",
     "uvicorn",
@@ -76,6 +77,10 @@ else:
 @pytest.mark.parametrize(
     ("module", "blocked", "extra"),
     [
+        ("invalidation_contracts.httpx", ("httpx",), "httpx"),
+        # The guard is the package's: a submodule imported first names the extra too.
+        ("invalidation_contracts.httpx.transport", ("httpx",), "httpx"),
+        ("invalidation_contracts.cli.admin_client", ("httpx",), "cli"),
         ("invalidation_contracts.server.http.app", ("fastapi",), "server"),
         ("invalidation_contracts.server.http.app", ("uvicorn",), "server"),
         ("invalidation_contracts.server.http.errors", ("fastapi",), "server"),
@@ -106,7 +111,7 @@ def test_the_protocol_client_and_server_core_import_without_any_extra():
         import invalidation_contracts.protocol
         import invalidation_contracts.protocol.signing
         import invalidation_contracts.server
-        from invalidation_contracts.client import FixMemory, TrustPolicy, contract_client
+        from invalidation_contracts.client import FixMemory, TrustPolicy
 
         FixMemory("row").close()
         TrustPolicy(guard_parameters=True)

@@ -18,7 +18,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 MAX_DIRECT_DEPENDENCIES = 6
 MAX_DISTRIBUTIONS = 15
-EDGE_MODULES = ("fastapi", "uvicorn", "cryptography", "rich", "matplotlib", "anthropic", "openai")
+EDGE_MODULES = (
+    "httpx",
+    "fastapi",
+    "uvicorn",
+    "cryptography",
+    "rich",
+    "matplotlib",
+    "anthropic",
+    "openai",
+)
 
 
 @pytest.fixture(scope="module")
@@ -85,6 +94,7 @@ def test_the_protocol_and_the_client_import_and_ship_py_typed(slim):
 @pytest.mark.parametrize(
     ("module", "extra"),
     [
+        ("invalidation_contracts.httpx", "httpx"),
         ("invalidation_contracts.server.http.app", "server"),
         ("invalidation_contracts.bench.figures", "bench"),
         ("invalidation_contracts.bench.grid", "cli"),

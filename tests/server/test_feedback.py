@@ -2,7 +2,15 @@ import pytest
 from pydantic import BaseModel
 
 from invalidation_contracts.protocol import Action, Level
-from invalidation_contracts.server import Domain, Provider, Route, TableSpec, Violation, policy
+from invalidation_contracts.server import (
+    Asked,
+    Domain,
+    Provider,
+    Route,
+    TableSpec,
+    Violation,
+    policy,
+)
 
 GOVERNED = {"plan": "growth", "payment_method_token": "tok_credit"}
 FUNDING = {"plan": "basic", "payment_method_token": "tok_debit"}
@@ -88,7 +96,7 @@ def test_conditional_contract_sends_only_tables_changed_since(domain):
     provider.registry.reload(
         "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
     )
-    outcome = provider.handle(domain.routes[0], GOVERNED, since=0)
+    outcome = provider.handle(domain.routes[0], GOVERNED, Asked(since=0))
     assert outcome.body.table_versions == {"token_funding_map": "1.0.1"}
 
 
@@ -98,14 +106,14 @@ def test_conditional_contract_omits_what_did_not_move_since(domain):
         "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
     )
     epoch = provider.registry.state.epoch
-    body = provider.handle(domain.routes[0], GOVERNED, since=1, epoch=epoch).body.to_wire()
+    body = provider.handle(domain.routes[0], GOVERNED, Asked(since=1, epoch=epoch)).body.to_wire()
     for absent in ("table_versions", "rules_version", "contract_seq", "contract_epoch"):
         assert absent not in body
 
 
 def test_conditional_contract_names_the_epoch_when_the_client_knows_another(domain):
     provider = Provider(domain)
-    body = provider.handle(domain.routes[0], GOVERNED, since=0, epoch="not-this-one").body
+    body = provider.handle(domain.routes[0], GOVERNED, Asked(since=0, epoch="not-this-one")).body
     assert body.contract_epoch == provider.registry.state.epoch
 
 
@@ -114,20 +122,20 @@ def test_conditional_contract_sends_the_seq_when_the_client_is_behind(domain):
     provider.registry.reload(
         "token_funding_map", {"tok_debit": {"funding": "debit"}}, version="1.0.1"
     )
-    assert provider.handle(domain.routes[0], GOVERNED, since=0).body.contract_seq == 1
+    assert provider.handle(domain.routes[0], GOVERNED, Asked(since=0)).body.contract_seq == 1
 
 
 def test_conditional_contract_sends_the_rules_version_only_after_a_rule_change(domain):
     provider = Provider(domain)
-    assert provider.handle(domain.routes[0], GOVERNED, since=0).body.rules_version is None
+    assert provider.handle(domain.routes[0], GOVERNED, Asked(since=0)).body.rules_version is None
     provider.registry.set_rules([])
-    changed = provider.handle(domain.routes[0], GOVERNED, since=0).body
+    changed = provider.handle(domain.routes[0], GOVERNED, Asked(since=0)).body
     assert changed.rules_version == provider.registry.state.rules.version
-    assert provider.handle(domain.routes[0], GOVERNED, since=1).body.rules_version is None
+    assert provider.handle(domain.routes[0], GOVERNED, Asked(since=1)).body.rules_version is None
 
 
 def test_conditional_suggestions_leave_out_table_when_they_carry_tables(domain):
-    (s,) = suggestions(Provider(domain).handle(domain.routes[0], FUNDING, since=0))
+    (s,) = suggestions(Provider(domain).handle(domain.routes[0], FUNDING, Asked(since=0)))
     assert "table" not in s and s["tables"][0]["table"] == "token_funding_map"
 
 
@@ -136,6 +144,23 @@ def test_schema_mismatch_is_an_invalid_request_problem_with_contract_fields(doma
     assert body["type"].endswith("invalid-request") and body["status"] == 422
     assert {e["loc"][0] for e in body["errors"]} == {"plan", "payment_method_token"}
     assert "table_versions" in body
+
+
+def test_a_refusal_names_the_asked_instance_and_builds_it_only_when_it_refuses(domain):
+    built: list[str] = []
+
+    def instance() -> str:
+        built.append("/v1/charges")
+        return "/v1/charges"
+
+    provider = Provider(domain, level=Level.RULES_FINGERPRINT)
+    passed = provider.handle(
+        domain.routes[0], {**GOVERNED, "promo_code": "S25"}, Asked(0, None, instance)
+    )
+    assert passed.status == 200 and built == []
+    refused = provider.handle(domain.routes[0], GOVERNED, Asked(0, None, instance))
+    assert refused.status == 422 and refused.body.instance == "/v1/charges"
+    assert built == ["/v1/charges"]
 
 
 def test_suggestion_versions_come_from_the_same_state_as_the_stamps(domain):

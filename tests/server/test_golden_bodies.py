@@ -20,7 +20,7 @@ from typing import Any
 
 from invalidation_contracts.domains import available_domains, get_catalog
 from invalidation_contracts.protocol import Level
-from invalidation_contracts.server import Provider
+from invalidation_contracts.server import Asked, Provider
 from invalidation_contracts.server.opaque import OpaqueNames
 
 GOLDEN = Path(__file__).with_name("golden_bodies.json")
@@ -86,7 +86,7 @@ def responses() -> Iterator[tuple[str, str]]:
                     for body in bodies:
                         for _attempt in ("cold", "warm"):
                             outcome = provider.handle(
-                                catalog.route, body, since=seq, epoch=epoch, instance="/golden"
+                                catalog.route, body, Asked(seq, epoch, "/golden")
                             )
                             assert outcome.content == outcome.body.to_json()
                             content = RANDOM_CHARGE_ID.sub(b'"ch_*"', outcome.content)

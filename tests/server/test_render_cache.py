@@ -15,7 +15,15 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from invalidation_contracts.protocol import Action, Level
-from invalidation_contracts.server import Finding, Provider, Registry, Rule, Violation, feedback
+from invalidation_contracts.server import (
+    Asked,
+    Finding,
+    Provider,
+    Registry,
+    Rule,
+    Violation,
+    feedback,
+)
 from invalidation_contracts.server.opaque import OpaqueNames
 from invalidation_contracts.server.render_cache import BoundedCache, RenderCache, finding_key
 
@@ -84,9 +92,7 @@ def fresh(level: Level, opaque: bool) -> tuple[Registry, RenderCache, Any]:
 
 
 def uncached(found, state, level, present, since, epoch, patchable, instance) -> bytes:
-    body = feedback.failure(
-        found, state, level, since=since, epoch=epoch, patchable=patchable, instance=instance
-    )
+    body = feedback.failure(found, state, level, Asked(since, epoch, instance), patchable)
     return present(body).to_json()
 
 
@@ -116,15 +122,11 @@ def test_cached_documents_are_byte_identical_to_a_fresh_render(level, opaque, st
                     cache.failure(
                         found,
                         state,
-                        since=since,
-                        epoch=epoch,
-                        patchable=patchable,
-                        instance=instance,
+                        Asked(since, epoch, instance),
+                        patchable,
                     )
                 continue
-            rendered = cache.failure(
-                found, state, since=since, epoch=epoch, patchable=patchable, instance=instance
-            )
+            rendered = cache.failure(found, state, Asked(since, epoch, instance), patchable)
             assert rendered.content == expected
             assert rendered.body.to_json() == expected
 
@@ -146,9 +148,8 @@ def test_findings_that_differ_only_in_a_value_get_their_own_documents(
         fields = {**getattr(template.violation, where), "amount": value}
         found = [replace(template, violation=replace(template.violation, **{where: fields}))]
         expected = uncached(found, registry.state, level, present, *headers)
-        rendered = cache.failure(
-            found, registry.state, since=since, epoch=epoch, patchable=patchable, instance=instance
-        )
+        asked = Asked(since, epoch, instance)
+        rendered = cache.failure(found, registry.state, asked, patchable)
         assert rendered.content == expected
 
 
@@ -236,7 +237,7 @@ def test_concurrent_requests_during_reloads_each_get_their_own_states_document(d
     def client(offset: int) -> None:
         try:
             for i in range(150):
-                outcomes.append(provider.handle(route, payloads[(i + offset) % 3], since=0))
+                outcomes.append(provider.handle(route, payloads[(i + offset) % 3], Asked(since=0)))
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -257,7 +258,7 @@ def test_concurrent_requests_during_reloads_each_get_their_own_states_document(d
             outcome.findings,
             outcome.state,
             provider.level,
-            since=0,
-            patchable=route.patchable_fields,
+            Asked(since=0),
+            route.patchable_fields,
         )
         assert outcome.content == fresh_body.to_json()

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from invalidation_contracts.client import FixMemory
-from invalidation_contracts.client.transport import ContractTransport
+from invalidation_contracts.httpx import ContractTransport
 
 ORIGIN = "http://acme.test"
 MAX_ATTEMPTS = 5

@@ -15,8 +15,9 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from invalidation_contracts.client import FixMemory, async_contract_client
+from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.entries import EvictionReason
+from invalidation_contracts.httpx import async_contract_client
 from invalidation_contracts.protocol import Action, Level, Suggestion
 from invalidation_contracts.server import (
     Domain,

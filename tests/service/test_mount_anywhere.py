@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tests.service.conftest import TOKEN, Order, make_domain
 
 from invalidation_contracts.client import FixMemory
-from invalidation_contracts.client.discovery import ContractLocations
-from invalidation_contracts.client.transport import ContractTransport
+from invalidation_contracts.httpx import ContractTransport
+from invalidation_contracts.httpx.discovery import ContractLocations
 from invalidation_contracts.protocol.links import (
     CONTRACT_RELATION,
     MAX_LINK_HEADER_BYTES,

@@ -15,15 +15,11 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from invalidation_contracts.client import (
-    FixMemory,
-    InMemoryStore,
-    TrustPolicy,
-    async_contract_client,
-)
+from invalidation_contracts.client import FixMemory, InMemoryStore, TrustPolicy
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import NotStored, Quarantined
 from invalidation_contracts.client.values import Observed
+from invalidation_contracts.httpx import async_contract_client
 from invalidation_contracts.protocol import Action
 from invalidation_contracts.server import (
     Domain,

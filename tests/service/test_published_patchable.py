@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from invalidation_contracts.client import FixMemory, TrustPolicy, contract_client
+from invalidation_contracts.client import FixMemory, TrustPolicy
 from invalidation_contracts.client.published import parse_patchable
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import contract_client
 from invalidation_contracts.server.http.app import create_app
 
 pytestmark = [pytest.mark.workers, pytest.mark.timeout(120)]

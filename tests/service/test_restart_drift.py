@@ -11,15 +11,11 @@ import anyio
 import pytest
 from tests.service.processes import free_port, serving
 
-from invalidation_contracts.client import (
-    AsyncFixMemory,
-    FixMemory,
-    async_contract_client,
-    contract_client,
-)
+from invalidation_contracts.client import AsyncFixMemory, FixMemory
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import FetchChanges, MemoryEvent, Served
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import async_contract_client, contract_client
 from invalidation_contracts.server.http.service import ContractService
 
 pytestmark = [pytest.mark.workers, pytest.mark.timeout(180)]

@@ -12,8 +12,12 @@ import pytest
 from invalidation_contracts.client import AsyncFixMemory, Evicted, FixMemory
 from invalidation_contracts.client.events import WatchLost, WatchOpened
 from invalidation_contracts.client.sse import SSEParser
-from invalidation_contracts.client.transport import async_contract_client, contract_client
-from invalidation_contracts.client.watch import WatchOptions, watches
+from invalidation_contracts.httpx import (
+    WatchOptions,
+    async_contract_client,
+    contract_client,
+    watches,
+)
 from invalidation_contracts.server.http.app import create_app
 
 from .conftest import PLANS, TOKEN
@@ -238,7 +242,7 @@ def test_every_worker_of_serve_workers_pushes_a_change_another_committed(tmp_pat
 def test_a_retrofitted_apps_contract_router_pushes_under_its_prefix(domain, serve):
     """An existing app with the contract router under ``/api``: the agent's origin names the
     prefix, and the watch (``/api/contract/watch``) evicts the stale fix while it idles."""
-    from invalidation_contracts.client.transport import default_origin
+    from invalidation_contracts.httpx import default_origin
 
     from .test_retrofit import Shop
 

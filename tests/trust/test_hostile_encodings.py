@@ -24,7 +24,7 @@ from tests.trust.test_hostile_sizes import failure, suggestion
 
 from invalidation_contracts.client import FixMemory, Limits, Refused
 from invalidation_contracts.client.events import Evicted, Stored
-from invalidation_contracts.client.transport import (
+from invalidation_contracts.httpx import (
     REFUSED_EXTENSION,
     AsyncContractTransport,
     ContractTransport,

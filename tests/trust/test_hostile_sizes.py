@@ -19,7 +19,7 @@ import pytest
 
 from invalidation_contracts.client import FixMemory, Limits, Refused
 from invalidation_contracts.client.events import Evicted, Stored
-from invalidation_contracts.client.transport import ContractTransport
+from invalidation_contracts.httpx import ContractTransport
 
 ORIGIN = "http://hostile.test"
 ROUTE = "/v1/orders"
@@ -242,7 +242,7 @@ def test_a_chunked_body_within_the_cap_is_read_for_the_memory():
 def test_the_async_transport_also_leaves_a_chunked_body_over_the_cap_to_the_agent():
     import asyncio
 
-    from invalidation_contracts.client.transport import AsyncContractTransport
+    from invalidation_contracts.httpx import AsyncContractTransport
 
     body = failure(*(suggestion(n) for n in range(20_001)))
 

@@ -25,7 +25,7 @@ from trust_helpers import (
 )
 
 from invalidation_contracts.client.memory import FixMemory
-from invalidation_contracts.client.transport import default_origin
+from invalidation_contracts.httpx import default_origin
 from invalidation_contracts.protocol import ProblemType
 
 MALLORY = "http://mallory.test"

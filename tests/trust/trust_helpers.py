@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 
 from invalidation_contracts.client.memory import FixMemory
-from invalidation_contracts.client.transport import EPISODE_EXTENSION, AsyncContractTransport
 from invalidation_contracts.domains import get_catalog
+from invalidation_contracts.httpx import EPISODE_EXTENSION, AsyncContractTransport
 from invalidation_contracts.server import read_snapshot
 from invalidation_contracts.server.http.app import create_app
 

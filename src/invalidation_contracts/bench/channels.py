@@ -17,15 +17,15 @@ from typing import Any, Protocol
 import httpx
 
 from ..client.events import MemoryEvent, Need
-from ..client.transport import (
+from ..httpx import (
     EPISODE_EXTENSION,
     INJECTED_EXTENSION,
     LISTENER_EXTENSION,
     OPERATION_EXTENSION,
     WIRE_COST_EXTENSION,
     AsyncContractTransport,
-    is_json,
 )
+from ..httpx.exchange import is_json
 from ..protocol.wirecost import WireCost, wire_cost
 from ..server import Route
 from .errors import ServerUnavailable

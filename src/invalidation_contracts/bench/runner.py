@@ -34,10 +34,10 @@ from ..client.detection import Detection
 from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
 from ..client.strategies import strategy_for
-from ..client.transport import AsyncContractTransport
 from ..client.trust import TrustPolicy
 from ..domains import get_catalog
 from ..domains.catalog import DomainCatalog
+from ..httpx import AsyncContractTransport
 from ..planners import Planner
 from ..planners.errors import PlannerError
 from ..planners.preflight import PROBES, preflight

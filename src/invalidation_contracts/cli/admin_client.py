@@ -8,12 +8,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Self, TypeVar
 
-import httpx
 from pydantic import ValidationError
 
+from .._extras import require_extra
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
 from ..server.auth import ADMIN_TOKEN_ENV
+
+require_extra("cli", "httpx")
+
+import httpx  # noqa: E402
 
 W = TypeVar("W", bound=WireModel)
 

@@ -1,9 +1,10 @@
-"""The agent side: fix memory, invalidation strategies, prompting, patch application, httpx hooks.
+"""The agent side: fix memory, invalidation strategies, prompting, patch application.
 
 The core (``FixMemory`` and the strategies) is sans-IO; ``stores`` holds the persistence adapters
-(in memory, SQLite shared by processes, PostgreSQL for fleets) and ``transport`` the httpx
-integration. See ``memory`` for the event/need protocol and ``limits`` for the bounds on what a
-server controls.
+(in memory, SQLite shared by processes, PostgreSQL for fleets). The adapters that feed the memory
+live beside the other integrations: ``invalidation_contracts.httpx`` (the httpx transports, the
+``httpx`` extra) and ``invalidation_contracts.mcp`` (the MCP session). See ``memory`` for the
+event/need protocol and ``limits`` for the bounds on what a server controls.
 
 ``__all__`` is the public surface. The names below it (each strategy class, the prompt helpers,
 ``OriginState``/``OriginStats``, ...) stay importable from here for code written against earlier
@@ -59,21 +60,13 @@ from .strategies import RulesStamp as RulesStamp
 from .strategies import RulesStampWithVectors as RulesStampWithVectors
 from .strategies import Strategy, StrategyName, strategy_for
 from .strategies import TableInvalidation as TableInvalidation
-from .transport import (
-    AsyncContractTransport,
-    ContractTransport,
-    async_contract_client,
-    contract_client,
-)
 from .trust import TrustPolicy
 from .values import Answer, Observed, Position
 
 __all__ = [
     "Answer",
     "ApplyMode",
-    "AsyncContractTransport",
     "AsyncFixMemory",
-    "ContractTransport",
     "Detection",
     "DetectionName",
     "Evicted",
@@ -112,8 +105,6 @@ __all__ = [
     "Tombstone",
     "TrustPolicy",
     "VersionMoved",
-    "async_contract_client",
     "consumption",
-    "contract_client",
     "strategy_for",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -20,7 +21,6 @@ from .ledger import Ledger
 from .limits import Limits, Refusal
 from .steps import Steps
 from .transaction import CallRunner
-from .trust import TrustPolicy
 from .values import Answer
 from .wire import feed_items, position_error, refuse
 
@@ -29,22 +29,14 @@ _NOT_COVERED = "the server's change log no longer covers the memory's position"
 """Why a 410 the trust policy believes resyncs the memory."""
 
 
+@dataclass(slots=True, eq=False)
 class Answers:
     """The memory's reactions to what it fetched for its needs, under one configuration."""
 
-    def __init__(
-        self,
-        calls: CallRunner,
-        invalidation: Invalidation,
-        *,
-        trust: TrustPolicy,
-        limits: Limits,
-    ) -> None:
-        self.calls = calls
-        self.invalidation = invalidation
-        self.strategy = invalidation.strategy
-        self.trust = trust
-        self.limits = limits
+    calls: CallRunner
+    invalidation: Invalidation
+    """Its strategy acts, its trust policy decides what is believed."""
+    limits: Limits
 
     def answer(self, need: Need, answer: Answer, episode: int | None) -> Steps[Observation]:
         status, body, signature = answer.status, answer.body, answer.signature
@@ -87,7 +79,7 @@ class Answers:
             if isinstance(need, FetchChanges):
                 self.invalidation.feed_unavailable(tx)
             else:
-                self.strategy.on_rules_unavailable(tx)
+                self.invalidation.strategy.on_rules_unavailable(tx)
 
         call = yield from self.calls.run(need.origin, episode, work)
         return call.observation
@@ -121,9 +113,9 @@ class Answers:
         policy believes it; report it otherwise."""
 
         def work(tx: Ledger) -> None:
-            if not self.strategy.invalidates:
+            if not self.invalidation.strategy.invalidates:
                 return
-            doubt = self.trust.doubt(raw, signature, since=None, now=tx.now)
+            doubt = self.invalidation.trust.doubt(raw, signature, since=None, now=tx.now)
             if doubt is not None:
                 self.invalidation.distrust(tx, doubt)
             else:
@@ -140,9 +132,9 @@ class Answers:
 
         def work(tx: Ledger) -> None:
             refuse(tx, bound, "a changes feed over the cap was not read", cap=cap, actual=actual)
-            if not self.strategy.invalidates:
+            if not self.invalidation.strategy.invalidates:
                 return
-            if self.trust.require_signatures:
+            if self.invalidation.trust.require_signatures:
                 self.invalidation.distrust(tx, "the feed was too large to verify")
             else:
                 self.invalidation.resync(tx, f"the changes feed was over {bound}={cap}")
@@ -164,7 +156,7 @@ class Answers:
                 cap=cap,
                 actual=refused.actual,
             )
-            self.strategy.on_rules_unavailable(tx)
+            self.invalidation.strategy.on_rules_unavailable(tx)
 
         call = yield from self.calls.run(origin, episode, work)
         return call.observation

@@ -68,12 +68,7 @@ class MemoryCore:
             confirmations=confirmations,
         )
         self.responses = Responses(
-            self.calls,
-            invalidation,
-            admission,
-            detection=self.detection,
-            trust=self.trust,
-            limits=self.limits,
+            self.calls, invalidation, admission, detection=self.detection, limits=self.limits
         )
-        self.answers = Answers(self.calls, invalidation, trust=self.trust, limits=self.limits)
+        self.answers = Answers(self.calls, invalidation, self.limits)
         self.serving = Serving(self.calls, self.strategy, self.trust)

@@ -8,6 +8,7 @@ need is ``client.answers``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from . import telemetry
@@ -21,7 +22,6 @@ from .limits import Limits
 from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import CallRunner
-from .trust import TrustPolicy
 from .values import Observed
 from .wire import (
     carries_contract,
@@ -32,26 +32,17 @@ from .wire import (
 )
 
 
+@dataclass(slots=True, eq=False)
 class Responses:
     """The memory's reactions to the responses a server sends, under one configuration."""
 
-    def __init__(
-        self,
-        calls: CallRunner,
-        invalidation: Invalidation,
-        admission: Admission,
-        *,
-        detection: Detection,
-        trust: TrustPolicy,
-        limits: Limits,
-    ) -> None:
-        self.calls = calls
-        self.invalidation = invalidation
-        self.strategy = invalidation.strategy
-        self.admission = admission
-        self.detection = detection
-        self.trust = trust
-        self.limits = limits
+    calls: CallRunner
+    invalidation: Invalidation
+    """Its strategy acts, its trust policy decides what is believed."""
+    admission: Admission
+    _: KW_ONLY
+    detection: Detection
+    limits: Limits
 
     def begin_episode(self, origin: str, episode: int) -> Steps[list[Need]]:
         with self.calls.lock:
@@ -61,7 +52,7 @@ class Responses:
         st = call.tx.state
         if (
             self.detection.resyncs_before_episode
-            and self.strategy.invalidates
+            and self.invalidation.strategy.invalidates
             and len(call.tx.index)
             and not any(isinstance(need, FetchChanges) for need in needs)
         ):
@@ -106,7 +97,7 @@ class Responses:
         tx.stats.contract_bytes += (
             r.contract_bytes if r.contract_bytes is not None else measure_contract_bytes(body)
         )
-        if not self.strategy.stores:
+        if not self.invalidation.strategy.stores:
             return
         contract = read_contract(tx, body)
         # Malformed contract fields (``Ignored``) discredit the whole response: none of its
@@ -116,13 +107,15 @@ class Responses:
             read_suggestions(tx, body, self.limits) if r.status == 422 and readable else []
         )
         if contract is not None or suggestions:
-            doubt = self.trust.doubt(body, r.signature, since=r.delta_since, now=tx.now)
+            doubt = self.invalidation.trust.doubt(
+                body, r.signature, since=r.delta_since, now=tx.now
+            )
             if doubt is not None:
                 self.invalidation.distrust(tx, doubt, suggestions)
                 contract, suggestions = None, []
         if contract is not None:
             tx.seq = contract.contract_seq
-        invalidates = self.strategy.invalidates
+        invalidates = self.invalidation.strategy.invalidates
         if invalidates and contract is not None and self.detection.reads_stamps(r.status):
             self.invalidation.read_stamps(tx, contract, r.delta_since)
         if suggestions and invalidates:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from ..server.asked import PLAIN, Asked
 from ..server.domain import Route
 from ..server.provider import Outcome, Provider
 from ..server.state import RegistryState
@@ -39,15 +40,7 @@ class ContractBackend(Protocol):
         the event loop rather than a worker thread (``ContractService`` has it)."""
         ...
 
-    def handle(
-        self,
-        route: Route[Any],
-        payload: Any,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | None = None,
-    ) -> Outcome:
+    def handle(self, route: Route[Any], payload: Any, asked: Asked = PLAIN) -> Outcome:
         """Answer one domain request (may do I/O: a route's success handler)."""
         ...
 

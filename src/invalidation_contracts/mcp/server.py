@@ -32,6 +32,7 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..protocol.models import Problem, SuccessResponse
 from ..protocol.problems import ProblemType, ProtocolError
+from ..server.asked import Asked
 from ..server.provider import Provider
 from ..server.reads import ContractRead
 from . import names
@@ -89,9 +90,8 @@ class ContractHandlers:
         position = names.MetaPosition()
         try:
             position = names.position_of(meta)
-            outcome = self.backend.handle(
-                entry.route, arguments, since=position.since, epoch=position.epoch
-            )
+            asked = Asked(position.since, position.epoch)
+            outcome = self.backend.handle(entry.route, arguments, asked)
             return outcome.body, position.since
         except ProtocolError as exc:
             return self._problem(exc, position)

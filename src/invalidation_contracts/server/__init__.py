@@ -5,6 +5,7 @@ registry's history in SQLite or PostgreSQL) and ``sql`` (reference tables in the
 database, captured at the source) are adapters at the edge.
 """
 
+from .asked import Asked
 from .config import WorkerConfig
 from .datafiles import DataFileError, SnapshotFile, read_data, read_snapshot
 from .domain import Domain, Route, SQLTable, TableSpec
@@ -22,6 +23,7 @@ from .trust import TrustOptions
 from .wrapping import ErrorRule, wrapped_policy
 
 __all__ = [
+    "Asked",
     "DataFileError",
     "Domain",
     "Finding",

@@ -24,6 +24,18 @@ class LogRecord:
     rule_change: RuleChange | None = None
 
 
+def touched_rows(records: Iterable[LogRecord]) -> dict[str, set[str]]:
+    """Each table ``records`` move, with the keys of its rows they change (none: only its
+    version moved)."""
+    touched: dict[str, set[str]] = {}
+    for record in records:
+        for transition in record.transitions:
+            touched.setdefault(transition.table, set())
+        for change in record.rows:
+            touched.setdefault(change.table, set()).add(change.key)
+    return touched
+
+
 class ChangeLog:
     """The most recent ``capacity`` records. Older positions answer resync-required."""
 

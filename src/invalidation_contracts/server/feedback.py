@@ -17,6 +17,7 @@ from ..protocol.models import (
     field_pointer,
 )
 from ..protocol.problems import ProblemType, problem
+from .asked import PLAIN, Asked
 from .policies import Finding
 from .state import RegistryState
 
@@ -117,24 +118,23 @@ def failure(
     findings: Sequence[Finding],
     state: RegistryState,
     level: Level,
-    *,
-    since: int | None = None,
-    epoch: str | None = None,
+    asked: Asked = PLAIN,
     patchable: Collection[str] | None = None,
-    instance: str | None = None,
 ) -> Problem:
-    """The 422 policy-violation problem document for ``findings`` (prose only at L0).
+    """The 422 policy-violation problem document for ``findings`` (prose only at L0), answering
+    a request that ``asked``; ``patchable``: the route's fields a patch may touch.
 
     Renders everything afresh; ``Provider`` serves the same document from its ``RenderCache``.
     """
+    instance = asked.instance_uri()
     if not level.structured:
         return failure_document(findings, level, instance=instance)
     return failure_document(
         findings,
         level,
-        contract=contract_fields(state, level, since, epoch),
+        contract=contract_fields(state, level, asked.since, asked.epoch),
         suggestions=[
-            suggestion(f, state, level, patchable, conditional=since is not None) for f in findings
+            suggestion(f, state, level, patchable, conditional=asked.conditional) for f in findings
         ],
         instance=instance,
     )
@@ -159,18 +159,6 @@ def failure_document(
         recovery_feedback=RecoveryFeedback(suggestions=list(suggestions or ())),
         instance=instance,
     )
-
-
-def success(
-    state: RegistryState,
-    level: Level,
-    result: Mapping[str, Any] | None = None,
-    *,
-    since: int | None = None,
-    epoch: str | None = None,
-) -> SuccessResponse:
-    """The 200 body: the route's result and the response-level contract fields."""
-    return success_document(contract_fields(state, level, since, epoch), result)
 
 
 def success_document(

@@ -8,7 +8,7 @@ state (``RenderCache``).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
@@ -20,6 +20,7 @@ from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
 from ..protocol.problems import ProblemType, problem
 from . import feedback, reads
+from .asked import PLAIN, Asked
 from .domain import Domain, Route
 from .opaque import OpaqueNames
 from .policies import Finding, evaluate
@@ -181,16 +182,14 @@ class Provider:
         self,
         route: Route[Any],
         payload: Any,
+        asked: Asked = PLAIN,
         *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | None = None,
         state: RegistryState | None = None,
     ) -> Outcome:
         """Answer one request; every stamp and suggestion comes from the same snapshot.
 
-        ``since`` and ``epoch`` are the client's ``Contract-Since`` and ``Contract-Epoch``;
-        ``state`` the snapshot to answer from (default: the registry's current one).
+        ``asked``: the client's position and the request's URI; ``state`` the snapshot to answer
+        from (default: the registry's current one).
         """
         state = state if state is not None else self.registry.state
         try:
@@ -199,19 +198,19 @@ class Provider:
             body = problem(
                 ProblemType.INVALID_REQUEST,
                 f"the body does not match the {route.request_model.__name__} schema",
-                contract=self.contract(state, since, epoch),
+                contract=self.contract(state, asked.since, asked.epoch),
                 errors=validation_errors(exc),
-                instance=instance,
+                instance=asked.instance_uri(),
             )
             invalid = Outcome(body.status, body, (), state, body.to_json())
             if self.telemetry is not None:
                 self.telemetry.answered(route, invalid)
             return invalid
-        refusal = self.check(route, model, state, since=since, epoch=epoch, instance=instance)
+        refusal = self.check(route, model, state, asked)
         if refusal is not None:
             return refusal
         result = route.on_success(model, state) if route.on_success is not None else None
-        contract = self.rendered.raw_contract(state, since, epoch)
+        contract = self.rendered.raw_contract(state, asked.since, asked.epoch)
         passed = self._present(feedback.success_document(contract, result))
         outcome = Outcome(200, passed, (), state, passed.to_json())
         if self.telemetry is not None:
@@ -219,19 +218,9 @@ class Provider:
         return outcome
 
     def check(
-        self,
-        route: Route[Any],
-        model: BaseModel,
-        state: RegistryState,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | Callable[[], str] | None = None,
+        self, route: Route[Any], model: BaseModel, state: RegistryState, asked: Asked = PLAIN
     ) -> Outcome | None:
-        """The 422 answer when a validated request violates a policy on ``state``, else None.
-
-        ``instance``: the problem's ``instance``, or a function giving it (called only for a
-        refusal, so a passing request does not pay for building it)."""
+        """The 422 answer when a validated request violates a policy on ``state``, else None."""
         request = model.model_dump(mode="json")
         telemetry = self.telemetry
         if telemetry is None:
@@ -247,14 +236,7 @@ class Provider:
             if telemetry is not None:
                 telemetry.checked(route, request, state, None)
             return None
-        failure = self.rendered.failure(
-            found,
-            state,
-            since=since,
-            epoch=epoch,
-            patchable=route.patchable_fields,
-            instance=instance() if callable(instance) else instance,
-        )
+        failure = self.rendered.failure(found, state, asked, route.patchable_fields)
         refusal = Outcome(failure.body.status, failure.body, found, state, failure.content)
         if telemetry is not None:
             telemetry.checked(route, request, state, refusal)

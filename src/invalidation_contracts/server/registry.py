@@ -14,13 +14,11 @@ import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from types import MappingProxyType
 from typing import Any
 
 from ..protocol.models import ChangesFeed, ReloadResult, RulesResult
 from ..protocol.problems import ProblemType, ProtocolError
 from .changelog import ChangeLog, LogRecord
-from .graph import KnowledgeGraph
 from .history import Advance, Catchup, History, HistoryWrite, Restore, advance
 from .origin import change_origin
 from .rules import Rule, RuleSet
@@ -55,14 +53,7 @@ def initial_state(
     by_name = {_check_table_name(s.name): s for s in snapshots}
     ruleset = rules if isinstance(rules, RuleSet) else RuleSet(rules)
     ruleset.check_tables(by_name)
-    return RegistryState(
-        tables=MappingProxyType(by_name),
-        rules=ruleset,
-        graph=KnowledgeGraph.build(by_name, ruleset),
-        seq=0,
-        epoch=epoch or new_epoch(),
-        changed_at=MappingProxyType({name: 0 for name in by_name}),
-    )
+    return RegistryState.starting(by_name, ruleset, 0, epoch or new_epoch())
 
 
 class TableVerbs:

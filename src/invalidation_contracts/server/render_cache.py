@@ -23,6 +23,7 @@ from pydantic_core import to_json
 from ..protocol.levels import Level
 from ..protocol.models import Action, ContractFields, Problem, Suggestion
 from . import feedback
+from .asked import PLAIN, Asked
 from .policies import Finding
 from .state import RegistryState
 
@@ -136,15 +137,14 @@ class RenderCache:
         self,
         findings: Sequence[Finding],
         state: RegistryState,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
+        asked: Asked = PLAIN,
         patchable: Collection[str] | None = None,
-        instance: str | None = None,
     ) -> Rendered:
-        """The 422 policy-violation document for ``findings``, presented and encoded."""
+        """The 422 policy-violation document for ``findings``, presented and encoded
+        (``feedback.failure``, served from the cache)."""
         generation = self._of(state)
         keys = [finding_key(f) for f in findings]
+        since, epoch, instance = asked.since, asked.epoch, asked.instance_uri()
         key: Hashable | None = None
         if None not in keys:
             key = (tuple(keys), since, epoch, patchable, instance)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from ..protocol.models import GraphEdge, GraphListing, GraphNode, RulesListing
 from ..protocol.problems import ProblemType, ProtocolError
@@ -25,6 +26,23 @@ class RegistryState:
     """table → the ``seq`` at which its version last moved (0: the initial load)."""
     rules_changed_at: int = 0
     """The ``seq`` at which the rule declarations last changed (0: the initial load)."""
+
+    @classmethod
+    def starting(
+        cls, tables: Mapping[str, Snapshot], rules: RuleSet, seq: int, epoch: str
+    ) -> RegistryState:
+        """The state that starts a history at ``seq`` in ``epoch``, every table and the rules
+        counting as changed there (seq 0: the initial load; later: a new epoch)."""
+        frozen = MappingProxyType(dict(tables))
+        return cls(
+            tables=frozen,
+            rules=rules,
+            graph=KnowledgeGraph.build(frozen, rules),
+            seq=seq,
+            epoch=epoch,
+            changed_at=MappingProxyType(dict.fromkeys(frozen, seq)),
+            rules_changed_at=seq,
+        )
 
     def snapshot(self, table: str) -> Snapshot:
         try:

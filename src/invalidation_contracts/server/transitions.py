@@ -239,17 +239,5 @@ def restart(
     ``tables`` replaces the snapshots it names (their versions are kept). Every client position
     of the old history then answers resync-required; nothing is silently carried over.
     """
-    seq = state.seq + 1
-    snapshots = dict(state.tables)
-    for name, snapshot in (tables or {}).items():
-        snapshots[name] = snapshot
-    frozen = MappingProxyType(snapshots)
-    return RegistryState(
-        tables=frozen,
-        rules=state.rules,
-        graph=KnowledgeGraph.build(frozen, state.rules),
-        seq=seq,
-        epoch=epoch,
-        changed_at=MappingProxyType({name: seq for name in snapshots}),
-        rules_changed_at=seq,
-    )
+    snapshots = {**state.tables, **(tables or {})}
+    return RegistryState.starting(snapshots, state.rules, state.seq + 1, epoch)

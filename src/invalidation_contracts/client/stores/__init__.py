@@ -4,8 +4,9 @@
 ``PostgresStore`` (a fleet; the ``postgres`` extra, imported on first use).
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..._extras import lazy_exports
 from .base import (
     CheckOp,
     GetOp,
@@ -45,9 +46,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PostgresStore":
-        from .postgres import PostgresStore
-
-        return PostgresStore
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, {"PostgresStore": ".postgres"})

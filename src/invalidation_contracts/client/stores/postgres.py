@@ -26,40 +26,18 @@ from ..._extras import require_extra
 
 require_extra("postgres", "psycopg")
 
-import json
 import random
 import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import psycopg
 from psycopg import errors
 
-from .base import (
-    CheckOp,
-    GetOp,
-    Item,
-    ListNamespacesOp,
-    Namespace,
-    Op,
-    Prepared,
-    Result,
-    SearchOp,
-    Store,
-    StoreConflict,
-    StoreError,
-    Write,
-    check,
-    decode,
-    encode,
-    matches_filter,
-    namespaces_under,
-    prefix_bounds,
-    prepare,
-)
+from .base import Op, Prepared, Result, Store, StoreConflict, StoreError, Write, encode, prepare
 from .pg_listen import CHANNEL, Listener
+from .sql_items import COLUMNS, SQLItems
 
 SCHEMA_VERSION = 2
 """2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
@@ -79,14 +57,12 @@ _DDL = (
     " updated_at double precision NOT NULL,"
     " PRIMARY KEY (namespace, key))",
 )
-_COLUMNS = "namespace, key, value, created_at, updated_at"
 _UPSERT = (
-    f"INSERT INTO ic_memory_items ({_COLUMNS}) VALUES (%s, %s, %s::jsonb, %s, %s) "
+    f"INSERT INTO ic_memory_items ({COLUMNS}) VALUES (%s, %s, %s::jsonb, %s, %s) "
     "ON CONFLICT (namespace, key) "
     "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
 )
 _DELETE = "DELETE FROM ic_memory_items WHERE namespace = %s AND key = %s"
-_GET = f"SELECT {_COLUMNS} FROM ic_memory_items WHERE namespace = %s AND key = %s"
 _RETRYABLE = (errors.SerializationFailure, errors.DeadlockDetected)
 #: Write batches committed by this process's stores, by URL: part of every listening store's
 #: token, so a write moves the tokens of the process's other stores of that database at once.
@@ -115,6 +91,7 @@ class PostgresStore(Store):
             self._conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout)
         except psycopg.Error as exc:
             raise StoreError(f"cannot connect to the PostgreSQL fix memory: {exc}") from exc
+        self._items = SQLItems("ic_memory_items", "%s", self._conn.execute)
         self._lock = threading.Lock()
         self._retries = retries
         self._closed = False
@@ -206,7 +183,7 @@ class PostgresStore(Store):
                 self._put(puts)
                 results += [None] * len(puts)
                 puts = []
-            results.append(self._run(op))
+            results.append(self._items.read(op))
         if puts:
             self._put(puts)
             results += [None] * len(puts)
@@ -222,35 +199,6 @@ class PostgresStore(Store):
                     cursor.executemany(
                         _UPSERT, [(encode(p.namespace), p.key, p.text, now, now) for p in group]
                     )
-
-    def _run(self, op: Prepared) -> Result:
-        if isinstance(op, CheckOp):
-            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
-            check(op, row[2] if row else None)
-            return None
-        if isinstance(op, GetOp):
-            row = self._conn.execute(_GET, (encode(op.namespace), op.key)).fetchone()
-            return _item(row) if row else None
-        if isinstance(op, SearchOp):
-            where, params = _under(op.namespace_prefix)
-            sql = f"SELECT {_COLUMNS} FROM ic_memory_items{where} ORDER BY namespace, key"
-            if not op.filter:
-                sql += " LIMIT %s OFFSET %s"
-                params += (op.limit, op.offset)
-            rows = self._conn.execute(sql, params).fetchall()
-            items = [_item(row) for row in rows]
-            if op.filter:
-                items = [item for item in items if matches_filter(item.value, op.filter)]
-                items = items[op.offset : op.offset + op.limit]
-            return items
-        if isinstance(op, ListNamespacesOp):
-            where, params = _under(op.prefix or ())
-            rows = self._conn.execute(
-                f"SELECT DISTINCT namespace FROM ic_memory_items{where}", params
-            ).fetchall()
-            found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
-            return found[op.offset : op.offset + op.limit]
-        raise TypeError(f"unknown store operation {op!r}")
 
     def close(self) -> None:
         if self._listener is not None:
@@ -271,22 +219,3 @@ def _runs(puts: Sequence[Write]) -> list[tuple[bool, list[Write]]]:
         else:
             out.append((delete, [put]))
     return out
-
-
-def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
-    """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
-    if not prefix:
-        return "", ()
-    where = " WHERE (namespace = %s OR (namespace >= %s AND namespace < %s))"
-    return where, prefix_bounds(prefix)
-
-
-def _item(row: tuple[Any, ...]) -> Item:
-    namespace, key, value, created, updated = row
-    return Item(
-        decode(namespace),
-        key,
-        value if isinstance(value, dict) else json.loads(value),
-        datetime.fromtimestamp(created, UTC),
-        datetime.fromtimestamp(updated, UTC),
-    )

@@ -16,37 +16,16 @@ step; a file of another application or a newer version is refused.
 from __future__ import annotations
 
 import contextlib
-import json
 import sqlite3
 import threading
 from collections.abc import Hashable, Iterable
 from datetime import UTC, datetime
 from os import PathLike
 from pathlib import Path
-from typing import Any
 
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
-from .base import (
-    SEPARATOR,
-    CheckOp,
-    GetOp,
-    Item,
-    Namespace,
-    Op,
-    Prepared,
-    Result,
-    SearchOp,
-    Store,
-    StoreError,
-    Write,
-    check,
-    decode,
-    encode,
-    matches_filter,
-    namespaces_under,
-    prefix_bounds,
-    prepare,
-)
+from .base import SEPARATOR, Op, Prepared, Result, Store, StoreError, Write, encode, prepare
+from .sql_items import SQLItems
 
 SCHEMA_VERSION = 3
 APPLICATION_ID = 0x49434D31  # "ICM1"
@@ -142,6 +121,7 @@ class SQLiteStore(Store):
         self._writes = 0
         self._probe = self._db.cursor()
         """A cursor kept for ``version()``, the one call every read makes."""
+        self._items = SQLItems("items", "?", self._db.execute)
 
     @property
     def journal_mode(self) -> str:
@@ -186,51 +166,20 @@ class SQLiteStore(Store):
             return (int(data_version), self._writes)
 
     def _run(self, op: Prepared) -> Result:
-        if isinstance(op, CheckOp):
-            row = self._db.execute(
-                "SELECT value FROM items WHERE namespace = ? AND key = ?",
-                (encode(op.namespace), op.key),
-            ).fetchone()
-            check(op, json.loads(row[0]) if row else None)
+        if not isinstance(op, Write):
+            return self._items.read(op)
+        ns = encode(op.namespace)
+        if op.text is None:
+            self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, op.key))
             return None
-        if isinstance(op, GetOp):
-            row = self._db.execute(
-                "SELECT namespace, key, value, created_at, updated_at FROM items "
-                "WHERE namespace = ? AND key = ?",
-                (encode(op.namespace), op.key),
-            ).fetchone()
-            return _item(row) if row else None
-        if isinstance(op, Write):
-            ns = encode(op.namespace)
-            if op.text is None:
-                self._db.execute("DELETE FROM items WHERE namespace = ? AND key = ?", (ns, op.key))
-                return None
-            now = datetime.now(UTC).timestamp()
-            self._db.execute(
-                "INSERT INTO items (namespace, key, value, created_at, updated_at) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) "
-                "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                (ns, op.key, op.text, now, now),
-            )
-            return None
-        if isinstance(op, SearchOp):
-            where, params = _under(op.namespace_prefix)
-            sql = (
-                "SELECT namespace, key, value, created_at, updated_at FROM items"
-                f"{where} ORDER BY namespace, key"
-            )
-            if not op.filter:
-                sql += " LIMIT ? OFFSET ?"
-                params += (op.limit, op.offset)
-            items = [_item(row) for row in self._db.execute(sql, params)]
-            if op.filter:
-                items = [item for item in items if matches_filter(item.value, op.filter)]
-                items = items[op.offset : op.offset + op.limit]
-            return items
-        where, params = _under(op.prefix or ())
-        rows = self._db.execute(f"SELECT DISTINCT namespace FROM items{where}", params)
-        found = namespaces_under((decode(row[0]) for row in rows), op.prefix, op.max_depth)
-        return found[op.offset : op.offset + op.limit]
+        now = datetime.now(UTC).timestamp()
+        self._db.execute(
+            "INSERT INTO items (namespace, key, value, created_at, updated_at) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, key) "
+            "DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+            (ns, op.key, op.text, now, now),
+        )
+        return None
 
     def close(self) -> None:
         with self._lock:
@@ -242,25 +191,6 @@ class SQLiteStore(Store):
         """SQLite's ``PRAGMA integrity_check`` answer (``"ok"`` when the file is sound)."""
         with self._lock:
             return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
-
-
-def _under(prefix: Namespace) -> tuple[str, tuple[Any, ...]]:
-    """A WHERE clause selecting ``prefix`` and every namespace below it, as a key-range scan."""
-    if not prefix:
-        return "", ()
-    where = " WHERE (namespace = ? OR (namespace >= ? AND namespace < ?))"
-    return where, prefix_bounds(prefix)
-
-
-def _item(row: tuple[str, str, str, float, float]) -> Item:
-    namespace, key, value, created, updated = row
-    return Item(
-        decode(namespace),
-        key,
-        json.loads(value),
-        datetime.fromtimestamp(created, UTC),
-        datetime.fromtimestamp(updated, UTC),
-    )
 
 
 def _rollback(db: sqlite3.Connection) -> None:

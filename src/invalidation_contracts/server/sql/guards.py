@@ -23,6 +23,41 @@ def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+_JSON_PATH = f'strict $.** ? (@.type() == "number" && @.abs() > {MAX_SAFE})'
+#: Per column kind, the PostgreSQL test finding a value the contract cannot carry in ``{ref}`` (a
+#: jsonb value), and why it cannot; the other kinds carry every value they hold.
+_PG_UNCARRIABLE = {
+    "integer": (
+        f"jsonb_typeof({{ref}}) = 'number' AND abs(({{ref}})::numeric) > {MAX_SAFE}",
+        "outside the interoperable integer range ±(2^53−1)",
+    ),
+    "float": (
+        "jsonb_typeof({ref}) = 'string'",
+        "which is not a finite number (JSON has no NaN or Infinity)",
+    ),
+    "json": (
+        f"jsonb_path_exists({{ref}}, {_lit(_JSON_PATH)})",
+        "a number outside the interoperable range ±(2^53−1)",
+    ),
+}
+#: The same for SQLite, on the column ``{ref}`` as stored.
+_SQLITE_UNCARRIABLE = {
+    "integer": (
+        f"typeof({{ref}}) = 'integer' AND ({{ref}} > {MAX_SAFE} OR {{ref}} < -{MAX_SAFE})",
+        "holds an integer outside the interoperable range ±(2^53−1)",
+    ),
+    "float": (
+        f"typeof({{ref}}) = 'real' AND ({{ref}} > {MAX_FLOAT} OR {{ref}} < -{MAX_FLOAT})",
+        "holds Infinity, which is not a JSON number",
+    ),
+    "json": (
+        "json_valid({ref}) AND EXISTS (SELECT 1 FROM json_tree({ref}) WHERE type IN "
+        f"('integer', 'real') AND (atom > {MAX_SAFE} OR atom < -{MAX_SAFE}))",
+        "holds a number outside the interoperable range ±(2^53−1)",
+    ),
+}
+
+
 def pg_declared_check(table: BoundTable, var: str, *, key_only: bool) -> str:
     """PL/pgSQL: fail with a clear message when the row ``var`` (jsonb) lacks a declared column."""
     names = [c.name for c in table.key] + ([] if key_only else [c.name for c in table.columns])
@@ -53,22 +88,14 @@ def pg_value_checks(table: BoundTable, var: str, key: str) -> str:
             + "; END IF;"
         )
     for column in table.columns:
+        if column.kind not in _PG_UNCARRIABLE:
+            continue
         ref = f"{var}->{_lit(column.name)}"
         where = f"{PREFIX}: {table.where}: column {column.name!r} of row "
-        if column.kind == "integer":
-            test = f"jsonb_typeof({ref}) = 'number' AND abs(({ref})::numeric) > {MAX_SAFE}"
-            why = "outside the interoperable integer range ±(2^53−1)"
-        elif column.kind == "float":
-            test = f"jsonb_typeof({ref}) = 'string'"
-            why = "which is not a finite number (JSON has no NaN or Infinity)"
-        elif column.kind == "json":
-            path = '$.** ? (@.type() == "number" && @.abs() > ' + str(MAX_SAFE) + ")"
-            test = f"jsonb_path_exists({ref}, {_lit('strict ' + path)})"
-            why = "a number outside the interoperable range ±(2^53−1)"
-        else:
-            continue
+        test, why = _PG_UNCARRIABLE[column.kind]
         checks.append(
-            f"IF {test} THEN RAISE EXCEPTION USING ERRCODE = 'numeric_value_out_of_range', "
+            f"IF {test.format(ref=ref)} THEN RAISE EXCEPTION USING "
+            "ERRCODE = 'numeric_value_out_of_range', "
             f"MESSAGE = {_lit(where)} || {key} || ' holds ' || ({ref})::text || {_lit(', ' + why)};"
             " END IF;"
         )
@@ -88,21 +115,10 @@ def sqlite_checks(table: BoundTable, alias: str, quote: object) -> str:
         message = f"{PREFIX}: {table.where}: column {column.name!r} holds a BLOB (no JSON form)"
         out.append(f"SELECT RAISE(ABORT, {_lit(message)}) WHERE typeof({ref}) = 'blob';")
     for column in table.columns:
-        ref = f"{alias}.{q(column.name)}"
-        where = f"{PREFIX}: {table.where}: column {column.name!r} "
-        if column.kind == "integer":
-            test = f"typeof({ref}) = 'integer' AND ({ref} > {MAX_SAFE} OR {ref} < -{MAX_SAFE})"
-            why = "holds an integer outside the interoperable range ±(2^53−1)"
-        elif column.kind == "float":
-            test = f"typeof({ref}) = 'real' AND ({ref} > {MAX_FLOAT} OR {ref} < -{MAX_FLOAT})"
-            why = "holds Infinity, which is not a JSON number"
-        elif column.kind == "json":
-            test = (
-                f"json_valid({ref}) AND EXISTS (SELECT 1 FROM json_tree({ref}) WHERE type IN "
-                f"('integer', 'real') AND (atom > {MAX_SAFE} OR atom < -{MAX_SAFE}))"
-            )
-            why = "holds a number outside the interoperable range ±(2^53−1)"
-        else:
+        if column.kind not in _SQLITE_UNCARRIABLE:
             continue
-        out.append(f"SELECT RAISE(ABORT, {_lit(where + why)}) WHERE {test};")
+        ref = f"{alias}.{q(column.name)}"
+        test, why = _SQLITE_UNCARRIABLE[column.kind]
+        message = f"{PREFIX}: {table.where}: column {column.name!r} {why}"
+        out.append(f"SELECT RAISE(ABORT, {_lit(message)}) WHERE {test.format(ref=ref)};")
     return " ".join(out)

@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from ...protocol.models import TableTransition
 from ...protocol.problems import ProtocolError
-from ..changelog import LogRecord
+from ..changelog import LogRecord, touched_rows
 from ..graph import KnowledgeGraph
 from ..history import Advance, Catchup, Restore, TableHead
 from ..rules import Rule, RuleSet
@@ -33,6 +33,22 @@ class Loaded:
     state: RegistryState
     records: tuple[LogRecord, ...]
     floor: int
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTables:
+    """The reference tables a store holds, where each last changed, and the rules among them:
+    what a stored history is checked against (``read_history``) or a new epoch starts from."""
+
+    snapshots: Mapping[str, Snapshot]
+    changed_at: Mapping[str, int]
+    rules: RuleSet
+
+
+def read_stored(s: Statements) -> StoredTables:
+    """The stored tables, then the rules checked against them."""
+    snapshots, changed_at = read_tables(s)
+    return StoredTables(snapshots, changed_at, read_rules(s, snapshots))
 
 
 def read_tables(
@@ -90,13 +106,9 @@ def read_log(s: Statements, after: int) -> list[LogRecord]:
     return records
 
 
-def read_history(
-    s: Statements,
-    meta: Mapping[str, str],
-    snapshots: Mapping[str, Snapshot],
-    changed_at: Mapping[str, int],
-    rules: RuleSet,
-) -> Loaded:
+def read_history(s: Statements, meta: Mapping[str, str], stored: StoredTables) -> Loaded:
+    """The registry the stored history describes; ``HistoryLost`` when the log, the position
+    and the tables disagree."""
     try:
         seq, floor, epoch = int(meta["seq"]), int(meta["log_floor"]), meta["epoch"]
     except (KeyError, ValueError):
@@ -110,7 +122,8 @@ def read_history(
     for record in records:
         for transition in record.transitions:
             last[transition.table] = transition
-    for name, snapshot in snapshots.items():
+    changed_at = stored.changed_at
+    for name, snapshot in stored.snapshots.items():
         moved = last.get(name)
         if moved is None and not 0 <= changed_at[name] <= floor:
             raise HistoryLost(
@@ -120,11 +133,11 @@ def read_history(
             moved.seq != changed_at[name] or moved.new_version != snapshot.version
         ):
             raise HistoryLost(f"table {name!r} at {snapshot.version!r} disagrees with the log")
-    tables = MappingProxyType(snapshots)
+    tables = MappingProxyType(dict(stored.snapshots))
     state = RegistryState(
         tables=tables,
-        rules=rules,
-        graph=KnowledgeGraph.build(tables, rules),
+        rules=stored.rules,
+        graph=KnowledgeGraph.build(tables, stored.rules),
         seq=seq,
         epoch=epoch,
         changed_at=MappingProxyType(dict(changed_at)),
@@ -149,14 +162,8 @@ def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
         raise StorageError(f"{s.where}: {lost}") from None
     if [r.seq for r in records] != list(range(state.seq + 1, seq + 1)):
         raise StorageError(f"{s.where}: the log does not hold {state.seq + 1}..{seq}")
-    touched: dict[str, set[str]] = {}
-    for record in records:
-        for transition in record.transitions:
-            touched.setdefault(transition.table, set())
-        for change in record.rows:
-            touched.setdefault(change.table, set()).add(change.key)
     heads = {}
-    for name, keys in touched.items():
+    for name, keys in touched_rows(records).items():
         head = s.run("SELECT version, changed_at FROM {tables} WHERE name = ?", (name,)).fetchone()
         if head is None:
             raise StorageError(f"{s.where}: table {name!r} is gone from the store")
@@ -168,10 +175,8 @@ def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
 
 
 def restore(s: Statements, meta: Mapping[str, str]) -> Restore:
-    snapshots, changed_at = read_tables(s)
-    rules = read_rules(s, snapshots)
     try:
-        loaded = read_history(s, meta, snapshots, changed_at, rules)
+        loaded = read_history(s, meta, read_stored(s))
     except HistoryLost as lost:
         raise StorageError(f"{s.where}: {lost}") from None
     return Restore(loaded.state, loaded.records, loaded.floor)

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from types import MappingProxyType
 
-from ..changelog import LogRecord
+from ..changelog import LogRecord, touched_rows
 from ..domain import Domain
-from ..graph import KnowledgeGraph
 from ..registry import initial_state, new_epoch
 from ..rules import RuleSet
 from ..state import RegistryState
 from ..tables import Snapshot
 from .dialect import HistoryLost, SQLLoader, Statements, StorageError
 from .evolve import evolve
-from .reader import Loaded, read_history, read_rules, read_tables
+from .reader import Loaded, StoredTables, read_history, read_rules, read_stored, read_tables
 from .records import encode_record, encode_row
 
 logger = logging.getLogger(__name__)
@@ -36,36 +34,23 @@ def initialise(s: Statements, domain: Domain, load_sql: SQLLoader | None) -> Loa
 def restart_epoch(s: Statements, meta: Mapping[str, str], reason: str) -> Loaded:
     """A new epoch over the stored tables and rules (``start_epoch``), read here: for a running
     worker that finds its store restored under it."""
-    snapshots, changed_at = read_tables(s)
-    return start_epoch(s, meta, snapshots, changed_at, read_rules(s, snapshots), reason)
+    return start_epoch(s, meta, read_stored(s), reason)
 
 
 def start_epoch(
-    s: Statements,
-    meta: Mapping[str, str],
-    snapshots: Mapping[str, Snapshot],
-    changed_at: Mapping[str, int],
-    rules: RuleSet,
-    reason: str,
+    s: Statements, meta: Mapping[str, str], stored: StoredTables, reason: str
 ) -> Loaded:
+    """A new epoch over ``stored`` at one past any seq the store has seen, with an empty log and
+    every table counting as changed there (``reason``: why, for the operator's log)."""
     known = [int(meta["seq"])] if meta.get("seq", "").isdigit() else []
     (last_logged,) = s.run("SELECT MAX(seq) FROM {log}").fetchone()
-    seq = max([0, *known, *changed_at.values(), last_logged or 0]) + 1
+    seq = max([0, *known, *stored.changed_at.values(), last_logged or 0]) + 1
     epoch = new_epoch()
     s.run("DELETE FROM {log}")
     s.run("UPDATE {tables} SET changed_at = ?", (seq,))
     s.set_meta(seq=seq, log_floor=seq, epoch=epoch)
     logger.warning("%s: %s; starting a new history epoch %s at seq %d", s.where, reason, epoch, seq)
-    tables = MappingProxyType(dict(snapshots))
-    state = RegistryState(
-        tables=tables,
-        rules=rules,
-        graph=KnowledgeGraph.build(tables, rules),
-        seq=seq,
-        epoch=epoch,
-        changed_at=MappingProxyType({name: seq for name in snapshots}),
-        rules_changed_at=seq,
-    )
+    state = RegistryState.starting(stored.snapshots, stored.rules, seq, epoch)
     return Loaded(state, (), seq)
 
 
@@ -129,13 +114,7 @@ def save_records(
         "INSERT INTO {log} (seq, record) VALUES (?, ?)",
         [(record.seq, encode_record(record)) for record in records],
     )
-    touched: dict[str, set[str]] = {}
-    for record in records:
-        for transition in record.transitions:
-            touched.setdefault(transition.table, set())
-        for change in record.rows:
-            touched.setdefault(change.table, set()).add(change.key)
-    for name, keys in touched.items():
+    for name, keys in touched_rows(records).items():
         snapshot = after.tables[name]
         s.run(
             "UPDATE {tables} SET version = ?, changed_at = ? WHERE name = ?",
@@ -176,10 +155,10 @@ def load_or_repair(
         evolve(s, domain, snapshots)  # tables added or removed: a change set, not a refusal
         meta = s.meta()
         snapshots, changed_at = read_tables(s)
-    rules = read_rules(s, snapshots)
+    stored = StoredTables(snapshots, changed_at, read_rules(s, snapshots))
     if restored is not None:
-        return start_epoch(s, meta, snapshots, changed_at, rules, restored)
+        return start_epoch(s, meta, stored, restored)
     try:
-        return read_history(s, meta, snapshots, changed_at, rules)
+        return read_history(s, meta, stored)
     except HistoryLost as lost:
-        return start_epoch(s, meta, snapshots, changed_at, rules, str(lost))
+        return start_epoch(s, meta, stored, str(lost))

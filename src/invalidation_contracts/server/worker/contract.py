@@ -30,6 +30,7 @@ from ...protocol.models import (
     RulesResult,
 )
 from ...protocol.problems import ProblemType, ProtocolError
+from ..asked import PLAIN, Asked
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
 from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig
 from ..domain import Domain, Route
@@ -166,20 +167,10 @@ class ContractWorker:
             raise unavailable(self.runtime.unavailable_reason)
         return self.registry.state
 
-    def handle(
-        self,
-        route: Route[Any],
-        payload: Any,
-        *,
-        since: int | None = None,
-        epoch: str | None = None,
-        instance: str | None = None,
-    ) -> Outcome:
+    def handle(self, route: Route[Any], payload: Any, asked: Asked = PLAIN) -> Outcome:
         """A standalone domain route: policies, then the route's success handler (may do I/O)."""
-        state = self.state(since, epoch)
-        return self.provider.handle(
-            route, payload, since=since, epoch=epoch, instance=instance, state=state
-        )
+        state = self.state(asked.since, asked.epoch)
+        return self.provider.handle(route, payload, asked, state=state)
 
     # -- writes ----------------------------------------------------------------------------------
 

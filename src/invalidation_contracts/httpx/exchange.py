@@ -18,6 +18,13 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
+from ..client.events import FetchChanges, MemoryFailed, Need, Observation
+from ..client.limits import parse_json
+from ..client.memory import AsyncFixMemory, FixMemory
+from ..client.needs import need_loop
+from ..client.published import PublishedPatchable
+from ..client.stores import StoreError
+from ..client.values import Answer, Observed, Position
 from ..protocol.headers import (
     CONTRACT_SIGN,
     CONTRACT_SIGNATURE,
@@ -26,9 +33,8 @@ from ..protocol.headers import (
     position_headers,
 )
 from ..protocol.wirecost import wire_cost
-from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .bounded import AsyncReplay, BoundedBody, Replay, asettle, settle
 from .discovery import DEFERRED, ContractLocations
-from .events import FetchChanges, MemoryFailed, Need, Observation
 from .extensions import (
     LISTENER_EXTENSION,
     REFUSED_EXTENSION,
@@ -41,11 +47,6 @@ from .extensions import (
     request_body,
     timeout_of,
 )
-from .memory import AsyncFixMemory, FixMemory
-from .needs import need_loop
-from .published import PublishedPatchable
-from .stores import StoreError
-from .values import Answer, Observed, Position
 
 #: The request headers a need's fetch and a confirmation carry over from the agent's.
 FORWARDED_HEADERS = ("authorization",)

@@ -2,7 +2,7 @@
 
 The request extensions an agent sets (the episode, the injected entries, the operation, a
 listener) and the response extensions the transports leave (the wire cost, a refusal), with the
-readers of each; the transports (``client.transport``) re-export the names an agent uses.
+readers of each; the package (``invalidation_contracts.httpx``) exports the names an agent uses.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from .events import MemoryEvent
+from ..client.events import MemoryEvent
 
 #: Request extension: the episode the request belongs to (an int).
 EPISODE_EXTENSION = "invalidation_contracts.episode"

@@ -35,8 +35,10 @@ from typing import Any, TypeVar
 
 import httpx
 
-from ..protocol.headers import CONTRACT_SINCE as CONTRACT_SINCE
-from .events import MemoryEvent, Need
+from ..client.events import MemoryEvent, Need
+from ..client.memory import AsyncFixMemory, FixMemory
+from ..client.push import WatchOptions, watch_options
+from ..client.steps import adrive, drive
 from .exchange import (
     FORWARDED_HEADERS,
     THROWN,
@@ -47,20 +49,8 @@ from .exchange import (
     ReadBody,
     Send,
 )
-from .exchange import is_json as is_json
-from .extensions import EPISODE_EXTENSION as EPISODE_EXTENSION
-from .extensions import INJECTED_EXTENSION as INJECTED_EXTENSION
-from .extensions import LISTENER_EXTENSION as LISTENER_EXTENSION
-from .extensions import OPERATION_EXTENSION as OPERATION_EXTENSION
-from .extensions import REFUSED_EXTENSION as REFUSED_EXTENSION
-from .extensions import WIRE_COST_EXTENSION as WIRE_COST_EXTENSION
-from .extensions import Listener as Listener
-from .extensions import default_origin as default_origin
-from .extensions import operation_of as operation_of
-from .extensions import template
-from .memory import AsyncFixMemory, FixMemory
-from .steps import adrive, drive
-from .watch import Watches, WatchOptions, watch_options
+from .extensions import Listener, default_origin, template
+from .watch import Watches
 
 T = TypeVar("T")
 
