@@ -197,3 +197,18 @@ def test_a_404_at_the_root_waits_only_while_no_response_of_the_origin_was_read()
     missing = httpx.Response(404)
     assert locations.deferred("http://shop.test", url, missing), "fetched before any response"
     assert not locations.deferred("http://shop.test", url, missing), "that answer was read"
+
+
+def test_the_link_names_the_root_path_each_request_is_served_under() -> None:
+    app = retrofitted("/api")
+    with (
+        TestClient(app) as bare,
+        TestClient(app, root_path="/shop") as rooted,
+    ):
+        passing = {"plan": "basic", "funding_type": "card"}
+        links = [
+            http.post("/v1/orders", json=passing).headers["link"]
+            for http in (bare, rooted, bare, rooted)
+        ]
+    shop = f'</shop/api/contract>; rel="{CONTRACT_RELATION}"'
+    assert links == [LINK, shop, LINK, shop]

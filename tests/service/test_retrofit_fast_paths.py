@@ -18,11 +18,13 @@ from fastapi import APIRouter, FastAPI
 from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from tests.service.conftest import TOKEN, make_domain
 
 from invalidation_contracts.protocol.problems import ProtocolError
+from invalidation_contracts.server import Route
 from invalidation_contracts.server.http import ContractService
 from invalidation_contracts.server.http.errors import (
     _check_interoperable,
@@ -30,7 +32,8 @@ from invalidation_contracts.server.http.errors import (
     parse_json,
 )
 from invalidation_contracts.server.http.headers import strict_epoch, strict_position, strict_since
-from invalidation_contracts.server.http.routing import LiteralRouter
+from invalidation_contracts.server.http.retrofit import _implementation
+from invalidation_contracts.server.http.routing import LiteralRouter, path_matches, route_path
 from invalidation_contracts.server.http.stamping import stamp
 
 LITERAL = ("/contract/versions", "/contract/changes", "/admin/rules")
@@ -320,3 +323,26 @@ def test_the_stamp_of_each_edge_body_is_its_definitions(body: bytes) -> None:
     service = _service()
     fast = _sent(make, lambda answer: stamp(service, answer, service.state(), None, None))
     assert fast == _sent(make, lambda answer: _stamped_as_defined(answer, None, None))
+
+
+TEMPLATES = st.sampled_from(
+    ["/v1/orders", "/api/v1/orders", "/orders", "/v1/{item}", "/v1/orders/{id}", "/{any}/orders"]
+)
+
+
+@given(
+    paths=st.lists(TEMPLATES, max_size=4),
+    path=st.sampled_from(["/v1/orders", "/api/v1/orders", "/v1/x", "/v2/orders", "/orders", ""]),
+    root=st.sampled_from(["", "/api", "/shop"]),
+)
+def test_the_route_a_request_implements_is_the_first_candidate_its_path_matches(
+    paths: list[str], path: str, root: str
+) -> None:
+    candidates = tuple(Route(template, PassingModel, []) for template in paths)
+    scope = {"type": "http", "path": root + path, "root_path": root}
+    scan = next((r for r in candidates if path_matches(r.path, route_path(scope))), None)
+    assert _implementation(candidates)(scope) is scan
+
+
+class PassingModel(BaseModel):
+    """A request model (the matching never looks at it)."""

@@ -116,3 +116,21 @@ def test_a_refusal_names_the_requests_path_as_its_instance(http: TestClient) -> 
     answer = http.post("/v1/orders", json={"plan": "enterprise"})
     assert answer.status_code == 422
     assert answer.json()["instance"] == "/v1/orders"
+
+
+def test_answers_in_a_row_at_different_positions_each_carry_their_own_fields(
+    http: TestClient,
+) -> None:
+    epoch = contract_of(http)["contract_epoch"]
+    known = {"Contract-Since": "0", "Contract-Epoch": epoch}
+    positions = [{}, {"Contract-Since": "0"}, {}, known, {"Contract-Since": "0"}, known]
+    bodies = [http.get("/v1/self-sending", headers=h).json() for h in positions]
+    every, moved = sorted(CONTRACT_FIELDS), ["contract_epoch"]  # nothing moved since seq 0
+    assert [sorted(set(CONTRACT_FIELDS) & set(body)) for body in bodies] == [
+        every,
+        moved,
+        every,
+        [],
+        moved,
+        [],
+    ]

@@ -37,16 +37,29 @@ def contract_base(service: ContractService, request: Request) -> str | None:
 
 def add_link(service: ContractService, request: Request, response: Response) -> Response:
     """``response`` with the contract's ``Link`` (when the app serves the contract routes)."""
-    base = contract_base(service, request)
-    if base is not None:
-        # What ``response.headers.append("Link", ...)`` appends, encoded once per location.
-        value = _ENCODED.get(base)
-        if value is None:
-            value = link_header(base).encode("latin-1")
-            if len(_ENCODED) < _ENCODED_BOUND:
-                _ENCODED[base] = value
+    scope = request.scope
+    key = (id(scope.get("app")), str(scope.get("root_path", "")))
+    links: dict[tuple[int, str], bytes | None] = service.contract_links
+    try:
+        value = links[key]
+    except KeyError:
+        # What ``response.headers.append("Link", ...)`` appends, encoded once per app and root.
+        base = contract_base(service, request)
+        value = None if base is None else _encoded(base)
+        if len(links) < _ENCODED_BOUND:
+            links[key] = value
+    if value is not None:
         response.raw_headers.append((b"link", value))
     return response
+
+
+def _encoded(base: str) -> bytes:
+    value = _ENCODED.get(base)
+    if value is None:
+        value = link_header(base).encode("latin-1")
+        if len(_ENCODED) < _ENCODED_BOUND:
+            _ENCODED[base] = value
+    return value
 
 
 _ENCODED: dict[str, bytes] = {}

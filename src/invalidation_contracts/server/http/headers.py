@@ -105,7 +105,13 @@ def strict_position(scope: Any) -> tuple[int | None, str | None]:
     ``Contract-Since`` error first), without building and searching Starlette's ``Headers``
     twice: a retrofitted app pays this on every request of its own routes.
     """
-    found = first_headers(scope, _POSITION)
+    return position_of(first_headers(scope, POSITION_HEADERS))
+
+
+def position_of(found: dict[bytes, bytes]) -> tuple[int | None, str | None]:
+    """``strict_position`` of the headers ``first_headers`` found (``POSITION_HEADERS`` among
+    the names it looked for): a caller that needs other headers too reads them in the same pass.
+    """
     since, epoch = found.get(_SINCE_KEY), found.get(_EPOCH_KEY)
     return (
         _strict_since(None if since is None else since.decode("latin-1")),
@@ -125,7 +131,7 @@ def first_headers(scope: Any, names: frozenset[bytes]) -> dict[bytes, bytes]:
 
 _SINCE_KEY = CONTRACT_SINCE.lower().encode("latin-1")
 _EPOCH_KEY = CONTRACT_EPOCH.lower().encode("latin-1")
-_POSITION = frozenset((_SINCE_KEY, _EPOCH_KEY))
+POSITION_HEADERS = frozenset((_SINCE_KEY, _EPOCH_KEY))
 _EPOCH_VALUE = re.compile(EPOCH_HEADER_PATTERN)
 
 

@@ -11,11 +11,13 @@ to the endpoint, so the app's own validation and exception handlers answer it as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
 from pydantic import ValidationError
 from starlette.responses import Response
+from starlette.types import Scope
 
 from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
@@ -26,7 +28,7 @@ from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
 from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, parse_json, problem_of, wire
-from .headers import CONTRACT_SINCE, first_headers, strict_position
+from .headers import CONTRACT_SINCE, POSITION_HEADERS, first_headers, position_of
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
@@ -66,18 +68,21 @@ class ContractRoute(ProblemRoute):
     def get_route_handler(self) -> Handler:
         original = super(ProblemRoute, self).get_route_handler()
         service = self.service
-        candidates = self.candidates()
+        implemented = _implementation(self.candidates())
 
         async def handler(request: Request) -> Response:
+            scope = request.scope
             try:
-                since, epoch = strict_position(request.scope)
+                found = first_headers(scope, _REQUEST_HEADERS)
+                since, epoch = position_of(found)
                 state = await service.state_for(since, epoch)
                 # What ``setattr(request.state, STATE_ATTRIBUTE, state)`` stores, and where
                 # ``request.state`` reads it from (Starlette keeps it in the scope).
-                request.scope.setdefault("state", {})[STATE_ATTRIBUTE] = state
-                declared = _implemented(candidates, request)
+                scope.setdefault("state", {})[STATE_ATTRIBUTE] = state
+                declared = implemented(scope)
                 if declared is not None:
-                    refusal = await _check(service, declared, request, state, since, epoch)
+                    asked = Asked(since, epoch, lambda: request.url.path)
+                    refusal = await _check(service, declared, request, state, found, asked)
                     if refusal is not None:
                         return add_link(service, request, refusal)
             except ProtocolError as exc:
@@ -91,11 +96,22 @@ class ContractRoute(ProblemRoute):
         return handler
 
 
-def _implemented(candidates: tuple[Route[Any], ...], request: Request) -> Route[Any] | None:
+def _implementation(
+    candidates: tuple[Route[Any], ...],
+) -> Callable[[Scope], Route[Any] | None]:
+    """The domain route a request of a route with these ``candidates`` implements, if any: the
+    first whose path matches the request's path within its app. When every candidate's path is
+    literal, a lookup of that path (the first candidate of a path kept) instead of a scan."""
     if not candidates:
-        return None
-    path = route_path(request.scope)
-    return next((r for r in candidates if path_matches(r.path, path)), None)
+        return lambda scope: None
+    if any("{" in route.path for route in candidates):
+        return lambda scope: next(
+            (r for r in candidates if path_matches(r.path, route_path(scope))), None
+        )
+    literal: dict[str, Route[Any]] = {}
+    for route in candidates:
+        literal.setdefault(route.path, route)
+    return lambda scope: literal.get(route_path(scope))
 
 
 async def _check(
@@ -103,10 +119,11 @@ async def _check(
     route: Route[Any],
     request: Request,
     state: RegistryState,
-    since: int | None,
-    epoch: str | None,
+    found: dict[bytes, bytes],
+    asked: Asked,
 ) -> Response | None:
-    found = first_headers(request.scope, _BODY_HEADERS)
+    """The refusal of a request ``route`` declares, or None (it passes, or its body is left to
+    the endpoint); ``found``: the request's headers of ``_REQUEST_HEADERS``."""
     if not is_json_media_type(found.get(_CONTENT_TYPE)):
         return None
     declared = found.get(_CONTENT_LENGTH, b"")
@@ -125,11 +142,10 @@ async def _check(
     # Inline, on the event loop: the state is already chosen (``state_for`` took the thread for a
     # catch-up), and a policy check reads only that in-memory state, a few µs — far less than
     # the hop to a worker thread it used to take (benchmarks/NOTES.md §9).
-    asked = Asked(since, epoch, lambda: request.url.path)
     outcome = service.provider.check(route, model, state, asked)
     if outcome is None:
         return None
-    return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
+    return wire(outcome.body, status=outcome.status, since=asked.since, content=outcome.content)
 
 
 def _share_parsed(request: Request, payload: Any) -> None:
@@ -142,7 +158,7 @@ def _share_parsed(request: Request, payload: Any) -> None:
 
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
-_BODY_HEADERS = frozenset((_CONTENT_TYPE, _CONTENT_LENGTH))
+_REQUEST_HEADERS = POSITION_HEADERS | {_CONTENT_TYPE, _CONTENT_LENGTH}
 
 
 def contract_route_class(service: ContractService) -> type[ContractRoute]:

@@ -27,6 +27,11 @@ class ContractService(ContractWorker):
         """Per app: where its contract routes live (``discovery``)."""
         return {}
 
+    @functools.cached_property
+    def contract_links(self) -> dict[tuple[int, str], bytes | None]:
+        """Per app and root path: the encoded ``Link`` value its answers carry (``discovery``)."""
+        return {}
+
     @asynccontextmanager
     async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
         """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan.

@@ -76,7 +76,7 @@ def stamp(
         return response
     if not isinstance(document, dict):
         return response
-    content = _merged(document, _encoded(service.contract(state, since, epoch)))
+    content = _merged(document, _fields(service, state, since, epoch))
     headers = [(k, v) for k, v in response.raw_headers if k.lower() not in _REPLACED]
     headers.append((_CONTENT_LENGTH, str(len(content)).encode("latin-1")))
     if since is not None:
@@ -114,6 +114,26 @@ def _merged(document: dict[str, Any], fields: tuple[dict[str, Any], bytes]) -> b
     return _encode(document).encode("utf-8")[:-1] + b"," + members + b"}"
 
 
+def _fields(
+    service: ContractService, state: RegistryState, since: int | None, epoch: str | None
+) -> tuple[dict[str, Any], bytes]:
+    """``_encoded(service.contract(state, since, epoch))``, the last one kept: the contract
+    fields are a function of these four (a new registry state is a new object), and most
+    answers in a row are of one state to clients at one position."""
+    last = _LAST[0]
+    if (
+        last is not None
+        and last[0] is service
+        and last[1] is state
+        and last[2] == since
+        and last[3] == epoch
+    ):
+        return last[4]
+    encoded = _encoded(service.contract(state, since, epoch))
+    _LAST[0] = (service, state, since, epoch, encoded)
+    return encoded
+
+
 def _encoded(fields: ContractFields) -> tuple[dict[str, Any], bytes]:
     """``fields.model_dump(exclude_none=True)`` and its members compactly encoded (without the
     braces), once per fields object: the render cache hands out one object per registry state
@@ -132,3 +152,7 @@ def _encoded(fields: ContractFields) -> tuple[dict[str, Any], bytes]:
 
 _ENCODED: dict[int, tuple[ContractFields, tuple[dict[str, Any], bytes]]] = {}
 _ENCODED_BOUND = 256
+_LAST: list[
+    tuple[ContractService, RegistryState, int | None, str | None, tuple[dict[str, Any], bytes]]
+    | None
+] = [None]

@@ -157,7 +157,7 @@ class ContractWorker:
 
     async def state_for(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         """``state`` from an event loop: a catch-up runs in a worker thread."""
-        if self.behind(since, epoch):
+        if (since is not None or epoch is not None) and self.behind(since, epoch):
             return await to_thread.run_sync(functools.partial(self.state, since, epoch))
         return self._vouched()  # not behind: what ``state`` returns, without asking again
 
