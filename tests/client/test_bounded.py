@@ -1,6 +1,7 @@
-"""Bounded body reading (httpx/bounded.py) against brute-force oracles: decoding in bounded
-steps gives exactly what decoding at once gives, a body is refused exactly when its decoded size
-passes the cap, and the nesting depth found without parsing is the parsed value's depth."""
+"""Bounded body reading (httpx/bounded.py; parse_json in client/limits.py) against brute-force
+oracles: decoding in bounded steps gives exactly what decoding at once gives, a body is refused
+exactly when its decoded size passes the cap, and the nesting depth found without parsing is the
+parsed value's depth."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client import Limits
-from invalidation_contracts.httpx.bounded import BoundedBody, json_depth, parse_json
+from invalidation_contracts.client.limits import json_depth, parse_json
+from invalidation_contracts.httpx.bounded import BoundedBody
 
 LIMITS = Limits(max_decoding_ratio=1 << 30)
 

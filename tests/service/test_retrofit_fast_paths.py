@@ -2,12 +2,14 @@
 
 ``LiteralRouter`` skips asking each of its routes when the path ends with none of them;
 ``strict_position`` reads both position headers in one pass over the scope; ``parse_json`` skips
-the interoperability walk where a look at the text shows it cannot fail. Each is checked
-against the plain version on generated input: same answers, same errors.
+the interoperability walk where a look at the text shows it cannot fail; ``stamp`` merges the
+contract fields without decoding and re-encoding them. Each is checked against the plain version
+on generated input: same answers, same errors.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -17,8 +19,11 @@ from fastapi.testclient import TestClient
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from tests.service.conftest import TOKEN, make_domain
 
 from invalidation_contracts.protocol.problems import ProtocolError
+from invalidation_contracts.server.http import ContractService
 from invalidation_contracts.server.http.errors import (
     _check_interoperable,
     _may_not_interoperate,
@@ -26,6 +31,7 @@ from invalidation_contracts.server.http.errors import (
 )
 from invalidation_contracts.server.http.headers import strict_epoch, strict_position, strict_since
 from invalidation_contracts.server.http.routing import LiteralRouter
+from invalidation_contracts.server.http.stamping import stamp
 
 LITERAL = ("/contract/versions", "/contract/changes", "/admin/rules")
 
@@ -181,3 +187,136 @@ def test_each_edge_of_interoperability_is_walked_or_harmless(text: str) -> None:
     if _unsafe(text):  # and the answer is the walk's
         with pytest.raises(ProtocolError):
             parse_json(text.encode())
+
+
+RESERVED = ["table_versions", "rules_version", "contract_seq", "contract_epoch"]
+DOCUMENTS = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(st.characters(categories=["L", "N", "Cs", "P", "Cc", "Zs"]), max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(RESERVED) | st.text(max_size=4), inner, max_size=5)
+    ),
+    max_leaves=30,
+)
+WRITINGS = st.sampled_from(
+    [
+        {"separators": (",", ":"), "ensure_ascii": False},  # what JSONResponse sends
+        {"separators": (",", ":"), "ensure_ascii": True},
+        {},  # spaces after separators
+        {"indent": 1},
+    ]
+)
+WRAPPINGS = st.sampled_from(["{}", " {} ", "{} \n", "\ufeff{}", "{}x", "[{}]"])
+ENCODINGS = st.sampled_from(["utf-8", "utf-8", "utf-16", "utf-16-le", "utf-32"])
+
+
+@functools.cache
+def _service() -> ContractService:
+    return ContractService.open(make_domain("stamp_oracle"), admin_token=TOKEN)
+
+
+def _stamped_as_defined(response: Response, since: int | None, epoch: str | None) -> Response:
+    """SPEC §3's stamp spelled out: ``json.loads`` of the body, updated with the fields,
+    compactly re-encoded; the headers kept but for one new content-length (and the echo)."""
+    service = _service()
+    media = response.media_type or response.headers.get("content-type")
+    body = getattr(response, "body", None)
+    if not isinstance(body, bytes) or not (media or "").lower().startswith("application/json"):
+        return response
+    try:
+        document = json.loads(body)
+    except ValueError:
+        return response
+    if not isinstance(document, dict):
+        return response
+    fields = service.contract(service.state(), since, epoch)
+    document.update(fields.model_dump(exclude_none=True))
+    content = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    replaced = (b"content-length", b"contract-since")
+    headers = [(k, v) for k, v in response.raw_headers if k.lower() not in replaced]
+    headers.append((b"content-length", str(len(content)).encode()))
+    if since is not None:
+        headers.append((b"contract-since", str(since).encode()))
+    answer = Response(content, status_code=response.status_code)
+    answer.raw_headers = headers
+    return answer
+
+
+def _sent(make: Any, stamping: Any) -> tuple[str, Any]:
+    try:
+        answer = stamping(make())
+    except Exception as exc:  # the stamp may fail as the definition does (a lone surrogate)
+        return "error", type(exc)
+    return "ok", (answer.status_code, bytes(answer.body), list(answer.raw_headers))
+
+
+@given(
+    document=DOCUMENTS,
+    writing=WRITINGS,
+    wrapping=WRAPPINGS,
+    encoding=ENCODINGS,
+    media=st.sampled_from(["application/json", "application/JSON; charset=utf-8", "text/plain"]),
+    as_json_response=st.booleans(),
+    extra=st.sampled_from([[], [(b"Content-Length", b"3")], [(b"contract-since", b"9")]]),
+    position=st.sampled_from([(None, None), (0, None), (3, "other-epoch")]),
+)
+def test_the_stamp_sends_the_bytes_its_definition_does(
+    document: Any,
+    writing: dict[str, Any],
+    wrapping: str,
+    encoding: str,
+    media: str,
+    as_json_response: bool,
+    extra: list[tuple[bytes, bytes]],
+    position: tuple[int | None, str | None],
+) -> None:
+    try:
+        text = json.dumps(document, **writing)
+    except ValueError:
+        return
+    try:
+        body = wrapping.replace("{}", text).encode(encoding, "surrogatepass")
+    except UnicodeEncodeError:
+        return
+    since, epoch = position
+
+    def make() -> Response:
+        if as_json_response:
+            answer: Response = JSONResponse(None, headers={"X-Shop": "kept"})
+            answer.body = body
+            answer.raw_headers[:] = [(b"content-type", media.encode()), (b"x-shop", b"kept")]
+        else:
+            answer = Response(body, media_type=media, headers={"X-Shop": "kept"})
+        answer.raw_headers.extend(extra)
+        return answer
+
+    fast = _sent(make, lambda answer: stamp(_service(), answer, _service().state(), since, epoch))
+    assert fast == _sent(make, lambda answer: _stamped_as_defined(answer, since, epoch))
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{}",
+        b'{"a":1}',
+        b"{",
+        b"{\x00}",
+        b'{"a":1} ',
+        b'{"a":1}{}',
+        b'{"a":"\\ud800"}',
+        b"\xff",
+        '{"a":1}'.encode("utf-16-le"),
+        "{}".encode("utf-16-le"),
+    ],
+)
+def test_the_stamp_of_each_edge_body_is_its_definitions(body: bytes) -> None:
+    def make() -> Response:
+        return Response(body, media_type="application/json")
+
+    service = _service()
+    fast = _sent(make, lambda answer: stamp(service, answer, service.state(), None, None))
+    assert fast == _sent(make, lambda answer: _stamped_as_defined(answer, None, None))

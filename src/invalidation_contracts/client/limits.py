@@ -6,14 +6,24 @@ is refused — reported as a ``Refused`` event and a log record — and never st
 defaults are generous for an honest API (the reference domains stay far below every one) and
 small enough that a hostile one cannot grow the agent's memory or RAM. Change them with
 ``FixMemory(..., limits=Limits(max_entries_per_origin=50_000))``.
+
+``parse_json`` bounds nesting before parsing: a body nested deeper than ``max_json_depth`` is not
+handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, fields
+from typing import Any
 
 KIB = 1024
 MIB = 1024 * KIB
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_OPENERS = frozenset(b"[{")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +76,30 @@ class Refusal:
 
     bound: str
     actual: int
+
+
+def json_depth(content: bytes) -> int:
+    """How deeply a JSON text nests arrays and objects (strings skipped), without parsing it."""
+    brackets = _STRING.sub(b"", content).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for byte in brackets:
+        if byte in _OPENERS:
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+def parse_json(content: bytes, max_depth: int) -> tuple[Any, Refusal | None]:
+    """``json.loads(content)`` when it nests at most ``max_depth`` deep; (None, refusal) when it
+    nests deeper; (None, None) when it is not JSON."""
+    opened = content.count(b"[") + content.count(b"{")
+    if opened > max_depth:
+        depth = json_depth(content)
+        if depth > max_depth:
+            return None, Refusal("max_json_depth", depth)
+    try:
+        return json.loads(content), None
+    except (ValueError, RecursionError):
+        return None, None

@@ -19,6 +19,7 @@ from .._extras import require_extra
 
 require_extra("httpx", "httpx")
 
+from ..client.push import WatchOptions  # noqa: E402
 from .extensions import (  # noqa: E402
     EPISODE_EXTENSION,
     INJECTED_EXTENSION,
@@ -36,7 +37,7 @@ from .transport import (  # noqa: E402
     async_contract_client,
     contract_client,
 )
-from .watch import Watches, WatchOptions, watches  # noqa: E402
+from .watch import Watches, watches  # noqa: E402
 
 __all__ = [
     "EPISODE_EXTENSION",

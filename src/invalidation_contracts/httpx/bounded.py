@@ -8,14 +8,11 @@ deflate; br and zstd through httpx's own decoder, fed ``SLICE`` encoded bytes at
 the decoded bytes against the cap and stops at the first bound broken: the decoded size, the
 decoding ratio, or the encoded size. Nothing past a bound is ever decoded or kept.
 
-``parse_json`` bounds nesting before parsing: a body nested deeper than ``max_json_depth`` is not
-handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5).
+Nesting is bounded before parsing, by the core's ``client.limits.parse_json``.
 """
 
 from __future__ import annotations
 
-import json
-import re
 import zlib
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -31,10 +28,6 @@ STEP = 64 * 1024
 SLICE = 64
 #: Decoded bytes always allowed before the ratio bound applies (a short body compresses well).
 RATIO_FLOOR = 64 * 1024
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
-_OPENERS = frozenset(b"[{")
 
 
 class _Stage(Protocol):
@@ -215,33 +208,6 @@ class BoundedBody:
             self.broken = True
             return False
         return True
-
-
-def json_depth(content: bytes) -> int:
-    """How deeply a JSON text nests arrays and objects (strings skipped), without parsing it."""
-    brackets = _STRING.sub(b"", content).translate(None, _NOT_BRACKETS)
-    depth = deepest = 0
-    for byte in brackets:
-        if byte in _OPENERS:
-            depth += 1
-            deepest = max(deepest, depth)
-        else:
-            depth -= 1
-    return deepest
-
-
-def parse_json(content: bytes, max_depth: int) -> tuple[Any, Refusal | None]:
-    """``json.loads(content)`` when it nests at most ``max_depth`` deep; (None, refusal) when it
-    nests deeper; (None, None) when it is not JSON."""
-    opened = content.count(b"[") + content.count(b"{")
-    if opened > max_depth:
-        depth = json_depth(content)
-        if depth > max_depth:
-            return None, Refusal("max_json_depth", depth)
-    try:
-        return json.loads(content), None
-    except (ValueError, RecursionError):
-        return None, None
 
 
 def settle(response: httpx.Response, body: BoundedBody) -> None:

@@ -19,6 +19,7 @@ from typing import Any, TypeVar, cast
 import httpx
 
 from ..client.events import FetchChanges, MemoryFailed, Need, Observation
+from ..client.limits import parse_json
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.needs import need_loop
 from ..client.published import PublishedPatchable
@@ -32,7 +33,7 @@ from ..protocol.headers import (
     position_headers,
 )
 from ..protocol.wirecost import wire_cost
-from .bounded import AsyncReplay, BoundedBody, Replay, asettle, parse_json, settle
+from .bounded import AsyncReplay, BoundedBody, Replay, asettle, settle
 from .discovery import DEFERRED, ContractLocations
 from .extensions import (
     LISTENER_EXTENSION,

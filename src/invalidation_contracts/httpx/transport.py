@@ -37,6 +37,7 @@ import httpx
 
 from ..client.events import MemoryEvent, Need
 from ..client.memory import AsyncFixMemory, FixMemory
+from ..client.push import WatchOptions, watch_options
 from ..client.steps import adrive, drive
 from .exchange import (
     FORWARDED_HEADERS,
@@ -49,7 +50,7 @@ from .exchange import (
     Send,
 )
 from .extensions import Listener, default_origin, template
-from .watch import Watches, WatchOptions, watch_options
+from .watch import Watches
 
 T = TypeVar("T")
 

@@ -11,7 +11,6 @@ to the endpoint, so the app's own validation and exception handlers answer it as
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
@@ -20,7 +19,7 @@ from starlette.responses import Response
 
 from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
-from ...protocol.models import ContractFields, Problem
+from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
 from ..asked import Asked
 from ..domain import Route
@@ -31,6 +30,7 @@ from .headers import CONTRACT_SINCE, first_headers, strict_position
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
+from .stamping import stamp
 
 if TYPE_CHECKING:
     from .service import ContractService
@@ -140,65 +140,9 @@ def _share_parsed(request: Request, payload: Any) -> None:
     vars(request).setdefault("_json", payload)
 
 
-_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
 _BODY_HEADERS = frozenset((_CONTENT_TYPE, _CONTENT_LENGTH))
-_SINCE = CONTRACT_SINCE.lower().encode("latin-1")
-
-
-def stamp(
-    service: ContractService,
-    response: Response,
-    state: RegistryState,
-    since: int | None,
-    epoch: str | None,
-) -> Response:
-    """``response`` with the contract fields of ``state`` merged into its JSON object body."""
-    media = response.media_type or response.headers.get("content-type")
-    body = getattr(response, "body", None)
-    if not isinstance(body, bytes) or not is_json_media_type(media):
-        return response
-    try:
-        document = json.loads(body)
-    except ValueError:
-        return response
-    if not isinstance(document, dict):
-        return response
-    document.update(_dumped(service.contract(state, since, epoch)))
-    content = _COMPACT.encode(document).encode("utf-8")
-    headers = [
-        *((k, v) for k, v in response.raw_headers if k.lower() not in (_CONTENT_LENGTH, _SINCE)),
-        (_CONTENT_LENGTH, str(len(content)).encode("latin-1")),
-        *([(_SINCE, str(since).encode())] if since is not None else []),
-    ]
-    if type(response).__call__ is Response.__call__:
-        # The endpoint's own response object, sent as a plain Response sends: rewrite it in
-        # place (the same header list, which a ``response.headers`` view already made shares).
-        response.body = content
-        response.raw_headers[:] = headers
-        return response
-    stamped = Response(content, status_code=response.status_code, background=response.background)
-    stamped.raw_headers = headers
-    return stamped
-
-
-def _dumped(fields: ContractFields) -> dict[str, Any]:
-    """``fields.model_dump(exclude_none=True)``, once per fields object: the render cache hands
-    out one object per registry state and client position, so a stamp is a dict update. Read
-    only (``document.update`` copies the top level; the nested values are only encoded)."""
-    entry = _DUMPED.get(id(fields))
-    if entry is not None and entry[0] is fields:
-        return entry[1]
-    dumped = fields.model_dump(exclude_none=True)
-    if len(_DUMPED) >= _DUMPED_BOUND:
-        _DUMPED.clear()
-    _DUMPED[id(fields)] = (fields, dumped)  # the object is kept: its id is not reused meanwhile
-    return dumped
-
-
-_DUMPED: dict[int, tuple[ContractFields, dict[str, Any]]] = {}
-_DUMPED_BOUND = 256
 
 
 def contract_route_class(service: ContractService) -> type[ContractRoute]:
