@@ -11,8 +11,9 @@ the edge beside the other integrations (``langchain``, ``pydantic_ai``, ``openai
 ``mcp``); the memory it feeds is the sans-IO core in ``client``. Its rooms: ``transport`` (the
 sync and async transports and clients), ``exchange`` (what the two share, written once as steps),
 ``extensions`` (what a request tells the transports), ``bounded`` (bounded decoding of a body a
-server controls), ``discovery`` (where each origin's contract routes live) and ``watch`` (the
-watch stream, push over plain HTTP).
+server controls; the depth bound is ``client.limits.parse_json``), ``discovery`` (where each
+origin's contract routes live) and ``watch`` (the watch stream's requests, thread and task; what
+it decides is the sans-IO ``client.push``).
 """
 
 from .._extras import require_extra
