@@ -9,6 +9,7 @@ import mcp_types as types
 from tests.client.contention_model import ORIGIN, REQUEST, contract, failure, fix
 
 from invalidation_contracts.client import Answer, FixMemory, Observed
+from invalidation_contracts.client.limits import Limits, Refusal
 from invalidation_contracts.mcp import names
 from invalidation_contracts.mcp.results import read_resource_result
 
@@ -55,3 +56,43 @@ def test_an_unreadable_read_falls_back_as_an_unusable_answer():
     unreadable = Answer(read.status, read.body, body_bytes=read.body_bytes)
     # No feed: the entry on the moved table is evicted at table granularity.
     assert kinds(unreadable) == kinds(Answer.unusable()) == ["evicted"]
+
+
+def _feed(text: str) -> types.TextResourceContents:
+    return types.TextResourceContents(uri=URI, mime_type="application/json", text=text)
+
+
+def test_a_read_nested_past_the_depth_bound_is_refused_unparsed():
+    deep = "[" * 100_000 + "]" * 100_000  # json.loads would raise RecursionError
+    answer = read_resource_result(
+        types.ReadResourceResult(contents=[_feed(deep)]), Limits(max_json_depth=128)
+    )
+    assert answer.body is None
+    assert answer.refused == Refusal("max_json_depth", 100_000)
+
+
+def test_a_read_over_its_byte_bound_is_refused_unparsed():
+    text = '{"table_versions": {}, "pad": "' + "x" * 2_000 + '"}'
+    answer = read_resource_result(
+        types.ReadResourceResult(contents=[_feed(text)]), Limits(max_feed_bytes=1_000)
+    )
+    assert answer.body is None
+    assert answer.refused == Refusal("max_feed_bytes", len(text))
+
+
+def test_a_read_within_its_bounds_is_parsed():
+    answer = _read(_feed('{"changes": []}'))
+    assert answer.body == {"changes": []} and answer.refused is None
+
+
+def test_a_refused_changes_feed_is_lost_history_for_the_memory():
+    memory = FixMemory("row")
+    memory.observe(ORIGIN, Observed(REQUEST, 422, failure([fix("F0", "t0", "1.0.0")])))
+    moved = memory.observe(ORIGIN, Observed(None, 200, {"success": True, **contract("2.0.0")}))
+    (need,) = moved.needs
+    read = read_resource_result(
+        types.ReadResourceResult(contents=[_feed("[" * 500 + "]" * 500)]), memory.limits
+    )
+    answer = Answer(read.status, read.body, body_bytes=read.body_bytes, refused=read.refused)
+    kinds = [e.kind for e in memory.answer(need, answer).events]
+    assert "refused" in kinds and "evicted" in kinds

@@ -11,13 +11,13 @@ is not a contract answer: the memory is not given it, and the call reports an ``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import mcp_types as types
 
+from ..client.limits import DEFAULT_LIMITS, Limits, Refusal, parse_json
 from ..protocol.wirecost import WireCost, compact, wire_cost
 from . import names
 
@@ -91,25 +91,38 @@ class ResourceAnswer:
     body_bytes: int
     delta_since: int | None = None
     """The ``since`` the server echoed: ``table_versions`` lists only tables moved after it."""
+    refused: Refusal | None = None
+    """A bound the text broke (its size, its nesting): it was not parsed, and ``body`` is None."""
 
 
-def read_resource_result(result: types.ReadResourceResult) -> ResourceAnswer:
-    """The first content of a resource read: JSON (200) or a problem document (its status)."""
+def read_resource_result(
+    result: types.ReadResourceResult,
+    limits: Limits = DEFAULT_LIMITS,
+    bound: str = "max_feed_bytes",
+) -> ResourceAnswer:
+    """The first content of a resource read: JSON (200) or a problem document (its status).
+
+    The text is the server's: it is parsed only within ``limits`` (its size under the ``bound``
+    field, ``max_feed_bytes`` for a need's answer; its nesting under ``max_json_depth``), as the
+    httpx transport reads a body."""
     content = result.contents[0] if result.contents else None
     if not isinstance(content, types.TextResourceContents):
         return ResourceAnswer(None, None, None, 0)
-    text = content.text
-    size = len(text.encode())
-    try:
-        body: Any = json.loads(text)
-    except ValueError:
-        body = None
+    raw = content.text.encode()
+    size = len(raw)
+    body: Any = None
+    refused: Refusal | None = None
+    if size > getattr(limits, bound):
+        refused = Refusal(bound, size)
+    else:
+        body, refused = parse_json(raw, limits.max_json_depth)
     meta = content.meta or {}
     signature = _text(names.meta_value(meta, names.SIGNATURE))
     if content.mime_type == names.PROBLEM_MEDIA_TYPE:
         status = problem_status(body) if isinstance(body, dict) else None
-        return ResourceAnswer(status, body, signature, size)
-    return ResourceAnswer(200, body, signature, size, _seq(names.meta_value(meta, names.SINCE)))
+        return ResourceAnswer(status, body, signature, size, refused=refused)
+    since = _seq(names.meta_value(meta, names.SINCE))
+    return ResourceAnswer(200, body, signature, size, since, refused)
 
 
 def problem_status(body: Mapping[str, Any]) -> int | None:

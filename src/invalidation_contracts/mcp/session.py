@@ -309,9 +309,13 @@ class ContractSession(calls.AgentCalls):
             self._emit(obs.events, listener)
             return None
         else:
-            read = read_resource_result(result)
+            read = read_resource_result(result, self.memory.limits)
             answer = Answer(
-                read.status, read.body, signature=read.signature, body_bytes=read.body_bytes
+                read.status,
+                read.body,
+                signature=read.signature,
+                body_bytes=read.body_bytes,
+                refused=read.refused,
             )
             obs = await self.memory.answer(need, answer, episode=episode)
         self._emit(obs.events, listener)
@@ -322,7 +326,7 @@ class ContractSession(calls.AgentCalls):
         position = await self._position()
         uri = names.VERSIONS + position.query()
         result = await self.session.read_resource(uri, meta=_meta(self._sign_meta()))
-        answer = read_resource_result(result)
+        answer = read_resource_result(result, self.memory.limits, "max_body_bytes")
         if answer.status != 200 or not isinstance(answer.body, dict):
             status = answer.status if answer.status is not None else "nothing readable"
             logger.warning("%s answered %s for its versions", self.origin, status)
