@@ -262,8 +262,12 @@ class SQLSource:
 
     def listener(self) -> Wakeup | None:
         """PostgreSQL: this worker's bid for the capture's lead, whose holder polls the capture's
-        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); None where one polls
-        everything (SQLite)."""
+        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); for a SQLite file, a wake-up on
+        its commits (``store.inotify.FileWakeup``, Linux); None where the worker polls it."""
+        if self.engine.dialect.name == "sqlite":  # a wake-up on commits to the file (Linux)
+            from ..store.inotify import file_wakeup
+
+            return file_wakeup(self.engine.url.database)
         if not isinstance(self.dialect, PostgresCapture):
             return None
         from .lead import CaptureLead

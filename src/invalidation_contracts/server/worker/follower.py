@@ -1,9 +1,10 @@
 """The follower: a worker's background thread that keeps its registry at the shared head.
 
-It wakes on the registry's PostgreSQL ``NOTIFY`` (or polls SQLite) and adopts what other workers
-committed; as the leader of a PostgreSQL source it also looks at the capture's head every poll
-interval (provider writers send no ``NOTIFY``: ``sql.lead``) and consumes new captures
-(``ingest``), and its registry commit wakes the others. Every round that reads the
+It wakes on the registry's PostgreSQL ``NOTIFY`` or, on Linux, on inotify events of its SQLite
+files (``store.inotify``; elsewhere it polls them) and adopts what other workers committed; as the
+leader of a PostgreSQL source it also looks at the capture's head every poll interval (provider
+writers send no ``NOTIFY``: ``sql.lead``) and consumes new captures (``ingest``), and its
+registry commit wakes the others. Every round that reads the
 databases without error *confirms* the worker's position; a worker whose last confirmation is
 older than ``max_lag_s`` (or whose last round failed) is *unavailable*: the HTTP layer answers 503
 rather than stamps it cannot vouch for. Every failure — opening a listener, waiting on it,
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Literal, TypeGuard
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
+from ..store.inotify import FileWakeup
 
 if TYPE_CHECKING:
     from ..change_source import ChangeSource, LeadWakeup, Wakeup
@@ -32,11 +34,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_S = 0.02
-"""How often a worker looks for changes nothing wakes it for: every SQLite file it follows, and
-the head of each PostgreSQL capture it leads (so a captured write waits at most this long)."""
+"""How often a worker looks for changes nothing wakes it for: every SQLite file it cannot watch
+(not Linux, inotify unavailable), and the head of each PostgreSQL capture it leads (so a captured
+write waits at most this long)."""
 DEFAULT_HEARTBEAT_S = 1.0
-"""How often a worker that is woken by NOTIFY checks every database anyway (and a worker that
-does not lead a capture bids for its lead)."""
+"""How often a worker that is woken (NOTIFY, inotify) checks every database anyway (and a worker
+that does not lead a capture bids for its lead)."""
 DEFAULT_MAX_LAG_S = 2.0
 """A worker whose last confirmation that it is current is older than this answers 503."""
 DEFAULT_RETRY_BASE_S = 0.05
@@ -177,7 +180,8 @@ class Follower:
     def leads(self) -> dict[str, bool]:
         """For each source, whether this worker consumes its capture now (the capture leader)."""
         listeners = self._listeners or {}
-        return {source.name: self._leads(source) and bool(listeners) for source in self.sources}
+        woken = any(not isinstance(x, FileWakeup) for x in listeners.values())  # not SQLite's
+        return {source.name: self._leads(source) and woken for source in self.sources}
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -245,15 +249,16 @@ class Follower:
                 everything, notified = True, frozenset()
 
     def _polling(self) -> bool:
-        """Whether no database can wake this worker (SQLite): it polls them all."""
+        """Whether some database cannot wake this worker (SQLite it cannot watch): it then polls
+        them all every poll interval (``_wait``), and a round may skip reading (``QuietCheck``)."""
         listeners = self._listeners or {}
-        return all(listeners.get(name) is None for name, _ in self._owners())
+        return any(listeners.get(name) is None for name, _ in self._owners())
 
     def _wait(self) -> tuple[bool, frozenset[str]]:
         """Wait for a change: whether the next round looks at everything (a heartbeat, or
         polling), and which sources' captures moved."""
         listeners = self._listeners or {}
-        if any(listeners.get(name) is None for name, _ in self._owners()):
+        if self._polling():
             self._stop.wait(self.poll_interval_s)
             for listener in listeners.values():
                 listener.drain()
