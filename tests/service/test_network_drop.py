@@ -136,3 +136,35 @@ def test_a_stall_bound_within_the_lag_bound_is_refused_and_the_default_outlasts_
     assert stall_bound(None, DEFAULT_MAX_LAG_S) == DEFAULT_STALL_TIMEOUT_S
     assert stall_bound(None, 15.0) == 30.0  # twice a long lag bound
     assert stall_bound(3.0, DEFAULT_MAX_LAG_S) == 3.0
+
+
+def test_worker_connections_get_keepalives_and_a_connect_timeout_unless_the_url_sets_them() -> None:
+    from sqlalchemy import event
+
+    from invalidation_contracts.server.sql.engine import make_engine
+    from invalidation_contracts.server.store.postgres import connection_options
+
+    assert connection_options("postgresql://api@db/api") == {
+        "connect_timeout": 10,
+        "keepalives": 1,
+        "keepalives_idle": 5,
+        "keepalives_interval": 2,
+        "keepalives_count": 3,
+    }
+    own = "postgresql://api@db/api?connect_timeout=30&keepalives_idle=60"
+    assert {"connect_timeout", "keepalives_idle"}.isdisjoint(connection_options(own))
+    engine = make_engine(own)
+    sent: dict[str, object] = {}
+
+    def capture(_dialect: object, _record: object, _args: object, params: dict[str, object]):
+        sent.update(params)
+        raise LookupError("connected nowhere")
+
+    event.listen(engine, "do_connect", capture)
+    with pytest.raises(LookupError):
+        engine.connect()
+    assert (sent["connect_timeout"], sent["keepalives_idle"], sent["keepalives_count"]) == (
+        "30",
+        "60",
+        3,
+    )

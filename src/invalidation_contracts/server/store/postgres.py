@@ -29,6 +29,7 @@ require_extra("postgres", "psycopg")
 
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict  # noqa: E402
 
 DEFAULT_SCHEMA = "invalidation_contracts"
 SCHEMA_VERSION = "2"
@@ -42,6 +43,14 @@ KEEPALIVES: dict[str, Any] = {
     "keepalives_count": 3,
 }
 """libpq TCP keepalives of a worker's connections (ignored on a Unix socket)."""
+
+
+def connection_options(url: str, **extra: Any) -> dict[str, Any]:
+    """The connect timeout and keepalives (and ``extra``) a worker's connection to ``url`` gets,
+    less those the URL sets itself (a keyword would override them)."""
+    given = conninfo_to_dict(url)
+    wanted = {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES, **extra}
+    return {name: value for name, value in wanted.items() if name not in given}
 
 
 def break_connection(conn: Any) -> None:
@@ -85,9 +94,7 @@ class PostgresDialect(Dialect):
         self.channel = channel(schema, "registry")
 
     def connect(self) -> psycopg.Connection[Any]:
-        return psycopg.connect(
-            self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S, **KEEPALIVES
-        )
+        return psycopg.connect(self.url, autocommit=True, **connection_options(self.url))
 
     def interrupt(self, db: Any) -> None:
         break_connection(db)
@@ -238,16 +245,15 @@ class PostgresListener:
     them takes over (``try_lead``) when the leader's connection goes.
     """
 
-    connect_options: ClassVar[dict[str, Any]] = KEEPALIVES
-    """Extra libpq parameters of the connection."""
+    connect_options: ClassVar[dict[str, Any]] = {}
+    """Extra libpq parameters of the connection (beside ``connection_options``)."""
 
     def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
         self._conn = psycopg.connect(
             url,
             autocommit=True,
             application_name=LISTENER_APPLICATION_NAME,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            **self.connect_options,
+            **connection_options(url, **self.connect_options),
         )
         self._channels = channels
         self._lead = lead
