@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -70,6 +71,12 @@ class SQLSource:
         self.bound: dict[str, BoundTable] = {}
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
+        self._opened: weakref.WeakSet[Any] = weakref.WeakSet()  # the driver's connections
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy import event
+
+            opened = self._opened  # not self: a caller's engine must not keep the source alive
+            event.listen(self.engine, "connect", lambda dbapi, _record: opened.add(dbapi))
 
     @property
     def by_transaction(self) -> bool:
@@ -283,6 +290,15 @@ class SQLSource:
         from ..store.sqlite import data_version
 
         return data_version(self.engine.url.database)
+
+    def interrupt(self) -> None:
+        """From another thread: make every call waiting on this source's PostgreSQL connections
+        fail (a silent link), pooled ones included, so the pool opens fresh ones."""
+        if self._opened:
+            from ..store.postgres import break_connection
+
+            for connection in list(self._opened):
+                break_connection(connection)
 
     def close(self) -> None:
         if self._owned:

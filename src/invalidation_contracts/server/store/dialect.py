@@ -64,6 +64,9 @@ class Dialect(ABC):
     def stamp(self, db: Any, epoch: str, seq: int) -> None:  # noqa: B027 - optional hook
         """Record, inside the write transaction that reaches ``(epoch, seq)``, its identity."""
 
+    def interrupt(self, db: Any) -> None:  # noqa: B027 - optional hook
+        """From another thread: end a call waiting on ``db`` with an error (a silent link)."""
+
     def usable(self, db: Any) -> bool:
         """False when the connection is lost and must be opened again."""
         return True

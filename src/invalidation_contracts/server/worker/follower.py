@@ -9,7 +9,11 @@ databases without error *confirms* the worker's position; a worker whose last co
 older than ``max_lag_s`` (or whose last round failed) is *unavailable*: the HTTP layer answers 503
 rather than stamps it cannot vouch for. Every failure — opening a listener, waiting on it,
 checking, taking the lead — is caught, logged once per outage and retried with bounded, jittered
-backoff, so a worker recovers by itself as soon as its databases answer again.
+backoff, so a worker recovers by itself as soon as its databases answer again. A call that never
+returns (a link gone silent: a black hole, a proxy that forgot the connection, no FIN, no RST)
+is ended by a watchdog: when the loop has not turned for ``stall_timeout_s`` it breaks the
+connections the loop may wait on (``interrupt`` of the store, the sources and the wake-ups), and
+the failed round is retried on fresh connections like any other failure.
 """
 
 from __future__ import annotations
@@ -48,6 +52,10 @@ DEFAULT_RETRY_MAX_S = 1.0
 """The longest wait between two attempts while the databases fail."""
 STUCK_AFTER_S = 30.0
 """A follower whose loop has not turned for this long is not live (a hung database call)."""
+DEFAULT_STALL_TIMEOUT_S = 20.0
+"""A loop that has not turned for this long waits on a silent link: its connections are broken
+so it reconnects (before ``STUCK_AFTER_S`` would call for a restart). The default bound is this
+or twice ``max_lag_s``, whichever is longer."""
 
 FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
 
@@ -74,6 +82,20 @@ def check_timing(poll_interval_s: float, heartbeat_s: float, max_lag_s: float) -
         )
 
 
+def stall_bound(stall_timeout_s: float | None, max_lag_s: float) -> float:
+    """The stall bound: ``stall_timeout_s``, or by default the longer of
+    ``DEFAULT_STALL_TIMEOUT_S`` and twice the lag bound. A given one must exceed ``max_lag_s``
+    (a healthy loop turns at least once a heartbeat, which is shorter)."""
+    if stall_timeout_s is None:
+        return max(DEFAULT_STALL_TIMEOUT_S, 2 * max_lag_s)
+    if not stall_timeout_s > max_lag_s:
+        raise ValueError(
+            f"stall_timeout_s ({stall_timeout_s:g}) must exceed max_lag_s ({max_lag_s:g}): a "
+            "loop that turns within the lag bound is not stalled"
+        )
+    return stall_timeout_s
+
+
 def backoff(failures: int, base_s: float, max_s: float, rng: random.Random) -> float:
     """The wait after ``failures`` consecutive failures: exponential, capped, jittered (50-100%)."""
     ceiling = min(max_s, base_s * 2.0 ** min(failures - 1, 30))
@@ -94,6 +116,7 @@ class Follower:
         max_lag_s: float = DEFAULT_MAX_LAG_S,
         retry_base_s: float = DEFAULT_RETRY_BASE_S,
         retry_max_s: float = DEFAULT_RETRY_MAX_S,
+        stall_timeout_s: float | None = None,
     ) -> None:
         check_timing(poll_interval_s, heartbeat_s, max_lag_s)
         if not 0 < retry_base_s <= retry_max_s:
@@ -106,11 +129,14 @@ class Follower:
         self.max_lag_s = max_lag_s
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
+        self.stall_timeout_s = stall_bound(stall_timeout_s, max_lag_s)
+        self.stalls = 0  # how often the watchdog broke a stalled loop's connections
         self.health = Health()
         self.failures = 0
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
         self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
@@ -125,12 +151,19 @@ class Follower:
                 target=self._run, name="invalidation-contracts-follower", daemon=True
             )
             self._thread.start()
+            self._watchdog = threading.Thread(
+                target=self._watch, name="invalidation-contracts-watchdog", daemon=True
+            )
+            self._watchdog.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
+        if self._watchdog is not None:
+            self._watchdog.join(10)
+            self._watchdog = None
         self._close_listeners()
         self._quiet.reset()
 
@@ -247,6 +280,31 @@ class Follower:
             except Exception as exc:  # a dropped LISTEN connection: reconnect, then check all
                 self._listener_failed(exc)
                 everything, notified = True, frozenset()
+
+    def _watch(self) -> None:
+        """The watchdog: once per turn that outlasts ``stall_timeout_s``, break the connections
+        the loop may be waiting on (it runs beside the loop; the loop's own locks may be held)."""
+        broken_turn = None
+        while not self._stop.wait(min(1.0, self.stall_timeout_s / 4)):
+            turned = self._turned
+            stalled = time.monotonic() - turned
+            if stalled < self.stall_timeout_s or turned == broken_turn:
+                continue
+            broken_turn = turned
+            self.stalls += 1
+            logger.error(
+                "the follower has waited %.1f s on a database call (a silent link?); breaking "
+                "its connections to reconnect",
+                stalled,
+            )
+            owners = [owner for _, owner in self._owners()]
+            for owner in [*owners, *(self._listeners or {}).values()]:
+                interrupt = getattr(owner, "interrupt", None)
+                if interrupt is not None:
+                    try:
+                        interrupt()
+                    except Exception:  # noqa: BLE001 - best effort; the next turn retries
+                        logger.exception("could not break a stalled connection")
 
     def _polling(self) -> bool:
         """Whether some database cannot wake this worker (SQLite it cannot watch): it then polls
