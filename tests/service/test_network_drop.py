@@ -35,7 +35,8 @@ from invalidation_contracts.server.worker.follower import (
 )
 
 WORKERS = 2
-SILENT_S = DEFAULT_MAX_LAG_S + 1.5  # how long the path stays silent: past the lag bound
+SILENT_S = DEFAULT_MAX_LAG_S + 2.5  # how long the path stays silent: past lag and stall bounds
+BROKEN = "breaking its connections to reconnect"  # the watchdog's log line
 STALL_S = "3"  # --stall-timeout where the test needs the watchdog (it must exceed the lag bound)
 
 
@@ -67,6 +68,11 @@ def assert_not_ready(url: str) -> None:
             assert ready.headers["retry-after"]
 
 
+def said(logs: Path) -> str:
+    """What the server processes wrote to their logs."""
+    return "".join(log.read_text() for log in logs.iterdir())
+
+
 def silent_drop(relay: Relay, postgres_url: str, url: str, heal: Callable[[], None]) -> Probe:
     """Silence the path while a client probes every worker and a write commits directly; then
     ``heal`` it and wait (bounded) until every worker is ready at that write. The probe."""
@@ -91,12 +97,21 @@ def silent_drop(relay: Relay, postgres_url: str, url: str, heal: Callable[[], No
 
 @pytest.mark.postgres
 @pytest.mark.workers
+@pytest.mark.parametrize(
+    "options",
+    [(), ("--stall-timeout", STALL_S)],
+    ids=["waiting", "watchdog-fired-while-silent"],
+)
 def test_workers_behind_a_black_holed_link_answer_503_then_recover_when_it_forwards_again(
-    relay: Relay, postgres_url: str, tmp_path: Path
+    options: tuple[str, ...], relay: Relay, postgres_url: str, tmp_path: Path
 ) -> None:
+    """Whether the waiting calls simply finish when the link forwards again, or the watchdog
+    broke them while it was silent (new connections then wait in the black hole too)."""
+    logs = tmp_path / "logs"
     with ExitStack() as stack:
-        url = serve_through(stack, relay, postgres_url, tmp_path / "logs")
+        url = serve_through(stack, relay, postgres_url, logs, *options)
         silent_drop(relay, postgres_url, url, relay.resume)
+    assert (BROKEN in said(logs)) == bool(options)
 
 
 @pytest.mark.postgres
@@ -126,8 +141,7 @@ def test_workers_whose_connections_a_proxy_forgot_reconnect_by_themselves(
     with ExitStack() as stack:
         url = serve_through(stack, relay, postgres_url, logs, "--stall-timeout", STALL_S)
         silent_drop(relay, postgres_url, url, relay.forget)
-    said = "".join(log.read_text() for log in logs.iterdir())
-    assert "breaking its connections to reconnect" in said
+    assert BROKEN in said(logs)
 
 
 def test_a_stall_bound_within_the_lag_bound_is_refused_and_the_default_outlasts_it() -> None:
