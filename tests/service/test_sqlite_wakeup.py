@@ -4,10 +4,12 @@ inotify cannot be set up, the worker polls as before and serves every change all
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -141,3 +143,20 @@ def test_a_sqlite_worker_turned_off_inotify_by_the_environment_polls(
         commit(acme, "POLLED")
         assert served_within(url, before, 20.0) > before
         assert follower_of(app)._listeners == {}
+
+
+def test_commits_of_a_writer_that_keeps_its_connection_open_wake_the_worker(
+    tmp_path: Path, serve: Callable[..., Any]
+) -> None:
+    """A WAL commit becomes visible after its last write to the file (the index is in shared
+    memory, which inotify does not see): the worker woken by the write looks again until it
+    sees it, well before a heartbeat."""
+    app, acme = app_on(tmp_path, poll_interval_s=0.5, heartbeat_s=60.0, max_lag_s=120.0)
+    with serve(app) as url, closing(sqlite3.connect(acme, isolation_level=None)) as writer:
+        writer.execute("PRAGMA journal_mode = WAL")
+        before = seq(url)
+        for i in range(5):
+            writer.execute("UPDATE active_csm_codes SET code = ? WHERE key = ?", (f"HELD{i}", KEY))
+            now = served_within(url, before, 20.0)
+            assert now > before, f"commit {i} was not seen within 20 s (heartbeat 60 s)"
+            before = now

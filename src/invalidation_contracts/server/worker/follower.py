@@ -41,6 +41,10 @@ DEFAULT_POLL_INTERVAL_S = 0.02
 """How often a worker looks for changes nothing wakes it for: every SQLite file it cannot watch
 (not Linux, inotify unavailable), and the head of each PostgreSQL capture it leads (so a captured
 write waits at most this long)."""
+SETTLE_POLLS = 5
+"""After an event on a SQLite file, a worker looks again every poll interval this many times: a
+WAL commit becomes visible (in the shared-memory index, which inotify does not see) only after its
+last write to the file, so the round that write woke may read before it."""
 DEFAULT_HEARTBEAT_S = 1.0
 """How often a worker that is woken (NOTIFY, inotify) checks every database anyway (and a worker
 that does not lead a capture bids for its lead)."""
@@ -141,6 +145,7 @@ class Follower:
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._bid_at = float("-inf")
+        self._settle_until = float("-inf")
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
 
     def start(self) -> None:
@@ -265,9 +270,8 @@ class Follower:
                 if self._listeners is None:
                     self._listeners = self._open_listeners()
                 started = time.monotonic()
-                if not (
-                    everything and self._polling() and self._quiet.unchanged(started, self.sources)
-                ):
+                polls = self._polling() or started < self._settle_until
+                if not (everything and polls and self._quiet.unchanged(started, self.sources)):
                     self.check(everything=everything, notified=notified)
             except Exception as exc:  # a worker must keep trying, and say why it cannot serve
                 self._failed(exc)
@@ -326,8 +330,9 @@ class Follower:
             # A capture this worker leads wakes nobody (writers do not NOTIFY): look at its
             # head every poll interval; the registry's NOTIFY still wakes the worker at once.
             polled = {n: x for n, x in listeners.items() if _polls(x)}
+            settling = time.monotonic() < self._settle_until
             left = deadline - time.monotonic()
-            timeout = min(left, self.poll_interval_s) if polled else left
+            timeout = min(left, self.poll_interval_s) if polled or settling else left
             ready, _, _ = select.select(
                 [x.fileno() for x in listeners.values()], [], [], max(0.0, timeout)
             )
@@ -336,13 +341,15 @@ class Follower:
                 for name, listener in listeners.items()
                 if listener.fileno() in ready and listener.drain()
             }
+            if any(isinstance(listeners[name], FileWakeup) for name in fired):
+                self._settle_until = time.monotonic() + SETTLE_POLLS * self.poll_interval_s
             fired |= {name for name, listener in polled.items() if listener.changed()}
             fired.discard("")
             if ready or fired:
                 self._bid(listeners)
                 return False, frozenset(fired)
-            if time.monotonic() >= deadline or self._stop.is_set():
-                break
+            if settling or time.monotonic() >= deadline or self._stop.is_set():
+                break  # a settling poll reads everything (its probes may say: nothing moved)
         self._bid(listeners)
         return True, frozenset()
 
