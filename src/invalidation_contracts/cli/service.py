@@ -29,6 +29,8 @@ from .options import (
 )
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp
+
     from . import Subparsers
     from .launch import AppSpec
 
@@ -253,7 +255,7 @@ def _loading(name: str) -> Iterator[None]:
 
 
 def _listen(
-    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+    app: ASGIApp | str, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
 ) -> None:
     from ..server.http.serve import serve
 

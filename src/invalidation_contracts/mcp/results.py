@@ -139,9 +139,9 @@ def _text_size(result: types.CallToolResult) -> int:
     )
 
 
-def _seq(value: Any) -> int | None:
+def _seq(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None

@@ -25,7 +25,7 @@ _SCHEMA_KEYWORDS = frozenset(
 _MAX_REPORTED_ERRORS = 3
 
 
-def check_request(value: Any, schema: Mapping[str, Any], *, raw: str | None) -> dict[str, Any]:
+def check_request(value: object, schema: Mapping[str, Any], *, raw: str | None) -> dict[str, Any]:
     """``value`` when it is a JSON object that ``schema`` accepts; else PlannerResponseError."""
     if not isinstance(value, dict):
         raise PlannerResponseError(

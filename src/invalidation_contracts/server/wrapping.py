@@ -197,7 +197,7 @@ class GuardedTable(_Refusing, _TableView):
     def __getitem__(self, key: str) -> Any:
         return GuardedRow(self._tracked.name, key, self._tracked[key])
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         row = self._tracked.get(key)
         return default if row is None else GuardedRow(self._tracked.name, key, row)
 
@@ -217,13 +217,13 @@ class CopiedTable(_TableView):
             self._written[key] = thaw(row)
         return self._written[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         try:
             return self[key]
         except KeyError:
             return default
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         self._written[key] = value
 
 

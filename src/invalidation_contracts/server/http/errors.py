@@ -206,7 +206,7 @@ _STRICT = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_rej
 """What ``json.loads(text, object_pairs_hook=..., parse_constant=...)`` builds on every call."""
 
 
-def _check_interoperable(value: Any) -> None:
+def _check_interoperable(value: object) -> None:
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()

@@ -8,7 +8,7 @@ read transaction is one consistent snapshot — the Python driver's implicit tra
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._extras import require_extra
 
@@ -17,6 +17,11 @@ require_extra("sql", "sqlalchemy")
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.engine import URL, Connection, Engine, make_url  # noqa: E402
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -43,7 +48,7 @@ def make_engine(url: str | URL, **options: Any) -> Engine:
     return engine
 
 
-def _sqlite_autocommit(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_autocommit(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None
 
 

@@ -28,6 +28,7 @@ from ..registry import Registry
 if TYPE_CHECKING:
     from ..change_source import ChangeSource, LeadWakeup, Wakeup
     from ..store.base import SQLRegistryStore
+    from ..store.dialect import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Follower:
         registry: Registry,
         sources: tuple[ChangeSource, ...] = (),
         *,
-        store: SQLRegistryStore | None = None,
+        store: SQLRegistryStore[Connection] | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         max_lag_s: float = DEFAULT_MAX_LAG_S,
