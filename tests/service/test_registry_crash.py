@@ -1,4 +1,4 @@
-"""A process killed with SIGKILL at any step of a SQLite registry write costs no epoch (issue 21).
+"""A process killed with SIGKILL at any step of a registry write costs no epoch (issue 21).
 
 A real process holding a store is killed — ``kill -9``, by itself, at the exact step the test
 names (``server/store/crashpoints.py``): with the write's rows in the transaction and COMMIT not
@@ -9,6 +9,12 @@ next check — finds the same epoch and exactly the committed prefix of the writ
 same writes applied to an in-memory registry), and a write after it lands at the next seq of that
 epoch. A restore is still found when the opener that found it dies, and the new epoch it
 committed is kept, not replaced by another.
+
+PostgreSQL passes the same two transaction steps (``before-commit``, ``after-commit``: the write
+path is ``server/store/base.py`` for both dialects, and a captured change reaches the registry
+through that path too, in the leading worker's ``ingest``); it keeps no mark file, so a write
+there never reaches ``mark-renaming`` (its restore check is the commit identity, written in the
+same transaction as the position). The same checks run on a PostgreSQL registry.
 """
 
 from __future__ import annotations
@@ -20,38 +26,43 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from tests.service.test_restored_history_postgres import copy_rows, put_rows_back
 from tests.support.sqlite_files import backup, restore
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server import Registry
-from invalidation_contracts.server.store import SQLiteRegistryStore
+from invalidation_contracts.server.store import open_store
 from invalidation_contracts.server.store.crashpoints import CRASH_ENV, STEPS
 from invalidation_contracts.server.store.highwater import Mark, read_mark
+from invalidation_contracts.server.store.postgres import DEFAULT_SCHEMA
 
 DOMAIN = get_domain("acme_billing")
 TABLE = "active_csm_codes"
 KEYS = ("plan_partner_growth", "crash_a", "crash_b", "crash_c")
+TRANSACTION_STEPS = ("before-commit", "after-commit")  # the steps a PostgreSQL write passes
 
 # One write: upsert one row (its code is new, so every write is a change), delete some others.
 Write = tuple[dict[str, dict[str, str]], list[str]]
 
-# The process that dies: it opens the registry, arms the crash, then makes the writes, each
-# acknowledged on stdout once ``patch`` returned (committed and served by this process).
+# The process that dies: it opens the registry (a SQLite path or a PostgreSQL URL), arms the
+# crash, then makes the writes, each acknowledged on stdout once ``patch`` returned (committed
+# and served by this process).
 CHILD = """
 import json, sys
 from invalidation_contracts.domains import get_domain
-from invalidation_contracts.server.store import SQLiteRegistryStore
+from invalidation_contracts.server.store import open_store
 from invalidation_contracts.server.store.crashpoints import arm
-path, crash, writes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-registry = SQLiteRegistryStore(path).open_registry(get_domain("acme_billing"))
+where, crash, writes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+registry = open_store(where).open_registry(get_domain("acme_billing"))
 arm(crash)
 for upsert, delete in writes:
     registry.patch("active_csm_codes", upsert, delete)
@@ -74,16 +85,23 @@ def writes(plan: Sequence[tuple[str, Sequence[str]]]) -> list[Write]:
 WRITES = writes([(KEYS[i % len(KEYS)], [KEYS[(i + 3) % len(KEYS)]]) for i in range(4)])
 
 
-def run_until_killed(db: Path, crash: str, writes: Sequence[Write]) -> list[list[Any]]:
-    """Run the child until it dies at ``crash``; what it acknowledged before."""
+def run_writer(where: Path | str, crash: str, writes: Sequence[Write]) -> tuple[int, list[Any]]:
+    """Run the child armed at ``crash``; its exit status and what it acknowledged."""
     child = subprocess.run(
-        [sys.executable, "-c", CHILD, str(db), crash, json.dumps(writes)],
+        [sys.executable, "-c", CHILD, str(where), crash, json.dumps(writes)],
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    return [json.loads(line) for line in child.stdout.splitlines()]
+    assert child.returncode in (0, -signal.SIGKILL), child.stderr
+    return child.returncode, [json.loads(line) for line in child.stdout.splitlines()]
+
+
+def run_until_killed(where: Path | str, crash: str, writes: Sequence[Write]) -> list[list[Any]]:
+    """Run the child until it dies at ``crash``; what it acknowledged before."""
+    status, acknowledged = run_writer(where, crash, writes)
+    assert status == -signal.SIGKILL, "the writer never reached its crash step"
+    return acknowledged
 
 
 def oracle(writes: Sequence[Write]) -> Registry:
@@ -108,21 +126,24 @@ def assert_holds(registry: Registry, expected: Registry, epoch: str) -> None:
 
 
 @contextmanager
-def follower(db: Path) -> Iterator[Registry]:
-    """A worker following the file (its own store), as a running process would."""
-    with SQLiteRegistryStore(db) as store:
+def follower(db: Path | str) -> Iterator[Registry]:
+    """A worker following the registry (its own store), as a running process would."""
+    with open_store(db) as store:
         yield store.open_registry(DOMAIN)
 
 
-def reopened(db: Path) -> Registry:
-    with SQLiteRegistryStore(db) as store:
+def reopened(db: Path | str) -> Registry:
+    with open_store(db) as store:
         registry = store.open_registry(DOMAIN)
     return registry
 
 
-def check_after_crash(db: Path, crash: str, writes: Sequence[Write], reopen_first: bool) -> None:
+def check_after_crash(
+    db: Path | str, crash: str, writes: Sequence[Write], reopen_first: bool
+) -> None:
     """Kill a writer at ``crash`` while a follower runs; both ways of looking next keep the epoch
-    and hold exactly the committed writes; the next write continues the epoch."""
+    and hold exactly the committed writes; the next write continues the epoch (and, on a SQLite
+    file, its mark is raised to it)."""
     with follower(db) as running:
         epoch = running.state.epoch
         acknowledged = run_until_killed(db, crash, writes)
@@ -139,7 +160,8 @@ def check_after_crash(db: Path, crash: str, writes: Sequence[Write], reopen_firs
 
         running.patch(TABLE, {"after": {"code": "AFTER", "csm": "csm_crash"}})
         assert (running.state.epoch, running.state.seq) == (epoch, expected.state.seq + 1)
-    assert read_mark(Path(f"{db}-history")) == Mark(epoch, expected.state.seq + 1)
+    if isinstance(db, Path):
+        assert read_mark(Path(f"{db}-history")) == Mark(epoch, expected.state.seq + 1)
     assert reopened(db).state.epoch == epoch
 
 
@@ -149,6 +171,25 @@ def test_a_writer_killed_at_any_step_costs_no_epoch_and_loses_no_commit(
     step: str, reopen_first: bool, tmp_path: Path
 ) -> None:
     check_after_crash(tmp_path / "registry.db", f"{step}:3", WRITES, reopen_first)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("reopen_first", [True, False], ids=["reopened", "followed"])
+@pytest.mark.parametrize("step", TRANSACTION_STEPS)
+def test_a_postgresql_writer_killed_at_any_step_costs_no_epoch_and_loses_no_commit(
+    step: str, reopen_first: bool, postgres_url: str
+) -> None:
+    check_after_crash(postgres_url, f"{step}:3", WRITES, reopen_first)
+
+
+@pytest.mark.postgres
+def test_a_postgresql_write_has_no_mark_step_to_die_at(postgres_url: str) -> None:
+    """Armed at ``mark-renaming``, a PostgreSQL writer makes every write and exits: the step is
+    a SQLite file's, and PostgreSQL's restore check costs no step outside the transaction."""
+    status, acknowledged = run_writer(postgres_url, "mark-renaming:1", WRITES)
+    assert status == 0
+    assert [seq for _, seq in acknowledged] == list(range(1, len(WRITES) + 1))
+    assert_holds(reopened(postgres_url), oracle(WRITES), acknowledged[0][0])
 
 
 @st.composite
@@ -195,33 +236,73 @@ def test_what_a_follower_served_after_its_writer_died_is_marked_before_it_is_ser
 # -- an epoch change: the opener that finds a restored file dies while starting the new epoch ---
 
 
-def file_epoch(db: Path) -> str:
-    with closing(sqlite3.connect(db)) as conn:
-        (epoch,) = conn.execute("SELECT value FROM ic_meta WHERE name = 'epoch'").fetchone()
-    return str(epoch)
+def stored_epoch(db: Path | str) -> str:
+    """The epoch the registry holds, read by hand (no store, so no check runs)."""
+    if isinstance(db, str):
+        with psycopg.connect(db) as pg:
+            row = pg.execute(
+                f"SELECT value FROM {DEFAULT_SCHEMA}.meta WHERE name = 'epoch'"
+            ).fetchone()
+    else:
+        with closing(sqlite3.connect(db)) as conn:
+            row = conn.execute("SELECT value FROM ic_meta WHERE name = 'epoch'").fetchone()
+    assert row is not None
+    return str(row[0])
 
 
 def restored_file(db: Path, copy: Path) -> str:
     """A registry served up to seq 5, then its seq-2 backup copied back; the epoch served."""
-    with SQLiteRegistryStore(db) as store:
+    return restored(db, lambda: backup(db, copy), lambda: restore(copy, db))
+
+
+def restored_database(url: str) -> str:
+    """The same on PostgreSQL: the registry's rows at seq 2 copied back by hand."""
+    saved: dict[str, Any] = {}
+    return restored(url, lambda: saved.update(copy_rows(url)), lambda: put_rows_back(url, saved))
+
+
+def restored(db: Path | str, save: Callable[[], None], put_back: Callable[[], None]) -> str:
+    with open_store(db) as store:
         registry = store.open_registry(DOMAIN)
         made = writes([("crash_a", ())] * 5)
         for upsert, delete in made[:2]:
             registry.patch(TABLE, upsert, delete)
-        backup(db, copy)
+        save()
         for upsert, delete in made[2:]:
             registry.patch(TABLE, upsert, delete)
         served = registry.state.epoch
-    restore(copy, db)
+    put_back()
     return served
 
 
 OPEN = (
     "from invalidation_contracts.domains import get_domain\n"
-    "from invalidation_contracts.server.store import SQLiteRegistryStore\n"
+    "from invalidation_contracts.server.store import open_store\n"
     "import sys\n"
-    "SQLiteRegistryStore(sys.argv[1]).open_registry(get_domain('acme_billing'))\n"
+    "open_store(sys.argv[1]).open_registry(get_domain('acme_billing'))\n"
 )
+
+
+def check_opener_killed(db: Path | str, served: str, crash: str, committed: bool) -> None:
+    """Open the restored registry in a process that dies at ``crash``; whoever opens it next
+    neither hides the restore nor replaces a new epoch the dead opener committed."""
+    child = subprocess.run(
+        [sys.executable, "-c", OPEN, str(db)],
+        env={**os.environ, CRASH_ENV: crash},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert child.returncode == -signal.SIGKILL, child.stderr
+    left = stored_epoch(db)
+    assert (left != served) == committed
+
+    state = reopened(db).state
+
+    assert state.epoch != served  # the restore is never hidden
+    if committed:
+        assert state.epoch == left  # the new epoch the dead opener committed stands
+    assert state.tables[TABLE].plain_rows()["crash_a"]["code"] == "C1"  # the backup's rows
 
 
 @pytest.mark.parametrize(
@@ -238,23 +319,18 @@ def test_an_opener_killed_while_starting_the_epoch_of_a_restore_neither_hides_no
 ) -> None:
     db = tmp_path / "registry.db"
     served = restored_file(db, tmp_path / "backup.db")
-    child = subprocess.run(
-        [sys.executable, "-c", OPEN, str(db)],
-        env={**os.environ, CRASH_ENV: crash},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert child.returncode == -signal.SIGKILL, child.stderr
-    left = file_epoch(db)
-    assert (left != served) == committed
+    check_opener_killed(db, served, crash, committed)
 
-    state = reopened(db).state
 
-    assert state.epoch != served  # the restore is never hidden
-    if committed:
-        assert state.epoch == left  # the new epoch the dead opener committed stands
-    assert state.tables[TABLE].plain_rows()["crash_a"]["code"] == "C1"  # the backup's rows
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("crash", "committed"), [("before-commit:1", False), ("after-commit:1", True)]
+)
+def test_a_postgresql_opener_killed_starting_the_epoch_of_a_restore_neither_hides_nor_repeats_it(
+    crash: str, committed: bool, postgres_url: str
+) -> None:
+    served = restored_database(postgres_url)
+    check_opener_killed(postgres_url, served, crash, committed)
 
 
 def test_a_crash_step_that_is_not_known_is_refused_with_the_steps_named() -> None:

@@ -10,9 +10,12 @@ reaches the changes feed, the agent keeps no stale fix and loses no valid one, a
 recovers by itself: the supervisor starts a new worker in the dead one's place, and both serve.
 And no epoch is minted: wherever the kill lands in a registry write, every worker still serves
 the epoch it served before, so no client resyncs and no valid fix is dropped. A kill at a random
-moment rarely lands inside a write, so on SQLite the test also makes a worker kill itself
-(SIGKILL, ``server/store/crashpoints.py``) at each step of one of its registry writes: before
-the COMMIT, right after it, and while the high-water mark is being replaced.
+moment rarely lands inside a write, so the test also makes a worker kill itself (SIGKILL,
+``server/store/crashpoints.py``) at each step of one of its registry writes: before the COMMIT,
+right after it, and (SQLite) while the high-water mark is being replaced. On PostgreSQL that
+worker is the capture's leader, killed in the middle of consuming a captured write: before its
+COMMIT the capture records stay unconsumed for the next leader; after it they are consumed, and
+the others adopt the change (a PostgreSQL registry keeps no mark, so it has no third step).
 """
 
 from __future__ import annotations
@@ -104,6 +107,10 @@ class Store:
         ("sqlite", "kill"),
         pytest.param(("postgres", "kill"), marks=pytest.mark.postgres),
         *[("sqlite", step) for step in STEPS],
+        *[
+            pytest.param(("postgres", step), marks=pytest.mark.postgres)
+            for step in ("before-commit", "after-commit")
+        ],
     ],
     ids=lambda case: "-".join(case),
 )

@@ -124,7 +124,8 @@ async def _check(
 ) -> Response | None:
     """The refusal of a request ``route`` declares, or None (it passes, or its body is left to
     the endpoint); ``found``: the request's headers of ``_REQUEST_HEADERS``."""
-    if not is_json_media_type(found.get(_CONTENT_TYPE)):
+    media = found.get(_CONTENT_TYPE)
+    if media != _JSON and not is_json_media_type(media):
         return None
     declared = found.get(_CONTENT_LENGTH, b"")
     if declared.isascii() and declared.isdigit() and int(declared) > service.max_body_bytes:
@@ -158,6 +159,7 @@ def _share_parsed(request: Request, payload: Any) -> None:
 
 _CONTENT_LENGTH = b"content-length"
 _CONTENT_TYPE = b"content-type"
+_JSON = b"application/json"
 _REQUEST_HEADERS = POSITION_HEADERS | {_CONTENT_TYPE, _CONTENT_LENGTH}
 
 
