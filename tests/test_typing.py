@@ -18,8 +18,6 @@ from pathlib import Path
 SRC = Path(__file__).parents[1] / "src" / "invalidation_contracts"
 
 # -- the reasons a bare ``Any`` stays ------------------------------------------------------------
-JSON = "a parsed JSON document the reader takes apart by key after its own checks"
-PROBLEM_MEMBERS = "extension members of a problem document: JSON values of any type"
 ARGPARSE = "forwarded verbatim to argparse.ArgumentParser"
 HTTPX_CLIENT = "forwarded verbatim to httpx.Client / httpx.AsyncClient (their keyword options)"
 UVICORN = "forwarded verbatim to uvicorn.Config (its keyword options)"
@@ -43,8 +41,6 @@ RETROFIT = (
 
 #: ``path::qualified.name.parameter`` (path below the package) -> why it stays ``Any``.
 ALLOWED: dict[str, str] = {
-    "bench/artifacts.py::ArtifactWriter.write.**fields": "a run record's fields: JSON values of "
-    "any type, written as one JSON line (json.dumps(default=str))",
     "bench/framework_channel.py::_openai_agents.Relaying.get_response.*a": SDK_OVERRIDE,
     "bench/framework_channel.py::_openai_agents.Relaying.get_response.**k": SDK_OVERRIDE,
     "bench/framework_channel.py::_openai_agents.Relaying.stream_response.*args": SDK_OVERRIDE,
@@ -68,7 +64,6 @@ ALLOWED: dict[str, str] = {
     "client/memory.py::AsyncFixMemory._bind.offloaded.**kwargs": MEMORY_CALL,
     "client/memory.py::AsyncFixMemory._bind.awaiting.*args": MEMORY_CALL,
     "client/memory.py::AsyncFixMemory._bind.awaiting.**kwargs": MEMORY_CALL,
-    "client/values.py::Answer.body": JSON,
     "header_timeout.py::_ServerConfig.__init__.**options": UVICORN,
     "header_timeout.py::server_config.**options": UVICORN,
     "header_timeout.py::HeaderTimeoutH11Protocol.__init__.*args": H11,
@@ -84,16 +79,11 @@ ALLOWED: dict[str, str] = {
     "httpx/transport.py::contract_client.**client_kwargs": HTTPX_CLIENT,
     "httpx/transport.py::async_contract_client.**client_kwargs": HTTPX_CLIENT,
     "langchain.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
-    "langchain.py::_tool.call.**arguments": "a tool call's arguments as the model wrote them "
-    "(JSON values), passed on to the MCP tool",
-    "mcp/results.py::ResourceAnswer.body": JSON,
-    "mcp/results.py::read_resource_result.body": JSON,
     "mcp/session.py::connect.**client_options": MCP_CLIENT,
     "observe/install.py::metrics_router.**options": API_ROUTER,
     "observe/page.py::operator_router.**options": API_ROUTER,
     "openai_agents.py::ContractServer.__init__.**options": "forwarded verbatim to the Agents "
     "SDK's server class",
-    "protocol/problems.py::ProtocolError.__init__.**extra": PROBLEM_MEMBERS,
     "pydantic_ai.py::ContractToolset.__init__.**options": "forwarded verbatim to Pydantic AI's "
     "MCP toolset",
     "pydantic_ai.py::ContractToolset.__aexit__.*args": "the exception triple, forwarded verbatim "

@@ -52,7 +52,7 @@ async def contract_tools(
 def _tool(contract: ContractSession, name: str) -> StructuredTool:
     spec = contract.tools[name]
 
-    async def call(**arguments: Any) -> str:
+    async def call(**arguments: object) -> str:
         text, is_error = await contract.hook(name, arguments)
         if is_error:
             raise ToolException(text)

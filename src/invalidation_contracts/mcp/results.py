@@ -86,7 +86,7 @@ class ResourceAnswer:
     status: int | None
     """200, a problem document's status, or None: nothing readable came (no text content, a
     problem document without a status)."""
-    body: Any
+    body: object
     signature: str | None
     body_bytes: int
     delta_since: int | None = None
@@ -110,7 +110,7 @@ def read_resource_result(
         return ResourceAnswer(None, None, None, 0)
     raw = content.text.encode()
     size = len(raw)
-    body: Any = None
+    body: object = None
     refused: Refusal | None = None
     if size > getattr(limits, bound):
         refused = Refusal(bound, size)

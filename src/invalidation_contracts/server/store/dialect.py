@@ -43,6 +43,8 @@ class Connection(Protocol):
 DB = TypeVar("DB", bound=Connection)
 """A dialect's connection type."""
 DB_co = TypeVar("DB_co", bound=Connection, covariant=True)
+"""The same, where nothing takes a connection from outside: ``Statements[Connection]`` and
+``SQLRegistryStore[Connection]`` name any dialect's."""
 
 
 class StorageError(RuntimeError):
@@ -128,7 +130,7 @@ class Statements(Generic[DB_co]):
     def _format(self, sql: str) -> str:
         return self.dialect.placeholders(sql.format(**self._names))
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         """Execute ``sql`` (``{table}`` names, ``?`` parameters); the cursor."""
         return self.db.execute(self._format(sql), tuple(params))
 
