@@ -36,6 +36,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from tests.service.test_restored_history_postgres import copy_rows, put_rows_back
+from tests.support.postgres import PostgresCluster
 from tests.support.sqlite_files import backup, restore
 
 from invalidation_contracts.domains import get_domain
@@ -193,10 +194,10 @@ def test_a_postgresql_write_has_no_mark_step_to_die_at(postgres_url: str) -> Non
 
 
 @st.composite
-def crashes(draw: st.DrawFn) -> tuple[list[Write], str, bool]:
+def crashes(draw: st.DrawFn, steps: Sequence[str] = STEPS) -> tuple[list[Write], str, bool]:
     keys, deletes = st.sampled_from(KEYS), st.lists(st.sampled_from(KEYS), max_size=2)
     plan = draw(st.lists(st.tuples(keys, deletes), min_size=1, max_size=5))
-    crash = f"{draw(st.sampled_from(STEPS))}:{draw(st.integers(1, len(plan)))}"
+    crash = f"{draw(st.sampled_from(steps))}:{draw(st.integers(1, len(plan)))}"
     return writes(plan), crash, draw(st.booleans())
 
 
@@ -208,6 +209,24 @@ def test_a_crash_at_a_random_step_of_random_writes_leaves_the_committed_prefix(
     writes, crash, reopen_first = case
     with tempfile.TemporaryDirectory() as tmp:
         check_after_crash(Path(tmp) / "registry.db", crash, writes, reopen_first)
+
+
+@pytest.mark.postgres
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(crashes(TRANSACTION_STEPS))
+def test_a_postgresql_crash_at_a_random_step_of_random_writes_leaves_the_committed_prefix(
+    postgres_cluster: PostgresCluster, case: tuple[list[Write], str, bool]
+) -> None:
+    writes, crash, reopen_first = case
+    url = postgres_cluster.database()  # a fresh registry per example
+    try:
+        check_after_crash(url, crash, writes, reopen_first)
+    finally:
+        postgres_cluster.drop(url)
 
 
 def test_what_a_follower_served_after_its_writer_died_is_marked_before_it_is_served(

@@ -37,6 +37,7 @@ class AppSpec:
     opaque_key_env: str | None = None
     max_lag_s: float | None = None
     poll_interval_s: float | None = None
+    stall_timeout_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
     allowed_hosts: tuple[str, ...] | None = None
@@ -71,6 +72,7 @@ class AppSpec:
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,
+            stall_timeout_s=self.stall_timeout_s,
             poll_interval_s=(
                 self.poll_interval_s
                 if self.poll_interval_s is not None

@@ -90,6 +90,15 @@ def register(sub: Subparsers) -> None:
         "(default 2; must exceed the 1 s heartbeat)",
     )
     p.add_argument(
+        "--stall-timeout",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="a worker whose follower has waited this long on a database call (a link gone "
+        "silent) breaks its connections and reconnects (default 20, or twice --max-lag if "
+        "longer; must exceed --max-lag)",
+    )
+    p.add_argument(
         "--poll-interval",
         type=_positive_seconds,
         default=None,
@@ -204,6 +213,7 @@ def _serve(args: argparse.Namespace) -> int:
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
         poll_interval_s=args.poll_interval,
+        stall_timeout_s=args.stall_timeout,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens

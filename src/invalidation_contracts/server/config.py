@@ -24,6 +24,7 @@ from .worker.follower import (
     DEFAULT_MAX_LAG_S,
     DEFAULT_POLL_INTERVAL_S,
     check_timing,
+    stall_bound,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +50,9 @@ class WorkerConfig:
     body cap; ``log_capacity``: changes the registry keeps for ``/contract/changes`` (None: the
     store's default); ``trust``: signed freshness and opaque names; ``poll_interval_s``,
     ``heartbeat_s``: how often a worker confirms it is current (SQLite; PostgreSQL);
-    ``max_lag_s``: past this without a confirmation a worker answers 503 (SPEC §8.2).
+    ``max_lag_s``: past this without a confirmation a worker answers 503 (SPEC §8.2);
+    ``stall_timeout_s``: a follower call waiting this long on a database (a link gone silent) has
+    its connections broken and reconnects (None: 20 s, or twice ``max_lag_s`` if longer).
     """
 
     level: Level | int | str = Level.RULES_FINGERPRINT
@@ -64,9 +67,11 @@ class WorkerConfig:
     poll_interval_s: float = DEFAULT_POLL_INTERVAL_S
     heartbeat_s: float = DEFAULT_HEARTBEAT_S
     max_lag_s: float = DEFAULT_MAX_LAG_S
+    stall_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         check_timing(self.poll_interval_s, self.heartbeat_s, self.max_lag_s)
+        stall_bound(self.stall_timeout_s, self.max_lag_s)
         Level.parse(self.level)  # an unknown level is refused here, not at the first request
         if self.max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, not {self.max_body_bytes}")

@@ -1,9 +1,11 @@
 """SQLAlchemy engines for a provider's database, with transactions that mean what they say.
 
-PostgreSQL URLs use psycopg 3 (``postgresql://`` becomes ``postgresql+psycopg://``). SQLite
-connections run in autocommit mode and every SQLAlchemy transaction emits its own ``BEGIN``
-(``DEFERRED`` by default, ``IMMEDIATE`` with the ``sqlite_begin`` execution option), so a
-read transaction is one consistent snapshot — the Python driver's implicit transactions are not.
+PostgreSQL URLs use psycopg 3 (``postgresql://`` becomes ``postgresql+psycopg://``), with the
+workers' connect timeout and TCP keepalives (``store.postgres``) unless the URL's query or
+``connect_args`` set them. SQLite connections run in autocommit mode and every SQLAlchemy
+transaction emits its own ``BEGIN`` (``DEFERRED`` by default, ``IMMEDIATE`` with the
+``sqlite_begin`` execution option), so a read transaction is one consistent snapshot — the
+Python driver's implicit transactions are not.
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ def make_engine(url: str | URL, **options: Any) -> Engine:
     parsed = database_url(url)
     if parsed.get_backend_name() == "postgresql":
         require_extra("postgres", "psycopg")
+        from ..store.postgres import CONNECT_TIMEOUT_S, KEEPALIVES
+
+        connect_args = options.setdefault("connect_args", {})
+        for name, value in {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES}.items():
+            if name not in parsed.query:  # the URL's own setting stands
+                connect_args.setdefault(name, value)
     if parsed.get_backend_name() == "sqlite":
         options.setdefault("connect_args", {}).setdefault("timeout", DEFAULT_BUSY_TIMEOUT_S)
     engine = sa.create_engine(parsed, **options)

@@ -12,8 +12,6 @@ which wakes the other workers. So no provider writer ever notifies; only registr
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 from ..store.postgres import PostgresListener
 
 _UNSEEN = object()
@@ -22,17 +20,10 @@ _UNSEEN = object()
 class CaptureLead(PostgresListener):
     """A worker's bid for a capture's lead (``try_lead``) and, once it leads, its look at the
     capture's head (``changed``). It listens on no channel; its connection is select()ed like a
-    listener's, so a terminated connection is noticed at once and reconnected."""
-
-    connect_options: ClassVar[dict[str, Any]] = {
-        "keepalives": 1,
-        "keepalives_idle": 5,
-        "keepalives_interval": 2,
-        "keepalives_count": 3,
-    }
-    """The leader waits on this connection for each look's answer: over TCP, a peer that vanished
-    without a word (a partition, a dead host) fails the look after about 11 s instead of hanging
-    the follower, which then reconnects (libpq ignores these on a Unix socket)."""
+    listener's, so a terminated connection is noticed at once and reconnected. It waits on this
+    connection for each look's answer: over TCP, a peer that vanished without a word fails the
+    look after about 11 s (the listeners' keepalives), and a link that went silent while
+    something still acknowledges its bytes is cut by the follower's stall bound."""
 
     def __init__(self, url: str, lead: str, head_sql: str) -> None:
         self._head_sql = head_sql

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -70,6 +71,12 @@ class SQLSource:
         self.bound: dict[str, BoundTable] = {}
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
+        self._opened: weakref.WeakSet[Any] = weakref.WeakSet()  # the driver's connections
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy import event
+
+            opened = self._opened  # not self: a caller's engine must not keep the source alive
+            event.listen(self.engine, "connect", lambda dbapi, _record: opened.add(dbapi))
 
     @property
     def by_transaction(self) -> bool:
@@ -262,8 +269,12 @@ class SQLSource:
 
     def listener(self) -> Wakeup | None:
         """PostgreSQL: this worker's bid for the capture's lead, whose holder polls the capture's
-        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); None where one polls
-        everything (SQLite)."""
+        head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); for a SQLite file, a wake-up on
+        its commits (``store.inotify.FileWakeup``, Linux); None where the worker polls it."""
+        if self.engine.dialect.name == "sqlite":  # a wake-up on commits to the file (Linux)
+            from ..store.inotify import file_wakeup
+
+            return file_wakeup(self.engine.url.database)
         if not isinstance(self.dialect, PostgresCapture):
             return None
         from .lead import CaptureLead
@@ -279,6 +290,15 @@ class SQLSource:
         from ..store.sqlite import data_version
 
         return data_version(self.engine.url.database)
+
+    def interrupt(self) -> None:
+        """From another thread: make every call waiting on this source's PostgreSQL connections
+        fail (a silent link), pooled ones included, so the pool opens fresh ones."""
+        if self._opened:
+            from ..store.postgres import break_connection
+
+            for connection in list(self._opened):
+                break_connection(connection)
 
     def close(self) -> None:
         if self._owned:

@@ -153,6 +153,13 @@ class SQLRegistryStore(Generic[DB_co]):
         """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
         return self._dialect.listener()
 
+    def interrupt(self) -> None:
+        """From another thread, without the store's lock (a stalled call holds it): make a call
+        waiting on the store's connection fail, so its caller reconnects (PostgreSQL)."""
+        db = self._db
+        if db is not None:
+            self._dialect.interrupt(db)
+
     def head(self) -> tuple[str, int]:
         """The committed ``(epoch, seq)``."""
         with self._transaction(write=False) as s:

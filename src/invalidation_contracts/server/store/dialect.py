@@ -94,6 +94,9 @@ class Dialect(ABC, Generic[DB]):
     def stamp(self, db: DB, epoch: str, seq: int) -> None:  # noqa: B027 - optional hook
         """Record, inside the write transaction that reaches ``(epoch, seq)``, its identity."""
 
+    def interrupt(self, db: DB) -> None:  # noqa: B027 - optional hook
+        """From another thread: end a call waiting on ``db`` with an error (a silent link)."""
+
     def usable(self, db: DB) -> bool:
         """False when the connection is lost and must be opened again."""
         return True

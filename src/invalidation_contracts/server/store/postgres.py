@@ -4,27 +4,68 @@ The tables live in their own schema (default ``invalidation_contracts``). Writer
 transaction-level advisory lock of that schema and write at READ COMMITTED (each statement after
 the lock sees every earlier commit); readers catch up on REPEATABLE READ snapshots. A commit that
 moved the registry sends ``NOTIFY`` on ``<schema>_registry`` so the other workers wake at once.
+
+Every connection a worker opens gives up connecting after ``CONNECT_TIMEOUT_S`` and sends TCP
+keepalives (``KEEPALIVES``): over TCP, a peer that vanished without a word fails an idle
+connection in about 11 s. A call already waiting on a link that went silent is ended by the
+follower's stall bound (``break_connection``, ``worker.follower``), since a relay or proxy that
+still acknowledges the bytes it no longer forwards defeats every TCP-level timer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
-from typing import Any, ClassVar
+import socket
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._extras import require_extra
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
 from .highwater import Identity, identity_discontinuity
 
+if TYPE_CHECKING:
+    from _typeshed import HasFileno
+
 require_extra("postgres", "psycopg")
 
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
+from psycopg.conninfo import conninfo_to_dict  # noqa: E402
 from psycopg.rows import TupleRow  # noqa: E402
 
 DEFAULT_SCHEMA = "invalidation_contracts"
 SCHEMA_VERSION = "2"
 _NAME = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+CONNECT_TIMEOUT_S = 10
+"""How long a worker's connection attempt may wait for the server (libpq ``connect_timeout``)."""
+KEEPALIVES: dict[str, Any] = {
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+}
+"""libpq TCP keepalives of a worker's connections (ignored on a Unix socket)."""
+
+
+def connection_options(url: str, **extra: Any) -> dict[str, Any]:
+    """The connect timeout and keepalives (and ``extra``) a worker's connection to ``url`` gets,
+    less those the URL sets itself (a keyword would override them)."""
+    given = conninfo_to_dict(url)
+    wanted = {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES, **extra}
+    return {name: value for name, value in wanted.items() if name not in given}
+
+
+def break_connection(conn: HasFileno) -> None:
+    """Shut the socket of a psycopg connection down, from any thread: a call waiting on it fails
+    at once with a lost connection, which its owner reopens. Nothing for one already closed."""
+    try:
+        fd = conn.fileno()
+    except Exception:  # noqa: BLE001 - closed or never opened: nothing waits on it
+        return
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(fd)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
 
 
 def check_schema_name(schema: str) -> str:
@@ -57,7 +98,10 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
         self.channel = channel(schema, "registry")
 
     def connect(self) -> psycopg.Connection[TupleRow]:
-        return psycopg.connect(self.url, autocommit=True)
+        return psycopg.connect(self.url, autocommit=True, **connection_options(self.url))
+
+    def interrupt(self, db: psycopg.Connection[TupleRow]) -> None:
+        break_connection(db)
 
     def usable(self, db: psycopg.Connection[TupleRow]) -> bool:
         return not (db.closed or db.broken)
@@ -216,15 +260,14 @@ class PostgresListener:
     """
 
     connect_options: ClassVar[dict[str, Any]] = {}
-    """Extra libpq parameters of the connection (a subclass that queries on it sets keepalives)."""
+    """Extra libpq parameters of the connection (beside ``connection_options``)."""
 
     def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
         self._conn = psycopg.connect(
             url,
             autocommit=True,
             application_name=LISTENER_APPLICATION_NAME,
-            connect_timeout=10,
-            **self.connect_options,
+            **connection_options(url, **self.connect_options),
         )
         self._channels = channels
         self._lead = lead
@@ -259,6 +302,10 @@ class PostgresListener:
     def drain(self) -> bool:
         """Consume the notifications that arrived; True if there were any."""
         return bool(list(self._conn.notifies(timeout=0)))
+
+    def interrupt(self) -> None:
+        """End a call waiting on this connection (``break_connection``); any thread."""
+        break_connection(self._conn)
 
     def close(self) -> None:
         self._conn.close()

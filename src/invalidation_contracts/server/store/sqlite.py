@@ -16,6 +16,7 @@ from ...sqlite_schema import SchemaMismatch, SQLiteSchema
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
 from .highwater import mark_path
+from .inotify import FileWakeup, file_wakeup
 
 APPLICATION_ID = 0x49435231  # "ICR1"
 DEFAULT_BUSY_TIMEOUT_S = 30.0
@@ -132,6 +133,11 @@ class SQLiteRegistryStore(SQLRegistryStore[sqlite3.Connection]):
     def change_probe(self) -> DataVersion | None:
         """A cheap look at whether the file changed (the follower's polling, ``DataVersion``)."""
         return data_version(self.path)
+
+    def listener(self) -> FileWakeup | None:
+        """A wake-up on commits to the file by any process (Linux inotify, ``FileWakeup``), or
+        None: the worker polls it (``change_probe``)."""
+        return file_wakeup(self.path)
 
 
 class DataVersion:

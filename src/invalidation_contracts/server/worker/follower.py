@@ -1,14 +1,19 @@
 """The follower: a worker's background thread that keeps its registry at the shared head.
 
-It wakes on the registry's PostgreSQL ``NOTIFY`` (or polls SQLite) and adopts what other workers
-committed; as the leader of a PostgreSQL source it also looks at the capture's head every poll
-interval (provider writers send no ``NOTIFY``: ``sql.lead``) and consumes new captures
-(``ingest``), and its registry commit wakes the others. Every round that reads the
+It wakes on the registry's PostgreSQL ``NOTIFY`` or, on Linux, on inotify events of its SQLite
+files (``store.inotify``; elsewhere it polls them) and adopts what other workers committed; as the
+leader of a PostgreSQL source it also looks at the capture's head every poll interval (provider
+writers send no ``NOTIFY``: ``sql.lead``) and consumes new captures (``ingest``), and its
+registry commit wakes the others. Every round that reads the
 databases without error *confirms* the worker's position; a worker whose last confirmation is
 older than ``max_lag_s`` (or whose last round failed) is *unavailable*: the HTTP layer answers 503
 rather than stamps it cannot vouch for. Every failure — opening a listener, waiting on it,
 checking, taking the lead — is caught, logged once per outage and retried with bounded, jittered
-backoff, so a worker recovers by itself as soon as its databases answer again.
+backoff, so a worker recovers by itself as soon as its databases answer again. A call that never
+returns (a link gone silent: a black hole, a proxy that forgot the connection, no FIN, no RST)
+is ended by a watchdog: when the loop has not turned for ``stall_timeout_s`` it breaks the
+connections the loop may wait on (``interrupt`` of the store, the sources and the wake-ups), and
+the failed round is retried on fresh connections like any other failure.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import TYPE_CHECKING, Literal, TypeGuard
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
+from ..store.inotify import FileWakeup
 
 if TYPE_CHECKING:
     from ..change_source import ChangeSource, LeadWakeup, Wakeup
@@ -33,11 +39,12 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 DEFAULT_POLL_INTERVAL_S = 0.02
-"""How often a worker looks for changes nothing wakes it for: every SQLite file it follows, and
-the head of each PostgreSQL capture it leads (so a captured write waits at most this long)."""
+"""How often a worker looks for changes nothing wakes it for: every SQLite file it cannot watch
+(not Linux, inotify unavailable), and the head of each PostgreSQL capture it leads (so a captured
+write waits at most this long)."""
 DEFAULT_HEARTBEAT_S = 1.0
-"""How often a worker that is woken by NOTIFY checks every database anyway (and a worker that
-does not lead a capture bids for its lead)."""
+"""How often a worker that is woken (NOTIFY, inotify) checks every database anyway (and a worker
+that does not lead a capture bids for its lead)."""
 DEFAULT_MAX_LAG_S = 2.0
 """A worker whose last confirmation that it is current is older than this answers 503."""
 DEFAULT_RETRY_BASE_S = 0.05
@@ -46,6 +53,10 @@ DEFAULT_RETRY_MAX_S = 1.0
 """The longest wait between two attempts while the databases fail."""
 STUCK_AFTER_S = 30.0
 """A follower whose loop has not turned for this long is not live (a hung database call)."""
+DEFAULT_STALL_TIMEOUT_S = 20.0
+"""A loop that has not turned for this long waits on a silent link: its connections are broken
+so it reconnects (before ``STUCK_AFTER_S`` would call for a restart). The default bound is this
+or twice ``max_lag_s``, whichever is longer."""
 
 FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
 
@@ -72,6 +83,20 @@ def check_timing(poll_interval_s: float, heartbeat_s: float, max_lag_s: float) -
         )
 
 
+def stall_bound(stall_timeout_s: float | None, max_lag_s: float) -> float:
+    """The stall bound: ``stall_timeout_s``, or by default the longer of
+    ``DEFAULT_STALL_TIMEOUT_S`` and twice the lag bound. A given one must exceed ``max_lag_s``
+    (a healthy loop turns at least once a heartbeat, which is shorter)."""
+    if stall_timeout_s is None:
+        return max(DEFAULT_STALL_TIMEOUT_S, 2 * max_lag_s)
+    if not stall_timeout_s > max_lag_s:
+        raise ValueError(
+            f"stall_timeout_s ({stall_timeout_s:g}) must exceed max_lag_s ({max_lag_s:g}): a "
+            "loop that turns within the lag bound is not stalled"
+        )
+    return stall_timeout_s
+
+
 def backoff(failures: int, base_s: float, max_s: float, rng: random.Random) -> float:
     """The wait after ``failures`` consecutive failures: exponential, capped, jittered (50-100%)."""
     ceiling = min(max_s, base_s * 2.0 ** min(failures - 1, 30))
@@ -92,6 +117,7 @@ class Follower:
         max_lag_s: float = DEFAULT_MAX_LAG_S,
         retry_base_s: float = DEFAULT_RETRY_BASE_S,
         retry_max_s: float = DEFAULT_RETRY_MAX_S,
+        stall_timeout_s: float | None = None,
     ) -> None:
         check_timing(poll_interval_s, heartbeat_s, max_lag_s)
         if not 0 < retry_base_s <= retry_max_s:
@@ -104,11 +130,14 @@ class Follower:
         self.max_lag_s = max_lag_s
         self.retry_base_s = retry_base_s
         self.retry_max_s = retry_max_s
+        self.stall_timeout_s = stall_bound(stall_timeout_s, max_lag_s)
+        self.stalls = 0  # how often the watchdog broke a stalled loop's connections
         self.health = Health()
         self.failures = 0
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._watchdog: threading.Thread | None = None
         self._listeners: dict[str, Wakeup] | None = None
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
@@ -123,12 +152,19 @@ class Follower:
                 target=self._run, name="invalidation-contracts-follower", daemon=True
             )
             self._thread.start()
+            self._watchdog = threading.Thread(
+                target=self._watch, name="invalidation-contracts-watchdog", daemon=True
+            )
+            self._watchdog.start()
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(10)
             self._thread = None
+        if self._watchdog is not None:
+            self._watchdog.join(10)
+            self._watchdog = None
         self._close_listeners()
         self._quiet.reset()
 
@@ -178,7 +214,8 @@ class Follower:
     def leads(self) -> dict[str, bool]:
         """For each source, whether this worker consumes its capture now (the capture leader)."""
         listeners = self._listeners or {}
-        return {source.name: self._leads(source) and bool(listeners) for source in self.sources}
+        woken = any(not isinstance(x, FileWakeup) for x in listeners.values())  # not SQLite's
+        return {source.name: self._leads(source) and woken for source in self.sources}
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -245,16 +282,42 @@ class Follower:
                 self._listener_failed(exc)
                 everything, notified = True, frozenset()
 
+    def _watch(self) -> None:
+        """The watchdog: once per turn that outlasts ``stall_timeout_s``, break the connections
+        the loop may be waiting on (it runs beside the loop; the loop's own locks may be held)."""
+        broken_turn = None
+        while not self._stop.wait(min(1.0, self.stall_timeout_s / 4)):
+            turned = self._turned
+            stalled = time.monotonic() - turned
+            if stalled < self.stall_timeout_s or turned == broken_turn:
+                continue
+            broken_turn = turned
+            self.stalls += 1
+            logger.error(
+                "the follower has waited %.1f s on a database call (a silent link?); breaking "
+                "its connections to reconnect",
+                stalled,
+            )
+            owners = [owner for _, owner in self._owners()]
+            for owner in [*owners, *(self._listeners or {}).values()]:
+                interrupt = getattr(owner, "interrupt", None)
+                if interrupt is not None:
+                    try:
+                        interrupt()
+                    except Exception:  # noqa: BLE001 - best effort; the next turn retries
+                        logger.exception("could not break a stalled connection")
+
     def _polling(self) -> bool:
-        """Whether no database can wake this worker (SQLite): it polls them all."""
+        """Whether some database cannot wake this worker (SQLite it cannot watch): it then polls
+        them all every poll interval (``_wait``), and a round may skip reading (``QuietCheck``)."""
         listeners = self._listeners or {}
-        return all(listeners.get(name) is None for name, _ in self._owners())
+        return any(listeners.get(name) is None for name, _ in self._owners())
 
     def _wait(self) -> tuple[bool, frozenset[str]]:
         """Wait for a change: whether the next round looks at everything (a heartbeat, or
         polling), and which sources' captures moved."""
         listeners = self._listeners or {}
-        if any(listeners.get(name) is None for name, _ in self._owners()):
+        if self._polling():
             self._stop.wait(self.poll_interval_s)
             for listener in listeners.values():
                 listener.drain()

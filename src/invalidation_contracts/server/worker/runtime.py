@@ -268,6 +268,7 @@ def open_runtime(
             poll_interval_s=config.poll_interval_s,
             heartbeat_s=config.heartbeat_s,
             max_lag_s=config.max_lag_s,
+            stall_timeout_s=config.stall_timeout_s,
         )
     return Runtime(registry, opened, sources, follower, owned)
 
