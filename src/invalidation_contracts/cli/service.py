@@ -103,8 +103,9 @@ def register(sub: Subparsers) -> None:
         type=_positive_seconds,
         default=None,
         metavar="SECONDS",
-        help="how often a worker looks for changes nothing wakes it for: SQLite files, and the "
-        "captured writes of a PostgreSQL --database (the capture leader polls; default 0.02)",
+        help="how often a worker looks for changes nothing wakes it for: SQLite files it cannot "
+        "watch with inotify (not Linux), and the captured writes of a PostgreSQL --database (the "
+        "capture leader polls; default 0.02)",
     )
     p.add_argument(
         "--metrics",

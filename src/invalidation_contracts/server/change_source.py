@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 
 class Wakeup(Protocol):
-    """A connection that wakes a worker when a database changes (PostgreSQL ``LISTEN``), or, for
+    """A connection that wakes a worker when a database changes (PostgreSQL ``LISTEN``; a SQLite
+    file's inotify descriptor, ``store.inotify.FileWakeup``), or, for
     a source's capture, the worker's bid for its lead (``sql.lead.CaptureLead``: ``try_lead``,
     ``leader``; the leader looks at the capture's head with ``changed()`` every poll interval,
     since the provider's writers send no ``NOTIFY``)."""
@@ -139,8 +140,8 @@ class ChangeSource(Protocol):
         ...
 
     def listener(self) -> Wakeup | None:
-        """The worker's bid for the capture's lead (whose holder polls the capture's head), or
-        None where the worker polls every database (SQLite)."""
+        """The worker's bid for the capture's lead (whose holder polls the capture's head), a
+        wake-up on commits to a SQLite file (inotify), or None where the worker polls it."""
         ...
 
     def change_probe(self) -> CommitProbe | None:
