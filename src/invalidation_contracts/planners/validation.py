@@ -64,6 +64,6 @@ def _schema_key(schema: Mapping[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _validator(key: str) -> Any:
+def _validator(key: str) -> jsonschema_rs.Validator:
     """One compiled validator per distinct schema (a run shows the same schema every time)."""
     return jsonschema_rs.validator_for(json.loads(key))

@@ -17,7 +17,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from ..protocol.models import Action
 from .faults import PolicyError
@@ -127,10 +127,10 @@ class _Refusing:
     def __delitem__(self, key: object) -> None:
         raise self._refuse(key, ", delete")
 
-    def pop(self, key: object, *default: object) -> Any:
+    def pop(self, key: object, *default: object) -> NoReturn:
         raise self._refuse(key, ", pop")
 
-    def setdefault(self, key: object, default: object = None) -> Any:
+    def setdefault(self, key: object, default: object = None) -> NoReturn:
         raise self._refuse(key, ", setdefault")
 
     def update(self, *args: object, **kwargs: object) -> None:
@@ -139,7 +139,7 @@ class _Refusing:
     def clear(self) -> None:
         raise self._refuse("*", ", clear")
 
-    def popitem(self) -> Any:
+    def popitem(self) -> NoReturn:
         raise self._refuse("*", ", popitem")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Generic, Self
+from typing import TYPE_CHECKING, Generic, Self
 
 from ..changelog import LogRecord
 from ..domain import Domain
@@ -36,6 +36,9 @@ from . import reader, writer
 from .crashpoints import crash_point
 from .dialect import Connection, DB_co, Dialect, SQLLoader, Statements, StorageError
 from .highwater import HighWater, Mark
+
+if TYPE_CHECKING:
+    from ..change_source import Wakeup
 
 DEFAULT_LOG_CAPACITY = 10_000
 
@@ -149,7 +152,7 @@ class SQLRegistryStore(Generic[DB_co]):
                 self._dialect.committed(move.s.db, renewed)
         return caught
 
-    def listener(self) -> Any:
+    def listener(self) -> Wakeup | None:
         """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
         return self._dialect.listener()
 

@@ -7,9 +7,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from ..tables import Snapshot
+
+if TYPE_CHECKING:
+    from ..change_source import Wakeup
 
 TABLES = ("meta", "tables", "rows", "rules", "log", "positions")
 
@@ -112,7 +115,7 @@ class Dialect(ABC, Generic[DB]):
     def committed(self, db: DB, seq: int) -> None:  # noqa: B027 - optional hook
         """Called inside a write transaction that moved the registry to ``seq``, before COMMIT."""
 
-    def listener(self) -> Any:
+    def listener(self) -> Wakeup | None:
         """A connection that wakes a worker when another commits (None: poll instead)."""
         return None
 

@@ -25,15 +25,18 @@ from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
 from .highwater import Identity, identity_discontinuity
 
-if TYPE_CHECKING:
-    from _typeshed import HasFileno
-
 require_extra("postgres", "psycopg")
 
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict  # noqa: E402
 from psycopg.rows import TupleRow  # noqa: E402
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from _typeshed import HasFileno
+    from psycopg import Pipeline
 
 DEFAULT_SCHEMA = "invalidation_contracts"
 SCHEMA_VERSION = "2"
@@ -173,7 +176,7 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
     def placeholders(self, text: str) -> str:
         return text.replace("?", "%s")
 
-    def batch(self, db: psycopg.Connection[TupleRow]) -> Any:
+    def batch(self, db: psycopg.Connection[TupleRow]) -> AbstractContextManager[Pipeline]:
         return db.pipeline()
 
     def committed(self, db: psycopg.Connection[TupleRow], seq: int) -> None:
