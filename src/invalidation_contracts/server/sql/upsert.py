@@ -38,7 +38,7 @@ class RowWriter:
     """Writes rows of declared reference tables into their SQL tables (the admin write path)."""
 
     def __init__(
-        self, engine: Engine, dialect: CaptureDialect, connect: Callable[..., Any]
+        self, engine: Engine, dialect: CaptureDialect, connect: Callable[..., Connection]
     ) -> None:
         """``connect(write=True)``: a connection whose transaction takes the write lock."""
         self.engine = engine
