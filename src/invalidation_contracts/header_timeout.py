@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._extras import require_extra
 from .protocol.problems import ProblemType, problem
@@ -34,6 +34,9 @@ from .sockets import (
     HEADER_TIMEOUT_ENV,
 )
 from .sockets import header_timeout as parse_header_timeout
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 require_extra("server", "uvicorn")
 
@@ -78,7 +81,7 @@ class _ServerConfig(uvicorn.Config):
     to every worker process)."""
 
     def __init__(
-        self, app: Any, *, header_timeout_s: float, body_timeout_s: float, **options: Any
+        self, app: ASGIApp | str, *, header_timeout_s: float, body_timeout_s: float, **options: Any
     ) -> None:
         super().__init__(app, **options)
         self.header_timeout_s = parse_header_timeout(header_timeout_s)
@@ -86,7 +89,7 @@ class _ServerConfig(uvicorn.Config):
 
 
 def server_config(
-    app: Any,
+    app: ASGIApp | str,
     *,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,

@@ -28,7 +28,7 @@ require_extra("mcp", "mcp")
 from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
-from .mcp.session import ContractSession, connect  # noqa: E402
+from .mcp.session import ContractSession, ServerTarget, connect  # noqa: E402
 
 __all__ = ["contract_tools", "load_contract_tools"]
 
@@ -40,7 +40,7 @@ def load_contract_tools(contract: ContractSession) -> list[StructuredTool]:
 
 @contextlib.asynccontextmanager
 async def contract_tools(
-    server: Any, memory: FixMemory, **connect_options: Any
+    server: ServerTarget, memory: FixMemory, **connect_options: Any
 ) -> AsyncIterator[list[StructuredTool]]:
     """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
     ``memory`` and yield its tools; ``connect_options`` go to ``connect`` (``apply``,
@@ -52,7 +52,7 @@ async def contract_tools(
 def _tool(contract: ContractSession, name: str) -> StructuredTool:
     spec = contract.tools[name]
 
-    async def call(**arguments: Any) -> str:
+    async def call(**arguments: object) -> str:
         text, is_error = await contract.hook(name, arguments)
         if is_error:
             raise ToolException(text)

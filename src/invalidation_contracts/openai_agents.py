@@ -17,7 +17,7 @@ them), the result feeds the memory, and the SDK is handed the model view as a ``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from ._extras import require_extra
 
@@ -25,8 +25,14 @@ require_extra("openai-agents", "agents")
 require_extra("mcp", "mcp")
 
 import mcp_types as types  # noqa: E402
-from agents.mcp import MCPServerStdio, MCPServerStreamableHttp  # noqa: E402
+from agents.mcp import (  # noqa: E402
+    MCPServerStdio,
+    MCPServerStdioParams,
+    MCPServerStreamableHttp,
+    MCPServerStreamableHttpParams,
+)
 from mcp import StdioServerParameters  # noqa: E402
+from mcp.client.session import ClientSession  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
@@ -36,11 +42,15 @@ from .mcp.session import ContractSession, Listener, message_handler  # noqa: E40
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 
 
-class ContractServer:
+P = TypeVar("P", MCPServerStdioParams, MCPServerStreamableHttpParams)
+"""The SDK server class's parameters (a ``TypedDict``)."""
+
+
+class ContractServer(Generic[P]):
     """What both server classes add to the SDK's: the memory, the contract session bound on
     ``connect`` and closed on ``cleanup``, and ``call_tool`` through it."""
 
-    session: Any
+    session: ClientSession | None
     memory: FixMemory
     contract: ContractSession | None
     _sdk: ClassVar[type[Any]]
@@ -48,7 +58,7 @@ class ContractServer:
 
     def __init__(
         self,
-        params: Any,
+        params: P,
         *,
         memory: FixMemory,
         apply: str = "client",
@@ -73,7 +83,7 @@ class ContractServer:
         }
 
     @staticmethod
-    def _origin_of(params: Any) -> str | None:
+    def _origin_of(params: P) -> str | None:
         """The origin fixes are kept under when none is given (``mcp.origins``)."""
         raise NotImplementedError
 
@@ -91,6 +101,8 @@ class ContractServer:
         return await self._contract_call(tool_name, arguments, meta)
 
     async def _open_contract(self) -> None:
+        if self.session is None:
+            raise RuntimeError("the SDK's connect opened no session")
         contract = ContractSession(self.session, self.memory, **self._contract_options)
         await contract.__aenter__()
         self.contract = contract
@@ -111,7 +123,9 @@ class ContractServer:
         return reply.to_call_tool_result()
 
 
-class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
+class ContractMCPServerStreamableHttp(
+    ContractServer[MCPServerStreamableHttpParams], MCPServerStreamableHttp
+):
     """``MCPServerStreamableHttp`` bound to ``memory`` (``apply``, ``origin``, ``watch``,
     ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
     URL's, ``mcp.origins``)."""
@@ -119,18 +133,18 @@ class ContractMCPServerStreamableHttp(ContractServer, MCPServerStreamableHttp):
     _sdk = MCPServerStreamableHttp
 
     @staticmethod
-    def _origin_of(params: Any) -> str | None:
+    def _origin_of(params: MCPServerStreamableHttpParams) -> str | None:
         return target_origin(str(params.get("url", "")))
 
 
-class ContractMCPServerStdio(ContractServer, MCPServerStdio):
+class ContractMCPServerStdio(ContractServer[MCPServerStdioParams], MCPServerStdio):
     """``MCPServerStdio`` bound to ``memory`` (options as ``ContractMCPServerStreamableHttp``;
     the origin defaults to the command line's)."""
 
     _sdk = MCPServerStdio
 
     @staticmethod
-    def _origin_of(params: Any) -> str | None:
+    def _origin_of(params: MCPServerStdioParams) -> str | None:
         if not params.get("command"):
             return None
         line = StdioServerParameters(

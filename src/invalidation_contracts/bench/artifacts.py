@@ -113,7 +113,7 @@ class ArtifactWriter:
         self.records_path.parent.mkdir(parents=True, exist_ok=True)
         self._file: TextIO = self.records_path.open("w", encoding="utf-8")
 
-    def write(self, record: str, **fields: Any) -> None:
+    def write(self, record: str, **fields: object) -> None:
         self._file.write(
             json.dumps({"record": record, **fields}, separators=(",", ":"), default=str) + "\n"
         )

@@ -17,7 +17,12 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 from .artifacts import read_runs
 from .metrics import (
@@ -57,7 +62,7 @@ class FigureSpec:
     filename: str
     title: str
     caption: str
-    draw: Callable[[Any], None]
+    draw: Callable[[Figure], None]
 
 
 Series = tuple[str, str, str]
@@ -124,10 +129,10 @@ def _bars(
     metric: str,
     ylabel: str,
     title: str,
-) -> Callable[[Any], None]:
+) -> Callable[[Figure], None]:
     """Grouped bars: one group per arm, one bar per planner, seed std as error bars."""
 
-    def draw(fig: Any) -> None:
+    def draw(fig: Figure) -> None:
         from matplotlib.patches import Patch
 
         index = _index(cells)
@@ -195,12 +200,12 @@ def coincidences(
 
 
 def _finish(
-    fig: Any,
-    ax: Any,
+    fig: Figure,
+    ax: Axes,
     ylabel: str,
     title: str,
     legend_title: str | None = None,
-    handles: Any = None,
+    handles: Sequence[Artist] | None = None,
     floor: float = 0.0,
 ) -> None:
     ax.set_ylim(floor, 105)
@@ -219,10 +224,10 @@ def _finish(
     fig.tight_layout()
 
 
-def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callable[[Any], None]:
+def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callable[[Figure], None]:
     """Compliance against the number of rotations: A2D solid, A1 dashed, one color per planner."""
 
-    def draw(fig: Any) -> None:
+    def draw(fig: Figure) -> None:
         from matplotlib.lines import Line2D
 
         ax = fig.add_subplot()
@@ -261,11 +266,11 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
 
 def _targeted(
     cells: Sequence[CellMetrics], scenarios: Sequence[str], title: str
-) -> Callable[[Any], None]:
+) -> Callable[[Figure], None]:
     """First-try on each stream's drift-targeted class by arm: a color per planner, a style per
     stream."""
 
-    def draw(fig: Any) -> None:
+    def draw(fig: Figure) -> None:
         from matplotlib.lines import Line2D
 
         ax = fig.add_subplot()

@@ -161,7 +161,7 @@ async def _openai_agents(
     url: str, memory: FixMemory, events: _Events
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from agents import Agent, Runner, set_tracing_disabled
-    from agents.items import ModelResponse
+    from agents.items import ModelResponse, TResponseInputItem
     from agents.models.interface import Model
     from agents.usage import Usage
     from openai.types.responses import (
@@ -182,8 +182,12 @@ async def _openai_agents(
             self.tool, self.request, self.shown = tool, request, shown
 
         async def get_response(
-            self, system_instructions: Any, input: Any, *a: Any, **k: Any
-        ) -> Any:
+            self,
+            system_instructions: str | None,
+            input: str | list[TResponseInputItem],
+            *a: Any,
+            **k: Any,
+        ) -> ModelResponse:
             outputs = [
                 i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"
             ]
@@ -309,11 +313,11 @@ def _same(shown: str, body: dict[str, Any]) -> bool:
         return False
 
 
-def _content(content: Any) -> str:
+def _content(content: object) -> str:
     return content if isinstance(content, str) else json.dumps(content)
 
 
-def _output_text(output: Any) -> str:
+def _output_text(output: object) -> str:
     """The text the Agents SDK put in front of the model for a tool's output."""
     if isinstance(output, list):
         return "".join(part.get("text", "") for part in output if isinstance(part, dict))

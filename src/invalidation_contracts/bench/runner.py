@@ -25,7 +25,7 @@ import secrets
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -52,6 +52,9 @@ from .episode import CONSUMPTION_LEVEL, Agent, EpisodeLoop
 from .errors import HarnessError, PlannerUnavailable, ServerUnavailable
 from .oracle import Oracle
 from .scenario import Scenario, ScenarioMismatch, check_scenario
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp
 
 __all__ = [
     "CONSUMPTION_LEVEL",
@@ -97,7 +100,7 @@ FRAMEWORK_TRANSPORTS = ("pydantic-ai", "openai-agents", "langchain")
 
 PlannerFactory = Callable[[str], Planner]
 """Builds the planner a spec names: ``create_planner``, with any options bound."""
-AppFactory = Callable[..., Any]
+AppFactory = Callable[..., "ASGIApp"]
 """Builds the in-process ASGI app: ``(domain, *, level, registry, admin_token) -> app``."""
 
 
@@ -360,7 +363,7 @@ async def _connect(
     With ``watch`` the transport keeps the watch stream open; it needs a real socket, so the
     in-process app is served by uvicorn on 127.0.0.1 and its URL is the origin."""
     async with contextlib.AsyncExitStack() as stack:
-        app: Any = None
+        app: ASGIApp | None = None
         if server_url is None:
             if app_factory is None:
                 from ..server.http.app import create_app
@@ -376,7 +379,7 @@ async def _connect(
         origin = _origin(scenario, server_url)
         wire: Callable[[], httpx.AsyncBaseTransport] = (
             functools.partial(httpx.ASGITransport, app=app)
-            if server_url is None
+            if server_url is None and app is not None
             else httpx.AsyncHTTPTransport
         )
         background: list[MemoryEvent] = []

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from . import Subparsers
 
 
-def register(sub: Any) -> None:
+def register(sub: Subparsers) -> None:
     p = sub.add_parser("db", help="manage the change capture in the provider's database")
     actions = p.add_subparsers(dest="db_action", metavar="ACTION", required=True)
     up = actions.add_parser(

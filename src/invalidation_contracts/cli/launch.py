@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..server.auth import ADMIN_TOKEN_ENV
 from ..server.config import WorkerConfig
 from ..server.trust import TrustOptions
 from ..server.worker.follower import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 SPEC_ENV = "INVALIDATION_CONTRACTS_SERVE_SPEC"
 FACTORY = "invalidation_contracts.cli.launch:app_from_env"
@@ -43,7 +46,7 @@ class AppSpec:
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
 
-    def build(self) -> Any:
+    def build(self) -> FastAPI:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
         declarations or trust options, ``StorageError`` / ``DeclarationError`` from the stores."""
         from ..domains import get_domain
@@ -92,6 +95,6 @@ class AppSpec:
         return cls(**raw)
 
 
-def app_from_env() -> Any:
+def app_from_env() -> FastAPI:
     """The app factory a worker process calls (``uvicorn --factory``)."""
     return AppSpec.from_env().build()

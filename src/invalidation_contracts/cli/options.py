@@ -6,12 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ..private_files import exposure
 from . import CommandError, UsageError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..server.trust import TrustOptions
 
 
@@ -132,7 +134,7 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     return token
 
 
-def _console() -> Any:
+def _console() -> Console:
     """A rich console for tables; ``MissingExtra`` naming ``cli`` without rich."""
     from .._extras import require_extra
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from . import DOMAIN_HELP, CommandError, UsageError
 from .options import _console, _positive_int
 
 if TYPE_CHECKING:
-    from ..planners.preflight import Probe
+    from ..planners.preflight import PreflightReport, Probe
     from ..planners.registry import ConfiguredPlanners
     from . import Subparsers
 
@@ -115,7 +115,7 @@ def _preflight(args: argparse.Namespace) -> int:
     factory = _planner_factory(args, [args.planner])
     probes = {} if args.domain is None else {"probes": _domain_probes(args.domain)}
 
-    async def probe() -> Any:
+    async def probe() -> PreflightReport:
         planner = factory(args.planner)
         try:
             return await preflight(

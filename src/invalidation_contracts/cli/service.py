@@ -9,7 +9,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
 from ..private_files import PrivateFileError, write_private
@@ -29,7 +29,12 @@ from .options import (
 )
 
 if TYPE_CHECKING:
+    from types import ModuleType
+
+    from starlette.types import ASGIApp
+
     from . import Subparsers
+    from .admin_client import AdminClient
     from .launch import AppSpec
 
 
@@ -149,7 +154,7 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _ed25519() -> Any:
+def _ed25519() -> ModuleType:
     from ..protocol.signing import ed25519
 
     return ed25519()
@@ -264,7 +269,7 @@ def _loading(name: str) -> Iterator[None]:
 
 
 def _listen(
-    app: object, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
+    app: ASGIApp | str, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
 ) -> None:
     from ..server.http.serve import serve
 
@@ -294,7 +299,7 @@ def _create_tables(spec: AppSpec) -> None:
         print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
 
 
-def _admin_client(args: argparse.Namespace) -> Any:
+def _admin_client(args: argparse.Namespace) -> AdminClient:
     from .admin_client import AdminClient
 
     return AdminClient(args.url, _admin_token(args))

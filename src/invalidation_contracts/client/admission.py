@@ -286,7 +286,7 @@ def draft_before(request: Mapping[str, Any], entry: MemoryEntry) -> Mapping[str,
     return restored if restored is not None else request
 
 
-def _same(a: Any, b: Any) -> bool:
+def _same(a: object, b: object) -> bool:
     """JSON equality (``1`` and ``true`` differ); ``==`` for what is not JSON."""
     try:
         return canonical_json(a) == canonical_json(b)

@@ -417,7 +417,7 @@ def serial_of(entry_id: str) -> int | None:
     return None
 
 
-def _json_equal(left: Any, right: Any) -> bool:
+def _json_equal(left: object, right: object) -> bool:
     try:
         return canonical_json(left) == canonical_json(right)
     except (TypeError, ValueError):

@@ -238,7 +238,7 @@ class Observation:
         return [event for event in self.events if isinstance(event, event_type)]
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, Enum):
         return value.value
     if isinstance(value, Mapping):

@@ -55,7 +55,7 @@ def model_text(body: Mapping[str, Any], *, joined_detail: bool = True) -> str:
     )
 
 
-def _suggestion(item: Any) -> Any:
+def _suggestion(item: object) -> Any:
     if not isinstance(item, Mapping):
         return item
     return {name: item[name] for name in SUGGESTION_MEMBERS if name in item}

@@ -268,7 +268,7 @@ def sweep(records: Sequence[EvictionRecord], floor: int, budget: int = SWEEP_MAX
     return Sweep(tuple(rows), tuple(updated), tuple(dropped))
 
 
-def _int(value: Any) -> int:
+def _int(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ValueError(f"expected an integer, got {value!r}")
     return value

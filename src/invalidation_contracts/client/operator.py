@@ -239,5 +239,5 @@ def _tombstone_row(tomb: Tombstone) -> dict[str, Any]:
     return row
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return "-" if value is None else str(value)

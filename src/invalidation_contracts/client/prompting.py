@@ -156,5 +156,5 @@ def _field(pointer: str) -> str:
     return pointer
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))

@@ -20,10 +20,15 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .events import Evicted, MemoryEvent, NotStored, Refused
 from .stats import OriginStats
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 SCOPE = "invalidation_contracts.client"
 BYTES_PER_TOKEN = 4
@@ -91,7 +96,7 @@ class _Instruments:
     measurement is paid at collection time, not per lookup.
     """
 
-    def __init__(self, meter: Any) -> None:
+    def __init__(self, meter: Meter) -> None:
         self._rows: dict[str, list[int]] = {}
         """Origin -> its totals of ``_STATS``, then contract tokens kept, then injected."""
         self._labelled: dict[str, dict[Labels, int]] = {name: {} for name in _LABEL}
@@ -104,12 +109,12 @@ class _Instruments:
                 description=description,
             )
 
-    def _reader(self, name: str) -> Any:
+    def _reader(self, name: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
         from opentelemetry.metrics import Observation
 
         if name in _LABEL:
 
-            def labelled(_options: Any) -> Any:
+            def labelled(_options: CallbackOptions) -> Iterable[Observation]:
                 with self._lock:
                     items = list(self._labelled[name].items())
                 return [Observation(value, dict(labels)) for labels, value in items]
@@ -118,7 +123,7 @@ class _Instruments:
         index = _COLUMN[name]
         extra = {"estimate": TOKEN_ESTIMATE} if name == "contract_tokens_kept" else {}
 
-        def observe(_options: Any) -> Any:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
             with self._lock:
                 items = [(origin, row[index]) for origin, row in self._rows.items()]
             return [

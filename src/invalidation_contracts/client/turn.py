@@ -97,7 +97,7 @@ def take(
         yield Wait(TURN_POLL_S * random.uniform(0.5, 1.5))
 
 
-def _alive(pid: Any) -> bool:
+def _alive(pid: object) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
     if pid == os.getpid():

@@ -60,7 +60,7 @@ class Answer:
     """
 
     status: int | None
-    body: Any = None
+    body: object = None
     signature: str | None = None
     body_bytes: int | None = None
     refused: Refusal | None = None

@@ -143,7 +143,7 @@ def refuse(
     )
 
 
-def json_size(value: Any, cap: int | None = None) -> int:
+def json_size(value: object, cap: int | None = None) -> int:
     """Bytes of ``value`` as compact JSON (ASCII-escaped). Past ``cap`` a string is not encoded:
     its length already says it is over."""
     if cap is not None and isinstance(value, str) and len(value) > cap:

@@ -64,7 +64,7 @@ def _import(path: str) -> Any:
     if not module_name or not attribute:
         raise DomainError(f"domain {path!r}: an import path is 'package.module:attribute'")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: object = importlib.import_module(module_name)
     except ImportError as exc:
         raise DomainError(f"domain {path!r}: cannot import {module_name!r} ({exc})") from exc
     for part in attribute.split("."):

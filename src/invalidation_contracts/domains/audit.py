@@ -29,7 +29,7 @@ from .catalog import DomainCatalog
 class Leak:
     """A fix value found where a planner can read it."""
 
-    value: Any
+    value: object
     where: str
     kind: str = "fix value"
     """``fix value`` (a policy emits it) or ``task value`` (a task family states it)."""
@@ -176,7 +176,7 @@ def _neighbours(draft: dict[str, Any], candidates: list[str]) -> Iterator[dict[s
                     yield {**draft, field: candidate}
 
 
-def _schema_leaves(schema: Any, keywords: frozenset[str]) -> Iterator[Any]:
+def _schema_leaves(schema: object, keywords: frozenset[str]) -> Iterator[Any]:
     """The leaf values under ``keywords`` anywhere in a JSON Schema (not property names)."""
     if isinstance(schema, Mapping):
         for key, value in schema.items():
@@ -192,7 +192,7 @@ def _schema_leaves(schema: Any, keywords: frozenset[str]) -> Iterator[Any]:
             yield from _schema_leaves(item, keywords)
 
 
-def _leaves(value: Any) -> Iterator[Any]:
+def _leaves(value: object) -> Iterator[Any]:
     if isinstance(value, Mapping):
         for v in value.values():
             yield from _leaves(v)
@@ -203,13 +203,13 @@ def _leaves(value: Any) -> Iterator[Any]:
         yield value
 
 
-def _same(value: Any, leaf: Any) -> bool:
+def _same(value: object, leaf: object) -> bool:
     if isinstance(value, str) and isinstance(leaf, str):
         return value.casefold() == leaf.casefold()
     return type(value) is type(leaf) and value == leaf
 
 
-def _in_text(value: Any, text: str) -> bool:
+def _in_text(value: object, text: str) -> bool:
     if isinstance(value, bool):
         return False
     if isinstance(value, (int, float)):

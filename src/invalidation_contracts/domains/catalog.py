@@ -302,7 +302,7 @@ def load_tasks(path: Path) -> TaskFile:
     return TaskFile(prompt.strip(), families, _route_prompts(path, data.get("routes", {})))
 
 
-def _route_prompts(path: Path, routes: Any) -> dict[str, str]:
+def _route_prompts(path: Path, routes: object) -> dict[str, str]:
     if not isinstance(routes, dict):
         raise DataFileError(f"{path}: 'routes' must be a table of [routes.\"<path>\"] tables")
     out: dict[str, str] = {}
@@ -316,7 +316,7 @@ def _route_prompts(path: Path, routes: Any) -> dict[str, str]:
     return out
 
 
-def _family(path: Path, index: int, item: Any) -> TaskFamily:
+def _family(path: Path, index: int, item: object) -> TaskFamily:
     where = f"{path}: family #{index + 1}"
     if not isinstance(item, dict):
         raise DataFileError(f"{where} must be a table")

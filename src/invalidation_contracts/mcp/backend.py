@@ -8,6 +8,7 @@ same slice for a bare ``Provider`` (one process, no FastAPI).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..server.asked import PLAIN, Asked
@@ -17,7 +18,7 @@ from ..server.state import RegistryState
 
 
 class Signer(Protocol):
-    def sign(self, body: Any, since: int | None) -> str: ...
+    def sign(self, body: Mapping[str, Any], since: int | None) -> str: ...
 
 
 class ContractBackend(Protocol):
@@ -40,7 +41,7 @@ class ContractBackend(Protocol):
         the event loop rather than a worker thread (``ContractService`` has it)."""
         ...
 
-    def handle(self, route: Route[Any], payload: Any, asked: Asked = PLAIN) -> Outcome:
+    def handle(self, route: Route[Any], payload: object, asked: Asked = PLAIN) -> Outcome:
         """Answer one domain request (may do I/O: a route's success handler)."""
         ...
 

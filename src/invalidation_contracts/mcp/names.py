@@ -226,7 +226,7 @@ def check_tool_name(name: str) -> str:
     return name
 
 
-def _seq(value: Any, what: str) -> int:
+def _seq(value: object, what: str) -> int:
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 16:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_SAFE_INTEGER:
@@ -237,7 +237,7 @@ def _seq(value: Any, what: str) -> int:
     return value
 
 
-def _epoch(value: Any, what: str) -> str | None:
+def _epoch(value: object, what: str) -> str | None:
     if value is None:
         return None
     if not isinstance(value, str) or not 0 < len(value) <= MAX_EPOCH_LENGTH:

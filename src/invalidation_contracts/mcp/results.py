@@ -86,7 +86,7 @@ class ResourceAnswer:
     status: int | None
     """200, a problem document's status, or None: nothing readable came (no text content, a
     problem document without a status)."""
-    body: Any
+    body: object
     signature: str | None
     body_bytes: int
     delta_since: int | None = None
@@ -110,7 +110,7 @@ def read_resource_result(
         return ResourceAnswer(None, None, None, 0)
     raw = content.text.encode()
     size = len(raw)
-    body: Any = None
+    body: object = None
     refused: Refusal | None = None
     if size > getattr(limits, bound):
         refused = Refusal(bound, size)
@@ -139,9 +139,9 @@ def _text_size(result: types.CallToolResult) -> int:
     )
 
 
-def _seq(value: Any) -> int | None:
+def _seq(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None

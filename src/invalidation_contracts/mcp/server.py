@@ -75,7 +75,7 @@ class ContractHandlers:
         entry = self.tools.get(params.name)
         if entry is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
-        arguments: Any = params.arguments if params.arguments is not None else {}
+        arguments: dict[str, Any] = params.arguments if params.arguments is not None else {}
         answer = functools.partial(self._answer, entry, arguments, ctx.meta)
         body, since = await anyio.to_thread.run_sync(answer)
         signature = None
@@ -84,7 +84,7 @@ class ContractHandlers:
         return tool_result(body, since=since, signature=signature, envelope=self.envelope)
 
     def _answer(
-        self, entry: ToolRoute, arguments: Any, meta: Mapping[str, Any] | None
+        self, entry: ToolRoute, arguments: dict[str, Any], meta: Mapping[str, Any] | None
     ) -> tuple[Problem | SuccessResponse, int | None]:
         """The route's answer (in a worker thread: a success handler may do I/O)."""
         position = names.MetaPosition()

@@ -27,8 +27,12 @@ from typing import Any, Self, cast
 
 import anyio
 import mcp_types as types
+from mcp.client import Transport
 from mcp.client.client import Client
-from mcp.client.session import ClientSession, MessageHandlerFnT
+from mcp.client.session import ClientSession, IncomingMessage, MessageHandlerFnT
+from mcp.client.stdio import StdioServerParameters
+from mcp.server import Server
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -46,6 +50,10 @@ from .results import read_resource_result, read_tool_result
 from .watch import Watcher, follow
 
 logger = logging.getLogger("invalidation_contracts.client")
+
+ServerTarget = Server[Any] | MCPServer | Transport | StdioServerParameters | str
+"""What ``connect`` reaches a server by: what the SDK's ``Client`` takes (a URL, a
+``StdioServerParameters``, a ``Transport``, or an in-process server)."""
 
 Listener = Callable[[MemoryEvent], None]
 #: MCP error codes that mean the request never got an answer (the need stays outstanding).
@@ -273,7 +281,7 @@ class ContractSession(calls.AgentCalls):
         memory has heard of a change before they go on."""
         await self._watcher.caught_up(seq, timeout_s=timeout_s)
 
-    async def on_message(self, message: Any) -> None:
+    async def on_message(self, message: IncomingMessage) -> None:
         """The session's message handler (``ClientSession(message_handler=...)``): a
         ``resources/updated`` for the versions, on a connection before 2026-07-28, wakes the
         watcher (``connect`` wires this)."""
@@ -405,7 +413,7 @@ def message_handler(
     goes to the contract session (``contract()``, once there is one: a server may speak before
     it is bound), then to ``user``'s handler, if any (every adapter chains them so)."""
 
-    async def on_message(message: Any) -> None:
+    async def on_message(message: IncomingMessage) -> None:
         bound = contract()
         if bound is not None:
             await bound.on_message(message)
@@ -417,7 +425,7 @@ def message_handler(
 
 @contextlib.asynccontextmanager
 async def connect(
-    server: Any,
+    server: ServerTarget,
     memory: FixMemory | AsyncFixMemory,
     *,
     origin: str | None = None,

@@ -94,7 +94,7 @@ class AnswerCounters:
                 found = self._document(route, refusal)
             found.count += 1
 
-    def answered(self, route: Route[Any], status: int, content: Any) -> None:
+    def answered(self, route: Route[Any], status: int, content: object) -> None:
         """Count any other answer, with the contract bytes of ``content`` (bytes; else none)."""
         labels = (("http.route", route.path), ("http.status_code", status))
         size = self.contract_bytes(content) if isinstance(content, bytes) and content else None

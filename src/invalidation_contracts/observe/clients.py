@@ -15,7 +15,11 @@ import hmac
 import secrets
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Send
+    from starlette.types import Scope as ASGIScope
 
 Scope = Mapping[str, Any]
 UNKNOWN = "unknown"
@@ -89,11 +93,11 @@ def _digest(secret: bytes, value: bytes) -> str:
 class ClientKeyMiddleware:
     """Pure ASGI middleware: each HTTP request runs with its client key in ``current_client``."""
 
-    def __init__(self, app: Any, key: ClientKey | None = None) -> None:
+    def __init__(self, app: ASGIApp, key: ClientKey | None = None) -> None:
         self.app = app
         self.key = key if key is not None else ClientKey.bearer()
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: ASGIScope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return

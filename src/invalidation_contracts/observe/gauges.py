@@ -10,7 +10,7 @@ client would be unbounded). Each observation carries the ``worker`` attribute.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._extras import require_extra
 
@@ -20,6 +20,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
+    from .scoring import ClientScores
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -110,7 +111,7 @@ def watch_worker(meter: Meter, service: ContractWorker, worker: str) -> None:
     )
 
 
-def watch_scores(meter: Meter, scores: Any, worker: str) -> None:
+def watch_scores(meter: Meter, scores: ClientScores, worker: str) -> None:
     """Register ``invalidation_contracts.clients.*``: ``scores``' totals, read when collected."""
 
     def total(name: str) -> Callback:

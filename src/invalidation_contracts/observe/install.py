@@ -18,7 +18,7 @@ from .._extras import require_extra
 require_extra("otel", "opentelemetry")
 require_extra("server", "fastapi")
 
-from fastapi import APIRouter, Depends  # noqa: E402
+from fastapi import APIRouter, Depends, FastAPI  # noqa: E402
 from opentelemetry import metrics, trace  # noqa: E402
 from starlette.responses import Response  # noqa: E402
 
@@ -33,6 +33,7 @@ from .scoring import ClientScores  # noqa: E402
 
 if TYPE_CHECKING:
     from ..server.http.service import ContractService
+    from .prometheus import PrometheusExposition
 
 METRICS_PATH = "/contract/metrics"
 
@@ -42,7 +43,7 @@ class Observability:
     """What ``instrument`` set up; ``close`` detaches it from the service."""
 
     telemetry: ProviderTelemetry
-    prometheus: Any = None
+    prometheus: PrometheusExposition | None = None
     """The ``PrometheusExposition`` the metrics route reads (None: no route)."""
     scores: ClientScores | None = None
     """The per-client figures folded from the requests (paper §6.5)."""
@@ -57,11 +58,11 @@ class Observability:
 
 
 def instrument(
-    app: Any,
+    app: FastAPI | None,
     service: ContractService,
     *,
     prefix: str = "",
-    prometheus: bool | Any = True,
+    prometheus: bool | PrometheusExposition = True,
     meter_provider: metrics.MeterProvider | None = None,
     tracer_provider: trace.TracerProvider | None = None,
     journal: ChangeJournal | None = None,
@@ -124,7 +125,9 @@ def instrument(
     return observed
 
 
-def metrics_router(service: ContractService, exposition: Any, **options: Any) -> APIRouter:
+def metrics_router(
+    service: ContractService, exposition: PrometheusExposition, **options: Any
+) -> APIRouter:
     """``GET /contract/metrics`` behind the admin token; ``options`` go to ``APIRouter``."""
     router = APIRouter(route_class=problem_route_class(service), **options)
 

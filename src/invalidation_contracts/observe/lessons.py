@@ -24,12 +24,12 @@ _SCALARS = (str, int, float, bool, type(None))
 ValueKey = tuple[type, Any]
 
 
-def freeze(value: Any) -> str:
+def freeze(value: object) -> str:
     """A JSON value as a string key (sorted members; equal JSON values, equal keys)."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def value_key(value: Any) -> ValueKey:
+def value_key(value: object) -> ValueKey:
     """A JSON value as a hashable key, exact about JSON types: a scalar as (its type, itself),
     anything else (and NaN, never equal to itself) as ``(object, freeze(value))``."""
     kind = type(value)
@@ -38,7 +38,7 @@ def value_key(value: Any) -> ValueKey:
     return (object, freeze(value))
 
 
-def same(a: Any, b: Any) -> bool:
+def same(a: object, b: object) -> bool:
     """Equal as JSON values, types included (``1`` is not ``1.0``, ``[1]`` is not ``[1.0]``)."""
     kind, other = type(a), type(b)
     scalar = kind in _SCALARS

@@ -34,6 +34,7 @@ from .view import operator_view  # noqa: E402
 if TYPE_CHECKING:
     from ..server.http.service import ContractService
     from ..server.worker.contract import ContractWorker
+    from .install import Observability
 
 PAGE_PATH = "/contract/operator"
 POLL_MS = 500
@@ -73,7 +74,7 @@ def operator_dependency(service: ContractWorker) -> Callable[[Request], None]:
     return require
 
 
-def operator_router(service: ContractService, observed: Any, **options: Any) -> APIRouter:
+def operator_router(service: ContractService, observed: Observability, **options: Any) -> APIRouter:
     """The page, its state document and its script; ``options`` go to ``APIRouter``."""
     router = APIRouter(route_class=problem_route_class(service), **options)
     guard = [Depends(operator_dependency(service))]
@@ -113,11 +114,11 @@ def _headers() -> dict[str, str]:
 SCRIPT = resources.files(__package__).joinpath("operator.js").read_text(encoding="utf-8")
 
 
-def _e(value: Any) -> str:
+def _e(value: object) -> str:
     return html.escape("" if value is None else str(value), quote=True)
 
 
-def _json(value: Any) -> str:
+def _json(value: object) -> str:
     return _e(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
 
 

@@ -43,6 +43,7 @@ from .totals import TotalCounter  # noqa: E402
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
+    from .scoring import ClientScores
 
 logger = logging.getLogger(__name__)
 
@@ -227,7 +228,7 @@ class ProviderTelemetry:
             keys.setdefault(row.table, []).append(row.key)
         return keys
 
-    def watch_scores(self, scores: Any) -> None:
+    def watch_scores(self, scores: ClientScores) -> None:
         """Export the per-client figures summed over clients (``observe.gauges.watch_scores``)."""
         watch_scores(self.meter, scores, self.worker)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from typing import Any
 
 from .._extras import require_extra
 
@@ -47,7 +46,7 @@ class TotalCounter:
             items = list(self._totals.items())
         return [Observation(value, dict(labels)) for labels, value in items]
 
-    def value(self, **labels: Any) -> int:
+    def value(self, **labels: str | int) -> int:
         """The sum of the totals whose labels include ``labels`` (for tests and the page)."""
         wanted = set(labels.items())
         with self._lock:

@@ -16,6 +16,8 @@ from ..server.tables import thaw
 if TYPE_CHECKING:
     from ..server.state import RegistryState
     from ..server.worker.contract import ContractWorker
+    from .install import Observability
+    from .scoring import ClientScores
 
 DEFAULT_CHANGES = 20
 DEFAULT_CLIENTS = 50
@@ -23,7 +25,7 @@ MAX_EDGES = 100
 
 
 def operator_view(
-    observed: Any,
+    observed: Observability,
     *,
     node: str | None = None,
     changes: int = DEFAULT_CHANGES,
@@ -70,7 +72,7 @@ def _worker(service: ContractWorker, seq: int) -> dict[str, Any]:
     }
 
 
-def _clients(scores: Any, limit: int) -> list[dict[str, Any]]:
+def _clients(scores: ClientScores | None, limit: int) -> list[dict[str, Any]]:
     if scores is None:
         return []
     snapshot = scores.snapshot()

@@ -125,7 +125,7 @@ class AnthropicPlanner:
         await self._client.close()
 
 
-def _tool_input(message: Any) -> Any:
+def _tool_input(message: object) -> Any:
     if not isinstance(message, anthropic.types.Message) or not isinstance(
         getattr(message, "content", None), list
     ):
@@ -144,7 +144,7 @@ def _tool_input(message: Any) -> Any:
     )
 
 
-def _billed_usage(message: Any) -> Usage:
+def _billed_usage(message: object) -> Usage:
     usage = getattr(message, "usage", None)
     if usage is None or not isinstance(getattr(usage, "input_tokens", None), int):
         raise PlannerResponseError("Anthropic reply carries no usage; billed tokens are unknown")

@@ -212,7 +212,7 @@ def _response_format(schema: dict[str, Any], mode: str) -> dict[str, Any]:
     }
 
 
-def _content(completion: Any) -> str:
+def _content(completion: object) -> str:
     """The text of the first choice; PlannerResponseError when there is no usable text."""
     if not isinstance(completion, ChatCompletion):
         raise PlannerResponseError(

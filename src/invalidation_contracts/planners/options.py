@@ -30,7 +30,7 @@ class OptionSpec:
     minimum: float | None = None
     maximum: float | None = None
 
-    def coerce(self, value: Any) -> Any:
+    def coerce(self, value: object) -> Any:
         """``value`` as this option's type (strings from a command line are parsed)."""
         typed = _parse(self.name, value, self.type)
         if isinstance(typed, (int, float)) and not isinstance(typed, bool):
@@ -100,7 +100,7 @@ def parse_option_pairs(pairs: Iterable[str]) -> dict[str, str]:
     return parsed
 
 
-def _parse(name: str, value: Any, kind: type) -> Any:
+def _parse(name: str, value: object, kind: type) -> Any:
     if kind is bool:
         if isinstance(value, bool):
             return value

@@ -12,7 +12,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -22,6 +22,9 @@ from ..protocol.levels import Level
 from ..protocol.models import Action, CacheHint, Suggestion
 from .base import Planner, PlanningContext, Usage
 from .errors import PlannerResponseError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 BASE_SYSTEM_PROMPT = (
     "You plan the JSON body of one HTTP request to an API on behalf of a user. Use the task's "
@@ -353,7 +356,7 @@ async def preflight(
     )
 
 
-def preflight_table(report: PreflightReport) -> Any:
+def preflight_table(report: PreflightReport) -> Table:
     """The report as a ``rich`` table: one row per action type, the served model in the caption."""
     from rich.table import Table
 
@@ -393,7 +396,7 @@ def _per_action(
     ]
 
 
-def _json_type(value: Any) -> str:
+def _json_type(value: object) -> str:
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):

@@ -283,7 +283,7 @@ def _normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _coerce(key: str, value: Any, annotation: Any) -> Any:
+def _coerce(key: str, value: object, annotation: object) -> Any:
     kind = str(annotation)
     if not isinstance(value, str):
         return value

@@ -25,7 +25,7 @@ _SCHEMA_KEYWORDS = frozenset(
 _MAX_REPORTED_ERRORS = 3
 
 
-def check_request(value: Any, schema: Mapping[str, Any], *, raw: str | None) -> dict[str, Any]:
+def check_request(value: object, schema: Mapping[str, Any], *, raw: str | None) -> dict[str, Any]:
     """``value`` when it is a JSON object that ``schema`` accepts; else PlannerResponseError."""
     if not isinstance(value, dict):
         raise PlannerResponseError(
@@ -64,6 +64,6 @@ def _schema_key(schema: Mapping[str, Any]) -> str:
 
 
 @functools.lru_cache(maxsize=64)
-def _validator(key: str) -> Any:
+def _validator(key: str) -> jsonschema_rs.Validator:
     """One compiled validator per distinct schema (a run shows the same schema every time)."""
     return jsonschema_rs.validator_for(json.loads(key))

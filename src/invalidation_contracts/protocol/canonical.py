@@ -12,7 +12,7 @@ RULES_VERSION_LENGTH = 12
 ROW_ETAG_LENGTH = 16
 
 
-def canonical_json(value: Any) -> bytes:
+def canonical_json(value: object) -> bytes:
     """Serialize ``value`` as RFC 8785 (JCS) canonical JSON bytes.
 
     Mappings of any kind and tuples are accepted and serialized as objects and arrays.
@@ -20,7 +20,7 @@ def canonical_json(value: Any) -> bytes:
     return rfc8785.dumps(_plain(value))
 
 
-def fingerprint(value: Any, length: int = 64) -> str:
+def fingerprint(value: object, length: int = 64) -> str:
     """Lower-case hex SHA-256 of the canonical JSON of ``value``, cut to ``length`` characters."""
     return hashlib.sha256(canonical_json(value)).hexdigest()[:length]
 
@@ -37,12 +37,12 @@ def rules_version(declarations: Iterable[Sequence[str | None]]) -> str:
     return fingerprint([list(t) for t in ordered], RULES_VERSION_LENGTH)
 
 
-def row_etag(row: Any) -> str:
+def row_etag(row: object) -> str:
     """Content hash of one table row: equal rows have equal etags whatever their key order."""
     return fingerprint(row, ROW_ETAG_LENGTH)
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -10,7 +10,6 @@ carrying one and drops a stored position that breaks them, so no response can po
 from __future__ import annotations
 
 import re
-from typing import Any
 
 MAX_SAFE_INTEGER = 2**53 - 1
 MAX_EPOCH_LENGTH = 128
@@ -20,12 +19,12 @@ _EPOCH = re.compile(EPOCH_PATTERN)
 _DIGITS = re.compile(rf"[0-9]{{1,{SEQ_DIGITS}}}")
 
 
-def valid_epoch(value: Any) -> bool:
+def valid_epoch(value: object) -> bool:
     """Whether ``value`` may be a ``contract_epoch``."""
     return isinstance(value, str) and _EPOCH.fullmatch(value) is not None
 
 
-def valid_seq(value: Any) -> bool:
+def valid_seq(value: object) -> bool:
     """Whether ``value`` may be a ``contract_seq`` (a position): an int in the I-JSON range."""
     return type(value) is int and 0 <= value <= MAX_SAFE_INTEGER
 

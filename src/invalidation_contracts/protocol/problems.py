@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from .models import ContractFields, Problem, RecoveryFeedback
 
@@ -124,10 +125,19 @@ def problem(
     )
 
 
+class ProblemExtra(TypedDict, total=False):
+    """What a ``ProtocolError`` carries beside its kind and detail."""
+
+    errors: list[dict[str, Any]]
+    """The problem document's ``errors`` member (which fields are wrong, and how)."""
+    headers: Mapping[str, str]
+    """Response headers the problem is answered with (``WWW-Authenticate``, ``Retry-After``)."""
+
+
 class ProtocolError(Exception):
     """An error the protocol answers with a problem document; raised by the sans-IO cores."""
 
-    def __init__(self, kind: ProblemType, detail: str, **extra: Any) -> None:
+    def __init__(self, kind: ProblemType, detail: str, **extra: Unpack[ProblemExtra]) -> None:
         super().__init__(detail)
         self.kind = kind
         self.detail = detail

@@ -24,7 +24,7 @@ PAPER_ENVELOPE_FIELDS = ("table_versions",)
 PAPER_SUGGESTION_FIELDS = ("cache_hint", "table")
 
 
-def compact(value: Any) -> bytes:
+def compact(value: object) -> bytes:
     """JSON as the service sends it (compact separators, UTF-8)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .domain import SQLTable
     from .sql.images import CaptureBatch, QuarantineEntry
     from .tables import Snapshot
 
@@ -69,7 +70,7 @@ class ChangeSource(Protocol):
         ...
 
     @property
-    def declared(self) -> Mapping[str, Any]:
+    def declared(self) -> Mapping[str, SQLTable]:
         """The declared tables it holds (reference table name → declaration)."""
         ...
 

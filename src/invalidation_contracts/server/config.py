@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
     from .sql.source import SQLSource
     from .store.base import SQLRegistryStore
+    from .store.dialect import Connection
 
 DEFAULT_MAX_BODY_BYTES = 1 << 20
 """The largest request body a worker reads (1 MiB)."""
@@ -55,7 +56,7 @@ class WorkerConfig:
     """
 
     level: Level | int | str = Level.RULES_FINGERPRINT
-    store: str | Path | SQLRegistryStore | None = None
+    store: str | Path | SQLRegistryStore[Connection] | None = None
     store_schema: str | None = None
     database: str | URL | Engine | SQLSource | None = None
     admin_token: str | None = None

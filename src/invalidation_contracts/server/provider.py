@@ -106,7 +106,7 @@ def current_fix(
     return None
 
 
-def strict_request(model: type[M], payload: Any) -> M:
+def strict_request(model: type[M], payload: object) -> M:
     """``payload`` (parsed JSON) as ``model``, validated as JSON in strict mode: an integer field
     takes a JSON integer, not ``"5000"``, ``true`` or ``5000.0`` (SPEC §5: a body that does not
     match the published schema is ``invalid-request``; reliability audit 2, N15)."""
@@ -181,7 +181,7 @@ class Provider:
     def handle(
         self,
         route: Route[Any],
-        payload: Any,
+        payload: object,
         asked: Asked = PLAIN,
         *,
         state: RegistryState | None = None,

@@ -37,7 +37,7 @@ def new_epoch() -> str:
     return secrets.token_hex(8)
 
 
-def _check_table_name(name: Any) -> str:
+def _check_table_name(name: object) -> str:
     if not isinstance(name, str) or not name or ":" in name:
         raise ProtocolError(
             ProblemType.INVALID_REQUEST,

@@ -280,5 +280,5 @@ def _plain_container(value: object, depth: int) -> bool:
     return False
 
 
-def _identity(body: Any) -> Any:
+def _identity(body: object) -> object:
     return body

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Ed25519PrivateKey,
         Ed25519PublicKey,
     )
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 DEFAULT_STAMP_TTL_S = 300
 _SIGN = CONTRACT_SIGN.lower().encode("latin-1")
@@ -84,18 +85,18 @@ class StampSigner:
 class SigningMiddleware:
     """ASGI middleware: sign JSON responses of requests that ask with ``Contract-Sign: 1``."""
 
-    def __init__(self, app: Callable[..., Any], signer: StampSigner) -> None:
+    def __init__(self, app: ASGIApp, signer: StampSigner) -> None:
         self.app = app
         self.signer = signer
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or (_header(scope["headers"], _SIGN) or b"").strip() != b"1":
             await self.app(scope, receive, send)
             return
-        start: dict[str, Any] | None = None
+        start: Message | None = None
         chunks: list[bytes] = []
 
-        async def capture(message: dict[str, Any]) -> None:
+        async def capture(message: Message) -> None:
             nonlocal start
             if message["type"] == "http.response.start":
                 start = message

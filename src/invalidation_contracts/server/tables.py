@@ -18,7 +18,7 @@ MAX_SAFE_INTEGER = 2**53 - 1
 """Largest integer RFC 8785 (and every JSON parser built on doubles) represents exactly."""
 
 
-def freeze(value: Any, where: str = "row") -> Any:
+def freeze(value: object, where: str = "row") -> Any:
     """Deep-freeze a JSON value (dicts become read-only mappings, lists tuples); reject non-JSON."""
     if isinstance(value, Mapping):
         out = {}
@@ -49,7 +49,7 @@ def freeze(value: Any, where: str = "row") -> Any:
     )
 
 
-def thaw(value: Any) -> Any:
+def thaw(value: object) -> Any:
     """The plain-JSON (dict/list) copy of a frozen value."""
     if isinstance(value, Mapping):
         return {k: thaw(v) for k, v in value.items()}
@@ -58,7 +58,7 @@ def thaw(value: Any) -> Any:
     return value
 
 
-def _frozen_row(table: str, key: Any, row: Any) -> FrozenRow:
+def _frozen_row(table: str, key: object, row: object) -> FrozenRow:
     if not isinstance(key, str) or not key:
         raise ProtocolError(
             ProblemType.INVALID_REQUEST, f"table {table!r}: row keys must be non-empty strings"

@@ -11,8 +11,9 @@ reported so.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Collection, Iterator, Mapping
-from typing import Any
+from typing import Any, Final
 
 from ..protocol.models import Membership, RulePattern, RuleTriple, TableDependency
 from .faults import PolicyError
@@ -20,7 +21,15 @@ from .rules import Rule, RuleSet
 from .tables import Snapshot
 
 WHOLE_TABLE = None
-_UNREAD: Any = object()
+
+
+class _Unread(enum.Enum):
+    """A table no read of this evaluation touched yet (``dict.get``'s default, by identity)."""
+
+    UNREAD = enum.auto()
+
+
+_UNREAD: Final = _Unread.UNREAD
 
 
 class ReadTracker:
@@ -142,7 +151,7 @@ class TrackedTable(Mapping[str, Mapping[str, Any]]):
         self._tracker.read_key(self._snapshot.name, key)
         return self._snapshot.rows[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         self._tracker.read_key(self._snapshot.name, key)
         return self._snapshot.rows.get(key, default)
 

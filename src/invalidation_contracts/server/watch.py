@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,7 +67,7 @@ class WatchHub:
         return len(self._waiters)
 
     @contextmanager
-    def waiter(self) -> Any:
+    def waiter(self) -> Iterator[asyncio.Event]:
         """An ``asyncio.Event`` set whenever the state moves, for one stream's life."""
         loop = asyncio.get_running_loop()
         event = asyncio.Event()

@@ -17,7 +17,7 @@ import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 from ..protocol.models import Action
 from .faults import PolicyError
@@ -127,10 +127,10 @@ class _Refusing:
     def __delitem__(self, key: object) -> None:
         raise self._refuse(key, ", delete")
 
-    def pop(self, key: object, *default: object) -> Any:
+    def pop(self, key: object, *default: object) -> NoReturn:
         raise self._refuse(key, ", pop")
 
-    def setdefault(self, key: object, default: object = None) -> Any:
+    def setdefault(self, key: object, default: object = None) -> NoReturn:
         raise self._refuse(key, ", setdefault")
 
     def update(self, *args: object, **kwargs: object) -> None:
@@ -139,7 +139,7 @@ class _Refusing:
     def clear(self) -> None:
         raise self._refuse("*", ", clear")
 
-    def popitem(self) -> Any:
+    def popitem(self) -> NoReturn:
         raise self._refuse("*", ", popitem")
 
 
@@ -197,7 +197,7 @@ class GuardedTable(_Refusing, _TableView):
     def __getitem__(self, key: str) -> Any:
         return GuardedRow(self._tracked.name, key, self._tracked[key])
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         row = self._tracked.get(key)
         return default if row is None else GuardedRow(self._tracked.name, key, row)
 
@@ -217,13 +217,13 @@ class CopiedTable(_TableView):
             self._written[key] = thaw(row)
         return self._written[key]
 
-    def get(self, key: str, default: Any = None) -> Any:
+    def get(self, key: str, default: object = None) -> Any:
         try:
             return self[key]
         except KeyError:
             return default
 
-    def __setitem__(self, key: str, value: Any) -> None:
+    def __setitem__(self, key: str, value: object) -> None:
         self._written[key] = value
 
 

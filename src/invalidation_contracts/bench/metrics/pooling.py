@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -146,7 +146,9 @@ class CellMetrics:
 
 
 def _paired(
-    metrics: Sequence[RunMetrics], reference: Mapping[tuple[Any, ...], RunMetrics], match: Any
+    metrics: Sequence[RunMetrics],
+    reference: Mapping[tuple[Any, ...], RunMetrics],
+    match: Callable[[RunMetrics], tuple[Any, ...]],
 ) -> dict[RunKey, float | None]:
     out: dict[RunKey, float | None] = {}
     for m in metrics:
@@ -213,7 +215,9 @@ def _drift_cells(group: Sequence[RunMetrics]) -> tuple[DriftCell, ...]:
     return tuple(cells)
 
 
-def _nested(group: Sequence[RunMetrics], attribute: str, rank: Any) -> dict[str, Stat]:
+def _nested(
+    group: Sequence[RunMetrics], attribute: str, rank: Callable[[str], tuple[int, str]]
+) -> dict[str, Stat]:
     names = sorted({k for m in group for k in getattr(m, attribute)}, key=rank)
     return {k: Stat.of(getattr(m, attribute).get(k) for m in group) for k in names}
 

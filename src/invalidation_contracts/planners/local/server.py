@@ -17,11 +17,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from ..errors import PlannerConfigError, PlannerUnavailableError
 
@@ -242,7 +242,7 @@ class ServerPool:
         with self._lock:
             return [lease.server for lease in self._leases.values()]
 
-    def _stop_where(self, condition: Any) -> None:
+    def _stop_where(self, condition: Callable[[_Lease], bool]) -> None:
         for config, lease in list(self._leases.items()):
             if condition(lease):
                 del self._leases[config]

@@ -21,6 +21,7 @@ from .routing import LiteralRouter
 from .watch_routes import add_watch_route
 
 if TYPE_CHECKING:
+    from ..reads import ReadAnswer
     from .service import ContractService
 
 
@@ -28,7 +29,7 @@ def contract_router(service: ContractService, **options: Any) -> APIRouter:
     """The contract routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
 
-    async def answer(read: ContractRead, what: str) -> Any:
+    async def answer(read: ContractRead, what: str) -> ReadAnswer:
         """The one read API (``Provider.read``) at the state the client's position needs."""
         require_level(service.level, read, what)
         state = await service.state_for(read.catch_up, read.epoch)

@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -198,7 +198,7 @@ def _unique_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise _NotJSON(f"{name} is not a JSON value")
 
 
@@ -206,7 +206,7 @@ _STRICT = json.JSONDecoder(object_pairs_hook=_unique_object, parse_constant=_rej
 """What ``json.loads(text, object_pairs_hook=..., parse_constant=...)`` builds on every call."""
 
 
-def _check_interoperable(value: Any) -> None:
+def _check_interoperable(value: object) -> None:
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
     while stack:
         item, path = stack.pop()

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...protocol.problems import ProblemType
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
 
 #: The names a loopback server answers to by default.
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
@@ -30,12 +33,12 @@ def host_name(header: str) -> str:
 class HostCheck:
     """ASGI middleware: 421 for a request whose ``Host`` is not in ``allowed``."""
 
-    def __init__(self, app: Any, allowed: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, allowed: Iterable[str]) -> None:
         self.app = app
         self.allowed = frozenset(host_name(name) for name in allowed)
         self.any = "*" in self.allowed
 
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.any:
             await self.app(scope, receive, send)
             return

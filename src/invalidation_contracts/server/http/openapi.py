@@ -65,7 +65,7 @@ def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/$defs/{model}")
     defs = schema.pop("$defs", {})
 
-    def resolve(node: Any, seen: frozenset[str]) -> Any:
+    def resolve(node: object, seen: frozenset[str]) -> Any:
         if isinstance(node, dict):
             target = node.get("$ref")
             if isinstance(target, str) and target.startswith("#/$defs/"):

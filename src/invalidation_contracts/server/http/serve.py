@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 from ..._extras import require_extra
 from ...header_timeout import server_config
@@ -24,6 +23,7 @@ from ...sockets import listen as tcp_listener
 require_extra("server", "fastapi", "uvicorn")
 
 import uvicorn  # noqa: E402
+from starlette.types import ASGIApp  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
@@ -47,7 +47,7 @@ def address_of(sock: socket.socket) -> str:
 
 
 def serve(
-    app: Any,
+    app: ASGIApp | str,
     *,
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -91,7 +91,7 @@ def serve(
 
 
 @contextlib.asynccontextmanager
-async def serving(app: Any, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
+async def serving(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn in this event loop on ``host:port`` (0: a free port) for the
     block; yields its address (``http://host:port``). For an in-process server that must stream
     (the watch stream, SPEC §8.4), which ``httpx.ASGITransport`` cannot: it buffers a whole body.

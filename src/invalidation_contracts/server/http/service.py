@@ -13,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
+from starlette.applications import Starlette
 
 from ..worker.contract import RETRY_AFTER_S as RETRY_AFTER_S
 from ..worker.contract import ContractWorker
@@ -33,7 +34,7 @@ class ContractService(ContractWorker):
         return {}
 
     @asynccontextmanager
-    async def lifespan(self, app: Any = None) -> AsyncIterator[None]:
+    async def lifespan(self, app: Starlette | None = None) -> AsyncIterator[None]:
         """For ``FastAPI(lifespan=service.lifespan)``, or to enter from an app's own lifespan.
 
         Given the app, it first checks that every domain route is served where the domain says

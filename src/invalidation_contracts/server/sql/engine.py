@@ -10,7 +10,7 @@ Python driver's implicit transactions are not.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..._extras import require_extra
 
@@ -19,6 +19,11 @@ require_extra("sql", "sqlalchemy")
 import sqlalchemy as sa  # noqa: E402
 from sqlalchemy import event  # noqa: E402
 from sqlalchemy.engine import URL, Connection, Engine, make_url  # noqa: E402
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from sqlalchemy.pool import ConnectionPoolEntry
 
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 
@@ -51,7 +56,7 @@ def make_engine(url: str | URL, **options: Any) -> Engine:
     return engine
 
 
-def _sqlite_autocommit(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_autocommit(dbapi_connection: sqlite3.Connection, _record: ConnectionPoolEntry) -> None:
     dbapi_connection.isolation_level = None
 
 

@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .capture import CaptureDialect
 from .declare import BoundTable
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +35,7 @@ class CaptureOutdated(RuntimeError):
 
 
 def stale_tables(
-    connect: Callable[[], Any], dialect: CaptureDialect, tables: Sequence[BoundTable]
+    connect: Callable[[], Connection], dialect: CaptureDialect, tables: Sequence[BoundTable]
 ) -> list[BoundTable]:
     """The declared tables whose capture is missing, out of date or not firing (reads only)."""
     with connect() as conn, conn.begin():
@@ -42,7 +45,7 @@ def stale_tables(
 
 
 def ensure_installed(
-    connect: Callable[[], Any],
+    connect: Callable[[], Connection],
     dialect: CaptureDialect,
     tables: Sequence[BoundTable],
     *,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from ..._extras import require_extra
 from .images import QuarantineEntry
@@ -83,7 +82,7 @@ class QuarantineTable:
             conn.execute(text(f"DELETE FROM {self.name} WHERE table_name = :t"), rows)
 
     def entries(self, conn: Connection) -> list[QuarantineEntry]:
-        result: Any = conn.execute(
+        result = conn.execute(
             text(
                 f"SELECT table_name, key, reason, capture_id FROM {self.name}"
                 " ORDER BY table_name, key"

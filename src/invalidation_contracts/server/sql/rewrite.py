@@ -13,18 +13,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from .capture import CaptureDialect
 from .declare import BoundTable
 from .images import DELETE, TRUNCATE, UPSERT, Captured
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 #: Keys looked up per statement.
 CHUNK = 1000
 
 
 def current_images(
-    conn: Any, dialect: CaptureDialect, bound: Mapping[str, BoundTable], records: Sequence[Captured]
+    conn: Connection,
+    dialect: CaptureDialect,
+    bound: Mapping[str, BoundTable],
+    records: Sequence[Captured],
 ) -> list[Captured]:
     """``records`` with every upsert/delete's image replaced by the row's current one."""
     wanted: dict[str, set[str]] = {}
@@ -62,7 +68,9 @@ def current_images(
     return out
 
 
-def _rows(conn: Any, dialect: CaptureDialect, table: BoundTable, keys: list[str]) -> dict[str, str]:
+def _rows(
+    conn: Connection, dialect: CaptureDialect, table: BoundTable, keys: list[str]
+) -> dict[str, str]:
     """Current key → row image of the rendered ``keys`` (JSON arrays as the trigger wrote them)."""
     out: dict[str, str] = {}
     cols = ", ".join(f"t.{dialect._quote(c.name)}" for c in table.key)
@@ -83,7 +91,7 @@ def _rows(conn: Any, dialect: CaptureDialect, table: BoundTable, keys: list[str]
     return out
 
 
-def _all(conn: Any, dialect: CaptureDialect, table: BoundTable) -> dict[str, str]:
+def _all(conn: Connection, dialect: CaptureDialect, table: BoundTable) -> dict[str, str]:
     return {key: row for key, row in conn.exec_driver_sql(dialect.select_sql(table))}
 
 

@@ -36,7 +36,7 @@ DEFAULT_RECONCILE_INTERVAL_S = 60.0
 """How often a worker compares each declared table with its registry (a digest in the database,
 then the rows of a table whose digest moved)."""
 
-from sqlalchemy.engine import URL, Engine  # noqa: E402
+from sqlalchemy.engine import URL, Connection, Engine  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 
@@ -304,14 +304,14 @@ class SQLSource:
         if self._owned:
             self.engine.dispose()
 
-    def _connect(self, *, write: bool = False) -> Any:
+    def _connect(self, *, write: bool = False) -> Connection:
         conn = self.engine.connect()
         if self.engine.dialect.name == "sqlite":
             return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
         return conn if write else self.dialect.begin_read(conn)
 
     def _contents(
-        self, conn: Any, skip: Iterable[str] = ()
+        self, conn: Connection, skip: Iterable[str] = ()
     ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]]:
         out: dict[str, dict[str, Any]] = {}
         unreadable: list[QuarantineEntry] = []

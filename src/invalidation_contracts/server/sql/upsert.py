@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, MetaData, Table, and_, bindparam, or_, select
+from sqlalchemy import Connection, Insert, MetaData, Table, and_, bindparam, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import (
     DataError,
@@ -38,7 +38,7 @@ class RowWriter:
     """Writes rows of declared reference tables into their SQL tables (the admin write path)."""
 
     def __init__(
-        self, engine: Engine, dialect: CaptureDialect, connect: Callable[..., Any]
+        self, engine: Engine, dialect: CaptureDialect, connect: Callable[..., Connection]
     ) -> None:
         """``connect(write=True)``: a connection whose transaction takes the write lock."""
         self.engine = engine
@@ -106,7 +106,7 @@ class RowWriter:
             self._tables[table.name] = cached
         return cached
 
-    def _upsert(self, table: Table, keys: list[str], columns: list[str]) -> Any:
+    def _upsert(self, table: Table, keys: list[str], columns: list[str]) -> Insert:
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
@@ -157,7 +157,7 @@ def write_rows(
     columns: Sequence[str],
     rows: Sequence[Mapping[str, Any]],
     where: str,
-    insert: Any,
+    insert: Insert,
 ) -> None:
     """Update the rows whose key exists, insert the others (``insert``: the dialect's upsert, kept
     for a row another writer inserts meanwhile); 422 for a new row the table cannot take."""

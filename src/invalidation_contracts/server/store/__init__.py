@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .base import DEFAULT_LOG_CAPACITY, SQLRegistryStore
-from .dialect import SQLLoader, StorageError
+from .dialect import Connection, SQLLoader, StorageError
 from .sqlite import SQLiteRegistryStore
 
 RegistryStore = SQLRegistryStore
@@ -31,7 +31,7 @@ def is_postgres_url(target: str | Path) -> bool:
     return text.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
-def open_store(target: str | Path, *, schema: str | None = None) -> SQLRegistryStore:
+def open_store(target: str | Path, *, schema: str | None = None) -> SQLRegistryStore[Connection]:
     """The store at ``target``: a PostgreSQL URL, or a SQLite file path (created if absent)."""
     if is_postgres_url(target):
         from .postgres import DEFAULT_SCHEMA, PostgresRegistryStore

@@ -25,7 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, Self
+from typing import TYPE_CHECKING, Generic, Self
 
 from ..changelog import LogRecord
 from ..domain import Domain
@@ -34,16 +34,19 @@ from ..registry import Registry
 from ..state import RegistryState
 from . import reader, writer
 from .crashpoints import crash_point
-from .dialect import Dialect, SQLLoader, Statements, StorageError
+from .dialect import Connection, DB_co, Dialect, SQLLoader, Statements, StorageError
 from .highwater import HighWater, Mark
+
+if TYPE_CHECKING:
+    from ..change_source import Wakeup
 
 DEFAULT_LOG_CAPACITY = 10_000
 
 
-class SQLRegistryStore:
+class SQLRegistryStore(Generic[DB_co]):
     """One registry's history in one SQL database; every worker opens its own store object."""
 
-    def __init__(self, dialect: Dialect) -> None:
+    def __init__(self, dialect: Dialect[DB_co]) -> None:
         self._dialect = dialect
         self.where = dialect.where
         self._lock = threading.RLock()
@@ -51,7 +54,7 @@ class SQLRegistryStore:
         self._tables: frozenset[str] = frozenset()  # the tables served since the open
         self._marks = HighWater(dialect.mark_path(), dialect.where)
         try:
-            self._db: Any = dialect.connect()
+            self._db: DB_co | None = dialect.connect()
         except dialect.errors as exc:
             raise StorageError(
                 f"{self.where}: cannot open the registry store ({dialect.reason(exc)})"
@@ -149,7 +152,7 @@ class SQLRegistryStore:
                 self._dialect.committed(move.s.db, renewed)
         return caught
 
-    def listener(self) -> Any:
+    def listener(self) -> Wakeup | None:
         """A wake-up on other workers' commits (PostgreSQL ``LISTEN``), or None: poll."""
         return self._dialect.listener()
 
@@ -169,7 +172,7 @@ class SQLRegistryStore:
     # -- internals ---------------------------------------------------------------------------
 
     def _restored(
-        self, s: Statements, meta: Mapping[str, str], state: RegistryState | None = None
+        self, s: Statements[DB_co], meta: Mapping[str, str], state: RegistryState | None = None
     ) -> str | None:
         """Why the stored history is not a clean continuation of what was served (None: it is).
 
@@ -184,7 +187,7 @@ class SQLRegistryStore:
         reason = self._dialect.discontinuity(s.db, epoch, seq)
         return reason if reason is not None else self._marks.discontinuity(epoch, seq)
 
-    def _settle(self, move: _Move, state: RegistryState | None = None) -> int | None:
+    def _settle(self, move: _Move[DB_co], state: RegistryState | None = None) -> int | None:
         """Under the writers' lock: the mark raised to the committed head when the stored history
         is a clean continuation (None), else a new epoch (its seq; ``state``: this worker's,
         which was committed)."""
@@ -205,7 +208,7 @@ class SQLRegistryStore:
         return loaded.state.seq
 
     @contextmanager
-    def _moving(self) -> Iterator[_Move]:
+    def _moving(self) -> Iterator[_Move[DB_co]]:
         """A write transaction that may move the head; the position is stamped (PostgreSQL's
         identity) and the mark follows it (``highwater``): an epoch change is announced before
         the COMMIT, and the mark is raised to the new head right after it, before anyone serves
@@ -236,13 +239,13 @@ class SQLRegistryStore:
             if self._restored(s, meta) is None:
                 self._marks.cover(*_head(meta))
 
-    def _connection(self) -> Any:
+    def _connection(self) -> DB_co:
         if self._db is None:
             raise StorageError(f"{self.where}: the registry store is closed")
         return self._db
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[Statements]:
+    def _transaction(self, *, write: bool) -> Iterator[Statements[DB_co]]:
         errors = self._dialect.errors
         with self._lock:
             db = self._connection()
@@ -276,10 +279,10 @@ def _head(meta: Mapping[str, str]) -> tuple[str, int]:
     return meta.get("epoch", ""), int(text) if text.isdigit() else -1
 
 
-class _Move:
+class _Move(Generic[DB_co]):
     """One write transaction's head: where it started, and where it ends (None: it stays)."""
 
-    def __init__(self, statements: Statements) -> None:
+    def __init__(self, statements: Statements[DB_co]) -> None:
         self.s = statements
         meta = statements.meta()
         self.start = Mark(*_head(meta)) if "epoch" in meta else None
@@ -296,7 +299,7 @@ class _Move:
 class _Write:
     """One write transaction of a store (the ``HistoryWrite`` of ``server.history``)."""
 
-    def __init__(self, statements: Statements, capacity: int) -> None:
+    def __init__(self, statements: Statements[Connection], capacity: int) -> None:
         self._s = statements
         self._capacity = capacity
         self.saved: int | None = None

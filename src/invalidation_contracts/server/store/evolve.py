@@ -23,13 +23,13 @@ from ..changelog import LogRecord
 from ..domain import Domain
 from ..tables import Snapshot
 from ..versions import fresh_version
-from .dialect import Statements
+from .dialect import Connection, Statements
 from .records import encode_record, encode_row
 
 logger = logging.getLogger(__name__)
 
 
-def evolve(s: Statements, domain: Domain, stored: Mapping[str, Snapshot]) -> None:
+def evolve(s: Statements[Connection], domain: Domain, stored: Mapping[str, Snapshot]) -> None:
     """Bring the stored tables to the ones ``domain`` declares (see the module docstring)."""
     added = sorted(set(domain.tables) - set(stored))
     removed = sorted(set(stored) - set(domain.tables))

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import socket
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..._extras import require_extra
 from .base import SQLRegistryStore
@@ -30,6 +30,13 @@ require_extra("postgres", "psycopg")
 import psycopg  # noqa: E402
 from psycopg import sql  # noqa: E402
 from psycopg.conninfo import conninfo_to_dict  # noqa: E402
+from psycopg.rows import TupleRow  # noqa: E402
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from _typeshed import HasFileno
+    from psycopg import Pipeline
 
 DEFAULT_SCHEMA = "invalidation_contracts"
 SCHEMA_VERSION = "2"
@@ -53,7 +60,7 @@ def connection_options(url: str, **extra: Any) -> dict[str, Any]:
     return {name: value for name, value in wanted.items() if name not in given}
 
 
-def break_connection(conn: Any) -> None:
+def break_connection(conn: HasFileno) -> None:
     """Shut the socket of a psycopg connection down, from any thread: a call waiting on it fails
     at once with a lost connection, which its owner reopens. Nothing for one already closed."""
     try:
@@ -82,7 +89,7 @@ def channel(schema: str, what: str) -> str:
     return f"{schema}_{what}"
 
 
-class PostgresDialect(Dialect):
+class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
     """PostgreSQL through psycopg 3."""
 
     errors = (psycopg.Error,)
@@ -93,16 +100,16 @@ class PostgresDialect(Dialect):
         self.where = f"{redacted(url)} (schema {schema})"
         self.channel = channel(schema, "registry")
 
-    def connect(self) -> psycopg.Connection[Any]:
+    def connect(self) -> psycopg.Connection[TupleRow]:
         return psycopg.connect(self.url, autocommit=True, **connection_options(self.url))
 
-    def interrupt(self, db: Any) -> None:
+    def interrupt(self, db: psycopg.Connection[TupleRow]) -> None:
         break_connection(db)
 
-    def usable(self, db: Any) -> bool:
+    def usable(self, db: psycopg.Connection[TupleRow]) -> bool:
         return not (db.closed or db.broken)
 
-    def prepare(self, db: Any) -> None:
+    def prepare(self, db: psycopg.Connection[TupleRow]) -> None:
         s = sql.Identifier(self.schema)
         statements = [
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
@@ -141,9 +148,11 @@ class PostgresDialect(Dialect):
             for statement in statements[:-1]:
                 db.execute(statement)
             db.execute(statements[-1], (SCHEMA_VERSION,))
-            (version,) = db.execute(
-                sql.SQL("SELECT value FROM {}.meta WHERE name = 'schema_version'").format(s)
-            ).fetchone()
+            (version,) = _one(
+                db.execute(
+                    sql.SQL("SELECT value FROM {}.meta WHERE name = 'schema_version'").format(s)
+                )
+            )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
@@ -154,11 +163,11 @@ class PostgresDialect(Dialect):
                 f"version {SCHEMA_VERSION}"
             )
 
-    def begin_write(self, db: Any) -> None:
+    def begin_write(self, db: psycopg.Connection[TupleRow]) -> None:
         db.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         self._lock(db)
 
-    def begin_read(self, db: Any) -> None:
+    def begin_read(self, db: psycopg.Connection[TupleRow]) -> None:
         db.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
     def table(self, name: str) -> str:
@@ -167,16 +176,16 @@ class PostgresDialect(Dialect):
     def placeholders(self, text: str) -> str:
         return text.replace("?", "%s")
 
-    def batch(self, db: Any) -> Any:
+    def batch(self, db: psycopg.Connection[TupleRow]) -> AbstractContextManager[Pipeline]:
         return db.pipeline()
 
-    def committed(self, db: Any, seq: int) -> None:
+    def committed(self, db: psycopg.Connection[TupleRow], seq: int) -> None:
         db.execute("SELECT pg_notify(%s, %s)", (self.channel, str(seq)))
 
     def listener(self) -> PostgresListener:
         return PostgresListener(self.url, [self.channel])
 
-    def discontinuity(self, db: Any, epoch: str, seq: int) -> str | None:
+    def discontinuity(self, db: psycopg.Connection[TupleRow], epoch: str, seq: int) -> str | None:
         """One query (it runs at every catch-up and write): the identity row, the transaction
         that wrote it, and the cluster now."""
         row = db.execute(
@@ -191,7 +200,7 @@ class PostgresDialect(Dialect):
             return "the registry's history identity is unreadable"
         return identity_discontinuity(recorded, int(row[1]), str(row[2]), epoch, seq)
 
-    def stamp(self, db: Any, epoch: str, seq: int) -> None:
+    def stamp(self, db: psycopg.Connection[TupleRow], epoch: str, seq: int) -> None:
         cluster, xid = self._identify(db)
         db.execute(
             sql.SQL(
@@ -201,20 +210,28 @@ class PostgresDialect(Dialect):
             (Identity(cluster, xid, epoch, seq).encode(),),
         )
 
-    def _identify(self, db: Any) -> tuple[str, int]:
+    def _identify(self, db: psycopg.Connection[TupleRow]) -> tuple[str, int]:
         """The cluster and this transaction's id (which it assigns: writers only)."""
-        (xid,) = db.execute("SELECT pg_current_xact_id()::text").fetchone()
+        (xid,) = _one(db.execute("SELECT pg_current_xact_id()::text"))
         return self._cluster(db), int(xid)
 
     @staticmethod
-    def _cluster(db: Any) -> str:
+    def _cluster(db: psycopg.Connection[TupleRow]) -> str:
         """The cluster: system identifier / current WAL timeline (no transaction id assigned, so
         a read-only transaction may ask)."""
-        (cluster,) = db.execute(_CLUSTER).fetchone()
+        (cluster,) = _one(db.execute(_CLUSTER))
         return str(cluster)
 
-    def _lock(self, db: Any) -> None:
+    def _lock(self, db: psycopg.Connection[TupleRow]) -> None:
         db.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"ic:{self.schema}",))
+
+
+def _one(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+    """The row of a statement that always returns one (a missing one is the store's failure)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise StorageError("the registry store answered a one-row query with no row")
+    return row
 
 
 _CLUSTER = (
@@ -224,7 +241,7 @@ _CLUSTER = (
 """The cluster: system identifier / current WAL timeline (assigns no transaction id)."""
 
 
-class PostgresRegistryStore(SQLRegistryStore):
+class PostgresRegistryStore(SQLRegistryStore[psycopg.Connection[TupleRow]]):
     """A registry's history in the PostgreSQL database at ``url``, in ``schema``."""
 
     def __init__(self, url: str, *, schema: str = DEFAULT_SCHEMA) -> None:

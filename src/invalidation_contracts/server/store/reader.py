@@ -19,7 +19,7 @@ from ..history import Advance, Catchup, Restore, TableHead
 from ..rules import Rule, RuleSet
 from ..state import RegistryState
 from ..tables import Snapshot
-from .dialect import HistoryLost, Statements, StorageError
+from .dialect import Connection, HistoryLost, Statements, StorageError
 from .records import decode_record
 
 #: Keys per ``IN (...)`` list when a worker refreshes the rows a change touched.
@@ -45,14 +45,14 @@ class StoredTables:
     rules: RuleSet
 
 
-def read_stored(s: Statements) -> StoredTables:
+def read_stored(s: Statements[Connection]) -> StoredTables:
     """The stored tables, then the rules checked against them."""
     snapshots, changed_at = read_tables(s)
     return StoredTables(snapshots, changed_at, read_rules(s, snapshots))
 
 
 def read_tables(
-    s: Statements,
+    s: Statements[Connection],
 ) -> tuple[dict[str, Snapshot], dict[str, int]]:
     heads = list(s.run("SELECT name, version, changed_at FROM {tables} ORDER BY name"))
     rows: dict[str, dict[str, Any]] = {name: {} for name, _, _ in heads}
@@ -82,7 +82,7 @@ def decode_row(where: str, table: str, key: str, data: Any) -> Any:
         raise StorageError(f"{where}: row {key!r} of table {table!r} is not valid JSON") from None
 
 
-def read_rules(s: Statements, snapshots: Mapping[str, Snapshot]) -> RuleSet:
+def read_rules(s: Statements[Connection], snapshots: Mapping[str, Snapshot]) -> RuleSet:
     try:
         rules = RuleSet(
             Rule(a, b, r, v)
@@ -94,7 +94,7 @@ def read_rules(s: Statements, snapshots: Mapping[str, Snapshot]) -> RuleSet:
     return rules
 
 
-def read_log(s: Statements, after: int) -> list[LogRecord]:
+def read_log(s: Statements[Connection], after: int) -> list[LogRecord]:
     records = []
     for position, text in s.run(
         "SELECT seq, record FROM {log} WHERE seq > ? ORDER BY seq", (after,)
@@ -106,7 +106,9 @@ def read_log(s: Statements, after: int) -> list[LogRecord]:
     return records
 
 
-def read_history(s: Statements, meta: Mapping[str, str], stored: StoredTables) -> Loaded:
+def read_history(
+    s: Statements[Connection], meta: Mapping[str, str], stored: StoredTables
+) -> Loaded:
     """The registry the stored history describes; ``HistoryLost`` when the log, the position
     and the tables disagree."""
     try:
@@ -146,7 +148,7 @@ def read_history(s: Statements, meta: Mapping[str, str], stored: StoredTables) -
     return Loaded(state, tuple(records), floor)
 
 
-def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
+def catch_up(s: Statements[Connection], state: RegistryState) -> Catchup | None:
     meta = s.meta()
     try:
         epoch, seq, floor = meta["epoch"], int(meta["seq"]), int(meta["log_floor"])
@@ -174,7 +176,7 @@ def catch_up(s: Statements, state: RegistryState) -> Catchup | None:
     return Advance(tuple(records), heads, rules, floor)
 
 
-def restore(s: Statements, meta: Mapping[str, str]) -> Restore:
+def restore(s: Statements[Connection], meta: Mapping[str, str]) -> Restore:
     try:
         loaded = read_history(s, meta, read_stored(s))
     except HistoryLost as lost:
@@ -182,7 +184,9 @@ def restore(s: Statements, meta: Mapping[str, str]) -> Restore:
     return Restore(loaded.state, loaded.records, loaded.floor)
 
 
-def read_rows(s: Statements, table: str, keys: set[str]) -> dict[str, Mapping[str, Any] | None]:
+def read_rows(
+    s: Statements[Connection], table: str, keys: set[str]
+) -> dict[str, Mapping[str, Any] | None]:
     out: dict[str, Mapping[str, Any] | None] = dict.fromkeys(keys)
     ordered = sorted(keys)
     for start in range(0, len(ordered), KEY_BATCH):

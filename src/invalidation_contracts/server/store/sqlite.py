@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
 from .base import SQLRegistryStore
@@ -53,7 +52,7 @@ def _to_v2(db: sqlite3.Connection) -> None:
 SCHEMA = SQLiteSchema("registry", APPLICATION_ID, 2, (*_V1, _POSITIONS), {1: _to_v2})
 
 
-class SQLiteDialect(Dialect):
+class SQLiteDialect(Dialect[sqlite3.Connection]):
     """SQLite through the standard library's ``sqlite3``."""
 
     errors = (sqlite3.Error,)
@@ -76,7 +75,7 @@ class SQLiteDialect(Dialect):
             raise
         return db
 
-    def prepare(self, db: Any) -> None:
+    def prepare(self, db: sqlite3.Connection) -> None:
         _stamp_schema_1(db, self.where)
         try:
             SCHEMA.ensure(db, self.where)
@@ -86,10 +85,10 @@ class SQLiteDialect(Dialect):
     def mark_path(self) -> Path | None:
         return mark_path(self.path)
 
-    def begin_write(self, db: Any) -> None:
+    def begin_write(self, db: sqlite3.Connection) -> None:
         db.execute("BEGIN IMMEDIATE")
 
-    def begin_read(self, db: Any) -> None:
+    def begin_read(self, db: sqlite3.Connection) -> None:
         db.execute("BEGIN")
 
     def table(self, name: str) -> str:
@@ -124,7 +123,7 @@ def _stamp_schema_1(db: sqlite3.Connection, where: str) -> None:
         raise
 
 
-class SQLiteRegistryStore(SQLRegistryStore):
+class SQLiteRegistryStore(SQLRegistryStore[sqlite3.Connection]):
     """A registry's history in the SQLite file at ``path``; any number of processes may open it."""
 
     def __init__(self, path: str | Path, *, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:

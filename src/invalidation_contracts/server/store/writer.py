@@ -11,7 +11,7 @@ from ..registry import initial_state, new_epoch
 from ..rules import RuleSet
 from ..state import RegistryState
 from ..tables import Snapshot
-from .dialect import HistoryLost, SQLLoader, Statements, StorageError
+from .dialect import Connection, HistoryLost, SQLLoader, Statements, StorageError
 from .evolve import evolve
 from .reader import Loaded, StoredTables, read_history, read_rules, read_stored, read_tables
 from .records import encode_record, encode_row
@@ -19,7 +19,7 @@ from .records import encode_record, encode_row
 logger = logging.getLogger(__name__)
 
 
-def initialise(s: Statements, domain: Domain, load_sql: SQLLoader | None) -> Loaded:
+def initialise(s: Statements[Connection], domain: Domain, load_sql: SQLLoader | None) -> Loaded:
     memory = [
         Snapshot.build(name, spec.version, spec.rows) for name, spec in domain.memory_tables.items()
     ]
@@ -31,14 +31,14 @@ def initialise(s: Statements, domain: Domain, load_sql: SQLLoader | None) -> Loa
     return Loaded(state, (), 0)
 
 
-def restart_epoch(s: Statements, meta: Mapping[str, str], reason: str) -> Loaded:
+def restart_epoch(s: Statements[Connection], meta: Mapping[str, str], reason: str) -> Loaded:
     """A new epoch over the stored tables and rules (``start_epoch``), read here: for a running
     worker that finds its store restored under it."""
     return start_epoch(s, meta, read_stored(s), reason)
 
 
 def start_epoch(
-    s: Statements, meta: Mapping[str, str], stored: StoredTables, reason: str
+    s: Statements[Connection], meta: Mapping[str, str], stored: StoredTables, reason: str
 ) -> Loaded:
     """A new epoch over ``stored`` at one past any seq the store has seen, with an empty log and
     every table counting as changed there (``reason``: why, for the operator's log)."""
@@ -54,7 +54,7 @@ def start_epoch(
     return Loaded(state, (), seq)
 
 
-def write_all(s: Statements, state: RegistryState) -> None:
+def write_all(s: Statements[Connection], state: RegistryState) -> None:
     for name in ("rows", "tables", "rules", "log"):
         s.run(f"DELETE FROM {{{name}}}")
     s.run_many(
@@ -72,14 +72,14 @@ def write_all(s: Statements, state: RegistryState) -> None:
     write_rules(s, state.rules)
 
 
-def write_rules(s: Statements, rules: RuleSet) -> None:
+def write_rules(s: Statements[Connection], rules: RuleSet) -> None:
     s.run_many(
         "INSERT INTO {rules} (from_table, to_table, relation, via) VALUES (?, ?, ?, ?)",
         [(r.from_table, r.to_table, r.relation, r.via) for r in rules],
     )
 
 
-def write_positions(s: Statements, positions: Mapping[str, int]) -> None:
+def write_positions(s: Statements[Connection], positions: Mapping[str, int]) -> None:
     s.run_many(
         "INSERT INTO {positions} (source, position) VALUES (?, ?)"
         " ON CONFLICT (source) DO UPDATE SET position = excluded.position",
@@ -88,7 +88,7 @@ def write_positions(s: Statements, positions: Mapping[str, int]) -> None:
 
 
 def save(
-    s: Statements,
+    s: Statements[Connection],
     before: RegistryState,
     after: RegistryState,
     records: Sequence[LogRecord],
@@ -108,7 +108,11 @@ def save(
 
 
 def save_records(
-    s: Statements, after: RegistryState, records: Sequence[LogRecord], floor: int, capacity: int
+    s: Statements[Connection],
+    after: RegistryState,
+    records: Sequence[LogRecord],
+    floor: int,
+    capacity: int,
 ) -> None:
     s.run_many(
         "INSERT INTO {log} (seq, record) VALUES (?, ?)",
@@ -142,7 +146,7 @@ def save_records(
 
 
 def load_or_repair(
-    s: Statements, domain: Domain, meta: Mapping[str, str], restored: str | None = None
+    s: Statements[Connection], domain: Domain, meta: Mapping[str, str], restored: str | None = None
 ) -> Loaded:
     """The stored registry of ``domain``; lost or inconsistent history starts a new epoch, and
     so does a history that is not a clean continuation of what was served (``restored``)."""

@@ -167,7 +167,7 @@ class ContractWorker:
             raise unavailable(self.runtime.unavailable_reason)
         return self.registry.state
 
-    def handle(self, route: Route[Any], payload: Any, asked: Asked = PLAIN) -> Outcome:
+    def handle(self, route: Route[Any], payload: object, asked: Asked = PLAIN) -> Outcome:
         """A standalone domain route: policies, then the route's success handler (may do I/O)."""
         state = self.state(asked.since, asked.epoch)
         return self.provider.handle(route, payload, asked, state=state)

@@ -34,6 +34,7 @@ from ..store.inotify import FileWakeup
 if TYPE_CHECKING:
     from ..change_source import ChangeSource, LeadWakeup, Wakeup
     from ..store.base import SQLRegistryStore
+    from ..store.dialect import Connection
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class Follower:
         registry: Registry,
         sources: tuple[ChangeSource, ...] = (),
         *,
-        store: SQLRegistryStore | None = None,
+        store: SQLRegistryStore[Connection] | None = None,
         poll_interval_s: float = DEFAULT_POLL_INTERVAL_S,
         heartbeat_s: float = DEFAULT_HEARTBEAT_S,
         max_lag_s: float = DEFAULT_MAX_LAG_S,

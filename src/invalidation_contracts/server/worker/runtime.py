@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..sql.images import QuarantineEntry
     from ..sql.source import SQLSource
     from ..store.base import SQLRegistryStore
+    from ..store.dialect import Connection
 from .follower import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
@@ -85,7 +86,7 @@ class Runtime:
     """A worker's registry with what keeps it current; ``close`` releases what it opened."""
 
     registry: Registry
-    store: SQLRegistryStore | None = None
+    store: SQLRegistryStore[Connection] | None = None
     sources: tuple[ChangeSource, ...] = ()
     follower: Follower | None = None
     owned_store: bool = False
