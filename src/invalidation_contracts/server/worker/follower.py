@@ -269,7 +269,7 @@ class Follower:
             everything = everything or self._turned - self.health.last_ok >= self.heartbeat_s
             try:
                 if self._listeners is None:
-                    self._listeners = self._open_listeners()
+                    self._listeners = open_listeners(self._owners())
                 started = time.monotonic()
                 polls = self._polling() or started < self._settle_until
                 if not (everything and polls and self._quiet.unchanged(started, self.sources)):
@@ -367,21 +367,6 @@ class Follower:
             if lead is not None:
                 lead()
 
-    def _open_listeners(self) -> dict[str, Wakeup]:
-        """One per database that can wake this worker: "" for the store, else the source's name."""
-        listeners: dict[str, Wakeup] = {}
-        try:
-            for name, owner in self._owners():
-                make = getattr(owner, "listener", None)
-                listener = make() if make is not None else None
-                if listener is not None:
-                    listeners[name] = listener
-        except BaseException:
-            for listener in listeners.values():
-                _close_quietly(listener)
-            raise
-        return listeners
-
     def _owners(self) -> list[tuple[str, object]]:
         owners = [("", self.store)] if self.store is not None else []
         return owners + [(source.name, source) for source in self.sources]
@@ -417,6 +402,22 @@ class Follower:
         self._quiet.reset()
         self.failures += 1
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
+
+
+def open_listeners(owners: list[tuple[str, object]]) -> dict[str, Wakeup]:
+    """One per database that can wake a worker: "" for the store, else the source's name."""
+    listeners: dict[str, Wakeup] = {}
+    try:
+        for name, owner in owners:
+            make = getattr(owner, "listener", None)
+            listener = make() if make is not None else None
+            if listener is not None:
+                listeners[name] = listener
+    except BaseException:
+        for listener in listeners.values():
+            _close_quietly(listener)
+        raise
+    return listeners
 
 
 def _polls(listener: Wakeup | None) -> TypeGuard[LeadWakeup]:
