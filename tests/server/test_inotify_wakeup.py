@@ -20,7 +20,12 @@ from pathlib import Path
 import pytest
 
 from invalidation_contracts.server.store import inotify
-from invalidation_contracts.server.store.inotify import FileWakeup, concerns, file_wakeup
+from invalidation_contracts.server.store.inotify import (
+    FileWakeup,
+    capture_wakeup,
+    concerns,
+    file_wakeup,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
@@ -162,3 +167,47 @@ def test_a_closed_wakeup_closes_its_descriptor_once(database: Path) -> None:
     made.close()
     with pytest.raises(OSError):
         os.fstat(fd)
+
+
+# -- a capture's lead ------------------------------------------------------------------------------
+
+
+def test_one_worker_at_a_time_leads_a_capture_and_a_closed_leader_hands_it_on(
+    database: Path,
+) -> None:
+    first, second = capture_wakeup(database), capture_wakeup(database)
+    assert first is not None and second is not None
+    try:
+        assert first.try_lead() is True and first.leader
+        assert second.try_lead() is False and not second.leader
+        first.close()  # a worker that stops or dies: the kernel releases the flock
+        assert second.try_lead() is True
+    finally:
+        first.close()
+        second.close()
+
+
+def test_only_the_leader_is_told_a_commit_moved_the_capture(database: Path) -> None:
+    leader, follower = capture_wakeup(database), capture_wakeup(database)
+    assert leader is not None and follower is not None
+    try:
+        leader.try_lead()
+        follower.try_lead()
+        commit_elsewhere(database)
+        assert readable(leader, 10.0) and readable(follower, 10.0)
+        assert leader.drain() is True
+        assert follower.drain() is False, "the leader's registry commit wakes the others"
+        assert not readable(follower), "its events were consumed all the same"
+    finally:
+        leader.close()
+        follower.close()
+
+
+def test_where_the_lock_file_cannot_be_made_every_worker_leads(database: Path) -> None:
+    made = capture_wakeup(database)
+    assert made is not None
+    try:
+        made.lock = database.parent / "missing" / "registry.sqlite-lead"
+        assert made.try_lead() is True
+    finally:
+        made.close()

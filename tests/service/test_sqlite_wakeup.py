@@ -20,7 +20,7 @@ from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.store import inotify
-from invalidation_contracts.server.store.inotify import FileWakeup
+from invalidation_contracts.server.store.inotify import CaptureWakeup, FileWakeup
 from invalidation_contracts.server.worker.follower import Follower
 
 pytestmark = [
@@ -90,7 +90,7 @@ def test_a_commit_by_another_process_wakes_a_sqlite_worker_at_once(
         follower = follower_of(app)
         assert not follower._polling()
         ready = httpx.get(url + "/contract/ready").json()
-        assert ready["ready"] is True and ready["capture_leader"] == {"sql": False}
+        assert ready["ready"] is True and ready["capture_leader"] == {"sql": True}
 
 
 def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
@@ -102,6 +102,7 @@ def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
         listeners = follower_of(app)._listeners or {}
         assert set(listeners) == {"", "sql"}
         assert all(isinstance(x, FileWakeup) for x in listeners.values())
+        assert isinstance(listeners["sql"], CaptureWakeup), "the capture's lead"
 
 
 class FailingLibc:

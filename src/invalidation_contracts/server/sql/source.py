@@ -272,9 +272,9 @@ class SQLSource:
         head (``sql.lead.CaptureLead``: writers send no ``NOTIFY``); for a SQLite file, a wake-up on
         its commits (``store.inotify.FileWakeup``, Linux); None where the worker polls it."""
         if self.engine.dialect.name == "sqlite":  # a wake-up on commits to the file (Linux)
-            from ..store.inotify import file_wakeup
+            from ..store.inotify import capture_wakeup
 
-            return file_wakeup(self.engine.url.database)
+            return capture_wakeup(self.engine.url.database)
         if not isinstance(self.dialect, PostgresCapture):
             return None
         from .lead import CaptureLead

@@ -7,14 +7,16 @@ renames or deletes one of them), which queues an event; ``drain`` consumes the q
 blocking and says whether an event concerned the database (an overflowed queue counts as one).
 libc is reached through ``ctypes``: no dependency. Where inotify is missing (not Linux), its
 limits are reached, or the database is in memory, ``file_wakeup`` returns None and the worker
-polls as before. ``INVALIDATION_CONTRACTS_INOTIFY=0`` turns it off (a file system whose writes
-inotify does not see, such as a network share written from another host).
+polls as before. A capture's wake-up (``CaptureWakeup``) is also the worker's bid for its lead,
+a ``flock`` on ``<database>-lead``. ``INVALIDATION_CONTRACTS_INOTIFY=0`` turns it off (a file
+system whose writes inotify does not see, such as a network share written from another host).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import fcntl
 import functools
 import logging
 import os
@@ -76,6 +78,48 @@ class FileWakeup:
             os.close(fd)
 
 
+class CaptureWakeup(FileWakeup):
+    """A SQLite capture's wake-up and the worker's bid for its lead (``change_source.LeadWakeup``
+    without ``changed``): the worker that holds ``flock`` on ``<database>-lead`` (released by the
+    kernel when it dies) consumes the capture when a commit wakes it; the others ignore the
+    capture's events — the leader's registry commit wakes them — so a commit does not send every
+    worker to the registry's write lock at once. Where the lock file cannot be made, every
+    worker leads (consumes on every event, as polling workers do)."""
+
+    def __init__(self, fd: int, names: Iterable[str], lock: Path) -> None:
+        super().__init__(fd, names)
+        self.lock = lock
+        self.leader = False
+        self._held = -1
+
+    def try_lead(self) -> bool:
+        """Take the lead if nobody holds it; whether this worker leads."""
+        if self.leader:
+            return True
+        try:
+            fd = os.open(self.lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError:
+            self.leader = True  # no lock to share: every worker consumes
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        self._held, self.leader = fd, True
+        return True
+
+    def drain(self) -> bool:
+        """Consume the queued events; whether this worker, the leader, should read the capture."""
+        return super().drain() and self.leader
+
+    def close(self) -> None:
+        held, self._held, self.leader = self._held, -1, False
+        if held >= 0:
+            os.close(held)
+        super().close()
+
+
 def concerns(data: bytes, names: frozenset[str]) -> bool:
     """Whether a buffer of inotify events holds one about ``names`` (or an overflow)."""
     offset = 0
@@ -89,8 +133,27 @@ def concerns(data: bytes, names: frozenset[str]) -> bool:
     return False
 
 
+def capture_wakeup(path: str | Path | None) -> CaptureWakeup | None:
+    """A ``CaptureWakeup`` for the SQLite capture at ``path``, or None where the worker polls."""
+    watch = _watch(path)
+    if watch is None:
+        return None
+    fd, target = watch
+    return CaptureWakeup(fd, _names(target), target.with_name(target.name + "-lead"))
+
+
 def file_wakeup(path: str | Path | None) -> FileWakeup | None:
     """A ``FileWakeup`` for the SQLite file at ``path``, or None where the worker must poll."""
+    watch = _watch(path)
+    return None if watch is None else FileWakeup(watch[0], _names(watch[1]))
+
+
+def _names(target: Path) -> list[str]:
+    return [target.name + suffix for suffix in SUFFIXES]
+
+
+def _watch(path: str | Path | None) -> tuple[int, Path] | None:
+    """An inotify descriptor on the directory of the SQLite file at ``path``, and the file."""
     if path is None or str(path) in ("", ":memory:") or str(path).startswith("file:"):
         return None
     if os.environ.get(ENV, "1").strip().lower() in ("0", "false", "no", "off"):
@@ -107,7 +170,7 @@ def file_wakeup(path: str | Path | None) -> FileWakeup | None:
         _cannot(ctypes.get_errno(), target)
         os.close(fd)
         return None
-    return FileWakeup(fd, (target.name + suffix for suffix in SUFFIXES))
+    return fd, target
 
 
 def _cannot(code: int, target: Path) -> None:

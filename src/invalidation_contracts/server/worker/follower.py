@@ -43,9 +43,11 @@ DEFAULT_POLL_INTERVAL_S = 0.02
 (not Linux, inotify unavailable), and the head of each PostgreSQL capture it leads (so a captured
 write waits at most this long)."""
 SETTLE_POLLS = 5
-"""After an event on a SQLite file, a worker looks again every poll interval this many times: a
-WAL commit becomes visible (in the shared-memory index, which inotify does not see) only after its
-last write to the file, so the round that write woke may read before it."""
+"""After an event on a SQLite file, a worker looks again for this many poll intervals: a WAL
+commit becomes visible (in the shared-memory index, which inotify does not see) only after its
+last write to the file (and its fsync), so the round that write woke may read before it. The looks
+start ``SETTLE_FIRST_S`` after the event and double up to the poll interval."""
+SETTLE_FIRST_S = 0.001
 DEFAULT_HEARTBEAT_S = 1.0
 """How often a worker that is woken (NOTIFY, inotify) checks every database anyway (and a worker
 that does not lead a capture bids for its lead)."""
@@ -146,7 +148,7 @@ class Follower:
         self._turned = time.monotonic()
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._bid_at = float("-inf")
-        self._settle_until = float("-inf")
+        self._settle_until, self._settle_step = float("-inf"), SETTLE_FIRST_S
         self._quiet = QuietCheck([owner for _, owner in self._owners()], heartbeat_s)
 
     def start(self) -> None:
@@ -219,8 +221,7 @@ class Follower:
     def leads(self) -> dict[str, bool]:
         """For each source, whether this worker consumes its capture now (the capture leader)."""
         listeners = self._listeners or {}
-        woken = any(not isinstance(x, FileWakeup) for x in listeners.values())  # not SQLite's
-        return {source.name: self._leads(source) and woken for source in self.sources}
+        return {source.name: self._leads(source) and bool(listeners) for source in self.sources}
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -333,7 +334,10 @@ class Follower:
             polled = {n: x for n, x in listeners.items() if _polls(x)}
             settling = time.monotonic() < self._settle_until
             left = deadline - time.monotonic()
-            timeout = min(left, self.poll_interval_s) if polled or settling else left
+            step = (
+                min(self._settle_step, self.poll_interval_s) if settling else self.poll_interval_s
+            )
+            timeout = min(left, step) if polled or settling else left
             ready, _, _ = select.select(
                 [x.fileno() for x in listeners.values()], [], [], max(0.0, timeout)
             )
@@ -344,13 +348,15 @@ class Follower:
             }
             if any(isinstance(listeners[name], FileWakeup) for name in fired):
                 self._settle_until = time.monotonic() + SETTLE_POLLS * self.poll_interval_s
+                self._settle_step = SETTLE_FIRST_S
             fired |= {name for name, listener in polled.items() if listener.changed()}
             fired.discard("")
             if ready or fired:
                 self._bid(listeners)
                 return False, frozenset(fired)
             if settling or time.monotonic() >= deadline or self._stop.is_set():
-                break  # a settling poll reads everything (its probes may say: nothing moved)
+                self._settle_step *= 2  # a settling look reads all (unless its probes say quiet)
+                break
         self._bid(listeners)
         return True, frozenset()
 
