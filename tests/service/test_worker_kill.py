@@ -1,22 +1,21 @@
 """A worker killed with SIGKILL under load (docs/SPEC.md §8.2.5, docs/providers.md §7).
 
 ``serve --workers 2`` runs under uvicorn's supervisor. While a client keeps asking every worker for
-its stamps and a second process commits plain-SQL writes to the provider's tables, one worker (on
-PostgreSQL: the one consuming the capture) is killed with ``kill -9`` — whatever it held (a
-write transaction, the capture lead, a SQLite lock) is released by the database or the kernel,
-never by the worker. The promise: no answer carries an unverified stamp (every stamp a request
-sent past the lag bound sees includes every write committed before), every committed write
-reaches the changes feed, the agent keeps no stale fix and loses no valid one, and the service
-recovers by itself: the supervisor starts a new worker in the dead one's place, and both serve.
-And no epoch is minted: wherever the kill lands in a registry write, every worker still serves
-the epoch it served before, so no client resyncs and no valid fix is dropped. A kill at a random
-moment rarely lands inside a write, so the test also makes a worker kill itself (SIGKILL,
+its stamps and a second process commits plain-SQL writes to the provider's tables, one worker (the
+one leading the capture: a PostgreSQL advisory lock, a SQLite ``flock``) is killed with ``kill -9``
+— whatever it held (a write transaction, the capture lead, a SQLite lock) is released by the
+database or the kernel, never by the worker. The promise: no answer carries an unverified stamp
+(every stamp a request sent past the lag bound sees includes every write committed before), every
+committed write reaches the changes feed, the agent keeps no stale fix and loses no valid one, and
+the service recovers by itself: the supervisor starts a new worker in the dead one's place, and both
+serve. And no epoch is minted: wherever the kill lands in a registry write, every worker still
+serves the epoch it served before, so no client resyncs and no valid fix is dropped. A kill at a
+random moment rarely lands inside a write, so the test also makes a worker kill itself (SIGKILL,
 ``server/store/crashpoints.py``) at each step of one of its registry writes: before the COMMIT,
-right after it, and (SQLite) while the high-water mark is being replaced. On PostgreSQL that
-worker is the capture's leader, killed in the middle of consuming a captured write: before its
-COMMIT the capture records stay unconsumed for the next leader; after it they are consumed, and
-the others adopt the change (a PostgreSQL registry keeps no mark, so it has no third step).
-"""
+right after it, and (SQLite) while the high-water mark is being replaced. On PostgreSQL that worker
+is the capture's leader, killed in the middle of consuming a captured write: before its COMMIT the
+capture records stay unconsumed for the next leader; after it they are consumed, and the others
+adopt the change (a PostgreSQL registry keeps no mark, so it has no third step)."""
 
 from __future__ import annotations
 
@@ -139,7 +138,7 @@ def start_writer(store: Store) -> subprocess.Popen[str]:
 
 
 def victim(reports: dict[int, dict[str, Any]]) -> int:
-    """The worker consuming the capture (PostgreSQL elects one), else the first."""
+    """The worker consuming the capture (one leads it, on PostgreSQL and SQLite), else the first."""
     leading = [pid for pid, body in reports.items() if all(body["capture_leader"].values())]
     return min(leading or reports)
 
