@@ -19,11 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.service.conftest import TOKEN, running
+from tests.support.acme_sqlite import acme_on_sqlite
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.observe import instrument
 from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.sql import create_tables, sql_domain
 
 pytestmark = pytest.mark.browser
 
@@ -73,14 +73,7 @@ def test_the_page_shows_a_plain_sql_change_within_two_seconds(browser, tmp_path:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    database = tmp_path / "acme.db"
-    create_tables(f"sqlite:///{database}", get_domain("acme_billing"))
-    app = create_app(
-        sql_domain(get_domain("acme_billing")),
-        store=tmp_path / "registry.sqlite",
-        database=f"sqlite:///{database}",
-        admin_token=TOKEN,
-    )
+    app, database = acme_on_sqlite(tmp_path, admin_token=TOKEN)
     instrument(app, app.state.service)
     with running(app) as url:
         versions = httpx.get(url + "/contract/versions").json()["table_versions"]

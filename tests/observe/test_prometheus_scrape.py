@@ -19,11 +19,10 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from prometheus_client.parser import text_string_to_metric_families
 from tests.observe.conftest import ADMIN, ORDERS
 from tests.service.conftest import TOKEN, make_domain, running
+from tests.support.acme_sqlite import acme_on_sqlite
 
-from invalidation_contracts.domains import get_domain
 from invalidation_contracts.observe import instrument
 from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.sql import create_tables, sql_domain
 
 ENTERPRISE = {"plan": "enterprise", "funding_type": "card"}
 
@@ -108,14 +107,7 @@ def test_a_metrics_backend_that_is_down_never_fails_a_request():
 
 
 def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: Path):
-    database = tmp_path / "acme.db"
-    create_tables(f"sqlite:///{database}", get_domain("acme_billing"))
-    app = create_app(
-        sql_domain(get_domain("acme_billing")),
-        store=tmp_path / "registry.sqlite",
-        database=f"sqlite:///{database}",
-        admin_token=TOKEN,
-    )
+    app, database = acme_on_sqlite(tmp_path, admin_token=TOKEN)
     instrument(app, app.state.service)
     update = "UPDATE active_csm_codes SET code = 'WINTERLAUNCH26' WHERE key = 'plan_partner_growth'"
     code = (

@@ -27,11 +27,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tests.service.probes import UNAVAILABLE, Probe, wait_every_worker_ready
 from tests.service.processes import serving
+from tests.support.acme_sqlite import acme_on_sqlite
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.sql import create_tables, sql_domain
+from invalidation_contracts.server.sql import create_tables
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
 from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S, backoff
 
@@ -155,12 +156,8 @@ def test_workers_answer_503_while_postgresql_restarts_then_recover_by_themselves
 def test_a_sqlite_worker_blocked_behind_anothers_write_lock_answers_503_then_recovers(
     tmp_path: Path, serve: Callable[..., Any]
 ) -> None:
-    acme = tmp_path / "acme.db"
+    app, acme = acme_on_sqlite(tmp_path)
     registry = tmp_path / "registry.sqlite"
-    create_tables(f"sqlite:///{acme}", get_domain("acme_billing"))
-    app = create_app(
-        sql_domain(get_domain("acme_billing")), store=registry, database=f"sqlite:///{acme}"
-    )
     with serve(app) as url, closing(sqlite3.connect(registry, isolation_level=None)) as holder:
         assert current_seq(url) == 0
         with Probe(url) as probe:

@@ -15,10 +15,8 @@ from typing import Any
 
 import httpx
 import pytest
+from tests.support.acme_sqlite import acme_on_sqlite
 
-from invalidation_contracts.domains import get_domain
-from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.sql import create_tables, sql_domain
 from invalidation_contracts.server.store import inotify
 from invalidation_contracts.server.store.inotify import CaptureWakeup, FileWakeup
 from invalidation_contracts.server.worker.follower import Follower
@@ -58,18 +56,6 @@ def served_within(url: str, above: int, seconds: float) -> int:
     return above
 
 
-def app_on(tmp_path: Path, **options: Any) -> tuple[Any, Path]:
-    acme = tmp_path / "acme.db"
-    create_tables(f"sqlite:///{acme}", get_domain("acme_billing"))
-    app = create_app(
-        sql_domain(get_domain("acme_billing")),
-        store=tmp_path / "registry.sqlite",
-        database=f"sqlite:///{acme}",
-        **options,
-    )
-    return app, acme
-
-
 def follower_of(app: Any) -> Follower:
     follower = app.state.service.runtime.follower
     assert isinstance(follower, Follower)
@@ -79,7 +65,7 @@ def follower_of(app: Any) -> Follower:
 def test_a_commit_by_another_process_wakes_a_sqlite_worker_at_once(
     tmp_path: Path, serve: Callable[..., Any]
 ) -> None:
-    app, acme = app_on(tmp_path, **SLOW)
+    app, acme = acme_on_sqlite(tmp_path, **SLOW)
     with serve(app) as url:
         before = seq(url)
         commit(acme, "WOKEN1")
@@ -96,7 +82,7 @@ def test_a_commit_by_another_process_wakes_a_sqlite_worker_at_once(
 def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
     tmp_path: Path, serve: Callable[..., Any]
 ) -> None:
-    app, _ = app_on(tmp_path)
+    app, _ = acme_on_sqlite(tmp_path)
     with serve(app) as url:
         assert seq(url) == 0
         listeners = follower_of(app)._listeners or {}
@@ -121,7 +107,7 @@ def test_a_sqlite_worker_that_cannot_watch_its_files_polls_and_serves_every_chan
     tmp_path: Path, serve: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(inotify, "_libc", FailingLibc)
-    app, acme = app_on(tmp_path)
+    app, acme = acme_on_sqlite(tmp_path)
     with serve(app) as url:
         follower = follower_of(app)
         before = seq(url)
@@ -138,7 +124,7 @@ def test_a_sqlite_worker_turned_off_inotify_by_the_environment_polls(
     tmp_path: Path, serve: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(inotify.ENV, "0")
-    app, acme = app_on(tmp_path)
+    app, acme = acme_on_sqlite(tmp_path)
     with serve(app) as url:
         before = seq(url)
         commit(acme, "POLLED")
@@ -152,7 +138,7 @@ def test_commits_of_a_writer_that_keeps_its_connection_open_wake_the_worker(
     """A WAL commit becomes visible after its last write to the file (the index is in shared
     memory, which inotify does not see): the worker woken by the write looks again until it
     sees it, well before a heartbeat."""
-    app, acme = app_on(tmp_path, poll_interval_s=0.5, heartbeat_s=60.0, max_lag_s=120.0)
+    app, acme = acme_on_sqlite(tmp_path, poll_interval_s=0.5, heartbeat_s=60.0, max_lag_s=120.0)
     with serve(app) as url, closing(sqlite3.connect(acme, isolation_level=None)) as writer:
         writer.execute("PRAGMA journal_mode = WAL")
         before = seq(url)
