@@ -105,9 +105,11 @@ class Store:
     params=[
         ("sqlite", "kill"),
         pytest.param(("postgres", "kill"), marks=pytest.mark.postgres),
-        *[("sqlite", step) for step in STEPS],
+        # Each named step, at full scale: grid-sized, so in CI's study step (`pytest -m study`);
+        # test_registry_crash.py kills a writer at every step of both stores in the default run.
+        *[pytest.param(("sqlite", step), marks=pytest.mark.study) for step in STEPS],
         *[
-            pytest.param(("postgres", step), marks=pytest.mark.postgres)
+            pytest.param(("postgres", step), marks=[pytest.mark.postgres, pytest.mark.study])
             for step in ("before-commit", "after-commit")
         ],
     ],
