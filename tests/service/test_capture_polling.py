@@ -16,7 +16,8 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,22 @@ def capture_functions(url: str) -> list[str]:
             (tables,),
         ).fetchall()
     return [str(row[0]) for row in rows]
+
+
+@contextmanager
+def capture_lead(url: str) -> Iterator[CaptureLead]:
+    """An opened SQL source of Acme's tables and its capture lead (this process leads)."""
+    source = SQLSource(url, sql_domain(get_domain("acme_billing")).sql_tables)
+    try:
+        source.open()
+        lead = source.listener()
+        assert isinstance(lead, CaptureLead)
+        try:
+            yield lead
+        finally:
+            lead.close()
+    finally:
+        source.close()
 
 
 def leaders(reports: dict[int, dict[str, Any]]) -> list[int]:
@@ -159,21 +176,12 @@ def test_a_write_committed_while_the_capture_leader_is_replaced_reaches_every_wo
 def test_the_capture_lead_asks_for_tcp_keepalives_so_a_vanished_server_fails_a_look(
     acme_postgres: str,
 ) -> None:
-    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
-    try:
-        source.open()
-        lead = source.listener()
-        assert isinstance(lead, CaptureLead)
-        try:
-            parameters = lead._conn.info.get_parameters()
-            assert lead.leader and lead.changed()  # the first look of a new leader counts
-            assert not lead.changed()  # nothing committed since
-            commit(acme_postgres, rotate("LOOKED1"))
-            assert lead.changed()
-        finally:
-            lead.close()
-    finally:
-        source.close()
+    with capture_lead(acme_postgres) as lead:
+        parameters = lead._conn.info.get_parameters()
+        assert lead.leader and lead.changed()  # the first look of a new leader counts
+        assert not lead.changed()  # nothing committed since
+        commit(acme_postgres, rotate("LOOKED1"))
+        assert lead.changed()
     assert {k: parameters.get(k) for k in ("keepalives", "keepalives_idle")} == {
         "keepalives": "1",
         "keepalives_idle": "5",
@@ -185,24 +193,15 @@ def test_the_leader_sees_a_record_whose_id_was_taken_before_its_last_look(
 ) -> None:
     """The head counts committed records: a writer that took its sequence id before a look and
     commits after it still moves the head (the sequence's last_value or max(id) would not)."""
-    source = SQLSource(acme_postgres, sql_domain(get_domain("acme_billing")).sql_tables)
-    try:
-        source.open()
-        lead = source.listener()
-        assert isinstance(lead, CaptureLead)
-        try:
-            assert lead.changed()
-            with psycopg.connect(acme_postgres) as slow:
-                slow.execute(rotate("SLOW1"))  # its id is taken, not committed
-                assert not lead.changed()  # nothing committed: the head stays
-                commit(acme_postgres, "INSERT INTO active_csm_codes VALUES ('k_fast', 'F', 'x')")
-                assert lead.changed()  # a later id, committed first
-                slow.commit()
-            assert lead.changed()  # the earlier id, committed after the last look
-        finally:
-            lead.close()
-    finally:
-        source.close()
+    with capture_lead(acme_postgres) as lead:
+        assert lead.changed()
+        with psycopg.connect(acme_postgres) as slow:
+            slow.execute(rotate("SLOW1"))  # its id is taken, not committed
+            assert not lead.changed()  # nothing committed: the head stays
+            commit(acme_postgres, "INSERT INTO active_csm_codes VALUES ('k_fast', 'F', 'x')")
+            assert lead.changed()  # a later id, committed first
+            slow.commit()
+        assert lead.changed()  # the earlier id, committed after the last look
 
 
 WRITER = """
