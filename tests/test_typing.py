@@ -43,6 +43,10 @@ SDK_CREATE = (
     "the SDK's create(**arguments) overloads resolve to Any for a dict of arguments (no cast)"
 )
 FRAMEWORK_OUT = "an agent framework's hook whose own return type is Any"
+ENDPOINT = (
+    "forwarded to the app's own endpoint unchanged: FastAPI reads its signature through "
+    "functools.wraps, and it takes and returns whatever that endpoint does"
+)
 RETROFIT = (
     "server/http retrofit, headers, routing and discovery are being optimised by another change "
     "this session (retrofit-speed); an ASGI scope there is starlette.types.Scope"
@@ -107,6 +111,10 @@ ALLOWED: dict[str, str] = {
     "server/http/headers.py::first_headers.scope": RETROFIT,
     "server/http/retrofit.py::ContractRoute.__init__.endpoint": RETROFIT,
     "server/http/retrofit.py::ContractRoute.__init__.**kwargs": RETROFIT,
+    "server/http/checked.py::checking.checked.*args": ENDPOINT,
+    "server/http/checked.py::checking.checked.**kwargs": ENDPOINT,
+    "server/http/checked.py::checking.checked_async.*args": ENDPOINT,
+    "server/http/checked.py::checking.checked_async.**kwargs": ENDPOINT,
     "server/http/retrofit.py::_share_parsed.payload": RETROFIT,
     "server/http/retrofit.py::check_routes.app": RETROFIT,
     "server/http/routing.py::route_path.scope": RETROFIT,
@@ -125,6 +133,8 @@ ALLOWED: dict[str, str] = {
     # Returns.
     "bench/framework_channel.py::_openai_agents.Relaying.stream_response.->": SDK_OVERRIDE,
     "client/events.py::_plain.->": JSON_OUT,
+    "server/http/checked.py::checking.checked.->": ENDPOINT,
+    "server/http/checked.py::checking.checked_async.->": ENDPOINT,
     "client/memory.py::_Call.__get__.->": BY_NAME,
     "client/memory.py::FixMemory._bind.blocking.->": BY_NAME,
     "client/memory.py::AsyncFixMemory._bind.offloaded.->": BY_NAME,

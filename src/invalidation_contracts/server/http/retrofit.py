@@ -5,12 +5,19 @@ router whose method and path the domain declares gets the domain route's policy 
 endpoint runs — a violation is answered 422 with the recovery suggestions, from one registry
 state — and every JSON object the endpoint answers gains the response-level contract fields of
 that same state (``table_versions``, ``rules_version``, ``contract_seq``, ``contract_epoch``;
-names the contract reserves). A body that is not JSON or does not match the route's schema is left
-to the endpoint, so the app's own validation and exception handlers answer it as they always did.
+names the contract reserves).
+
+The check runs on what the endpoint receives. An endpoint that takes the domain route's request
+model gets it validated by FastAPI as always, and the policies run on that very model just before
+the endpoint does (``checked``: after the app's dependencies, so its authentication answers
+first). An endpoint that reads the body itself gets it checked as ``Request.json()`` reads it. A
+body that does not parse or match the route's schema is left to the endpoint, so the app's own
+validation and exception handlers answer it as they always did.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +26,15 @@ from pydantic import ValidationError
 from starlette.responses import Response
 from starlette.types import Scope
 
-from ...protocol.headers import is_json_media_type
 from ...protocol.links import CONTRACT_RELATION
 from ...protocol.models import Problem
 from ...protocol.problems import ProtocolError
 from ..asked import Asked
 from ..domain import Route
 from ..state import RegistryState
+from .checked import PENDING, Pending, checking, model_parameters
 from .discovery import add_link
-from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, parse_json, problem_of, wire
+from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, problem_of, wire
 from .headers import CONTRACT_SINCE, POSITION_HEADERS, first_headers, position_of
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
@@ -46,6 +53,12 @@ class ContractRoute(ProblemRoute):
         success = kwargs.get("status_code") or 200
         for status, answer_doc in contract_responses(success).items():
             documented.setdefault(status, answer_doc)
+        models = {route.request_model for route in self.service.domain.routes}
+        self.model_parameters = model_parameters(endpoint, models)
+        """The domain's request models the endpoint takes, by parameter name: for those the
+        check runs on the model FastAPI validated (``checked``), for others on the body."""
+        if self.model_parameters:
+            endpoint = checking(endpoint)
         super().__init__(path, endpoint, responses=documented, **kwargs)
 
     def candidates(self) -> tuple[Route[Any], ...]:
@@ -69,11 +82,13 @@ class ContractRoute(ProblemRoute):
         original = super(ProblemRoute, self).get_route_handler()
         service = self.service
         implemented = _implementation(self.candidates())
+        parameters = self.model_parameters
 
         async def handler(request: Request) -> Response:
             scope = request.scope
+            pending = None
             try:
-                found = first_headers(scope, _REQUEST_HEADERS)
+                found = first_headers(scope, POSITION_HEADERS)
                 since, epoch = position_of(found)
                 state = await service.state_for(since, epoch)
                 # What ``setattr(request.state, STATE_ATTRIBUTE, state)`` stores, and where
@@ -82,12 +97,26 @@ class ContractRoute(ProblemRoute):
                 declared = implemented(scope)
                 if declared is not None:
                     asked = Asked(since, epoch, lambda: request.url.path)
-                    refusal = await _check(service, declared, request, state, found, asked)
-                    if refusal is not None:
-                        return add_link(service, request, refusal)
+                    parameter = parameters.get(declared.request_model)
+                    if parameter is not None:
+                        pending = Pending(service, declared, parameter, state, asked, request)
+                    else:
+                        refusal = await _check(service, declared, request, state, asked)
+                        if refusal is not None:
+                            return add_link(service, request, refusal)
             except ProtocolError as exc:
                 return answer(service, request, *problem_of(request, exc))
-            response = stamp(service, await original(request), state, since, epoch)
+            if pending is None:
+                response = await original(request)
+            else:
+                token = PENDING.set(pending)
+                try:
+                    response = await original(request)
+                finally:
+                    PENDING.reset(token)
+                if pending.refused:
+                    return response
+            response = stamp(service, response, state, since, epoch)
             telemetry = service.provider.telemetry
             if telemetry is not None and declared is not None:
                 telemetry.stamped(declared, response.status_code, getattr(response, "body", b""))
@@ -119,27 +148,25 @@ async def _check(
     route: Route[Any],
     request: Request,
     state: RegistryState,
-    found: dict[bytes, bytes],
     asked: Asked,
 ) -> Response | None:
-    """The refusal of a request ``route`` declares, or None (it passes, or its body is left to
-    the endpoint); ``found``: the request's headers of ``_REQUEST_HEADERS``."""
-    media = found.get(_CONTENT_TYPE)
-    if media != _JSON and not is_json_media_type(media):
-        return None
-    declared = found.get(_CONTENT_LENGTH, b"")
-    if declared.isascii() and declared.isdigit() and int(declared) > service.max_body_bytes:
-        return None  # the app's own limits decide
+    """The refusal of a request ``route`` declares, for an endpoint that does not take the
+    route's model (it reads the body itself), or None: it passes, or its body is not the model.
+
+    The body is parsed as the endpoint will read it (``Request.json()``: ``json.loads``, whatever
+    the media type, the value kept for the endpoint), so a repeated name, a ``NaN`` or a large
+    body is checked like any other; a body that does not parse or validate is not a request of
+    this route's model, and is left to the endpoint, which answers it as the app always did."""
+    body = await request.body()
     try:
-        # request.body() keeps the bytes on the request, so the endpoint reads them again.
-        body = await request.body()
-        if len(body) > service.max_body_bytes:
-            return None
-        payload = parse_json(body)
-        _share_parsed(request, payload)
+        payload = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    _share_parsed(request, payload)
+    try:
         model = route.request_model.model_validate(payload)
-    except (ProtocolError, ValidationError):
-        return None  # the endpoint's own validation answers it, as the app always did
+    except ValidationError:
+        return None
     # Inline, on the event loop: the state is already chosen (``state_for`` took the thread for a
     # catch-up), and a policy check reads only that in-memory state, a few µs — far less than
     # the hop to a worker thread it used to take (benchmarks/NOTES.md §9).
@@ -150,17 +177,9 @@ async def _check(
 
 
 def _share_parsed(request: Request, payload: Any) -> None:
-    """Hand the parsed body to the endpoint: FastAPI reads a JSON body through Starlette's
-    ``Request.json()``, which parses once per request and keeps the value in ``_json``. The
-    strict parse that just succeeded gives the same value ``json.loads`` would (UTF-8, unique
-    names, no NaN), so the endpoint skips parsing the same bytes a second time."""
+    """Hand the parsed body to the endpoint: Starlette's ``Request.json()`` parses once per
+    request and keeps the value in ``_json``, so the endpoint reads the very value checked."""
     vars(request).setdefault("_json", payload)
-
-
-_CONTENT_LENGTH = b"content-length"
-_CONTENT_TYPE = b"content-type"
-_JSON = b"application/json"
-_REQUEST_HEADERS = POSITION_HEADERS | {_CONTENT_TYPE, _CONTENT_LENGTH}
 
 
 def contract_route_class(service: ContractService) -> type[ContractRoute]:
