@@ -4,7 +4,10 @@ with a repeated name, of any size or of any media type cannot reach the endpoint
 
 from __future__ import annotations
 
+import importlib.util
+import sqlite3
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -16,6 +19,7 @@ from invalidation_contracts.server import Domain
 from invalidation_contracts.server.http import ContractService
 from invalidation_contracts.server.http.checked import model_parameters
 
+EXAMPLE = Path(__file__).parents[2] / "docs" / "examples" / "retrofit_app.py"
 JSON = {"content-type": "application/json"}
 # basic is paid by card: the last of two funding types is the one the endpoint would read.
 REPEATED = b'{"plan": "basic", "funding_type": "card", "funding_type": "invoice"}'
@@ -224,3 +228,23 @@ def test_model_parameters_skips_what_it_cannot_wrap() -> None:
     assert model_parameters(unresolvable, [Order]) == {}
     assert model_parameters(Endpoint(), [Order]) == {}
     assert model_parameters(union, [Order]) == {}
+
+
+def test_a_nan_beside_the_order_does_not_skip_the_check_of_the_documented_example(
+    tmp_path: Path,
+) -> None:
+    spec = importlib.util.spec_from_file_location("retrofit_example_checked", EXAMPLE)
+    assert spec is not None and spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    shop = tmp_path / "shop.db"
+    with sqlite3.connect(shop) as db:
+        db.execute("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT NOT NULL)")
+        db.execute("INSERT INTO plans VALUES ('enterprise', 'invoice')")
+    app = example.create(f"sqlite:///{shop}", str(tmp_path / "registry.sqlite"))
+    # Its Order ignores unknown members; json.loads reads the NaN, a strict parse refuses it.
+    violating = b'{"plan": "enterprise", "funding_type": "card", "note": NaN}'
+    with TestClient(app) as http:
+        answer = http.post("/v1/orders", content=violating, headers=JSON)
+    assert answer.status_code == 422
+    assert answer.json()["type"].endswith("policy-violation")

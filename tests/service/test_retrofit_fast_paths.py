@@ -223,8 +223,10 @@ def _service() -> ContractService:
 
 
 def _stamped_as_defined(response: Response, since: int | None, epoch: str | None) -> Response:
-    """SPEC §3's stamp spelled out: ``json.loads`` of the body, updated with the fields,
-    compactly re-encoded; the headers kept but for one new content-length (and the echo)."""
+    """The stamp spelled out (``server/http/stamping.py``): a UTF-8 body that starts with ``{``,
+    ends with its object and names none of the fields is kept, the fields' members added before
+    its closing brace; any other JSON object is ``json.loads`` of it, updated with the fields,
+    compactly re-encoded. The headers are kept but for one new content-length (and the echo)."""
     service = _service()
     media = response.media_type or response.headers.get("content-type")
     body = getattr(response, "body", None)
@@ -236,9 +238,15 @@ def _stamped_as_defined(response: Response, since: int | None, epoch: str | None
         return response
     if not isinstance(document, dict):
         return response
-    fields = service.contract(service.state(), since, epoch)
-    document.update(fields.model_dump(exclude_none=True))
-    content = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    dumped = service.contract(service.state(), since, epoch).model_dump(exclude_none=True)
+    utf8 = body[:1] == b"{" and b"\x00" not in body[:2] and body[-1:] == b"}"
+    if utf8 and not set(dumped) & set(document):
+        members = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)[1:-1]
+        separator = "," if document and members else ""
+        content = body[:-1] + (separator + members).encode("utf-8") + b"}"
+    else:
+        document.update(dumped)
+        content = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     replaced = (b"content-length", b"contract-since")
     headers = [(k, v) for k, v in response.raw_headers if k.lower() not in replaced]
     headers.append((b"content-length", str(len(content)).encode()))

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.testclient import TestClient
 from starlette.types import Receive, Scope, Send
 from tests.service.conftest import TOKEN
@@ -20,6 +20,7 @@ from invalidation_contracts.server import Domain
 from invalidation_contracts.server.http import ContractService
 
 PASSING = {"plan": "basic", "funding_type": "card"}
+SPELT = b'{"ratio": 1E20, "name": "Zo\\u00eb", "tags": [ ]}'  # the endpoint's own spelling
 CONTRACT_FIELDS = ("table_versions", "rules_version", "contract_seq", "contract_epoch")
 
 
@@ -48,6 +49,10 @@ def http(domain: Domain) -> Iterator[TestClient]:
         answer.set_cookie("session", "s1")
         return answer
 
+    @shop.get("/v1/spelt")
+    async def spelt() -> Response:
+        return Response(SPELT, media_type="application/json")
+
     @shop.get("/v1/self-sending")
     async def self_sending() -> SelfSending:
         return SelfSending({"kind": "own class"}, headers={"X-Shop": "kept"})
@@ -69,6 +74,14 @@ def test_the_stamped_body_is_the_endpoints_object_with_the_contract_fields_compa
     expected = {"name": "Zoë", "ratio": 1e20, "tags": ["a", "b"], **contract_of(http)}
     encoded = json.dumps(expected, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     assert answer.content == encoded
+
+
+def test_the_endpoints_own_bytes_are_kept_and_the_fields_added_before_its_closing_brace(
+    http: TestClient,
+) -> None:
+    answer = http.get("/v1/spelt")
+    assert answer.content.startswith(SPELT[:-1] + b',"table_versions":')
+    assert answer.json() == {**json.loads(SPELT), **contract_of(http)}
 
 
 def test_every_header_the_endpoint_set_is_kept_beside_one_content_length_and_the_link(

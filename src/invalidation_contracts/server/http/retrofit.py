@@ -89,8 +89,12 @@ class ContractRoute(ProblemRoute):
             pending = None
             try:
                 found = first_headers(scope, POSITION_HEADERS)
-                since, epoch = position_of(found)
-                state = await service.state_for(since, epoch)
+                if found:
+                    since, epoch = position_of(found)
+                    state = await service.state_for(since, epoch)
+                else:  # no position: nothing to catch up to (most requests)
+                    since = epoch = None
+                    state = service.vouched()
                 # What ``setattr(request.state, STATE_ATTRIBUTE, state)`` stores, and where
                 # ``request.state`` reads it from (Starlette keeps it in the scope).
                 scope.setdefault("state", {})[STATE_ATTRIBUTE] = state

@@ -1,21 +1,23 @@
-"""The stamp on a retrofitted route's answer: the contract fields merged into its JSON object.
+"""The stamp on a retrofitted route's answer: the contract fields added to its JSON object.
 
-What a retrofitted route sends is ``json.loads`` of the endpoint's body, updated with the
-response-level contract fields, re-encoded as compact JSON (``separators=(",", ":")``,
-``ensure_ascii=False``). That definition is the one kept (SPEC §3; a hypothesis test holds this
-module to it byte for byte), but a retrofitted app pays it on every answer of its own routes, so
-it is computed without the general machinery where the result is provably the same:
+A body that is a JSON object gains the response-level contract fields (SPEC §3), and is otherwise
+the endpoint's own (a hypothesis test holds this module to this definition byte for byte):
 
-- a body that starts with ``{`` followed by a non-NUL byte is the UTF-8 text ``json.loads``
-  would decode (its encoding detection only looks at BOMs and NUL bytes), and one scan that
-  reaches the end of the text is what ``json.loads`` returns (it would only skip trailing
-  whitespace, or refuse what follows): anything else goes through ``json.loads`` itself;
-- when the object has none of the fields' names, the update appends the fields after its own
-  members, so the compact encoding of the updated object is the encoding of the endpoint's
-  object with the fields' members (encoded once per fields object) before its closing brace;
-- the compact encoder is built once (``JSONEncoder.encode`` builds the same C encoder on every
-  call); the document comes from a JSON parse and the fields from ``model_dump``, so it has no
-  cycles to look for.
+- **kept**: when the body is UTF-8 text that starts with ``{``, the object ends the body, and it
+  has none of the fields' names, the stamped body is the endpoint's bytes with the fields' members
+  (compact JSON, ``ensure_ascii=False``) added before its closing brace, after a ``,`` when the
+  object has members of its own. Nothing the endpoint wrote is re-encoded: its number formats,
+  escapes and spacing stay, and the cost is one validating scan, whatever the body's size;
+- **re-encoded**: any other JSON object body (another encoding or a BOM, whitespace after the
+  object, or a member the contract names) is ``json.loads`` of it, updated with the fields,
+  re-encoded as compact JSON (``separators=(",", ":")``, ``ensure_ascii=False``);
+- anything else (not JSON, not an object, not a JSON media type) is sent as it is.
+
+The scan: a body that starts with ``{`` followed by a non-NUL byte is the UTF-8 text
+``json.loads`` would decode (its encoding detection only looks at BOMs and NUL bytes), and one
+``raw_decode`` that reaches the end of the text is what ``json.loads`` returns. The fields'
+members are encoded once per fields object, and the compact encoder is built once
+(``JSONEncoder.encode`` builds the same C encoder on every call).
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ def stamp(
     since: int | None,
     epoch: str | None,
 ) -> Response:
-    """``response`` with the contract fields of ``state`` merged into its JSON object body."""
+    """``response`` with the contract fields of ``state`` added to its JSON object body."""
     body = getattr(response, "body", None)
     if not isinstance(body, bytes):
         return response
@@ -71,12 +73,12 @@ def stamp(
     if media != _JSON and not is_json_media_type(media):
         return response
     try:
-        document = _decoded(body)
+        document, kept = _decoded(body)
     except ValueError:
         return response
     if not isinstance(document, dict):
         return response
-    content = _merged(document, _fields(service, state, since, epoch))
+    content = _stamped(body, document, kept, _fields(service, state, since, epoch))
     headers = [(k, v) for k, v in response.raw_headers if k.lower() not in _REPLACED]
     headers.append((_CONTENT_LENGTH, str(len(content)).encode("latin-1")))
     if since is not None:
@@ -92,26 +94,28 @@ def stamp(
     return stamped
 
 
-def _decoded(body: bytes) -> Any:
-    """``json.loads(body)`` (the module docstring says when it takes the short way)."""
+def _decoded(body: bytes) -> tuple[Any, bool]:
+    """``json.loads(body)``, and whether the body is one a stamp keeps (the module docstring)."""
     if len(body) > 1 and body[0] == 0x7B and body[1]:
         text = body.decode("utf-8", "surrogatepass")
         document, end = _DECODER.raw_decode(text)
         if end == len(text):
-            return document
-    return json.loads(body)
+            return document, True
+    return json.loads(body), False
 
 
-def _merged(document: dict[str, Any], fields: tuple[dict[str, Any], bytes]) -> bytes:
-    """The compact encoding of ``document`` updated with ``fields`` (dumped, and its members
-    encoded)."""
+def _stamped(
+    body: bytes, document: dict[str, Any], kept: bool, fields: tuple[dict[str, Any], bytes]
+) -> bytes:
+    """The stamped body of a JSON object ``body`` (decoded: ``document``; ``kept``: its bytes may
+    stay), with ``fields`` (dumped, and its members encoded)."""
     dumped, members = fields
-    if not members or not dumped.keys().isdisjoint(document):
-        document.update(dumped)
-        return _encode(document).encode("utf-8")
-    if not document:
-        return b"{" + members + b"}"
-    return _encode(document).encode("utf-8")[:-1] + b"," + members + b"}"
+    if kept and dumped.keys().isdisjoint(document):
+        if not members:
+            return body
+        return body[:-1] + (b"," if document else b"") + members + b"}"
+    document.update(dumped)
+    return _encode(document).encode("utf-8")
 
 
 def _fields(

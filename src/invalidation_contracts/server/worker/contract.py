@@ -153,16 +153,17 @@ class ContractWorker:
                 self.registry.sync()
             except StorageError as exc:
                 raise unavailable(str(exc)) from None
-        return self._vouched()
+        return self.vouched()
 
     async def state_for(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
         """``state`` from an event loop: a catch-up runs in a worker thread."""
         if (since is not None or epoch is not None) and self.behind(since, epoch):
             return await to_thread.run_sync(functools.partial(self.state, since, epoch))
-        return self._vouched()  # not behind: what ``state`` returns, without asking again
+        return self.vouched()  # not behind: what ``state`` returns, without asking again
 
-    def _vouched(self) -> RegistryState:
-        """The current state, or 503 when this worker cannot vouch for it."""
+    def vouched(self) -> RegistryState:
+        """The current state without catching up (no I/O: for a request that names no
+        position), or 503 ``registry-unavailable`` when this worker cannot vouch for it."""
         if not self.runtime.available:
             raise unavailable(self.runtime.unavailable_reason)
         return self.registry.state
