@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 import pytest
 from fastapi import Body, Depends, FastAPI, Header, HTTPException, Request
+from fastapi.exceptions import ResponseValidationError
 from fastapi.testclient import TestClient
 from tests.service.conftest import TOKEN, Order
 
@@ -248,3 +249,20 @@ def test_a_nan_beside_the_order_does_not_skip_the_check_of_the_documented_exampl
         answer = http.post("/v1/orders", content=violating, headers=JSON)
     assert answer.status_code == 422
     assert answer.json()["type"].endswith("policy-violation")
+
+
+def test_fastapis_error_messages_name_the_endpoints_own_file_not_the_wrapper(
+    domain: Domain,
+) -> None:
+    service = ContractService.open(domain, admin_token=TOKEN)
+    app = FastAPI(lifespan=service.lifespan)
+    router = service.router()
+
+    @router.post("/v1/orders")
+    async def place(order: Order) -> Order:
+        return {"not": "an order"}  # type: ignore[return-value]  # the app's own bug
+
+    app.include_router(router)
+    with TestClient(app) as http, pytest.raises(ResponseValidationError) as raised:
+        http.post("/v1/orders", json=PASSING)
+    assert f'File "{__file__}"' in str(raised.value)
