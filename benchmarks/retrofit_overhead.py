@@ -335,12 +335,12 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
         md += (
             "\n\nAbove the target: where the contract app's time goes (cProfile of passing "
             "POSTs, the ASGI app driven in process; the library's functions by cumulative "
-            "time, then all by own time; `_check` reads and validates the body and runs the "
-            "policy inline, on the event loop):\n\n```\n"
+            "time, then all by own time; the endpoint's wrapper (`checked_async`) runs the "
+            "policy inline, on the event loop, on the model FastAPI validated):\n\n```\n"
             + _trim(profile)
             + "\n```\n\nParts of the route class timed alone in process (CPU µs per call; the "
-            "rest of the difference is parsing and validating the body, the contract headers, the "
-            "Link header, routing through the contract router and the follower's polling):\n\n"
+            "rest of the difference is the contract headers, handing the check to the endpoint, "
+            "the Link header, routing past the contract router and the follower):\n\n"
             + markdown_table(["part", "µs CPU"], [[k, f"{v:.1f}"] for k, v in parts.items()])
         )
     checks = [
