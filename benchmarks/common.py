@@ -177,3 +177,23 @@ def slope(xs: Sequence[float], ys: Sequence[float]) -> float:
     mx, my = statistics.fmean(lx), statistics.fmean(ly)
     den = sum((x - mx) ** 2 for x in lx)
     return sum((x - mx) * (y - my) for x, y in zip(lx, ly, strict=True)) / den if den else 0.0
+
+
+def thread_cpu(pid: int) -> dict[str, int]:
+    """CPU nanoseconds of each thread of ``pid`` (``/proc/<pid>/task/<tid>/schedstat``)."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            out[task.name] = int((task / "schedstat").read_text(encoding="ascii").split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # the thread ended
+    if not out:
+        raise RuntimeError("server CPU time is not readable here (/proc/<pid>/task/*/schedstat)")
+    return out
+
+
+def cpu_since(pid: int, before: dict[str, int]) -> float:
+    """Seconds of CPU ``pid``'s threads used since ``before`` (a thread that ended in between
+    loses its share: the server's thread pool keeps its threads while it is loaded)."""
+    now = thread_cpu(pid)
+    return sum(ns - before.get(tid, 0) for tid, ns in now.items()) / 1e9

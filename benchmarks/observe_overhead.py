@@ -37,7 +37,7 @@ from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.server.sql import create_tables
 
 from . import loadgen
-from .common import Check, StudyResult, markdown_table, median
+from .common import Check, StudyResult, cpu_since, markdown_table, median, thread_cpu
 from .provider_load import DOMAIN, request_mixes
 from .servers import ADMIN_TOKEN, Server, serve_command
 
@@ -130,11 +130,11 @@ def _requests(size: Size) -> dict[str, Any]:
         for r in range(size.rounds):
             for name in names[r % 3 :] + names[: r % 3]:
                 server = servers[name]
-                before = _thread_cpu(server.pid)
+                before = thread_cpu(server.pid)
                 (trial,) = loadgen.run_side_by_side([server.port], path, bodies, 1, size.round_s)
                 if name == "on":
                     _scrape(server)
-                used = _cpu_since(server.pid, before)
+                used = cpu_since(server.pid, before)
                 per_request[name].append(used / max(1, len(trial.latencies_s)))
     ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
     floor = [h / lo for lo, h in zip(per_request["off"], per_request["again"], strict=True)]
@@ -149,26 +149,6 @@ def _requests(size: Size) -> dict[str, Any]:
         "rounds": size.rounds,
         "method": "interleaved slots, schedstat CPU",
     }
-
-
-def _thread_cpu(pid: int) -> dict[str, int]:
-    """CPU nanoseconds of each thread of ``pid`` (``/proc/<pid>/task/<tid>/schedstat``)."""
-    out = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            out[task.name] = int((task / "schedstat").read_text(encoding="ascii").split()[0])
-        except (OSError, ValueError, IndexError):
-            continue  # the thread ended
-    if not out:
-        raise RuntimeError("server CPU time is not readable here (/proc/<pid>/task/*/schedstat)")
-    return out
-
-
-def _cpu_since(pid: int, before: dict[str, int]) -> float:
-    """Seconds of CPU ``pid``'s threads used since ``before`` (a thread that ended in between
-    loses its share: the server's thread pool keeps its threads while it is loaded)."""
-    now = _thread_cpu(pid)
-    return sum(ns - before.get(tid, 0) for tid, ns in now.items()) / 1e9
 
 
 def _spread(ratios: list[float]) -> dict[str, float]:
