@@ -216,7 +216,7 @@ def _breakdown(env: Mapping[str, str], n: int) -> dict[str, float]:
 
     from invalidation_contracts.server import Asked
     from invalidation_contracts.server.http import ContractService
-    from invalidation_contracts.server.http.retrofit import stamp
+    from invalidation_contracts.server.http.stamping import stamp
 
     service = ContractService.open(
         DOMAIN, database=env["SHOP_DATABASE"], store=env["SHOP_REGISTRY"], admin_token="bench"

@@ -124,8 +124,6 @@ ALLOWED: dict[str, str] = {
     "server/http/service.py::ContractService.domain_router.**options": API_ROUTER,
     "server/http/service.py::ContractService.router.**options": API_ROUTER,
     "server/sql/engine.py::make_engine.**options": SQLALCHEMY,
-    "server/store/postgres.py::connection_options.**extra": "libpq connection parameters, "
-    "forwarded verbatim to psycopg.connect",
     "server/store/reader.py::decode_row.data": "a column value as the DB-API driver returns it "
     "(text, or whatever a damaged row holds: json.loads refuses it)",
     "server/worker/contract.py::ContractWorker.open.**options": WORKER_OPTIONS,

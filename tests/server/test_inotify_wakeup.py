@@ -5,8 +5,6 @@ queue always does. Where inotify cannot be set up, there is no wake-up (the work
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 import select
 import sqlite3
@@ -18,6 +16,7 @@ from contextlib import closing
 from pathlib import Path
 
 import pytest
+from tests.support.failing_libc import FailingLibc
 
 from invalidation_contracts.server.store import inotify
 from invalidation_contracts.server.store.inotify import (
@@ -140,15 +139,6 @@ def test_turned_off_by_the_environment_there_is_no_wakeup(
 ) -> None:
     monkeypatch.setenv(inotify.ENV, "0")
     assert file_wakeup(database) is None
-
-
-class FailingLibc:
-    """libc whose inotify_init1 fails as when ``max_user_instances`` is reached."""
-
-    @staticmethod
-    def inotify_init1(flags: int) -> int:
-        ctypes.set_errno(errno.EMFILE)
-        return -1
 
 
 def test_where_inotify_cannot_be_set_up_there_is_no_wakeup_and_a_warning(

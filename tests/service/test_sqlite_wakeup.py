@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 from tests.support.acme_sqlite import acme_on_sqlite
+from tests.support.failing_libc import FailingLibc
 
 from invalidation_contracts.server.store import inotify
 from invalidation_contracts.server.store.inotify import CaptureWakeup, FileWakeup
@@ -89,18 +90,6 @@ def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
         assert set(listeners) == {"", "sql"}
         assert all(isinstance(x, FileWakeup) for x in listeners.values())
         assert isinstance(listeners["sql"], CaptureWakeup), "the capture's lead"
-
-
-class FailingLibc:
-    """libc whose inotify_init1 fails, as when ``fs.inotify.max_user_instances`` is reached."""
-
-    @staticmethod
-    def inotify_init1(flags: int) -> int:
-        import ctypes
-        import errno
-
-        ctypes.set_errno(errno.EMFILE)
-        return -1
 
 
 def test_a_sqlite_worker_that_cannot_watch_its_files_polls_and_serves_every_change(

@@ -77,8 +77,6 @@ def violations_of(result: object) -> list[Violation]:
     """
     if result is None:
         return []
-    if type(result) is list and not result:
-        return []  # what a passing ``FunctionPolicy.check`` hands ``evaluate``
     if isinstance(result, Violation):
         return [result]
     if type(result) is list and all(isinstance(item, Violation) for item in result):

@@ -41,12 +41,11 @@ def make_engine(url: str | URL, **options: Any) -> Engine:
     parsed = database_url(url)
     if parsed.get_backend_name() == "postgresql":
         require_extra("postgres", "psycopg")
-        from ..store.postgres import CONNECT_TIMEOUT_S, KEEPALIVES
+        from ..store.postgres import worker_options
 
         connect_args = options.setdefault("connect_args", {})
-        for name, value in {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES}.items():
-            if name not in parsed.query:  # the URL's own setting stands
-                connect_args.setdefault(name, value)
+        for name, value in worker_options(parsed.query).items():  # the URL's own stand
+            connect_args.setdefault(name, value)
     if parsed.get_backend_name() == "sqlite":
         options.setdefault("connect_args", {}).setdefault("timeout", DEFAULT_BUSY_TIMEOUT_S)
     engine = sa.create_engine(parsed, **options)

@@ -18,7 +18,8 @@ import contextlib
 import os
 import re
 import socket
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Container
+from typing import TYPE_CHECKING, Any
 
 from ..._extras import require_extra
 from .base import SQLRegistryStore
@@ -52,11 +53,15 @@ KEEPALIVES: dict[str, Any] = {
 """libpq TCP keepalives of a worker's connections (ignored on a Unix socket)."""
 
 
-def connection_options(url: str, **extra: Any) -> dict[str, Any]:
-    """The connect timeout and keepalives (and ``extra``) a worker's connection to ``url`` gets,
-    less those the URL sets itself (a keyword would override them)."""
-    given = conninfo_to_dict(url)
-    wanted = {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES, **extra}
+def connection_options(url: str) -> dict[str, Any]:
+    """The connect timeout and keepalives a worker's connection to ``url`` (a libpq URL or
+    conninfo) gets, less those the URL sets itself (a keyword would override them)."""
+    return worker_options(conninfo_to_dict(url))
+
+
+def worker_options(given: Container[str]) -> dict[str, Any]:
+    """The connect timeout and keepalives, less the parameters in ``given`` (a URL's own)."""
+    wanted = {"connect_timeout": CONNECT_TIMEOUT_S, **KEEPALIVES}
     return {name: value for name, value in wanted.items() if name not in given}
 
 
@@ -262,15 +267,12 @@ class PostgresListener:
     them takes over (``try_lead``) when the leader's connection goes.
     """
 
-    connect_options: ClassVar[dict[str, Any]] = {}
-    """Extra libpq parameters of the connection (beside ``connection_options``)."""
-
     def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
         self._conn = psycopg.connect(
             url,
             autocommit=True,
             application_name=LISTENER_APPLICATION_NAME,
-            **connection_options(url, **self.connect_options),
+            **connection_options(url),
         )
         self._channels = channels
         self._lead = lead

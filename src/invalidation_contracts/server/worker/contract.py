@@ -164,10 +164,9 @@ class ContractWorker:
     def vouched(self) -> RegistryState:
         """The current state without catching up (no I/O: for a request that names no
         position), or 503 ``registry-unavailable`` when this worker cannot vouch for it."""
-        follower = self.runtime.follower  # ``runtime.available``, asked on every request
-        if follower is not None and not follower.available:
-            raise unavailable(follower.reason)
-        return self.provider.registry.state
+        if not self.runtime.available:
+            raise unavailable(self.runtime.unavailable_reason)
+        return self.registry.state
 
     def handle(self, route: Route[Any], payload: object, asked: Asked = PLAIN) -> Outcome:
         """A standalone domain route: policies, then the route's success handler (may do I/O)."""

@@ -188,8 +188,7 @@ class Follower:
         health = self.health
         if self._thread is None:  # not started (tests, scripts): as fresh as its last check
             return health.available
-        # ``lag_s < max_lag_s`` without the property: asked on every request a worker stamps.
-        return health.available and time.monotonic() - health.last_ok < self.max_lag_s
+        return health.available and self.lag_s < self.max_lag_s
 
     @property
     def live(self) -> bool:
