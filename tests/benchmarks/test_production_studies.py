@@ -46,5 +46,6 @@ def test_the_retrofit_study_compares_the_same_app_with_and_without_the_contract(
     result = retrofit_overhead.run(quick=True, out_dir=tmp_path)
     assert "|---" in result.markdown
     assert set(result.data["ratios"]) == {"POST", "GET"}
-    assert len(result.data["cpu_s_per_request"]) == 4
+    assert len(result.data["cpu_s_per_request"]) == 6  # with, without, and without again
+    assert set(result.data["extra_us"]) == set(result.data["noise_ratios"]) == {"POST", "GET"}
     assert bool(result.data["profile"]) == any(not check.met for check in result.checks)
