@@ -223,30 +223,41 @@ def _service() -> ContractService:
 
 
 def _stamped_as_defined(response: Response, since: int | None, epoch: str | None) -> Response:
-    """The stamp spelled out (``server/http/stamping.py``): a UTF-8 body that starts with ``{``,
-    ends with its object and names none of the fields is kept, the fields' members added before
-    its closing brace; any other JSON object is ``json.loads`` of it, updated with the fields,
-    compactly re-encoded. The headers are kept but for one new content-length (and the echo)."""
+    """The stamp spelled out (``server/http/stamping.py``): a body that starts with ``{`` and a
+    non-NUL byte, ends with ``}``, and holds neither ``\\u`` nor a field's name in quotes is
+    spliced unread: the fields' members added before its closing brace; so is a UTF-8 body that
+    starts with ``{``, ends with its object and names none of the fields; any other JSON object
+    is ``json.loads`` of it, updated with the fields, compactly re-encoded. The headers are kept
+    but for one new content-length (and the echo)."""
     service = _service()
     media = response.media_type or response.headers.get("content-type")
     body = getattr(response, "body", None)
     if not isinstance(body, bytes) or not (media or "").lower().startswith("application/json"):
         return response
+    dumped = service.contract(service.state(), since, epoch).model_dump(exclude_none=True)
+    members = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)[1:-1]
+    utf8 = body[:1] == b"{" and b"\x00" not in body[:2] and body[-1:] == b"}"
+    quoted = [json.dumps(name).encode() for name in dumped]
+    if utf8 and b"\\u" not in body and not any(name in body for name in quoted):
+        separator = "," if body[1:-1].strip(b" \t\n\r") and members else ""
+        content = body[:-1] + (separator + members).encode("utf-8") + b"}"
+        return _with_headers(response, content, since)
     try:
         document = json.loads(body)
     except ValueError:
         return response
     if not isinstance(document, dict):
         return response
-    dumped = service.contract(service.state(), since, epoch).model_dump(exclude_none=True)
-    utf8 = body[:1] == b"{" and b"\x00" not in body[:2] and body[-1:] == b"}"
     if utf8 and not set(dumped) & set(document):
-        members = json.dumps(dumped, separators=(",", ":"), ensure_ascii=False)[1:-1]
         separator = "," if document and members else ""
         content = body[:-1] + (separator + members).encode("utf-8") + b"}"
     else:
         document.update(dumped)
         content = json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _with_headers(response, content, since)
+
+
+def _with_headers(response: Response, content: bytes, since: int | None) -> Response:
     replaced = (b"content-length", b"contract-since")
     headers = [(k, v) for k, v in response.raw_headers if k.lower() not in replaced]
     headers.append((b"content-length", str(len(content)).encode()))
@@ -313,7 +324,13 @@ def test_the_stamp_sends_the_bytes_its_definition_does(
     "body",
     [
         b"{}",
+        b"{ \t\n}",
         b'{"a":1}',
+        b'{"a":{"table_versions":1}}',
+        b'{"table_versions":1,"a":2}',
+        b'{"a":"\\u00e9"}',
+        b"{not json}",
+        b"{\x0c}",
         b"{",
         b"{\x00}",
         b'{"a":1} ',
