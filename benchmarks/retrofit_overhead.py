@@ -62,7 +62,7 @@ CATALOG = [
     {"id": i, "name": f"item {i}", "plan": "basic", "price": i * 1.5, "tags": ["a", "b"]}
     for i in range(300)
 ]
-"""A larger answer (~20 KB of JSON): what the contract costs grows with nothing but the body."""
+"""A larger answer (~20 KB of JSON): the part of the contract's cost that grows with the body."""
 REQUESTS = {
     "POST": ("POST", "/v1/orders"),
     "GET": ("GET", "/v1/plans/enterprise"),
@@ -299,7 +299,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
                 for name, (_, port) in servers.items()
             }
             try:
-                for name, (pid, _) in servers.items():  # warm both
+                for name, (pid, _) in servers.items():  # warm each
                     for request in REQUESTS:
                         _block(clients[name], pid, request, 20)
                 idle = {name: _idle(pid, IDLE_S) for name, (pid, _) in servers.items()}
