@@ -29,7 +29,7 @@ from ..asked import Asked
 from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
-from .errors import answer, problem_of, wire
+from .errors import answer, outcome_response, problem_of
 
 if TYPE_CHECKING:
     from .service import ContractService
@@ -61,9 +61,7 @@ class Pending:
         if outcome is None:
             return None
         self.refused = True
-        since = self.asked.since
-        refused = wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
-        return add_link(self.service, self.request, refused)
+        return add_link(self.service, self.request, outcome_response(outcome, self.asked.since))
 
 
 PENDING: ContextVar[Pending | None] = ContextVar("invalidation_contracts_pending", default=None)
@@ -112,27 +110,25 @@ def checking(endpoint: Callable[..., Any]) -> Callable[..., Any]:
 
         @functools.wraps(endpoint)
         async def checked_async(*args: Any, **kwargs: Any) -> Any:
-            pending = PENDING.get()
-            if pending is not None:
-                refusal = pending.refusal(kwargs)
-                if refusal is not None:
-                    return refusal
-            return await endpoint(*args, **kwargs)
+            refusal = _refusal(kwargs)
+            return refusal if refusal is not None else await endpoint(*args, **kwargs)
 
         _name_the_endpoint(checked_async, endpoint)
         return checked_async
 
     @functools.wraps(endpoint)
     def checked(*args: Any, **kwargs: Any) -> Any:
-        pending = PENDING.get()
-        if pending is not None:
-            refusal = pending.refusal(kwargs)
-            if refusal is not None:
-                return refusal
-        return endpoint(*args, **kwargs)
+        refusal = _refusal(kwargs)
+        return refusal if refusal is not None else endpoint(*args, **kwargs)
 
     _name_the_endpoint(checked, endpoint)
     return checked
+
+
+def _refusal(arguments: dict[str, Any]) -> Response | None:
+    """The pending check's refusal of the endpoint's ``arguments``, if a check is pending."""
+    pending = PENDING.get()
+    return None if pending is None else pending.refusal(arguments)
 
 
 def _name_the_endpoint(wrapper: Callable[..., Any], endpoint: Callable[..., Any]) -> None:

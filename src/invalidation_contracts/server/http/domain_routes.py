@@ -12,7 +12,7 @@ from starlette.responses import Response
 from ...protocol.models import SuccessResponse
 from ..asked import Asked
 from ..domain import Route
-from .errors import problem_route_class, read_json, wire
+from .errors import outcome_response, problem_route_class, read_json
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
 from .routing import LiteralRouter
@@ -63,7 +63,7 @@ def _endpoint(service: ContractService, route: Route[Any], patchable: str) -> Ca
         # and a worker behind the client catches up first.
         asked = Asked(since, epoch, request.url.path)
         outcome = await run_in_threadpool(service.handle, route, payload, asked)
-        response = wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
+        response = outcome_response(outcome, since)
         if patchable:
             response.headers[CONTRACT_PATCHABLE] = patchable
         return response

@@ -33,7 +33,7 @@ from ...protocol.problems import ProblemType, ProtocolError, problem
 from ..config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from ..faults import PolicyError
 from ..ingest import SourceError
-from ..provider import validation_errors
+from ..provider import Outcome, validation_errors
 from ..store import StorageError
 from ..tables import MAX_SAFE_INTEGER as SAFE_INTEGER
 from .discovery import add_link
@@ -269,6 +269,11 @@ def wire(
         headers=headers,
         media_type="application/json",
     )
+
+
+def outcome_response(outcome: Outcome, since: int | None) -> Response:
+    """A route's answer as sent (its body already encoded), echoing the client's ``since``."""
+    return wire(outcome.body, status=outcome.status, since=since, content=outcome.content)
 
 
 def answer(

@@ -34,7 +34,7 @@ from ..domain import Route
 from ..state import RegistryState
 from .checked import PENDING, Pending, checking, model_parameters
 from .discovery import add_link
-from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, problem_of, wire
+from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, outcome_response, problem_of
 from .headers import CONTRACT_SINCE, POSITION_HEADERS, first_headers, position_of
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
@@ -177,7 +177,7 @@ async def _check(
     outcome = service.provider.check(route, model, state, asked)
     if outcome is None:
         return None
-    return wire(outcome.body, status=outcome.status, since=asked.since, content=outcome.content)
+    return outcome_response(outcome, asked.since)
 
 
 def _share_parsed(request: Request, payload: Any) -> None:

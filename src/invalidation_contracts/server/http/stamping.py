@@ -118,12 +118,10 @@ def _unread(body: bytes, fields: Fields) -> bytes | None:
     for name in names:
         if name in body:
             return None
-    if not members:
-        return body
     first = 1
     while body[first] in _WHITESPACE:  # stops at the closing brace at the latest
         first += 1
-    return body[:-1] + (b"," if first < len(body) - 1 else b"") + members + b"}"
+    return _spliced(body, members, first < len(body) - 1)
 
 
 def _decoded(body: bytes) -> tuple[Any, bool]:
@@ -141,11 +139,17 @@ def _stamped(body: bytes, document: dict[str, Any], kept: bool, fields: Fields) 
     stay), with ``fields`` (dumped, and its members encoded)."""
     dumped, members, _ = fields
     if kept and dumped.keys().isdisjoint(document):
-        if not members:
-            return body
-        return body[:-1] + (b"," if document else b"") + members + b"}"
+        return _spliced(body, members, bool(document))
     document.update(dumped)
     return _encode(document).encode("utf-8")
+
+
+def _spliced(body: bytes, members: bytes, own: bool) -> bytes:
+    """The object ``body`` with ``members`` added before its closing brace (after a ``,`` when
+    it has members of its ``own``)."""
+    if not members:
+        return body
+    return body[:-1] + (b"," if own else b"") + members + b"}"
 
 
 def _fields(
