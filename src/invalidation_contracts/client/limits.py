@@ -8,7 +8,9 @@ small enough that a hostile one cannot grow the agent's memory or RAM. Change th
 ``FixMemory(..., limits=Limits(max_entries_per_origin=50_000))``.
 
 ``parse_json`` bounds nesting before parsing: a body nested deeper than ``max_json_depth`` is not
-handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5).
+handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5). The scan is linear
+in the body whatever it holds (issue 38, H1): a string runs to its closing quote or to the end of
+the body, and no quantifier backtracks, so an unterminated string cannot make it quadratic.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from typing import Any
 KIB = 1024
 MIB = 1024 * KIB
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string: its quote, runs of plain bytes between escapes (possessive, so nothing backtracks),
+# then its closing quote or the end of the body (an unterminated string is skipped to the end, in
+# one pass, instead of failing and being retried from every quote inside it).
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OPENERS = frozenset(b"[{")
 
@@ -79,7 +84,8 @@ class Refusal:
 
 
 def json_depth(content: bytes) -> int:
-    """How deeply a JSON text nests arrays and objects (strings skipped), without parsing it."""
+    """How deeply a JSON text nests arrays and objects (strings skipped, an unterminated one to the
+    end), without parsing it; linear in ``len(content)``."""
     brackets = _STRING.sub(b"", content).translate(None, _NOT_BRACKETS)
     depth = deepest = 0
     for byte in brackets:
