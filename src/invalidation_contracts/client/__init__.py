@@ -23,6 +23,7 @@ from .events import (
     Ignored,
     MemoryEvent,
     MemoryFailed,
+    MemorySetAside,
     Need,
     NotStored,
     Observation,
@@ -33,6 +34,7 @@ from .events import (
     RulesAlert,
     Served,
     Stored,
+    Unreadable,
     VersionMoved,
 )
 from .limits import Limits
@@ -77,6 +79,7 @@ __all__ = [
     "FixMemory",
     "Ignored",
     "MemoryFailed",
+    "MemorySetAside",
     "PositionDropped",
     "InMemoryStore",
     "Limits",
@@ -92,6 +95,7 @@ __all__ = [
     "PatchRefused",
     "Position",
     "Quarantined",
+    "Unreadable",
     "Refused",
     "Restamped",
     "RulesAlert",
