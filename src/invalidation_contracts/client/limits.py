@@ -58,6 +58,12 @@ class Limits:
     max_json_depth: int = 128
     """How deeply a body (a response, a feed, a listing) may nest arrays and objects; a deeper
     one is refused before it is parsed."""
+    max_read_seconds: int = 10
+    """Seconds the memory's own reading may take for one agent request, in all: the response
+    body it reads for the contract and the feed fetches that response leads to (httpx
+    transports; issue 38, H8). Past it the body is left to the agent unread (a ``Refused``
+    event) and a fetch not done is abandoned as a network error is (a ``FetchFailed`` event;
+    the need stays outstanding). A read in progress ends at its next chunk or read timeout."""
     max_tombstones_per_origin: int = 1_000
     """Tombstones kept per origin: each eviction past it drops the oldest (``retention``)."""
     tombstone_max_age_s: int = 30 * 24 * 3600
