@@ -16,6 +16,7 @@ from .entries import Dependency as Dependency
 from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
 from .entries import Provenance as Provenance
 from .events import (
+    Coarsened,
     Evicted,
     FetchChanges,
     FetchFailed,
@@ -69,6 +70,7 @@ __all__ = [
     "Answer",
     "ApplyMode",
     "AsyncFixMemory",
+    "Coarsened",
     "Detection",
     "DetectionName",
     "Evicted",

@@ -113,6 +113,20 @@ class MemorySetAside(MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Coarsened(MemoryEvent):
+    """A fix whose dependency vector named more row keys than a bound allows: stored at table
+    granularity (any change to its tables evicts it), so a server cannot grow the memory by
+    naming keys. ``bound``: the ``Limits`` field; ``actual``: the keys it would have made."""
+
+    kind: ClassVar[str] = "coarsened"
+    suggestion_type: str
+    bound: str
+    cap: int
+    actual: int
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotStored(MemoryEvent):
     """A suggestion in a failure response that the memory did not keep."""
 

@@ -41,6 +41,12 @@ class Limits:
     """JSON bytes of one parameter value (and of one patch value) of a suggestion."""
     max_suggestion_bytes: int = 64 * KIB
     """JSON bytes of one suggestion, dependency vector included."""
+    max_keys_per_entry: int = 256
+    """Row keys one suggestion's dependency vector names, all tables together (the entry it
+    becomes holds them); past it the fix is kept at table granularity (a ``Coarsened`` event)."""
+    max_keys_per_origin: int = 100_000
+    """Row keys all live entries of one origin name together; a fix that would pass it is kept
+    at table granularity (a ``Coarsened`` event)."""
     max_entries_per_origin: int = 10_000
     """Live entries of one origin; past it new fixes are refused (a replacement is allowed)."""
     max_body_bytes: int = 1 * MIB
