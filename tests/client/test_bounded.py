@@ -1,17 +1,19 @@
 """Bounded body reading (httpx/bounded.py; parse_json in client/limits.py) against brute-force
 oracles: decoding in bounded steps gives exactly what decoding at once gives, a body is refused
 exactly when its decoded size passes the cap, and the nesting depth found without parsing is the
-parsed value's depth."""
+parsed value's depth, for any bytes (a brute-force scanner), in time linear in the body: an
+adversarial body (issue 38, H1) is scanned under a generous deadline."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import zlib
+from datetime import timedelta
 from typing import Any
 
 import httpx
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client import Limits
@@ -112,6 +114,48 @@ def test_a_body_is_refused_exactly_when_its_decoded_size_passes_the_cap(value, c
 @given(json_values)
 def test_the_depth_found_without_parsing_is_the_parsed_depth(value):
     assert json_depth(json.dumps(value).encode()) == depth(value)
+
+
+def scanned_depth(content: bytes) -> int:
+    """The oracle: one byte at a time, a string skipped to its closing quote or to the end."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in content:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == ord("\\"):
+                escaped = True
+            elif byte == ord('"'):
+                in_string = False
+        elif byte == ord('"'):
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in b"]}":
+            depth -= 1
+    return deepest
+
+
+hostile_bytes = st.binary(max_size=60) | st.text(alphabet='"\\[]{}a', max_size=60).map(str.encode)
+
+
+@settings(max_examples=300, deadline=None)
+@given(hostile_bytes)
+def test_the_depth_of_any_bytes_is_what_a_byte_by_byte_scan_finds(content):
+    assert json_depth(content) == scanned_depth(content)
+
+
+@settings(max_examples=25, deadline=timedelta(seconds=2))
+@example(motif=b'\\"', tail=b"[" * 129)  # the audit's body: '"' + '\\"' * n + '[' * 129
+@example(motif=b'"\\', tail=b"")
+@given(st.text(alphabet='"\\[]{}a', min_size=1, max_size=6).map(str.encode), hostile_bytes)
+def test_an_adversarial_body_of_64_kib_is_scanned_in_linear_time(motif, tail):
+    body = b'"' + motif * (64 * 1024 // len(motif)) + tail  # quadratic before: ~12 s at 64 KiB
+
+    assert json_depth(body) == scanned_depth(body)
+    assert parse_json(body, 128)[1] is None or scanned_depth(body) > 128
 
 
 @given(json_values, st.integers(min_value=0, max_value=6))

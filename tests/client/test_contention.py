@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,7 +31,7 @@ from tests.client.contention_model import (
 
 from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.stores import CheckOp, PutOp
-from invalidation_contracts.client.turn import TURN_KEY
+from invalidation_contracts.client.turn import TURN_KEY, TURN_TTL_S, free, new_turn
 from invalidation_contracts.client.values import Observed
 
 ENTRIES = 2000
@@ -208,3 +211,64 @@ def _contract(version: str) -> dict:
     from tests.client.contention_model import contract
 
     return contract(version)
+
+
+def _zombie() -> subprocess.Popen[bytes]:
+    """A child killed with SIGKILL and not reaped: a zombie until ``wait()``."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    os.kill(child.pid, signal.SIGKILL)
+    for _ in range(500):  # bounded: the kernel makes it a zombie within milliseconds
+        if Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            break
+        time.sleep(0.01)
+    return child
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_a_turn_held_by_a_killed_and_unreaped_process_is_taken_over_at_once(tmp_path):
+    """Issue 38, item 4: a zombie holder (``kill(pid, 0)`` succeeds on it) does not stall the
+    next writer for the turn's TTL: ``/proc/PID/stat`` says ``Z``."""
+    where = str(tmp_path / "memory.sqlite")
+    seed(where, 3)
+    zombie = _zombie()
+    try:
+        with memory(where) as m:
+            meta = namespace(ORIGIN, "meta")
+            turn = {**new_turn(time.time()), "pid": zombie.pid}
+            turn.pop("started", None)  # the zombie's own start time is not this process's
+            m.store.batch([CheckOp(meta, TURN_KEY, None), PutOp(meta, TURN_KEY, turn)])
+            assert free(turn, time.time())
+            done = threading.Event()
+            runner = threading.Thread(
+                target=lambda: (
+                    m.observe(ORIGIN, Observed(None, 200, {"success": True, **_contract("2.0.0")})),
+                    done.set(),
+                ),
+                daemon=True,
+            )
+            runner.start()
+            runner.join(TURN_TTL_S / 2)  # a bound, not a timing: it waited the TTL before
+            assert done.is_set() and m.store.get(meta, TURN_KEY) is None
+    finally:
+        zombie.wait(10)
+
+
+def test_a_turn_naming_a_live_process_is_not_free_until_it_expires():
+    """The control: a running holder of this namespace keeps its turn."""
+    assert not free(new_turn(time.time()), time.time())
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        assert not free({**new_turn(time.time()), "pid": sleeper.pid, "started": None}, time.time())
+    finally:
+        sleeper.kill()
+        sleeper.wait(10)
+
+
+@pytest.mark.skipif(not Path("/proc/self/ns/pid").exists(), reason="needs /proc (Linux)")
+def test_a_turn_whose_pid_was_reused_or_lives_in_another_pid_namespace_is_free():
+    """A pid reused by a later process (another start time), or one in another PID namespace
+    on this hostname, names no holder here: taken over at once."""
+    now = time.time()
+    reused = {**new_turn(now), "started": new_turn(now)["started"] + 1}
+    foreign = {**new_turn(now), "pidns": "pid:[1]"}
+    assert free(reused, now) and free(foreign, now)

@@ -16,6 +16,7 @@ from .entries import Dependency as Dependency
 from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
 from .entries import Provenance as Provenance
 from .events import (
+    Coarsened,
     Evicted,
     FetchChanges,
     FetchFailed,
@@ -23,6 +24,7 @@ from .events import (
     Ignored,
     MemoryEvent,
     MemoryFailed,
+    MemorySetAside,
     Need,
     NotStored,
     Observation,
@@ -33,6 +35,7 @@ from .events import (
     RulesAlert,
     Served,
     Stored,
+    Unreadable,
     VersionMoved,
 )
 from .limits import Limits
@@ -67,6 +70,7 @@ __all__ = [
     "Answer",
     "ApplyMode",
     "AsyncFixMemory",
+    "Coarsened",
     "Detection",
     "DetectionName",
     "Evicted",
@@ -77,6 +81,7 @@ __all__ = [
     "FixMemory",
     "Ignored",
     "MemoryFailed",
+    "MemorySetAside",
     "PositionDropped",
     "InMemoryStore",
     "Limits",
@@ -92,6 +97,7 @@ __all__ = [
     "PatchRefused",
     "Position",
     "Quarantined",
+    "Unreadable",
     "Refused",
     "Restamped",
     "RulesAlert",

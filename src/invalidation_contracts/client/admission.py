@@ -16,6 +16,7 @@ from typing import Any
 
 from ..protocol.canonical import canonical_json
 from ..protocol.models import CacheHint, ContractFields, Suggestion, field_pointer
+from .budget import budgeted
 from .entries import (
     Dependency,
     EvictionReason,
@@ -94,6 +95,7 @@ class Admission:
         deps = dependencies_of(
             suggestion, lambda table: stamped.get(table) or st.known.get(table, "")
         )
+        suggestion, deps = budgeted(tx, suggestion, deps, self.limits)
         key = MemoryKey.of(tx.origin, suggestion.type, suggestion.scope, lesson.operation)
         old = tx.index.by_key(key)
         if old is not None and not self.strategy.replaces:

@@ -162,6 +162,14 @@ def entries(core: MemoryCore, origin: str) -> Steps[list[MemoryEntry]]:
         return list(replica.index)
 
 
+def unreadable(core: MemoryCore, origin: str) -> Steps[dict[str, str]]:
+    """The origin's stored entries that could not be read (``{id: why}``): set aside, never
+    served (issue 38; ``memory stats`` counts them)."""
+    replica = yield from core.calls.fresh(origin)
+    with core.calls.lock:
+        return dict(replica.unreadable)
+
+
 def stats(core: MemoryCore, origin: str) -> Steps[OriginStats]:
     """A copy of the origin's counters: as committed, plus this process's unwritten ones."""
     replica = yield from core.calls.fresh(origin)

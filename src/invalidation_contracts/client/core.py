@@ -10,9 +10,11 @@ core or the same one.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable
 from os import PathLike
+from pathlib import Path
 
 from .admission import Admission
 from .answers import Answers
@@ -23,10 +25,17 @@ from .limits import DEFAULT_LIMITS, Limits
 from .replica import Replicas
 from .responses import Responses
 from .serving import Serving
-from .stores import InMemoryStore, SQLiteStore, Store
+from .stores import InMemoryStore, Store
+from .stores.sqlite import open_or_set_aside
 from .strategies import Strategy, StrategyName, strategy_for
 from .transaction import CallRunner
 from .trust import TrustPolicy
+
+logger = logging.getLogger("invalidation_contracts.client")
+
+
+def path_of(store: Store) -> Path | None:
+    return getattr(store, "path", None)
 
 
 class MemoryCore:
@@ -48,10 +57,17 @@ class MemoryCore:
         self.detection = Detection.parse(detection)
         self.limits = limits if limits is not None else DEFAULT_LIMITS
         self.owns_store = not isinstance(store, Store) if close_store is None else close_store
+        aside: Path | None = None
         if store is None:
             store = InMemoryStore()
         elif not isinstance(store, Store):
-            store = SQLiteStore(store)
+            store, aside = open_or_set_aside(store)
+            if aside is not None:
+                logger.warning(
+                    "the fix memory %s could not be opened; set aside as %s, a new one started",
+                    path_of(store),
+                    aside,
+                )
         self.store = store
         lock = threading.RLock()
         invalidation = Invalidation(self.strategy, self.trust)
@@ -67,6 +83,8 @@ class MemoryCore:
             clock=clock,
             confirmations=confirmations,
         )
+        if aside is not None:
+            self.calls.set_aside = (str(aside), str(path_of(self.store)))
         self.responses = Responses(
             self.calls, invalidation, admission, detection=self.detection, limits=self.limits
         )

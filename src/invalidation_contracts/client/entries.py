@@ -247,6 +247,11 @@ class MemoryEntry:
     def tables(self) -> tuple[str, ...]:
         return tuple(dep.table for dep in self.dependencies)
 
+    @property
+    def row_keys(self) -> int:
+        """How many row keys its dependencies name (``Limits.max_keys_per_entry``)."""
+        return sum(len(dep.keys or ()) for dep in self.dependencies)
+
     def dependency(self, table: str) -> Dependency | None:
         for dep in self.dependencies:
             if dep.table == table:

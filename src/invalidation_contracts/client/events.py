@@ -93,6 +93,40 @@ class Quarantined(EntryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Unreadable(MemoryEvent):
+    """A stored entry that could not be read (a damaged row): left out, never served; the rest
+    of the origin is served as usual. Reported once per process."""
+
+    kind: ClassVar[str] = "unreadable"
+    entry_id: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MemorySetAside(MemoryEvent):
+    """The memory file could not be opened (not a database SQLite can read): it was renamed to
+    ``aside`` and a new, empty one made at ``path``. Told with each origin's first call."""
+
+    kind: ClassVar[str] = "memory-set-aside"
+    aside: str
+    path: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Coarsened(MemoryEvent):
+    """A fix whose dependency vector named more row keys than a bound allows: stored at table
+    granularity (any change to its tables evicts it), so a server cannot grow the memory by
+    naming keys. ``bound``: the ``Limits`` field; ``actual``: the keys it would have made."""
+
+    kind: ClassVar[str] = "coarsened"
+    suggestion_type: str
+    bound: str
+    cap: int
+    actual: int
+    tables: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotStored(MemoryEvent):
     """A suggestion in a failure response that the memory did not keep."""
 

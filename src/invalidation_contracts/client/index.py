@@ -43,6 +43,9 @@ class OriginIndex:
         self._consumers: dict[str, Bucket] = {}
         self._by_scope: dict[ScopeToken, Bucket] = {}
         self._unscoped: dict[str, Bucket] = {}
+        self.row_keys = 0
+        """Row keys the live entries' dependencies name, all together (``Limits.
+        max_keys_per_origin``)."""
         for entry in sorted(entries, key=lambda e: e.serial):
             self.add(entry)
 
@@ -66,6 +69,7 @@ class OriginIndex:
             self._unscoped.setdefault(entry.operation, {})[eid] = None
         else:
             self._by_scope.setdefault(token, {})[eid] = None
+        self.row_keys += entry.row_keys
         for dep in entry.dependencies:
             self._by_table.setdefault(dep.table, {})[eid] = None
             if dep.keys is None:
@@ -88,6 +92,7 @@ class OriginIndex:
     def remove(self, entry_id: str) -> tuple[MemoryEntry, list[MemoryEntry]]:
         """Drop an entry; return it and its live consumers (entries derived from it)."""
         entry = self.entries.pop(entry_id)
+        self.row_keys -= entry.row_keys
         if self._by_key.get(entry.key) == entry_id:
             del self._by_key[entry.key]
         _discard(self._by_type, entry.type, entry_id)

@@ -20,7 +20,7 @@ The memory core never spells a namespace; everything it reads or writes is built
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
@@ -35,7 +35,18 @@ from .moves import EvictionRecord, Sweep, covered, kept_ids, record_of, sweep, t
 from .retention import dropped, tombstone_key
 from .state import OriginState
 from .stats import OriginStats
-from .stores import CheckOp, GetOp, Item, Op, PutOp, Result, SearchOp, Store, StoreError
+from .stores import (
+    UNREADABLE,
+    CheckOp,
+    GetOp,
+    Item,
+    Op,
+    PutOp,
+    Result,
+    SearchOp,
+    Store,
+    StoreError,
+)
 
 #: The first label of every namespace the memory writes.
 ROOT = "invalidation-contracts"
@@ -75,6 +86,8 @@ class CommittedOrigin:
     """The origin's eviction records, by generation."""
     announced: frozenset[str] = frozenset()
     """Ids the writer holding the turn announced it is evicting (``client.turn``)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Entry rows that could not be read (``{id: why}``): left out of the index (issue 38)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,11 +125,9 @@ def loaded(origin: str, results: Sequence[Result]) -> CommittedOrigin:
     try:
         records = records_of(origin, record_items)
         dead = covered(records.values())
-        entries = [
-            MemoryEntry.from_dict(item.value)
-            for item in _items(items)
-            if item.namespace == ns and item.key not in dead
-        ]
+        entries, unreadable = readable_entries(
+            i for i in _items(items) if i.namespace == ns and i.key not in dead
+        )
         return CommittedOrigin(
             OriginIndex(entries),
             _state(origin, state),
@@ -124,6 +135,7 @@ def loaded(origin: str, results: Sequence[Result]) -> CommittedOrigin:
             generation_of(generation),
             records,
             announced(turn),
+            unreadable,
         )
     except (KeyError, TypeError, ValueError, ValidationError) as exc:
         raise StoreError(f"the memory of {origin} cannot be read: {exc}") from exc
@@ -225,11 +237,25 @@ def entry_ops(origin: str, entry_ids: Sequence[str]) -> list[Op]:
     return ops
 
 
-def entries_of(origin: str, results: Sequence[Result]) -> list[MemoryEntry]:
-    try:
-        return [MemoryEntry.from_dict(r.value) for r in results if isinstance(r, Item)]
-    except (KeyError, TypeError, ValueError, ValidationError) as exc:
-        raise StoreError(f"the memory of {origin} cannot be read: {exc}") from exc
+def readable_entries(items: Iterable[Item]) -> tuple[list[MemoryEntry], dict[str, str]]:
+    """The entries of ``items`` that read, and ``{id: why}`` for each that does not: one
+    damaged row costs that entry alone, never the origin (issue 38, H6)."""
+    entries: list[MemoryEntry] = []
+    unreadable: dict[str, str] = {}
+    for item in items:
+        if UNREADABLE in item.value:
+            unreadable[item.key] = str(item.value[UNREADABLE])
+            continue
+        try:
+            entries.append(MemoryEntry.from_dict(item.value))
+        except (KeyError, TypeError, ValueError, ValidationError) as exc:
+            unreadable[item.key] = f"not an entry: {type(exc).__name__}: {exc}"[:200]
+    return entries, unreadable
+
+
+def entries_of(origin: str, results: Sequence[Result]) -> tuple[list[MemoryEntry], dict[str, str]]:
+    """The entries a batch of ``GetOp`` read (absent ones left out), and the unreadable ones."""
+    return readable_entries(r for r in results if isinstance(r, Item))
 
 
 def meta_of(origin: str, state: Result, stats: Result) -> tuple[OriginState, OriginStats]:
@@ -255,7 +281,7 @@ def load_tombstones(store: Store, origin: str) -> list[Tombstone]:
     """An origin's evicted entries, in the order they were evicted: the tombstones written one
     by one, and those eviction records stand for (rebuilt from the entries' stored rows)."""
     items = read_all(store, namespace(origin, "tombstones"))
-    found = [Tombstone.from_dict(item.value) for item in items]
+    found = _readable_tombstones(items)
     state, records = store.batch(
         [
             GetOp(namespace(origin, "meta"), "state"),
@@ -270,9 +296,20 @@ def load_tombstones(store: Store, origin: str) -> list[Tombstone]:
         rows: dict[str, MemoryEntry] = {}
         for start in range(0, len(wanted), _PAGE):
             got = store.batch([GetOp(ns, eid) for eid in wanted[start : start + _PAGE]])
-            rows.update((e.id, e) for e in entries_of(origin, got))
+            rows.update((e.id, e) for e in entries_of(origin, got)[0])
         found += tombstones(held.values(), rows, floor)
     return sorted(found, key=lambda t: t.sequence)
+
+
+def _readable_tombstones(items: Iterable[Item]) -> list[Tombstone]:
+    """The tombstones that read; a damaged row is left out, as an entry's is."""
+    found = []
+    for item in items:
+        try:
+            found.append(Tombstone.from_dict(item.value))
+        except (KeyError, TypeError, ValueError, ValidationError):
+            continue
+    return found
 
 
 def stored_origins(store: Store) -> list[str]:

@@ -8,7 +8,9 @@ small enough that a hostile one cannot grow the agent's memory or RAM. Change th
 ``FixMemory(..., limits=Limits(max_entries_per_origin=50_000))``.
 
 ``parse_json`` bounds nesting before parsing: a body nested deeper than ``max_json_depth`` is not
-handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5).
+handed to ``json.loads`` (whose recursion would raise ``RecursionError``, N5). The scan is linear
+in the body whatever it holds (issue 38, H1): a string runs to its closing quote or to the end of
+the body, and no quantifier backtracks, so an unterminated string cannot make it quadratic.
 """
 
 from __future__ import annotations
@@ -21,7 +23,10 @@ from typing import Any
 KIB = 1024
 MIB = 1024 * KIB
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# A string: its quote, runs of plain bytes between escapes (possessive, so nothing backtracks),
+# then its closing quote or the end of the body (an unterminated string is skipped to the end, in
+# one pass, instead of failing and being retried from every quote inside it).
+_STRING = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)', re.DOTALL)
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _OPENERS = frozenset(b"[{")
 
@@ -36,6 +41,12 @@ class Limits:
     """JSON bytes of one parameter value (and of one patch value) of a suggestion."""
     max_suggestion_bytes: int = 64 * KIB
     """JSON bytes of one suggestion, dependency vector included."""
+    max_keys_per_entry: int = 256
+    """Row keys one suggestion's dependency vector names, all tables together (the entry it
+    becomes holds them); past it the fix is kept at table granularity (a ``Coarsened`` event)."""
+    max_keys_per_origin: int = 100_000
+    """Row keys all live entries of one origin name together; a fix that would pass it is kept
+    at table granularity (a ``Coarsened`` event)."""
     max_entries_per_origin: int = 10_000
     """Live entries of one origin; past it new fixes are refused (a replacement is allowed)."""
     max_body_bytes: int = 1 * MIB
@@ -53,6 +64,12 @@ class Limits:
     max_json_depth: int = 128
     """How deeply a body (a response, a feed, a listing) may nest arrays and objects; a deeper
     one is refused before it is parsed."""
+    max_read_seconds: int = 10
+    """Seconds the memory's own reading may take for one agent request, in all: the response
+    body it reads for the contract and the feed fetches that response leads to (httpx
+    transports; issue 38, H8). Past it the body is left to the agent unread (a ``Refused``
+    event) and a fetch not done is abandoned as a network error is (a ``FetchFailed`` event;
+    the need stays outstanding). A read in progress ends at its next chunk or read timeout."""
     max_tombstones_per_origin: int = 1_000
     """Tombstones kept per origin: each eviction past it drops the oldest (``retention``)."""
     tombstone_max_age_s: int = 30 * 24 * 3600
@@ -79,7 +96,8 @@ class Refusal:
 
 
 def json_depth(content: bytes) -> int:
-    """How deeply a JSON text nests arrays and objects (strings skipped), without parsing it."""
+    """How deeply a JSON text nests arrays and objects (strings skipped, an unterminated one to the
+    end), without parsing it; linear in ``len(content)``."""
     brackets = _STRING.sub(b"", content).translate(None, _NOT_BRACKETS)
     depth = deepest = 0
     for byte in brackets:

@@ -180,6 +180,7 @@ class _Surface:
     # Reading the memory.
     entries = _Steps(calls.entries)
     stats = _Steps(calls.stats)
+    unreadable = _Steps(calls.unreadable)
     state = _Steps(calls.state)
     position = _Steps(calls.position)
     tombstones = _Reader(calls.tombstones)

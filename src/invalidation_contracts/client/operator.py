@@ -66,6 +66,7 @@ def origin_stats(path: str | PathLike[str], origin: str | None = None) -> list[d
                 "origin": name,
                 "entries": len(memory.entries(name)),
                 "tombstones": len(memory.tombstones(name)),
+                "unreadable": len(memory.unreadable(name)),
             }
             row.update(memory.stats(name).to_dict())
             rows.append(row)
@@ -124,6 +125,7 @@ def stats_table(rows: list[dict[str, Any]]) -> Table:
     counters = [
         "entries",
         "tombstones",
+        "unreadable",
         "lookups",
         "hits",
         "misses",

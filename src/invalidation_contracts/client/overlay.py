@@ -45,6 +45,12 @@ class IndexOverlay:
     def __len__(self) -> int:
         return len(self.base) - len(self.gone) + len(self.new)
 
+    @property
+    def row_keys(self) -> int:
+        """Row keys the live entries' dependencies name, as this call sees them."""
+        gone = sum(self.base.entries[e].row_keys for e in self.gone if e in self.base.entries)
+        return self.base.row_keys - gone + self.new.row_keys
+
     def __iter__(self) -> Iterator[MemoryEntry]:
         yield from self._seen(self.base)
         yield from self.new

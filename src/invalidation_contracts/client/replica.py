@@ -72,6 +72,8 @@ class Replica:
     """The origin's eviction records as committed (their entries are out of ``index``)."""
     announced: frozenset[str] = frozenset()
     """Ids a writer announced it is evicting, as last read (withheld: ``client.turn``)."""
+    unreadable: dict[str, str] = field(default_factory=dict)
+    """Entry rows of the origin that could not be read (``{id: why}``), left out of ``index``."""
 
     @property
     def counters(self) -> OriginStats:
@@ -156,9 +158,9 @@ class Replicas:
         got = yield entry_ops(origin, changes.written) + record_ops(origin, touched)
         later = generation_of(got[0])
         split = 1 + len(changes.written)
-        entries = entries_of(origin, got[1:split])
+        entries, unreadable = entries_of(origin, got[1:split])
         records = {g: record_read(origin, r) for g, r in zip(touched, got[split:], strict=True)}
-        if (later == seen and len(entries) != len(changes.written)) or any(
+        if (later == seen and len(entries) + len(unreadable) != len(changes.written)) or any(
             g > at and record is None for g, record in records.items()
         ):  # a row gone with nothing to say why, or a record swept meanwhile: read anew
             return (yield from self._reload(origin, token))
@@ -166,10 +168,16 @@ class Replicas:
             if self._by_origin.get(origin) is not replica or replica.generation != at:
                 return None
             for entry_id in changes.removed:
+                replica.unreadable.pop(entry_id, None)
                 if entry_id in replica.index:
                     replica.index.remove(entry_id)
             for entry in sorted(entries, key=lambda e: e.serial):
+                replica.unreadable.pop(entry.id, None)
                 _put(replica.index, entry)
+            for entry_id in unreadable:
+                if entry_id in replica.index:
+                    replica.index.remove(entry_id)
+            replica.unreadable.update(unreadable)
             for generation, record in records.items():  # after the entries: never re-added
                 if record is None:
                     replica.records.pop(generation, None)
@@ -203,6 +211,7 @@ class Replicas:
                 current.unflushed if current is not None else OriginStats(),
                 dict(snapshot.records),
                 snapshot.announced,
+                dict(snapshot.unreadable),
             )
             self._by_origin[origin] = replica
             return replica

@@ -24,10 +24,12 @@ from .events import (
     FetchChanges,
     FetchFailed,
     MemoryEvent,
+    MemorySetAside,
     Need,
     Observation,
     PositionDropped,
     Refused,
+    Unreadable,
 )
 from .invalidation import Invalidation
 from .layout import commit_ops, plan_commit
@@ -84,6 +86,10 @@ class CallRunner:
         self.episodes: dict[str, int | None] = {}
         """The episode each origin is in, for calls that name none (this process's own)."""
         self._lessons: dict[str, list[Lesson]] = {}
+        self._reported: dict[str, set[str]] = {}
+        self.set_aside: tuple[str, str] | None = None
+        """(where the damaged memory file went, the new file), told once to each origin."""
+        """The unreadable entries each origin's calls have reported (once per process)."""
 
     def fresh(self, origin: str) -> Steps[Replica]:
         """The origin's replica, current with what is committed."""
@@ -116,6 +122,7 @@ class CallRunner:
                     replica.unflushed.add(tx.stats)
                     self._lessons[origin] = tx.lessons
                     self.confirmations.settle(origin, call.confirms)
+                    self._done(tx)
                     _log(tx.events)
                     telemetry.record(origin, tx.stats, tx.events)
                     return call
@@ -136,10 +143,19 @@ class CallRunner:
             with self.lock:
                 self._lessons[origin] = tx.lessons
             self.confirmations.settle(origin, call.confirms)
+            self._done(tx)
             _log(tx.events)
             telemetry.record(origin, tx.stats, tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
+
+    def _done(self, tx: Ledger) -> None:
+        """A call returned: the unreadable entries it reported are not reported again."""
+        gone = {e.entry_id for e in tx.events if isinstance(e, Unreadable)}
+        gone |= {"" for e in tx.events if isinstance(e, MemorySetAside)}
+        if gone:
+            with self.lock:
+                self._reported.setdefault(tx.origin, set()).update(gone)
 
     def flush(self, origin: str) -> Steps[Call[None]]:
         """Write the origin's counters that are waiting for a write."""
@@ -179,6 +195,14 @@ class CallRunner:
         )
         tx.lessons = list(self._lessons.get(origin, ()))
         tx.announced = replica.announced
+        reported = self._reported.get(origin, set())
+        if self.set_aside is not None and "" not in reported:
+            aside, path = self.set_aside
+            tx.emit(MemorySetAside(origin=origin, episode=tx.episode, aside=aside, path=path))
+        for entry_id, why in sorted(replica.unreadable.items()):
+            if entry_id not in reported:  # marked reported once this call returns (_done)
+                event = Unreadable(origin=origin, episode=tx.episode, entry_id=entry_id, detail=why)
+                tx.emit(event)
         detail = _invalid_position(tx)
         if detail is not None:
             tx.emit(PositionDropped(origin=tx.origin, episode=tx.episode, detail=detail))
@@ -226,6 +250,13 @@ def _log(events: Sequence[MemoryEvent]) -> None:
             )
         elif isinstance(event, PositionDropped):
             logger.warning("%s: %s", event.origin, event.detail)
+        elif isinstance(event, Unreadable):
+            logger.warning(
+                "%s: stored entry %s cannot be read and is set aside (%s)",
+                event.origin,
+                event.entry_id,
+                event.detail,
+            )
         elif isinstance(event, FetchFailed):
             logger.warning(
                 "%s: could not fetch %s (%s); %d entries withheld until it is",

@@ -11,7 +11,11 @@ written only when absent or expired. Every commit checks the turn in the same ba
 its own — so while a turn is held no other writer commits on that origin: they wait (polling,
 with jitter) and recompute after, on what the holder committed. The holder's commit releases the
 turn. A turn expires after ``TURN_TTL_S``; one held by a process on this host that no longer
-exists (``kill -9``) is taken over at once. Readers never wait: lookups read the replica.
+runs is taken over at once: gone (``kill -9``), a zombie its parent has not reaped yet (state
+``Z`` or ``X`` in ``/proc/PID/stat``), a later process that reused its pid (another start time),
+or one in another PID namespace (its pid names nothing here; issue 38, item 4). Taking over a
+live holder's turn costs fairness only: that holder's commit then fails its turn check and
+recomputes. Readers never wait: lookups read the replica.
 
 A call that evicts many entries (a version move, a resync: ``client.moves``) takes the turn
 *before* it commits, and the turn then **announces** the eviction (``evicting``: the record it is
@@ -43,6 +47,33 @@ TURN_TTL_S = 30.0
 #: Seconds between two looks at a turn another writer holds (with ±50 % jitter).
 TURN_POLL_S = 0.005
 _HOST = socket.gethostname()
+_PROC = "/proc"
+
+
+def _pid_namespace() -> str | None:
+    """This process's PID namespace (``pid:[4026531836]``), where ``/proc`` says; else None."""
+    try:
+        return os.readlink(f"{_PROC}/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _stat(pid: int | str) -> tuple[str, int] | None:
+    """A process's state letter and start time (clock ticks after boot), from ``/proc``; None
+    when it has no entry there."""
+    try:
+        with open(f"{_PROC}/{pid}/stat", "rb") as stat:
+            text = stat.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2 :].split()  # after "pid (comm) ": state is field 3
+    try:
+        return fields[0], int(fields[19])  # starttime is field 22
+    except (IndexError, ValueError):
+        return None
+
+
+_NAMESPACE = _pid_namespace()
 
 
 def new_turn(now: float, announce: EvictionRecord | None = None) -> dict[str, Any]:
@@ -54,6 +85,9 @@ def new_turn(now: float, announce: EvictionRecord | None = None) -> dict[str, An
         "pid": os.getpid(),
         "until": now + TURN_TTL_S,
     }
+    mine = _stat("self")
+    if _NAMESPACE is not None and mine is not None:
+        turn["pidns"], turn["started"] = _NAMESPACE, mine[1]
     if announce is not None:
         turn["evicting"] = announce.to_dict()
     return turn
@@ -66,7 +100,11 @@ def free(turn: dict[str, Any] | None, now: float) -> bool:
     until = turn.get("until")
     if not isinstance(until, int | float) or until <= now:
         return True
-    return turn.get("host") == _HOST and not _alive(turn.get("pid"))
+    if turn.get("host") != _HOST:
+        return False  # another host: its processes cannot be seen from here, wait for `until`
+    if "pidns" in turn and turn["pidns"] != _NAMESPACE:
+        return True  # another PID namespace on this hostname: its pid says nothing here
+    return not _alive(turn.get("pid"), turn.get("started"))
 
 
 def take(
@@ -97,12 +135,18 @@ def take(
         yield Wait(TURN_POLL_S * random.uniform(0.5, 1.5))
 
 
-def _alive(pid: object) -> bool:
+def _alive(pid: object, started: object = None) -> bool:
+    """Whether ``pid`` is a running process of this namespace (and the one that started at
+    ``started``, when the turn says): a zombie is not; without ``/proc``, ``kill(pid, 0)``."""
     if not isinstance(pid, int) or pid <= 0:
         return False
+    stat = _stat(pid) if _NAMESPACE is not None else None
+    if stat is not None:
+        state, start = stat
+        return state not in ("Z", "X", "x") and (not isinstance(started, int) or start == started)
     if pid == os.getpid():
         return True
-    try:
+    try:  # no /proc, or its entry hidden (hidepid): kill(pid, 0) sees past neither
         os.kill(pid, 0)
     except ProcessLookupError:
         return False

@@ -12,6 +12,8 @@ memory's own calls are run; everything else (signing, position headers, bounded 
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -19,7 +21,7 @@ from typing import Any, TypeVar, cast
 import httpx
 
 from ..client.events import FetchChanges, MemoryFailed, Need, Observation
-from ..client.limits import parse_json
+from ..client.limits import Refusal, parse_json
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.needs import need_loop
 from ..client.published import PublishedPatchable
@@ -53,6 +55,8 @@ FORWARDED_HEADERS = ("authorization",)
 logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
 
+#: The ``Limits`` field of the memory's reading deadline, as a ``Refusal`` names it.
+DEADLINE = "max_read_seconds"
 THROWN = (StoreError, httpx.TransportError)
 """The failures a step handles itself: thrown into the steps rather than out of the runner."""
 
@@ -80,18 +84,29 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class ReadBody:
-    """An agent's response read into ``body`` for the memory, the rest left to the agent."""
+    """An agent's response read into ``body`` for the memory, the rest left to the agent; the
+    reading stops at ``deadline`` (``time.monotonic``)."""
 
     response: httpx.Response
     body: BoundedBody
+    deadline: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
 class ReadAnswer:
-    """A need's answer read into ``body`` up to its bound; the response closed after."""
+    """A need's answer read into ``body`` up to its bound and ``deadline``; closed after."""
 
     response: httpx.Response
     body: BoundedBody
+    deadline: float = math.inf
+
+
+def overdue(body: BoundedBody, deadline: float) -> bool:
+    """Past ``deadline``: ``body`` is refused (``max_read_seconds``) and reading stops."""
+    if time.monotonic() <= deadline:
+        return False
+    body.refusal = Refusal(DEADLINE, int(time.monotonic() - deadline) + 1)
+    return True
 
 
 Effect = MemoryCall | Send | ReadBody | ReadAnswer
@@ -151,7 +166,7 @@ class ContractExchange:
         return body
 
     @staticmethod
-    def stream(response: httpx.Response, body: BoundedBody) -> None:
+    def stream(response: httpx.Response, body: BoundedBody, deadline: float = math.inf) -> None:
         """Read ``response``'s stream into ``body``, decoding as it goes and stopping at the first
         bound broken (decoded size, decoding ratio); past a bound, leave the rest to the agent.
 
@@ -160,7 +175,7 @@ class ContractExchange:
         """
         rest = iter(cast(httpx.SyncByteStream, response.stream))
         for chunk in rest:
-            if not body.feed(chunk):
+            if not body.feed(chunk) or overdue(body, deadline):
                 response.stream = Replay(body.raw, rest, response.stream)
                 return
         settle(response, body)
@@ -168,11 +183,13 @@ class ContractExchange:
             response.read()
 
     @staticmethod
-    async def astream(response: httpx.Response, body: BoundedBody) -> None:
+    async def astream(
+        response: httpx.Response, body: BoundedBody, deadline: float = math.inf
+    ) -> None:
         """``stream`` without blocking the event loop."""
         rest = aiter(cast(httpx.AsyncByteStream, response.stream))
         async for chunk in rest:
-            if not body.feed(chunk):
+            if not body.feed(chunk) or overdue(body, deadline):
                 response.stream = AsyncReplay(body.raw, rest, response.stream)
                 return
         await asettle(response, body)
@@ -183,6 +200,7 @@ class ContractExchange:
         """One request of the agent's: the position sent, the response read and observed, and
         the needs it left fetched (``rounds``)."""
         origin = self.sign(request)
+        deadline = time.monotonic() + self.memory.limits.max_read_seconds
         sent = None
         failed: Observation | None = None
         if self.wants_position(request):
@@ -195,7 +213,7 @@ class ContractExchange:
         if self.readable(response):
             read = self.body(response, "max_body_bytes")
             if not response.is_stream_consumed:
-                yield ReadBody(response, read)
+                yield ReadBody(response, read, deadline)
         observed = self.observation(request, response, sent, read)
         try:
             obs = yield MemoryCall(
@@ -210,33 +228,47 @@ class ContractExchange:
         if failed is not None:
             self.emit(failed, request)
         self.emit(obs, request)
-        yield from self.rounds(obs.needs, request)
+        yield from self.rounds(obs.needs, request, deadline)
         return response
 
     def rounds(
-        self, needs: tuple[Need, ...], template: httpx.Request
+        self, needs: tuple[Need, ...], template: httpx.Request, deadline: float | None = None
     ) -> Exchange[tuple[Need, ...]]:
-        """Fetch ``needs`` and what their answers ask for next (``need_loop``); returns the needs
-        still outstanding."""
+        """Fetch ``needs`` and what their answers ask for next (``need_loop``), all by
+        ``deadline`` (default: ``max_read_seconds`` from now); returns the needs still
+        outstanding."""
+        if deadline is None:
+            deadline = time.monotonic() + self.memory.limits.max_read_seconds
         loop = need_loop(needs)
         try:
             need = next(loop)
             while True:
-                need = loop.send((yield from self.fulfil(need, template)))
+                need = loop.send((yield from self.fulfil(need, template, deadline)))
         except StopIteration as done:
             outstanding: tuple[Need, ...] = done.value
             return outstanding
 
-    def fulfil(self, need: Need, template: httpx.Request) -> Exchange[tuple[Need, ...] | None]:
-        """Fetch one need and feed its answer back; None leaves it outstanding."""
+    def fulfil(
+        self, need: Need, template: httpx.Request, deadline: float = math.inf
+    ) -> Exchange[tuple[Need, ...] | None]:
+        """Fetch one need by ``deadline`` and feed its answer back; None leaves it
+        outstanding."""
         episode = episode_of(template)
         try:
             position = yield MemoryCall("position", need.origin)
             try:
-                fetch = self.need_request(need, template, position)
-                response: httpx.Response = yield Send(fetch)
-                read = self.body(response, "max_feed_bytes")
-                yield ReadAnswer(response, read)
+                late = time.monotonic() > deadline
+                if not late:
+                    fetch = self.need_request(need, template, position)
+                    response: httpx.Response = yield Send(fetch)
+                    read = self.body(response, "max_feed_bytes")
+                    yield ReadAnswer(response, read, deadline)
+                    late = read.refusal is not None and read.refusal.bound == DEADLINE
+                if late:
+                    why = f"not fetched within {DEADLINE}={self.memory.limits.max_read_seconds}"
+                    failed = yield MemoryCall("fetch_failed", need, why, episode=episode)
+                    self.emit(failed, template)
+                    return None
             except httpx.TransportError as exc:
                 failed = yield MemoryCall("fetch_failed", need, describe(exc), episode=episode)
                 self.emit(failed, template)

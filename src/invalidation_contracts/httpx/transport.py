@@ -48,6 +48,7 @@ from .exchange import (
     MemoryCall,
     ReadBody,
     Send,
+    overdue,
 )
 from .extensions import Listener, default_origin, template
 from .watch import Watches
@@ -127,11 +128,11 @@ class ContractTransport(httpx.BaseTransport):
         if isinstance(effect, Send):
             return self.wrapped.handle_request(effect.request)
         if isinstance(effect, ReadBody):
-            return self._contract.stream(effect.response, effect.body)
+            return self._contract.stream(effect.response, effect.body, effect.deadline)
         response = effect.response
         try:
             for chunk in () if response.is_stream_consumed else response.iter_raw():
-                if not effect.body.feed(chunk):
+                if not effect.body.feed(chunk) or overdue(effect.body, effect.deadline):
                     break
         finally:
             response.close()
@@ -210,12 +211,12 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         if isinstance(effect, Send):
             return await self.wrapped.handle_async_request(effect.request)
         if isinstance(effect, ReadBody):
-            return await self._contract.astream(effect.response, effect.body)
+            return await self._contract.astream(effect.response, effect.body, effect.deadline)
         response = effect.response
         try:
             if not response.is_stream_consumed:
                 async for chunk in response.aiter_raw():
-                    if not effect.body.feed(chunk):
+                    if not effect.body.feed(chunk) or overdue(effect.body, effect.deadline):
                         break
         finally:
             await response.aclose()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..._extras import lazy_exports
 from .base import (
+    UNREADABLE,
     CheckOp,
     GetOp,
     Item,
@@ -43,6 +44,7 @@ __all__ = [
     "Store",
     "StoreConflict",
     "StoreError",
+    "UNREADABLE",
 ]
 
 

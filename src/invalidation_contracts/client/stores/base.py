@@ -217,6 +217,22 @@ def encode_value(value: Mapping[str, Any]) -> str:
     return json.dumps(value, allow_nan=False, separators=(",", ":"))
 
 
+#: The one key of the value a store reads for a row whose text is not a JSON object (torn write,
+#: bit flip, another program): its value says why. The memory leaves such an entry out (issue 38).
+UNREADABLE = "__unreadable__"
+
+
+def decode_value(text: str) -> dict[str, Any]:
+    """A stored value from its JSON text; ``{UNREADABLE: why}`` when it is not a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return {UNREADABLE: f"not JSON: {exc}"}
+    if not isinstance(value, dict):
+        return {UNREADABLE: f"not a JSON object: {type(value).__name__}"}
+    return value
+
+
 def _object(text: str) -> dict[str, Any]:
     value: dict[str, Any] = json.loads(text)
     return value

@@ -8,7 +8,6 @@ listing are the same statements; only the driver's parameter mark differs (``?``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -23,6 +22,7 @@ from .base import (
     SearchOp,
     check,
     decode,
+    decode_value,
     encode,
     matches_filter,
     namespaces_under,
@@ -94,7 +94,7 @@ def _item(row: tuple[Any, ...]) -> Item:
     return Item(
         decode(namespace),
         key,
-        value if isinstance(value, dict) else json.loads(value),
+        value if isinstance(value, dict) else decode_value(value),
         datetime.fromtimestamp(created, UTC),
         datetime.fromtimestamp(updated, UTC),
     )

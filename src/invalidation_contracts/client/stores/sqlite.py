@@ -76,6 +76,30 @@ SCHEMA = SQLiteSchema(
 )
 
 
+class DamagedFile(StoreError):
+    """The file is no SQLite database SQLite can open (truncated, a zeroed header, a text
+    file): nothing in it can be read."""
+
+
+def open_or_set_aside(path: str | PathLike[str]) -> tuple[SQLiteStore, Path | None]:
+    """The store at ``path``; a file SQLite cannot open (``DamagedFile``) is renamed to
+    ``<path>.damaged-<UTC time>`` (with its ``-wal`` and ``-shm``) and a new one is made in its
+    place: the agent starts with an empty memory instead of not at all (issue 38). Returns the
+    store and where the damaged file went (None when it opened)."""
+    try:
+        return SQLiteStore(path), None
+    except DamagedFile:
+        original = Path(path)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = original.with_name(f"{original.name}.damaged-{stamp}")
+        original.rename(aside)
+        for suffix in ("-wal", "-shm"):
+            companion = original.with_name(original.name + suffix)
+            with contextlib.suppress(FileNotFoundError):
+                companion.rename(aside.with_name(aside.name + suffix))
+        return SQLiteStore(path), aside
+
+
 class SQLiteStore(Store):
     """A store in one SQLite file, shared safely by threads and by processes."""
 
@@ -110,7 +134,7 @@ class SQLiteStore(Store):
             SCHEMA.ensure(self._db, str(self.path))
         except sqlite3.DatabaseError as exc:
             self._db.close()
-            raise StoreError(f"{self.path} is not a fix-memory database: {exc}") from exc
+            raise DamagedFile(f"{self.path} is not a fix-memory database: {exc}") from exc
         except SchemaMismatch as exc:
             self._db.close()
             raise StoreError(str(exc)) from exc
