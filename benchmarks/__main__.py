@@ -25,6 +25,7 @@ from typing import Any
 from . import (
     client_cost,
     confirmation_cost,
+    consumer_cost,
     dependencies,
     harness_throughput,
     mcp_keepalive,
@@ -64,6 +65,7 @@ MODULES: tuple[ModuleType, ...] = (
     two_writers,
     retrofit_overhead,
     stale_transports,
+    consumer_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable
+from collections import Counter, deque
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 from ..protocol.models import ChangesFeed, RowChange, RuleChange, TableTransition
@@ -36,8 +36,19 @@ def touched_rows(records: Iterable[LogRecord]) -> dict[str, set[str]]:
     return touched
 
 
+def _versions(record: LogRecord) -> Iterator[tuple[str, str]]:
+    """Each ``(table, version)`` a record's transitions name (old and new; "" for none)."""
+    for move in record.transitions:
+        yield move.table, move.old_version
+        yield move.table, move.new_version or ""
+
+
 class ChangeLog:
-    """The most recent ``capacity`` records. Older positions answer resync-required."""
+    """The most recent ``capacity`` records. Older positions answer resync-required.
+
+    It keeps, per table, how many retained records name each version, so "which versions has
+    this table had as far as the log reaches" costs nothing per record (``served``).
+    """
 
     def __init__(
         self, capacity: int = 10_000, records: Iterable[LogRecord] = (), floor: int = 0
@@ -47,6 +58,7 @@ class ChangeLog:
         self.capacity = capacity
         self._records: deque[LogRecord] = deque(maxlen=capacity)
         self._floor = floor
+        self._served: dict[str, Counter[str]] = {}
         for record in records:
             self.append(record)
 
@@ -60,7 +72,19 @@ class ChangeLog:
             raise ValueError("change log records must have increasing seq")
         if len(self._records) == self.capacity:
             self._floor = self._records[0].seq
+            for table, version in _versions(self._records[0]):
+                counts = self._served[table]
+                counts[version] -= 1
+                if not counts[version]:
+                    del counts[version]
         self._records.append(record)
+        for table, version in _versions(record):
+            self._served.setdefault(table, Counter())[version] += 1
+
+    def served(self, table: str) -> Collection[str]:
+        """Every version the retained records name for ``table`` (a live view, not a copy:
+        read it under the writers' lock)."""
+        return self._served.get(table, {}).keys()
 
     def records(self) -> tuple[LogRecord, ...]:
         return tuple(self._records)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -95,22 +95,34 @@ class RegistryTransaction(TableVerbs):
     ) -> None:
         self.base = state
         self.state = state
-        self.records: list[LogRecord] = []
+        self._records: list[LogRecord] = []
+        self._mine = ChangeLog(1 << 62)  # this transaction's records, indexed like the log's
         self.positions: dict[str, int] = {}
+        self.committed: list[Callable[[], None]] = []
+        """Called once the transaction's changes are committed and visible (under the lock)."""
         self._store = store
         self._known_positions = positions
         self._log = log
 
-    def served(self, table: str) -> set[str]:
+    @property
+    def records(self) -> list[LogRecord]:
+        """The records of the changes made in this transaction, in order."""
+        return self._records
+
+    @records.setter
+    def records(self, records: list[LogRecord]) -> None:
+        self._records = records
+        self._mine = ChangeLog(1 << 62, records)
+
+    def served(self, table: str) -> Collection[str]:
         """Every version ``table`` has had in this epoch as far as the log reaches (SPEC §7: a
-        version is never served twice within an epoch), this transaction's changes included."""
-        records = [*(self._log.records() if self._log is not None else ()), *self.records]
-        versions = {self.base.snapshot(table).version} if table in self.base.tables else set()
-        for record in records:
-            for move in record.transitions:
-                if move.table == table:
-                    versions.update((move.old_version, move.new_version or ""))
-        return versions
+        version is never served twice within an epoch), this transaction's changes included.
+
+        A view over the log's and this transaction's indexes: its cost does not grow with the
+        log's length."""
+        base = {self.base.tables[table].version} if table in self.base.tables else set()
+        logged = self._log.served(table) if self._log is not None else ()
+        return Served((base, logged, self._mine.served(table)))
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """One change set over one or more tables (one ``seq``); a result per table named."""
@@ -146,7 +158,30 @@ class RegistryTransaction(TableVerbs):
     def _moved(self, state: RegistryState, record: LogRecord | None) -> None:
         if record is not None:
             self.state = state
-            self.records.append(record)
+            self._records.append(record)
+            self._mine.append(record)
+
+
+class Served(Collection[str]):
+    """The union of a few version collections, read in place (membership, iteration; ``len``
+    counts a version once per part, an upper bound: what ``fresh_version`` needs)."""
+
+    def __init__(self, parts: tuple[Collection[str], ...]) -> None:
+        self._parts = parts
+
+    def __contains__(self, version: object) -> bool:
+        return any(version in part for part in self._parts)
+
+    def __iter__(self) -> Iterator[str]:
+        seen: set[str] = set()
+        for part in self._parts:
+            for version in part:
+                if version not in seen:
+                    seen.add(version)
+                    yield version
+
+    def __len__(self) -> int:
+        return sum(len(part) for part in self._parts)
 
 
 class Registry(TableVerbs):
@@ -249,6 +284,8 @@ class Registry(TableVerbs):
                     if tx.changed:
                         store.save(tx.base, tx.state, tx.records, tx.positions)
             self._publish(tx)
+            for callback in tx.committed:
+                callback()
             self._announce(before)
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:

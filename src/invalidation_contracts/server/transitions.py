@@ -104,12 +104,12 @@ def apply_changes(
         change = changes[name]
         old = state.snapshot(name)
         candidate, delta = change.candidate(old)
+        if not delta and change.version is None:  # a no-op: nothing else to look at
+            noop[name] = _result(old, old.version, delta, [], state.seq, state.epoch)
+            continue
         before = served(name) if served is not None else ()
         if change.version is not None:
             check_version(change.version, old.version, before, name)
-        if not delta and change.version is None:
-            noop[name] = _result(old, old.version, delta, [], state.seq, state.epoch)
-            continue
         moved.append((old, candidate, delta, change.version or fresh_version(old.version, before)))
     if not moved:
         return Applied(state, None, noop)
