@@ -60,8 +60,20 @@ def test_each_level_emits_exactly_its_response_fields(make_client, level):
         fix
     ) == contract
     suggestions = fix.get("recovery_feedback", {}).get("suggestions", [])
-    assert bool(suggestions) == (level >= 1)
+    assert bool(suggestions) == (level >= 1 or level is Level.NONE)
     assert all(("tables" in s) == (level >= 4) for s in suggestions)
+    assert all(("cache_hint" in s) == (level >= 1) for s in suggestions)
+
+
+def test_level_none_sends_the_suggestion_and_no_contract_field(make_client):
+    client = make_client(level="none")
+    body = client.post("/v1/orders", json={"plan": "enterprise", "promo_code": "ENT10"}).json()
+    [fix] = body["recovery_feedback"]["suggestions"]
+    assert fix["parameters"] == {"funding_type": "invoice"}
+    assert fix["scope"] and fix["patch"]
+    assert not {"cache_hint", "table", "tables", "max_age_s", "rules"} & set(fix)
+    assert not {"table_versions", "rules_version", "contract_seq", "contract_epoch"} & set(body)
+    assert client.get("/contract/changes", params={"since": 0}).status_code >= 400
 
 
 def test_conditional_contract_sends_only_tables_changed_after_since(client, admin):

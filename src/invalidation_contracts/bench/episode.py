@@ -22,7 +22,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..client.entries import EvictionReason, MemoryEntry
-from ..client.events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored
+from ..client.events import (
+    Evicted,
+    MemoryEvent,
+    Probing,
+    Quarantined,
+    Restamped,
+    RulesAlert,
+    Stored,
+)
 from ..client.memory import FixMemory
 from ..client.modelview import model_view
 from ..client.prompting import consumption
@@ -50,6 +58,7 @@ _EVENT_NAMES: dict[type[MemoryEvent], str] = {
     Restamped: "restamp",
     Quarantined: "quarantine",
     RulesAlert: "alert",
+    Probing: "probe",
 }
 
 
@@ -364,6 +373,8 @@ class EpisodeLoop:
                 tables = sorted(event.tables)
             elif isinstance(event, Restamped):
                 tables = sorted(event.versions) + (["rules"] if event.rules_version else [])
+            elif isinstance(event, Probing):
+                stale = self.oracle.is_stale(event.entry_id)
             elif isinstance(event, Evicted):
                 if event.reason is EvictionReason.CONSUMER:
                     parent = _PARENT.search(event.detail)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 from .artifacts import read_runs
+from .frontier import draw_frontier, has_withheld
 from .metrics import (
     SIMULATED_MARK,
     CellMetrics,
@@ -431,6 +432,16 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 + "; one colour and marker per planner."
                 + _coincide_note(notes),
                 _targeted(cs, targeted, title),
+            )
+        )
+    if has_withheld(cells):
+        specs.append(
+            FigureSpec(
+                "fig-frontier-contractless.png",
+                "Saving vs staleness with and without the contract",
+                "Token saving against stale injections, one colour and marker per arm (∅: the "
+                "contract withheld), one point per stream; means over seeds.",
+                draw_frontier([c for c in cells if not c.rules_stream]),
             )
         )
     return specs

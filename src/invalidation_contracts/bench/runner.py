@@ -85,7 +85,7 @@ class RunSpec:
         return RunKey(
             self.scenario.name,
             self.planner,
-            self.arm.strategy,
+            self.arm.label,
             self.seed,
             self.arm.detection,
             self.arm.apply_mode,
@@ -210,7 +210,7 @@ def _validate(
     scenario = spec.scenario
     catalog = get_catalog(scenario.domain)
     check_scenario(scenario, catalog)
-    level = Level(scenario.level)
+    level = Level.NONE if spec.arm.withheld else Level(scenario.level)
     transport = wire_of(transport)
     if server_url is not None and admin_token is None:
         raise ValueError("a run against a server URL needs that server's admin token")
@@ -490,7 +490,7 @@ def _metadata(
         episodes=scenario.episodes,
         started_at=_now(),
         extra={
-            "arm_code": strategy_for(spec.arm.strategy).arm,
+            "arm_code": strategy_for(spec.arm.strategy).arm + ("∅" if spec.arm.withheld else ""),
             "stale_slots": list(scenario.stale_slots),
             "departures": [d.model_dump() for d in scenario.departures],
             "compliance_class": scenario.compliance_class,

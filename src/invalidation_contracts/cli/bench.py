@@ -43,6 +43,13 @@ def _add_harness_output(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
+        "--level",
+        choices=("scenario", "none"),
+        default="scenario",
+        help="the server's contract level: the scenario's (default), or none: suggestions with "
+        "no contract field, for every arm (an arm may also say so itself: learned@none)",
+    )
+    p.add_argument(
         "--json", action="store_true", help="print the summary as JSON instead of a table"
     )
 
@@ -311,7 +318,20 @@ def _ladder(args: argparse.Namespace) -> int:
             grid = dataclasses.replace(grid, planners=args.planner, arms=arms)
     except (ScenarioError, PlannerError) as exc:
         raise UsageError(str(exc)) from exc
-    return _execute_grid(grid, args)
+    return _execute_grid(_leveled(grid, args.level), args)
+
+
+def _leveled(grid: Grid, level: str) -> Grid:
+    """The grid with the contract withheld from every arm when ``--level none``."""
+    import dataclasses
+
+    if level != "none":
+        return grid
+    return dataclasses.replace(
+        grid,
+        arms=[arm.without_contract() for arm in grid.arms],
+        rules_arms=[arm.without_contract() for arm in grid.rules_arms],
+    )
 
 
 def _verify_domains(grid: Grid) -> None:
@@ -340,10 +360,13 @@ def _run(args: argparse.Namespace) -> int:
             seeds=args.seeds or base.seeds,
             rules_arms=[Arm.parse(a) for a in args.arm] if args.arm else base.rules_arms,
         )
+        grid = _leveled(grid, args.level)
         _verify_domains(grid)
     except (ScenarioError, ValueError) as exc:
         raise UsageError(str(exc)) from exc
     options: dict[str, Any] = {}
+    if args.server_url and any(arm.withheld for arm in [*grid.arms, *grid.rules_arms]):
+        raise UsageError("--level none (or an @none arm) needs the in-process server")
     if args.server_url:
         token = _admin_token(args)
         if not token:

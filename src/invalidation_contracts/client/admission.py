@@ -70,6 +70,9 @@ class Admission:
         memory) still replaces what it learned with what it is taught now: superseded.
         """
         for entry_id in lesson.contradicted:
+            refuted = tx.index.get(entry_id)
+            if refuted is not None:
+                self.strategy.on_refuted(tx, refuted)
             if self.strategy.invalidates:
                 tx.evict(
                     entry_id,
@@ -124,11 +127,13 @@ class Admission:
             # history: 10,000 identical 422s leave one entry and no tombstone).
             versions = {dep.table: dep.version for dep in deps if dep.version}
             tx.restamp(old.id, versions=versions, rules_version=rules_version, validated_seq=seq)
+            self.strategy.on_confirmed(tx, old)
             return
         serial = st.next_serial
         st.next_serial += 1
         entry_id = f"e{serial}"
         if old is not None:
+            self.strategy.on_refuted(tx, old)
             tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         entry = MemoryEntry(
             id=entry_id,
@@ -146,6 +151,7 @@ class Admission:
             derived_from=lesson.derived_from,
         )
         tx.add(entry, replaced=old.id if old is not None else None)
+        self.strategy.on_stored(tx, entry)
         if not self.strategy.invalidates:
             return
         mismatched: dict[str, tuple[str, str | None]] = {}
@@ -212,7 +218,8 @@ class Admission:
     def _admissible(
         self, tx: Ledger, suggestion: Suggestion, request: Mapping[str, Any] | None
     ) -> bool:
-        if suggestion.cache_hint is not CacheHint.CACHEABLE:
+        unhinted = suggestion.cache_hint is None and self.strategy.reads_unhinted
+        if suggestion.cache_hint is not CacheHint.CACHEABLE and not unhinted:
             hint = suggestion.cache_hint.value if suggestion.cache_hint else "absent"
             self._not_stored(tx, suggestion, f"cache_hint is {hint}")
             return False

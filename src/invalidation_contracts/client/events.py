@@ -127,6 +127,23 @@ class Coarsened(MemoryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Probing(EntryEvent):
+    """A contract-less policy (``verify``, ``learned``) held an entry back from one request whose
+    confidence dropped: the request goes without it, and the answer keeps or supersedes it."""
+
+    kind: ClassVar[str] = "probing"
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyStateReset(MemoryEvent):
+    """The drift policy's persisted state could not be read; it starts afresh (never a crash)."""
+
+    kind: ClassVar[str] = "policy-state-reset"
+    detail: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class NotStored(MemoryEvent):
     """A suggestion in a failure response that the memory did not keep."""
 

@@ -121,6 +121,11 @@ class Responses:
         if suggestions and invalidates:
             self.invalidation.on_failure(tx, suggestions)
         injected = self.admission.injected(tx, r.injected)
+        if r.status is not None and 200 <= r.status < 300:
+            for entry_id in injected:
+                entry = tx.index.get(entry_id)
+                if entry is not None:
+                    self.invalidation.strategy.on_accepted(tx, entry)
         lesson = Lesson(
             tuple(suggestions),
             contract,

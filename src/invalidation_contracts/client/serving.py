@@ -109,6 +109,8 @@ class Serving:
             if refused is not None:
                 tx.quarantine(entry.id, refused)
                 return False
+        if not self.strategy.serves(tx, entry):
+            return False
         if self.strategy.invalidates:
             if self.calls.confirmations.pending(tx):
                 return False  # not confirmed since this process (or connection) started

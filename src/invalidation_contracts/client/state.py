@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .learner import copy_learner, readable_learner
+
 
 @dataclass(slots=True)
 class OriginState:
@@ -38,6 +40,9 @@ class OriginState:
     """Tombstones below this sequence have been dropped (``retention``)."""
     tombstone_days: dict[str, int] = field(default_factory=dict)
     """``{day number: first tombstone sequence written that day}``, for age-based pruning."""
+    learner: dict[str, Any] = field(default_factory=dict)
+    """A contract-less policy's learned drift (``client.learner``), JSON, persisted with the
+    rest."""
 
     def reset_contract(self) -> None:
         """Forget the contract position (after a resync); bookkeeping counters stay."""
@@ -69,6 +74,7 @@ class OriginState:
             next_tombstone=self.next_tombstone,
             tombstone_floor=self.tombstone_floor,
             tombstone_days=dict(self.tombstone_days),
+            learner=copy_learner(self.learner),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -77,4 +83,6 @@ class OriginState:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> OriginState:
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        if "learner" in known:
+            known["learner"] = readable_learner(known["learner"])
         return cls(**known)

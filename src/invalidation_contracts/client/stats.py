@@ -35,6 +35,8 @@ class OriginStats:
     not_stored: int = 0
     evictions: dict[str, int] = field(default_factory=dict)
     restamps: int = 0
+    probes: int = 0
+    """Requests a contract-less policy sent without a doubted entry, to revalidate it."""
     quarantines: int = 0
     version_moves: int = 0
     rules_alerts: int = 0

@@ -40,8 +40,14 @@ StrategyName = Literal[
     "rules-oracle",
     "rules-stamp",
     "rules-stamp+vectors",
+    "ttl",
+    "verify",
+    "learned",
     "A0",
     "A1",
+    "A1T",
+    "A1V",
+    "A1L",
     "A2",
     "A2D",
     "A2DC",
@@ -67,6 +73,25 @@ class Strategy:
     """Whether evicting a stale entry also evicts entries derived from it."""
     replaces: ClassVar[bool] = True
     """Whether a newer fix for a key supersedes the entry it has (every shipped arm does)."""
+    reads_unhinted: ClassVar[bool] = False
+    """Whether a suggestion without a ``cache_hint`` (a server with no contract) is kept: the
+    contract-less policies (``client.contractless``) do."""
+
+    def serves(self, tx: Ledger, entry: MemoryEntry) -> bool:
+        """Whether a lookup may serve this matching entry now (a contract-less policy's doubt)."""
+        return True
+
+    def on_stored(self, tx: Ledger, entry: MemoryEntry) -> None:
+        """An entry was stored."""
+
+    def on_refuted(self, tx: Ledger, entry: MemoryEntry) -> None:
+        """The server taught another value for the entry's key: its fix changed."""
+
+    def on_confirmed(self, tx: Ledger, entry: MemoryEntry) -> None:
+        """The server taught the entry's fix again: it is still good."""
+
+    def on_accepted(self, tx: Ledger, entry: MemoryEntry) -> None:
+        """The server accepted a request the entry was injected into."""
 
     def on_table_moves(self, tx: Ledger, moves: Mapping[str, Move]) -> None:
         """Stamps showed tables whose version moved."""
@@ -345,10 +370,13 @@ class RulesStampWithVectors(_RulesAware):
         self._dispose_against(tx, listing)
 
 
-#: Every strategy class, in ladder order.
+from .contractless import CONTRACTLESS_CLASSES  # noqa: E402 (they extend NaiveMemory)
+
+#: Every strategy class, in ladder order (the contract-less policies after naive memory).
 STRATEGY_CLASSES: tuple[type[Strategy], ...] = (
     NoMemory,
     NaiveMemory,
+    *CONTRACTLESS_CLASSES,
     TableInvalidation,
     RowInvalidation,
     RowWithConsumers,

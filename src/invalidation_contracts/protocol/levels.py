@@ -1,4 +1,10 @@
-"""Protocol levels L0–L6 (paper Table 1) and what each one puts on the wire."""
+"""Protocol levels L0–L6 (paper Table 1) and what each one puts on the wire, plus ``none``.
+
+``none`` sits below L0: the server sends its recovery suggestions (type, parameters, action,
+scope, patch) but no contract field at all (no ``cache_hint``, ``table``, ``tables``,
+``table_versions``, ``contract_seq``, ``contract_epoch``, ``rules_version``), as an API that speaks
+no contract does. The harness runs a stream with the contract withheld at this level.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ class Level(IntEnum):
     Wire levels add fields; L2 and L3 change only the client's prompt.
     """
 
+    NONE = -1
     RAW = 0
     STRUCTURED = 1
     PATCH_PROTOCOL = 2
@@ -21,10 +28,13 @@ class Level(IntEnum):
 
     @classmethod
     def parse(cls, value: int | str | Level) -> Level:
-        """Accept ``6``, ``"6"``, ``"L6"`` or a member name; raise ``ValueError`` otherwise."""
+        """Accept ``6``, ``"6"``, ``"L6"``, ``"none"`` (or ``-1``) or a member name; raise
+        ``ValueError`` otherwise."""
         if isinstance(value, Level):
             return value
         text = str(value).strip().upper()
+        if text in ("NONE", "-1"):
+            return cls.NONE
         if text.startswith("L") and text[1:].isdigit():
             text = text[1:]
         if text.isdigit():
@@ -33,7 +43,7 @@ class Level(IntEnum):
                 return cls(number)
         elif text in cls.__members__:
             return cls[text]
-        raise ValueError(f"unknown protocol level {value!r}; expected 0-6 or L0-L6")
+        raise ValueError(f"unknown protocol level {value!r}; expected 0-6, L0-L6 or none")
 
     @property
     def is_wire(self) -> bool:
@@ -45,6 +55,11 @@ class Level(IntEnum):
         """L1+: typed suggestions with cache_hint and table, and table_versions on every
         response."""
         return self >= Level.STRUCTURED
+
+    @property
+    def suggests(self) -> bool:
+        """Whether 422s carry typed suggestions: L1+, and ``none`` (suggestions, no contract)."""
+        return self is Level.NONE or self.structured
 
     @property
     def dependency_vectors(self) -> bool:
@@ -64,6 +79,13 @@ class Level(IntEnum):
 
 #: The fields each level adds, for documentation and conformance tests (paper Table 1).
 LEVEL_ADDS: dict[Level, tuple[str, ...]] = {
+    Level.NONE: (
+        "recovery_feedback.suggestions[].type",
+        "recovery_feedback.suggestions[].parameters",
+        "recovery_feedback.suggestions[].action",
+        "recovery_feedback.suggestions[].scope",
+        "recovery_feedback.suggestions[].patch",
+    ),
     Level.RAW: ("detail",),
     Level.STRUCTURED: (
         "recovery_feedback.suggestions[].type",

@@ -95,7 +95,10 @@ def suggestion(
         "origin_wide": True if v.origin_wide else None,
         "max_age_s": v.max_age_s,
     }
-    if hint is CacheHint.CACHEABLE:
+    if level is Level.NONE:
+        # Suggestions only: no contract field (``cache_hint``, ``table``, ``max_age_s``, ...).
+        fields["cache_hint"] = fields["max_age_s"] = None
+    elif hint is CacheHint.CACHEABLE:
         fields["table"] = finding.primary_table
     touched = {*v.parameters, *v.precondition}
     if patchable is None or touched <= set(patchable):
@@ -127,7 +130,7 @@ def failure(
     Renders everything afresh; ``Provider`` serves the same document from its ``RenderCache``.
     """
     instance = asked.instance_uri()
-    if not level.structured:
+    if not level.suggests:
         return failure_document(findings, level, instance=instance)
     return failure_document(
         findings,
@@ -148,9 +151,10 @@ def failure_document(
     suggestions: Sequence[Suggestion] | None = None,
     instance: str | None = None,
 ) -> Problem:
-    """The policy-violation document from its rendered parts (ignored at L0, which sends prose)."""
+    """The policy-violation document from its rendered parts (ignored at L0, which sends prose;
+    ``none`` sends the suggestions and no contract field)."""
     detail = "; ".join(f.violation.message for f in findings)
-    if not level.structured:
+    if not level.suggests:
         return problem(ProblemType.POLICY_VIOLATION, detail, instance=instance)
     return problem(
         ProblemType.POLICY_VIOLATION,

@@ -157,7 +157,7 @@ class RenderCache:
                     self.hits += 1
                     return found
         self.misses += 1
-        if self.level.structured:
+        if self.level.suggests:
             conditional = since is not None
             document = feedback.failure_document(
                 findings,

@@ -11,6 +11,8 @@ from ...client.strategies import STRATEGY_CLASSES
 #: The strategies in ladder order (descriptive names), as the strategy classes list them; unknown
 #: arms sort after them by name.
 ARM_ORDER: tuple[str, ...] = tuple(cls.name for cls in STRATEGY_CLASSES)
+#: The suffix of an arm run with the contract withheld (the server at level ``none``).
+WITHHELD = "@none"
 #: Table 5's baseline: lazy (failure-gated) detection with consumer notification.
 LAZY_REFERENCE = ("row+consumers", "lazy")
 #: Class order in tables; other classes follow by name.
@@ -22,8 +24,10 @@ ACTION_ORDER = ("add_field", "rewrite_value", "conditional_rewrite")
 
 
 def arm_rank(arm: str) -> tuple[int, str]:
-    """Sort key putting arms in ladder order."""
-    return (ARM_ORDER.index(arm), "") if arm in ARM_ORDER else (len(ARM_ORDER), arm)
+    """Sort key putting arms in ladder order (an arm with its contract withheld, ``learned@none``,
+    right after the same arm with it)."""
+    base, sep, _ = arm.partition(WITHHELD)
+    return (ARM_ORDER.index(base), sep) if base in ARM_ORDER else (len(ARM_ORDER), arm)
 
 
 def class_rank(klass: str) -> tuple[int, str]:

@@ -89,6 +89,7 @@ CELL_FIELDS = (
     "stale_injections",
     "stale_injections_outside_slots",
     "alerts",
+    "probes",
     "episodes",
     "episodes_recorded",
     "completed_episodes",

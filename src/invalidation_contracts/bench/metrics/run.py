@@ -100,6 +100,8 @@ class RunMetrics:
     request carried (the episode records' ``stale_sent``, judged by the oracle from what was
     sent) — what a provider can see; ``stale_injections`` is what the model was shown. None for
     artifacts recorded before the field."""
+    probes: int = 0
+    """Requests a contract-less policy sent without a doubted fix to revalidate it (``probe``)."""
 
     @property
     def tokens(self) -> int:
@@ -357,6 +359,7 @@ def _memory(run: Run, memory: list[dict[str, Any]], slots: frozenset[int]) -> di
             1 for m in stale_injected if int(m.get("episode", 0)) not in slots
         ),
         "alerts": sum(1 for m in memory if m.get("event") == "alert"),
+        "probes": sum(1 for m in memory if m.get("event") == "probe"),
     }
 
 

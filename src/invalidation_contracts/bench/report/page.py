@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..artifacts import read_runs
 from ..figures import plan_figures
+from ..frontier import contractless_table, has_withheld
 from ..metrics import (
     DEFINITIONS,
     SIMULATED_MARK,
@@ -166,6 +167,13 @@ def render_report(
         or _skip("§3.7 — What the contract costs on the wire", "no response recorded.")
     )
     parts.append(model_view_table(cells))
+    if has_withheld(cells):
+        parts.append(
+            "## Without a contract\n\nArms marked ∅ ran with the contract withheld (the server "
+            "at level `none`: suggestions, no contract field); means over seeds. Precision and "
+            "recall where the arm evicts; probes are requests sent without a doubted fix.\n\n"
+            + contractless_table(cells)
+        )
     parts.append(_figures_section(cells, figures_dir, out_dir))
     parts += ["## Every cell", ladder_table(cells)]
     return "\n\n".join(parts) + "\n"
