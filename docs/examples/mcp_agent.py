@@ -26,7 +26,7 @@ TOOL = "create_subscription"
 async def episode(tools, task: dict, number: int) -> None:
     """One episode: inject what the memory knows, call, and on a rejection apply what the server
     suggests (the memory learns the fix from the rejection by itself)."""
-    fixes = await tools.relevant(TOOL, task, episode=number)
+    fixes = (await tools.lookup(TOOL, task, episode=number)).entries
     # What a model would be given: the fixes as amendments already applied to the task (L3).
     shown = tools.prompt("You call Acme's billing tools.", fixes, Level.AMENDED_INPUT, task)
     if fixes:

@@ -42,11 +42,11 @@ from .mcp.session import ContractSession, Listener, message_handler  # noqa: E40
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 
 
-P = TypeVar("P", MCPServerStdioParams, MCPServerStreamableHttpParams)
+_Params = TypeVar("_Params", MCPServerStdioParams, MCPServerStreamableHttpParams)
 """The SDK server class's parameters (a ``TypedDict``)."""
 
 
-class ContractServer(Generic[P]):
+class ContractServer(Generic[_Params]):
     """What both server classes add to the SDK's: the memory, the contract session bound on
     ``connect`` and closed on ``cleanup``, and ``call_tool`` through it."""
 
@@ -58,7 +58,7 @@ class ContractServer(Generic[P]):
 
     def __init__(
         self,
-        params: P,
+        params: _Params,
         *,
         memory: FixMemory,
         apply: str = "client",
@@ -83,7 +83,7 @@ class ContractServer(Generic[P]):
         }
 
     @staticmethod
-    def _origin_of(params: P) -> str | None:
+    def _origin_of(params: _Params) -> str | None:
         """The origin fixes are kept under when none is given (``mcp.origins``)."""
         raise NotImplementedError
 

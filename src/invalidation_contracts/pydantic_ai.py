@@ -112,7 +112,7 @@ class ContractToolset(MCPToolset[Any]):
             return own
         blocks = []
         for tool in sorted(self.contract.tools):
-            fixes = await self.contract.fixes_for(tool)
+            fixes = (await self.contract.lookup(tool)).entries
             if fixes:
                 shown = consumption("", fixes, Level.PATCH_PROTOCOL)
                 blocks.append(f"Tool {tool}: {shown.system_prompt}\n{shown.memory_block}")

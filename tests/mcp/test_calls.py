@@ -78,8 +78,8 @@ def test_fixes_for_a_tool_lists_what_a_prompt_before_any_draft_may_show(server, 
         async with connect(server, FixMemory("row")) as tools:
             await tools.call_tool(TOOL, growth)
             await tools.call_tool(TOOL, starter)
-            fixes = await tools.fixes_for(TOOL)
-            other = await tools.fixes_for("another_tool")
+            fixes = (await tools.lookup(TOOL)).entries
+            other = (await tools.lookup("another_tool")).entries
             return [e.suggestion.parameters for e in fixes], [e.key.scope for e in other]
 
     assert run(body) == ([{"promo_code": "SUMMERSALE25"}], [])
@@ -99,3 +99,21 @@ def test_a_contract_session_wraps_a_session_a_framework_opened(server, acme):
 
     assert run(body) == "ok"
     assert [e.type for e in memory.entries("mcp://acme_billing")] == ["ADD_REQUIRED_PROMO_CODE"]
+
+
+def test_the_session_s_relevant_and_fixes_for_warn_naming_lookup_and_still_serve(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[list[str], list[str], list[str]]:
+        async with connect(server, FixMemory("row")) as tools:
+            await tools.call_tool(TOOL, growth)
+            with pytest.warns(DeprecationWarning, match=r"ContractSession\.lookup"):
+                relevant = await tools.relevant(TOOL, growth)
+            with pytest.warns(DeprecationWarning, match=r"ContractSession\.lookup"):
+                every = await tools.fixes_for(TOOL)
+            looked_up = (await tools.lookup(TOOL, growth)).entries
+            return [e.id for e in relevant], [e.id for e in every], [e.id for e in looked_up]
+
+    relevant, every, looked_up = run(body)
+
+    assert relevant == every == looked_up == ["e1"]

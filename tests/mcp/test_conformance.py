@@ -247,7 +247,7 @@ def test_c4_the_client_reads_what_moved_on_connecting_before_it_serves_a_fix(acm
     page.reads.clear()
 
     async def body(contract: ContractSession) -> int:
-        return len(await contract.relevant(TOOL, growth))
+        return len((await contract.lookup(TOOL, growth)).entries)
 
     served = _with_session(page, memory, body)
 

@@ -53,15 +53,15 @@ def test_a_new_mcp_session_serves_no_stale_fix_on_its_first_lookup(tmp_path):
             async with connect(server(registry), memory) as tools:
                 for draft in (GROWTH, STARTER):
                     await tools.call_tool(TOOL, draft)
-                    (fix,) = await tools.relevant(TOOL, draft)
+                    (fix,) = (await tools.lookup(TOOL, draft)).entries
                     patched = {**draft, **fix.suggestion.parameters}
                     assert (await tools.call_tool(TOOL, patched, injected=[fix])).status == 200
 
     async def come_back() -> tuple[list[str], int, list[EvictionReason]]:
         with FixMemory("row", store=memory_path) as memory:
             async with connect(server(registry), memory) as tools:
-                growth = await tools.relevant(TOOL, GROWTH)  # at once: no sleep, no episode
-                (starter,) = await tools.relevant(TOOL, STARTER)
+                growth = (await tools.lookup(TOOL, GROWTH)).entries  # at once: no sleep, no episode
+                (starter,) = (await tools.lookup(TOOL, STARTER)).entries
                 patched = {**STARTER, **starter.suggestion.parameters}
                 reply = await tools.call_tool(TOOL, patched, injected=[starter])
                 reasons = [t.reason for t in memory.tombstones(tools.origin)]

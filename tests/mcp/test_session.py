@@ -57,9 +57,10 @@ def test_a_fix_serves_matching_arguments_of_its_own_tool_only(server, acme):
     async def body() -> tuple[list[str], list[str], list[str]]:
         async with connect(server, memory) as tools:
             await tools.call_tool(TOOL, growth)
-            same = await tools.relevant(TOOL, growth)
-            other_plan = await tools.relevant(TOOL, acme.family("plain-starter-monthly").draft())
-            other_tool = await tools.relevant("another_tool", growth)
+            same = (await tools.lookup(TOOL, growth)).entries
+            starter = acme.family("plain-starter-monthly").draft()
+            other_plan = (await tools.lookup(TOOL, starter)).entries
+            other_tool = (await tools.lookup("another_tool", growth)).entries
             return [e.id for e in same], [e.id for e in other_plan], [e.id for e in other_tool]
 
     assert run(body) == (["e1"], [], [])
@@ -93,7 +94,7 @@ def test_a_table_rotation_evicts_the_stale_fix_before_the_next_call(server, prov
             await tools.call_tool(TOOL, growth)
             result = await anyio.to_thread.run_sync(rotate, acme, provider)
             await tools.caught_up(result.contract_seq)
-            return [e.id for e in await tools.relevant(TOOL, growth)]
+            return [e.id for e in (await tools.lookup(TOOL, growth)).entries]
 
     assert run(body) == []
     assert [(e.entry_id, e.reason) for e in heard if isinstance(e, Evicted)] == [
@@ -152,7 +153,7 @@ def test_client_apply_mode_patches_the_arguments_with_the_cached_fix(server, acm
     async def body() -> tuple[dict[str, Any], int]:
         async with connect(server, memory) as tools:
             await tools.call_tool(TOOL, growth)
-            fixes = await tools.relevant(TOOL, growth)
+            fixes = (await tools.lookup(TOOL, growth)).entries
             patched = await tools.apply_patches(TOOL, growth, fixes)
             reply = await tools.call_tool(TOOL, patched.request, injected=fixes)
             return patched.request, reply.status
@@ -229,7 +230,7 @@ def test_a_notification_storm_of_bumps_is_bounded_by_the_eviction_rate(server, p
         return seq
 
     async def episode(tools: ContractSession) -> int:
-        fixes = await tools.relevant(TOOL, growth)
+        fixes = (await tools.lookup(TOOL, growth)).entries
         arguments = {**growth, **{k: v for f in fixes for k, v in f.suggestion.parameters.items()}}
         first = await tools.call_tool(TOOL, arguments, injected=fixes)
         return 1 if first.status == 200 else 2
@@ -260,7 +261,7 @@ def test_a_server_of_the_inline_envelope_still_teaches_and_serves_fixes(provider
     async def body() -> tuple[str, list[str], int]:
         async with connect(inline, memory) as tools:
             first = await tools.call_tool(TOOL, growth)
-            fixes = await tools.relevant(TOOL, growth)
+            fixes = (await tools.lookup(TOOL, growth)).entries
             patched = await tools.apply_patches(TOOL, growth, fixes)
             second = await tools.call_tool(TOOL, patched.request, injected=fixes)
             return first.for_model, [e.id for e in fixes], second.status

@@ -35,7 +35,7 @@ def test_over_stdio_a_serve_mcp_child_teaches_a_fix(acme):
     async def body() -> tuple[str, list[MemoryEvent], int]:
         async with connect(command, memory) as tools:
             reply = await tools.call_tool(TOOL, growth)
-            fixes = await tools.relevant(TOOL, growth)
+            fixes = (await tools.lookup(TOOL, growth)).entries
             patched = {**growth, **fixes[0].suggestion.parameters}
             second = await tools.call_tool(TOOL, patched, injected=fixes)
             return tools.origin, list(reply.events), second.status
@@ -63,7 +63,7 @@ def test_over_streamable_http_a_rotation_is_pushed_and_evicts_before_the_next_ca
             await tools.call_tool(TOOL, growth)
             result = await anyio.to_thread.run_sync(rotate, acme, provider)
             await tools.caught_up(result.contract_seq)
-            return [e.id for e in await tools.relevant(TOOL, growth)]
+            return [e.id for e in (await tools.lookup(TOOL, growth)).entries]
 
     assert run(body) == []
     assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
@@ -87,7 +87,7 @@ def test_two_servers_with_the_same_name_never_share_fixes(acme):
                 await a.call_tool(TOOL, growth)
                 origin_a = a.origin
             async with connect(url_b, memory) as b:
-                served_b = [e.id for e in await b.relevant(TOOL, growth)]
+                served_b = [e.id for e in (await b.lookup(TOOL, growth)).entries]
                 await b.call_tool(TOOL, growth)
                 origin_b = b.origin
             return origin_a, origin_b, served_b, [e.id for e in memory.entries(origin_a)]

@@ -6,15 +6,14 @@ live beside the other integrations: ``invalidation_contracts.httpx`` (the httpx 
 ``httpx`` extra) and ``invalidation_contracts.mcp`` (the MCP session). See ``memory`` for the
 event/need protocol and ``limits`` for the bounds on what a server controls.
 
-``__all__`` is the public surface. The names below it (each strategy class, the prompt helpers,
-``OriginState``/``OriginStats``, ...) stay importable from here for code written against earlier
-versions; their home is their submodule.
+``__all__`` is the public surface. Names earlier versions also exported here (each strategy class,
+the prompt helpers, ``OriginState``/``OriginStats``, the httpx clients, ...) still import from here
+until 0.3.0, with a ``DeprecationWarning`` naming their home (``_MOVED``).
 """
 
+from .._deprecation import moved_names as _moved_names
 from .detection import Detection, DetectionName
-from .entries import Dependency as Dependency
 from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
-from .entries import Provenance as Provenance
 from .events import (
     Coarsened,
     Evicted,
@@ -41,28 +40,9 @@ from .events import (
 from .limits import Limits
 from .memory import AsyncFixMemory, FixMemory, Lookup, PatchOutcome
 from .patching import ApplyMode, PatchRefused
-from .patching import PatchResult as PatchResult
-from .patching import apply_patch as apply_patch
-from .prompting import L2_SENTENCE as L2_SENTENCE
-from .prompting import Consumption as Consumption
 from .prompting import consumption
-from .prompting import render_memory_block as render_memory_block
-from .prompting import system_prompt as system_prompt
-from .state import OriginState as OriginState
-from .stats import OriginStats as OriginStats
-from .stats import contract_bytes as contract_bytes
 from .stores import InMemoryStore, SQLiteStore, Store, StoreError
-from .strategies import STRATEGY_CLASSES as STRATEGY_CLASSES
-from .strategies import NaiveMemory as NaiveMemory
-from .strategies import NoMemory as NoMemory
-from .strategies import RowInvalidation as RowInvalidation
-from .strategies import RowWithConsumers as RowWithConsumers
-from .strategies import RowWithGraph as RowWithGraph
-from .strategies import RulesOracle as RulesOracle
-from .strategies import RulesStamp as RulesStamp
-from .strategies import RulesStampWithVectors as RulesStampWithVectors
 from .strategies import Strategy, StrategyName, strategy_for
-from .strategies import TableInvalidation as TableInvalidation
 from .trust import TrustPolicy
 from .values import Answer, Observed, Position
 
@@ -80,15 +60,14 @@ __all__ = [
     "FetchRules",
     "FixMemory",
     "Ignored",
-    "MemoryFailed",
-    "MemorySetAside",
-    "PositionDropped",
     "InMemoryStore",
     "Limits",
     "Lookup",
     "MemoryEntry",
     "MemoryEvent",
+    "MemoryFailed",
     "MemoryKey",
+    "MemorySetAside",
     "Need",
     "NotStored",
     "Observation",
@@ -96,8 +75,8 @@ __all__ = [
     "PatchOutcome",
     "PatchRefused",
     "Position",
+    "PositionDropped",
     "Quarantined",
-    "Unreadable",
     "Refused",
     "Restamped",
     "RulesAlert",
@@ -110,7 +89,37 @@ __all__ = [
     "StrategyName",
     "Tombstone",
     "TrustPolicy",
+    "Unreadable",
     "VersionMoved",
     "consumption",
     "strategy_for",
 ]
+
+#: Names earlier versions exported here, each with its home; they warn until 0.3.0 drops them.
+_MOVED = {
+    "Consumption": "invalidation_contracts.client.prompting",
+    "Dependency": "invalidation_contracts.client.entries",
+    "L2_SENTENCE": "invalidation_contracts.client.prompting",
+    "NaiveMemory": "invalidation_contracts.client.strategies",
+    "NoMemory": "invalidation_contracts.client.strategies",
+    "OriginState": "invalidation_contracts.client.state",
+    "OriginStats": "invalidation_contracts.client.stats",
+    "PatchResult": "invalidation_contracts.client.patching",
+    "Provenance": "invalidation_contracts.client.entries",
+    "RowInvalidation": "invalidation_contracts.client.strategies",
+    "RowWithConsumers": "invalidation_contracts.client.strategies",
+    "RowWithGraph": "invalidation_contracts.client.strategies",
+    "RulesOracle": "invalidation_contracts.client.strategies",
+    "RulesStamp": "invalidation_contracts.client.strategies",
+    "RulesStampWithVectors": "invalidation_contracts.client.strategies",
+    "STRATEGY_CLASSES": "invalidation_contracts.client.strategies",
+    "TableInvalidation": "invalidation_contracts.client.strategies",
+    "apply_patch": "invalidation_contracts.client.patching",
+    "contract_bytes": "invalidation_contracts.client.stats",
+    "render_memory_block": "invalidation_contracts.client.prompting",
+    "system_prompt": "invalidation_contracts.client.prompting",
+    "async_contract_client": "invalidation_contracts.httpx",
+    "contract_client": "invalidation_contracts.httpx",
+}
+
+__getattr__ = _moved_names(__name__, _MOVED)

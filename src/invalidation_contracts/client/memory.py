@@ -35,7 +35,8 @@ from collections.abc import Callable, Coroutine
 from os import PathLike
 from typing import Any, Concatenate, Generic, ParamSpec, Self, TypeVar, overload
 
-from . import calls
+from .._deprecation import warn_moved
+from . import _legacy, calls
 from .core import MemoryCore
 from .detection import Detection, DetectionName
 from .limits import Limits
@@ -53,18 +54,42 @@ T = TypeVar("T")
 
 class _Call(Generic[P, T]):
     """One memory call written once (a function of the core returning ``Steps``): blocking on a
-    ``FixMemory``, a coroutine on an ``AsyncFixMemory``."""
+    ``FixMemory``, a coroutine on an ``AsyncFixMemory``. It documents itself as the method it
+    binds to: ``help()`` and ``inspect.signature`` show the call's parameters, result and
+    docstring. ``renamed``: the call is deprecated, it warns naming that home. ``adapt``: an
+    earlier spelling of the arguments it still takes, with a warning."""
 
     offloaded = False
 
-    def __init__(self, function: Callable[Concatenate[MemoryCore, P], Any]) -> None:
+    def __init__(
+        self,
+        function: Callable[Concatenate[MemoryCore, P], Any],
+        *,
+        renamed: str | None = None,
+        adapt: _legacy.Spelling | None = None,
+    ) -> None:
         self.function = function
-        self.name = function.__name__
+        self.name = self.__name__ = self.__qualname__ = function.__name__
+        self.__doc__ = function.__doc__
+        self.__module__ = __name__
+        self.renamed = renamed
+        self.adapt = adapt
         signature = inspect.signature(function)
-        self.signature = signature.replace(parameters=list(signature.parameters.values())[1:])
+        core, *parameters = signature.parameters.values()
+        self.signature = signature.replace(
+            parameters=parameters, return_annotation=_result(signature.return_annotation)
+        )
+        itself = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self.__signature__ = self.signature.replace(parameters=[itself, *parameters])
 
     def __set_name__(self, owner: type[Any], name: str) -> None:
-        self.name = name
+        self.name = self.__name__ = name
+        self.__qualname__ = f"{owner.__qualname__}.{name}"
+
+    def __call__(self, memory: _Surface, /, *args: Any, **kwargs: Any) -> Any:
+        """``FixMemory.observe(memory, ...)``: the call through the class, as a method allows."""
+        bound: Callable[..., Any] = getattr(memory, self.name)
+        return bound(*args, **kwargs)
 
     @overload
     def __get__(self, memory: None, owner: type[Any]) -> Self: ...
@@ -78,18 +103,62 @@ class _Call(Generic[P, T]):
         if memory is None:
             return self
         bound = memory._bind(self)
+        if self.adapt is not None or self.renamed is not None:
+            bound = _guarded(bound, self, type(memory).__name__)
         functools.update_wrapper(bound, self.function)
+        bound.__name__ = self.name
+        bound.__qualname__ = f"{type(memory).__qualname__}.{self.name}"
         bound.__signature__ = self.signature  # type: ignore[attr-defined]
         del bound.__wrapped__  # type: ignore[attr-defined]
         memory.__dict__[self.name] = bound  # bound once per memory
         return bound
 
 
+def _result(annotation: Any) -> Any:
+    """What a call returns on the memory: ``T`` of its ``Steps[T]`` (a string under PEP 563)."""
+    if isinstance(annotation, str) and annotation.startswith("Steps[") and annotation.endswith("]"):
+        return annotation[len("Steps[") : -1]
+    return annotation
+
+
+def _guarded(bound: Callable[..., Any], call: _Call[Any, Any], kind: str) -> Callable[..., Any]:
+    """``bound`` behind a deprecated call's warning, or an earlier spelling's translation."""
+
+    def today(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        if call.renamed is not None:
+            warn_moved(f"{kind}.{call.name}", f"{kind}.{call.renamed}", stacklevel=4)
+        elif call.adapt is not None and (adapted := call.adapt.translate(args, kwargs)):
+            earlier, now = call.adapt.spellings
+            warn_moved(f"{kind}.{earlier}", f"{kind}.{now}", stacklevel=4)
+            return adapted
+        return args, kwargs
+
+    if inspect.iscoroutinefunction(bound):
+
+        async def awaited(*args: Any, **kwargs: Any) -> Any:
+            args, kwargs = today(args, kwargs)
+            return await bound(*args, **kwargs)
+
+        return awaited
+
+    def blocking(*args: Any, **kwargs: Any) -> Any:
+        args, kwargs = today(args, kwargs)
+        return bound(*args, **kwargs)
+
+    return blocking
+
+
 class _Steps(_Call[P, T]):
     """A call that runs ``Steps`` against the store."""
 
-    def __init__(self, function: Callable[Concatenate[MemoryCore, P], Steps[T]]) -> None:
-        super().__init__(function)
+    def __init__(
+        self,
+        function: Callable[Concatenate[MemoryCore, P], Steps[T]],
+        *,
+        renamed: str | None = None,
+        adapt: _legacy.Spelling | None = None,
+    ) -> None:
+        super().__init__(function, renamed=renamed, adapt=adapt)
 
 
 class _Reader(_Call[P, T]):
@@ -170,7 +239,7 @@ class _Surface:
     begin_episode = _Steps(calls.begin_episode)
     needs = _Steps(calls.needs)
     lookup = _Steps(calls.lookup)
-    observe = _Steps(calls.observe)
+    observe = _Steps(calls.observe, adapt=_legacy.OBSERVE)
     answer = _Steps(calls.answer)
     fetch_failed = _Steps(calls.fetch_failed)
     evict = _Steps(calls.evict)
@@ -186,6 +255,9 @@ class _Surface:
     tombstones = _Reader(calls.tombstones)
     origins = _Reader(calls.origins)
     close = _Steps(calls.close)
+    # Deprecated spellings (earlier versions), removed in 0.3.0.
+    relevant = _Steps(_legacy.relevant, renamed="lookup")
+    fixes_for = _Steps(_legacy.fixes_for, renamed="lookup")
 
 
 class FixMemory(_Surface):

@@ -139,10 +139,10 @@ def get_domain(spec: str) -> Domain:
 
 
 __all__ = [
-    "ENTRY_POINT_GROUP",
-    "SHIPPED_DOMAINS",
     "DomainCatalog",
     "DomainError",
+    "ENTRY_POINT_GROUP",
+    "SHIPPED_DOMAINS",
     "TaskFamily",
     "available_domains",
     "get_catalog",

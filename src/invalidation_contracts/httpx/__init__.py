@@ -41,15 +41,15 @@ from .transport import (  # noqa: E402
 from .watch import Watches, watches  # noqa: E402
 
 __all__ = [
+    "AsyncContractTransport",
+    "ContractTransport",
     "EPISODE_EXTENSION",
     "INJECTED_EXTENSION",
     "LISTENER_EXTENSION",
+    "Listener",
     "OPERATION_EXTENSION",
     "REFUSED_EXTENSION",
     "WIRE_COST_EXTENSION",
-    "AsyncContractTransport",
-    "ContractTransport",
-    "Listener",
     "WatchOptions",
     "Watches",
     "async_contract_client",

@@ -2,8 +2,9 @@
 
 What every adapter (PydanticAI, the Agents SDK, LangChain) and ``ContractSession.hook`` share:
 the fixes relevant to the model's arguments are patched in (client apply mode) or were shown to
-the model in its prompt (model mode, ``ContractSession.fixes_for`` rendered at L2); the call is
-made with them recorded as injected, so what the result teaches names what it was derived from.
+the model in its prompt (model mode: ``ContractSession.lookup`` without arguments, rendered at
+L2); the call is made with them recorded as injected, so what the result teaches names what it
+was derived from.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._deprecation import warn_moved
 from ..client.entries import MemoryEntry
 from ..client.memory import AsyncFixMemory, Lookup, PatchOutcome
 from ..client.prompting import Consumption, consumption
@@ -58,22 +60,31 @@ class AgentCalls:
         raise NotImplementedError
 
     async def lookup(
-        self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
+        self,
+        tool: str,
+        arguments: Mapping[str, Any] | None = None,
+        *,
+        episode: int | None = None,
     ) -> Lookup:
-        """The fixes of ``tool`` whose scope matches ``arguments`` (with the lookup's events)."""
+        """The fixes of ``tool`` whose scope matches ``arguments`` (with the lookup's events).
+
+        Without ``arguments``: every fix of ``tool`` the memory would serve, whatever the
+        arguments, for a prompt written before the model drafts a call (render it at L2: each
+        fix with its condition); not counted as a lookup.
+        """
         return await self.memory.lookup(self.origin, arguments, operation=tool, episode=episode)
 
     async def relevant(
         self, tool: str, arguments: Mapping[str, Any], *, episode: int | None = None
     ) -> list[MemoryEntry]:
-        """The fixes to inject into a call of ``tool`` with ``arguments``."""
+        """Deprecated (removed in 0.3.0): ``(await lookup(tool, arguments)).entries``."""
+        warn_moved(f"{type(self).__name__}.relevant", f"{type(self).__name__}.lookup")
         return list((await self.lookup(tool, arguments, episode=episode)).entries)
 
     async def fixes_for(self, tool: str, *, episode: int | None = None) -> list[MemoryEntry]:
-        """Every fix of ``tool`` the memory would serve, whatever the arguments: for a prompt
-        written before the model drafts a call (render it at L2: each fix with its condition)."""
-        found = await self.memory.lookup(self.origin, operation=tool, episode=episode)
-        return list(found.entries)
+        """Deprecated (removed in 0.3.0): ``(await lookup(tool)).entries``."""
+        warn_moved(f"{type(self).__name__}.fixes_for", f"{type(self).__name__}.lookup")
+        return list((await self.lookup(tool, episode=episode)).entries)
 
     @staticmethod
     def prompt(
@@ -131,7 +142,7 @@ async def answer(
     """Call ``tool`` with ``arguments`` through ``contract`` in ``apply`` mode."""
     check_apply(apply)
     request = dict(arguments or {})
-    fixes = await contract.relevant(tool, request, episode=episode)
+    fixes = list((await contract.lookup(tool, request, episode=episode)).entries)
     if fixes and apply == "client":
         try:
             patched = await contract.apply_patches(tool, request, fixes, episode=episode)

@@ -9,7 +9,7 @@ for a call's arguments, the L2/L3 rendering, client-side patching of the argumen
 view of each result without the contract's metadata::
 
     async with connect(StdioServerParameters(command="acme-mcp"), memory) as tools:
-        fixes = await tools.relevant("create_subscription", draft)
+        fixes = (await tools.lookup("create_subscription", draft)).entries
         shown = tools.prompt(base_system, fixes, Level.AMENDED_INPUT, draft)  # for the model
         reply = await tools.call_tool("create_subscription", planned, injected=fixes)
         reply.for_model  # the result as the model is shown it
@@ -111,7 +111,7 @@ class ContractSession(calls.AgentCalls):
     memory event, the ones notifications cause included; ``watch_listener``: given only those
     (the events of no call, e.g. an eviction between two episodes). ``apply``: how ``hook``
     uses the fixes, ``"client"`` (patched into the arguments) or ``"model"`` (shown in the
-    prompt, ``fixes_for``).
+    prompt, ``lookup`` without arguments).
 
     ``session`` may be one a framework opened (PydanticAI's, the Agents SDK's): any entered
     ``ClientSession``. On a connection before 2026-07-28, route its message handler to

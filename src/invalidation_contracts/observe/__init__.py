@@ -16,13 +16,13 @@ from .provider import ProviderTelemetry
 from .scoring import ClientFigures, ClientScores
 
 __all__ = [
-    "METRICS_PATH",
     "ChangeJournal",
     "ChangeSet",
     "ClientFigures",
     "ClientKey",
     "ClientKeyMiddleware",
     "ClientScores",
+    "METRICS_PATH",
     "Observability",
     "ProviderTelemetry",
     "RowDiff",

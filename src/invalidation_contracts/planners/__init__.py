@@ -20,16 +20,16 @@ from .rendering import RenderedPrompt, estimate_tokens, render_prompt
 from .simulated import PRESETS, SimulatedPlanner, SimulatedProfile
 
 __all__ = [
-    "PRESETS",
     "Attempt",
+    "PRESETS",
     "Plan",
     "Planner",
     "PlannerCallError",
     "PlannerConfigError",
     "PlannerError",
     "PlannerResponseError",
-    "PlannerUnavailableError",
     "PlannerSpec",
+    "PlannerUnavailableError",
     "PlanningContext",
     "PreflightReport",
     "RenderedPrompt",

@@ -98,8 +98,14 @@ def _catalog(domain: Domain, rule_sets: Mapping[str, Path]) -> DomainCatalog:
 
 __all__ = [
     "NAME",
+    "PATCHABLE",
+    "POLICIES",
+    "PaymentsBackend",
     "ROUTE_PATH",
     "RULES_STREAM_NAME",
+    "Subscription",
+    "SubscriptionRequest",
+    "backend_from_env",
     "build_domain",
     "catalog",
     "rules_catalog",

@@ -60,4 +60,13 @@ def catalog() -> DomainCatalog:
     return DomainCatalog.from_directory(build_domain(), HERE, ROUTE_PATH)
 
 
-__all__ = ["NAME", "ROUTE_PATH", "build_domain", "catalog"]
+__all__ = [
+    "ConversionRequest",
+    "NAME",
+    "PATCHABLE",
+    "POLICIES",
+    "ROUTE_PATH",
+    "SLOTS",
+    "build_domain",
+    "catalog",
+]

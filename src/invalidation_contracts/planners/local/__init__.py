@@ -12,13 +12,13 @@ from .models import MODELS, ChunkPackage, NamedModel
 from .server import POOL, LlamaServer, ServerConfig, ServerPool
 
 __all__ = [
-    "MODELS",
-    "POOL",
     "ChunkPackage",
     "LlamaServer",
     "LocalPlanner",
+    "MODELS",
     "ModelIntegrityError",
     "NamedModel",
+    "POOL",
     "ServerConfig",
     "ServerPool",
     "cache_dir",

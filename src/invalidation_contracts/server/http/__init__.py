@@ -29,12 +29,12 @@ from .snapshot import STATE_ATTRIBUTE, ContractSnapshot, ReferenceData  # noqa: 
 __all__ = [
     "CONTRACT_EPOCH",
     "CONTRACT_SINCE",
-    "STATE_ATTRIBUTE",
     "ContractRoute",
     "ContractService",
     "ContractSnapshot",
     "ProblemRoute",
     "ReferenceData",
+    "STATE_ATTRIBUTE",
     "install_problem_handlers",
     "listen",
     "serve",

@@ -15,6 +15,7 @@ from .sqlite import SQLiteRegistryStore
 RegistryStore = SQLRegistryStore
 
 __all__ = [
+    "Connection",
     "DEFAULT_LOG_CAPACITY",
     "RegistryStore",
     "SQLLoader",

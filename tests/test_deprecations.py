@@ -1,0 +1,56 @@
+"""Names that moved keep working until 0.3.0, each warning with its new home (CHANGELOG.md,
+"Deprecated"); the package's version is its installed metadata."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import sys
+
+import pytest
+
+import invalidation_contracts
+from invalidation_contracts import _deprecation, client
+
+
+@pytest.mark.parametrize("name", sorted(client._MOVED))
+def test_a_name_that_left_client_warns_naming_its_home_and_still_imports(name):
+    home = client._MOVED[name]
+
+    with pytest.warns(DeprecationWarning, match=rf"use {home}\.{name} instead") as caught:
+        value = getattr(client, name)
+
+    assert value is getattr(importlib.import_module(home), name)
+    assert f"removed in {_deprecation.REMOVED_IN}" in str(caught[0].message)
+
+
+def test_the_warning_points_at_the_code_that_imports_the_old_name():
+    with pytest.warns(DeprecationWarning) as caught:
+        from invalidation_contracts.client import contract_client  # noqa: F401
+
+    assert caught[0].filename == __file__
+
+
+def test_a_name_client_never_had_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        client.nope  # noqa: B018
+
+
+def test_the_moved_names_are_not_in_the_public_face():
+    assert not set(client._MOVED) & set(client.__all__)
+
+
+def test_server_app_warns_naming_server_http_app_and_gives_its_names():
+    from invalidation_contracts.server.http import app as home
+
+    sys.modules.pop("invalidation_contracts.server.app", None)
+    with pytest.warns(DeprecationWarning, match=r"use invalidation_contracts\.server\.http\.app"):
+        old = importlib.import_module("invalidation_contracts.server.app")
+
+    assert (old.create_app, old.serve) == (home.create_app, home.serve)
+
+
+def test_the_version_is_the_installed_distribution_s():
+    assert invalidation_contracts.__version__ == importlib.metadata.version(
+        "invalidation-contracts"
+    )
