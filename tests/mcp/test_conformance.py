@@ -62,7 +62,7 @@ def test_s2_each_tool_names_its_operation_and_patchable_fields(server):
 
 
 @pytest.mark.parametrize("family", ["governed-partner-growth", "plain-starter-monthly"])
-def test_s3_a_result_carries_the_answer_in_meta_and_the_model_view_in_its_content(
+def test_s3_a_result_carries_the_answer_in_meta_and_the_model_view_in_its_text(
     server, acme, family
 ):
     async def call(client: Client) -> types.CallToolResult:
@@ -75,12 +75,32 @@ def test_s3_a_result_carries_the_answer_in_meta_and_the_model_view_in_its_conten
     assert bool(result.is_error) == (answer.get("status", 200) >= 400)
     (text,) = result.content
     assert isinstance(text, types.TextContent)
-    assert json.loads(text.text) == result.structured_content
-    assert not set(STAMPS) & set(result.structured_content or {})
-    for suggestion in (
-        (result.structured_content or {}).get("recovery_feedback", {}).get("suggestions", [])
-    ):
+    view = json.loads(text.text)
+    assert not set(STAMPS) & set(view)
+    for suggestion in view.get("recovery_feedback", {}).get("suggestions", []):
         assert set(suggestion) <= {"type", "action", "message", "parameters"}
+
+
+def test_s3a_a_success_carries_its_model_view_as_structured_content_too(server, acme):
+    async def call(client: Client) -> types.CallToolResult:
+        return await client.call_tool(TOOL, acme.family("plain-starter-monthly").draft())
+
+    result = _session_of(server, call)
+
+    (text,) = result.content
+    assert not result.is_error
+    assert isinstance(text, types.TextContent)
+    assert json.loads(text.text) == result.structured_content
+
+
+def test_s3b_an_error_result_carries_no_structured_content_for_the_success_schema(server, acme):
+    async def call(client: Client) -> types.CallToolResult:
+        return await client.call_tool(TOOL, acme.family("governed-partner-growth").draft())
+
+    result = _session_of(server, call)
+
+    assert result.is_error and result.structured_content is None
+    assert json.loads(result.content[0].text)["recovery_feedback"]["suggestions"]  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("prefix", [IC, LEGACY])

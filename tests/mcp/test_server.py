@@ -131,12 +131,18 @@ def test_the_content_of_a_result_is_its_model_view_and_carries_no_contract(serve
     result = _call(server, acme.family("governed-partner-growth").draft())
 
     (text,) = result.content
-    assert (
-        json.loads(text.text)
-        == result.structured_content
-        == model_view(_contract(result), joined_detail=False)
-    )
+    assert json.loads(text.text) == model_view(_contract(result), joined_detail=False)
     assert not any(member in text.text for member in CONTRACT_MEMBERS)
+
+
+def test_an_error_result_leaves_structured_content_to_successes_which_the_schema_describes(
+    server, acme
+):
+    rejected = _call(server, acme.family("governed-partner-growth").draft())
+    served = _call(server, acme.family("plain-starter-monthly").draft())
+
+    assert rejected.is_error and rejected.structured_content is None
+    assert served.structured_content == model_view(_contract(served), joined_detail=False)
 
 
 def test_the_inline_envelope_is_the_wire_form_of_0_1(provider, acme):

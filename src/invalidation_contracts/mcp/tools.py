@@ -7,10 +7,12 @@ body that does not match the schema, a worker that cannot vouch for its state) i
 with the problem document.
 
 Where the answer goes is the envelope. ``meta`` (the default): the whole answer, contract
-included, is the result's ``_meta`` ``names.CONTRACT``; the structured content and the text are
-its model view (``client.modelview``: no contract metadata, no detail that only repeats the
-suggestions' messages), so a host that shows results to the
-model as they are shows it only what it acts on. ``inline`` (0.1's wire form, for 0.1 clients):
+included, is the result's ``_meta`` ``names.CONTRACT``; the text is its model view
+(``client.modelview``: no contract metadata, no detail that only repeats the suggestions'
+messages), so a host that shows results to the model as they are shows it only what it acts on.
+A success's structured content is that model view too (what ``outputSchema`` describes); an
+``isError`` result has none, since MCP validates structured content against the published schema
+whatever ``isError`` says in the TypeScript SDK (docs/decisions.md). ``inline`` (0.1's wire form, for 0.1 clients):
 the answer is the structured content and the text.
 """
 
@@ -127,7 +129,8 @@ def tool_result(
         structured, text = wire, body.to_json().decode()
     else:
         meta[names.CONTRACT] = wire
-        structured = model_view(wire, joined_detail=False)
+        # the problem's model view is the text only: the outputSchema describes successes
+        structured = None if isinstance(body, Problem) else model_view(wire, joined_detail=False)
         text = model_text(wire, joined_detail=False)
     if since is not None:
         meta[names.key_for(names.SINCE, envelope)] = since
