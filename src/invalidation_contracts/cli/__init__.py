@@ -60,7 +60,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _registrars() -> list[Callable[[Subparsers], None]]:
     """Every command group's ``register``, in the order ``--help`` lists them."""
-    from . import bench, db, mcp, memory, planners, schema, service
+    from . import bench, db, mcp, memory, planners, proxy, schema, service
 
     return [
         bench.register,
@@ -68,6 +68,7 @@ def _registrars() -> list[Callable[[Subparsers], None]]:
         planners.register,
         service.register,
         mcp.register,
+        proxy.register,
         memory.register,
         db.register,
     ]

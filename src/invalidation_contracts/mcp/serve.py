@@ -68,6 +68,20 @@ def serve_mcp(
     server = contract_server(
         backend, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
     )
+    serve_server(server, transport=transport, host=host, port=port, announce=announce, http=http)
+
+
+def serve_server(
+    server: Server[Any],
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    announce: Announce | None = None,
+    http: HttpOptions | None = None,
+) -> None:
+    """Serve any SDK ``Server`` as ``serve_mcp`` serves a domain's (the proxy serves its own
+    so): over stdio until the client closes it, or streamable HTTP guarded by ``http``."""
     if transport == "stdio":
         anyio.run(run_stdio, server)
         return

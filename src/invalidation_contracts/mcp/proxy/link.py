@@ -1,0 +1,306 @@
+"""The proxy's one connection to its upstream: opened, confirmed, watched, and opened again.
+
+A supervisor task owns the connection (the SDK's ``Client`` must be closed by the task that
+opened it): it connects when asked, wraps a contract-speaking upstream in a ``ContractSession``
+over the proxy's one memory (confirmed before the first call is served), and waits until the
+connection breaks. A request that finds it broken, or breaks it (the upstream died, did not
+answer in time, or wrote something that is not MCP), gets an ``MCPError`` naming the upstream;
+the next request connects again. The memory outlives every connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import anyio
+import mcp_types as types
+from mcp.client.client import Client
+from mcp.client.session import ClientSession, IncomingMessage
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.exceptions import MCPError
+
+from ...client.memory import AsyncFixMemory
+from .. import names
+from ..session import ContractSession, message_handler
+from .target import UpstreamTarget
+from .view import result_size
+
+logger = logging.getLogger("invalidation_contracts.proxy")
+
+Forward = Callable[[IncomingMessage], Awaitable[None]]
+#: The host's progress callback for the tool call the current task makes (None: none asked).
+PROGRESS: contextvars.ContextVar[ProgressFnT | None] = contextvars.ContextVar(
+    "invalidation_contracts_proxy_progress", default=None
+)
+#: Seconds a broken connection gets to close before it is abandoned.
+CLOSE_TIMEOUT_S = 5.0
+#: The errors of a connection that is gone (the SDK's, and the streams' own).
+_GONE = (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError)
+
+
+@dataclass(frozen=True, slots=True)
+class LinkOptions:
+    """The bounds the proxy holds its upstream to."""
+
+    call_timeout_s: float = 120.0
+    """Seconds a request may wait for the upstream's answer (then: hung; connect again)."""
+    connect_timeout_s: float = 30.0
+    """Seconds to connect, confirm the memory and list the tools."""
+    max_result_bytes: int = 8 * 1024 * 1024
+    """The largest tool result (as JSON) passed to the memory and the host."""
+
+
+class Oversized(Exception):
+    """An upstream tool result over ``LinkOptions.max_result_bytes``."""
+
+
+@dataclass(slots=True)
+class Connection:
+    """One open connection: the SDK client, the contract session over it (None: the upstream
+    speaks no contract), and the event that says it broke."""
+
+    client: Client
+    contract: ContractSession | None
+    broken: anyio.Event = field(default_factory=anyio.Event)
+
+    @property
+    def session(self) -> ClientSession:
+        return self.client.session
+
+
+class BoundedSession:
+    """The upstream's ``ClientSession`` as the contract session uses it: each tool result over
+    the size bound is refused before the memory reads it, and the host's progress callback
+    (``PROGRESS``) rides on the call. Everything else is the session's."""
+
+    def __init__(self, session: ClientSession, max_result_bytes: int) -> None:
+        self._session = session
+        self._max = max_result_bytes
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        read_timeout_seconds: float | None = None,
+        progress_callback: ProgressFnT | None = None,
+        *,
+        meta: types.RequestParamsMeta | None = None,
+    ) -> types.CallToolResult:
+        result = await self._session.call_tool(
+            name,
+            arguments,
+            read_timeout_seconds,
+            progress_callback or PROGRESS.get(),
+            meta=meta,
+        )
+        if not isinstance(result, types.CallToolResult):
+            raise MCPError(types.INTERNAL_ERROR, f"{name} answered no tool result")
+        size = result_size(result)
+        if size > self._max:
+            raise Oversized(f"a result of {size} bytes, over the proxy's bound of {self._max}")
+        return result
+
+
+class UpstreamLink:
+    """The upstream's connection, for the host-facing handlers (``connection``, ``using``)."""
+
+    def __init__(
+        self,
+        target: UpstreamTarget,
+        memory: AsyncFixMemory,
+        forward: Forward,
+        options: LinkOptions | None = None,
+    ) -> None:
+        self.target = target
+        self.memory = memory
+        self.forward = forward
+        self.options = options or LinkOptions()
+        self.speaks_contract: bool | None = None
+        """Whether the upstream speaks the contract (None: not connected yet)."""
+        self.connections = 0
+        self.on_open: Callable[[Connection], Awaitable[None]] | None = None
+        """Called with each new connection before it serves (the host's subscriptions)."""
+        self._conn: Connection | None = None
+        self._wanted = anyio.Event()
+        self._ready = anyio.Event()
+        self._last_error = "not connected yet"
+
+    # ------------------------------------------------------------------ what handlers use
+
+    def error(self, what: str, code: int = types.INTERNAL_ERROR) -> MCPError:
+        """An MCP error naming the upstream."""
+        return MCPError(code, f"upstream MCP server {self.target.name}: {what}")
+
+    async def connection(self) -> Connection:
+        """The open connection, connecting first if there is none (``MCPError`` naming the
+        upstream when that fails)."""
+        conn = self._conn
+        if conn is not None and not conn.broken.is_set():
+            return conn
+        ready = self._ready
+        self._wanted.set()
+        with anyio.move_on_after(self.options.connect_timeout_s + CLOSE_TIMEOUT_S + 1.0):
+            await ready.wait()
+        conn = self._conn
+        if conn is None or conn.broken.is_set():
+            raise self.error(f"cannot connect: {self._last_error}")
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def using(self) -> AsyncIterator[Connection]:
+        """The connection for one request, its failures as ``MCPError``s naming the upstream:
+        a connection that closed or hung is broken (the next request connects again)."""
+        conn = await self.connection()
+        try:
+            with anyio.fail_after(self.options.call_timeout_s):
+                yield conn
+        except TimeoutError:
+            self._broke(conn, f"no answer within {self.options.call_timeout_s:g} s")
+            raise self.error(
+                f"did not answer within {self.options.call_timeout_s:g} s; reconnecting",
+                types.REQUEST_TIMEOUT,
+            ) from None
+        except Oversized as exc:
+            raise self.error(f"sent {exc}") from None
+        except MCPError as exc:
+            if exc.code in (types.CONNECTION_CLOSED, types.REQUEST_TIMEOUT):
+                self._broke(conn, exc.message)
+                raise self.error(f"{exc.message}; reconnecting", exc.code) from None
+            if conn.broken.is_set():
+                raise self.error(
+                    f"the connection broke ({self._last_error}); reconnecting"
+                ) from None
+            raise  # the upstream's own error answer: the host gets it as it is
+        except _GONE as exc:
+            self._broke(conn, _describe(exc))
+            raise self.error(f"the connection closed ({_describe(exc)}); reconnecting") from None
+
+    # ------------------------------------------------------------------ the supervisor
+
+    async def run(self) -> None:
+        """Connect whenever asked, hold the connection until it breaks; until cancelled."""
+        self._wanted.set()  # connect at once: the memory is confirmed before the first call
+        while True:
+            await self._wanted.wait()
+            self._wanted = anyio.Event()
+            conn: Connection | None = None
+            try:
+                # The deadline bounds the opening only; the scope encloses the whole
+                # connection, since the SDK's task groups must close inside it.
+                deadline = anyio.current_time() + self.options.connect_timeout_s
+                with anyio.CancelScope(deadline=deadline) as opening:
+                    async with contextlib.AsyncExitStack() as stack:
+                        conn = await self._open(stack)
+                        opening.deadline = math.inf
+                        self._conn = conn
+                        self._settle()
+                        await conn.broken.wait()
+                        self._conn = None
+                        with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
+                            await stack.aclose()
+                if opening.cancelled_caught:
+                    raise TimeoutError(
+                        f"no answer within {self.options.connect_timeout_s:g} s of starting"
+                    )
+            except Exception as exc:  # the connection failed: said to the requests waiting
+                self._last_error = _describe(exc)
+                logger.warning("upstream %s: %s", self.target.name, self._last_error)
+            finally:
+                self._conn = None
+                if conn is not None:
+                    conn.broken.set()
+            self._wanted.set()  # connect again now, so the next request finds it open
+            self._settle()
+
+    def _settle(self) -> None:
+        """Wake the requests waiting for a connection attempt to end."""
+        ready, self._ready = self._ready, anyio.Event()
+        ready.set()
+
+    def _broke(self, conn: Connection, why: str) -> None:
+        if not conn.broken.is_set():
+            self._last_error = why
+            logger.warning(
+                "upstream %s: %s; reconnecting on the next request", self.target.name, why
+            )
+            conn.broken.set()
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> Connection:
+        wired: list[ContractSession] = []
+        current: list[Connection] = []
+
+        async def on_message(message: IncomingMessage) -> None:
+            if isinstance(message, Exception):  # the upstream wrote something that is not MCP
+                if current:
+                    self._broke(current[0], f"it sent a message that is not MCP ({message})")
+                return
+            await self.forward(message)
+
+        client = Client(
+            self.target.server(),
+            mode="legacy",
+            message_handler=message_handler(lambda: wired[0] if wired else None, on_message),
+            logging_callback=_log_upstream(self.target.name),
+        )
+        await stack.enter_async_context(client)
+        conn = Connection(client, None)
+        current.append(conn)
+        self.connections += 1
+        if await _speaks_contract(client):
+            bounded = cast(
+                ClientSession, BoundedSession(client.session, self.options.max_result_bytes)
+            )
+            contract = ContractSession(bounded, self.memory, origin=self.target.origin)
+            wired.append(contract)
+            await stack.enter_async_context(contract)
+            conn.contract = contract
+        elif self.speaks_contract is not False:
+            logger.warning(
+                "upstream %s speaks no contract: its tools are passed through unchanged, "
+                "without a memory",
+                self.target.name,
+            )
+        self.speaks_contract = conn.contract is not None
+        if self.on_open is not None:
+            await self.on_open(conn)
+        return conn
+
+
+async def _speaks_contract(client: Client) -> bool:
+    """Whether the upstream speaks the contract: it advertises the extension, or lists the
+    contract's versions resource (servers before the 2026-07-28 revision advertise nothing)."""
+    capabilities = client.server_capabilities
+    if capabilities.extensions and names.EXTENSION in capabilities.extensions:
+        return True
+    if capabilities.resources is None:
+        return False
+    try:
+        listing = await client.session.list_resources()
+    except MCPError:
+        return False
+    return any(str(resource.uri) == names.VERSIONS for resource in listing.resources)
+
+
+def _log_upstream(name: str) -> Any:
+    """A logging callback: the upstream's log messages, on the proxy's log (stderr)."""
+
+    async def log(params: types.LoggingMessageNotificationParams) -> None:
+        logger.info("upstream %s [%s]: %s", name, params.level, params.data)
+
+    return log
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

@@ -1,0 +1,59 @@
+"""Opening the proxy's memory (at start, so a file it cannot use is said before any host
+connects) and serving the proxy over stdio or streamable HTTP."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+from ...client.memory import AsyncFixMemory, FixMemory
+from ...client.stores.base import StoreError
+from ...sqlite_schema import SchemaMismatch
+from ..http import HttpOptions
+from ..serve import serve_server
+from .host import proxy_server
+from .link import LinkOptions, UpstreamLink
+from .target import UpstreamTarget
+
+
+class MemoryUnavailable(Exception):
+    """The memory file cannot be opened or read (said at start, in one line)."""
+
+
+def open_memory(path: Path, strategy: str, origin: str) -> FixMemory:
+    """The memory in ``path``, opened and read once (its origin's position), so that a file
+    that is not a fix memory, is unreadable or sits in a folder that cannot hold it fails now."""
+    try:
+        memory = FixMemory(cast(Any, strategy), store=path)  # a bad name: ValueError
+    except (OSError, sqlite3.Error, StoreError, SchemaMismatch) as exc:
+        raise MemoryUnavailable(f"cannot open the memory {path}: {exc}") from exc
+    try:
+        memory.position(origin)
+    except (OSError, sqlite3.Error, StoreError, SchemaMismatch) as exc:
+        memory.close()
+        raise MemoryUnavailable(f"cannot read the memory {path}: {exc}") from exc
+    return memory
+
+
+def serve_proxy(
+    target: UpstreamTarget,
+    memory: FixMemory,
+    *,
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 0,
+    http: HttpOptions | None = None,
+    options: LinkOptions | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> None:
+    """Serve the proxy of ``target`` over ``transport`` until the host (stdio) or a signal
+    (HTTP) ends it; the memory stays open (the caller closes it)."""
+    link = UpstreamLink(target, AsyncFixMemory.over(memory), _no_forward, options)
+    server, _ = proxy_server(link)
+    serve_server(server, transport=transport, host=host, port=port, http=http, announce=announce)
+
+
+async def _no_forward(message: object) -> None:  # replaced by the host's notifier
+    return None
