@@ -1,7 +1,6 @@
-"""The README's figures are what their commands print.
-
-- The real-model table is rebuilt from the committed artifacts (docs/results/...), cell by cell.
-- The ladder table is compared with a fresh ``invalidation-contracts ladder`` (a study: 72 runs).
+"""The README's figures are what their commands print: the ladder table is compared with a fresh
+``invalidation-contracts ladder`` (a study: 72 runs). The real-model table lives in
+docs/researchers.md, rebuilt from its artifacts by test_guide_figures.py.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ import pytest
 
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.metrics import aggregate
-from invalidation_contracts.bench.report import ladder_table
 from invalidation_contracts.cli import main
 
 from .snippets import ROOT
@@ -62,33 +60,6 @@ def check_common(readme: dict[str, str], row: dict[str, str]) -> None:
     assert readme["recall"] == row["Recall"]
     assert readme["evictions correct/wrong"] == row["Evict c/w"]
     assert readme["restamps"] == row["Restamps"]
-
-
-def stale_injections(report: str) -> dict[tuple[str, bool], str]:
-    """The events table's stale injections (outside the parenthesis: all of them) per arm."""
-    rows = markdown_rows(report, "| Planner | Arm | Evict (correct/wrong/unlabelled)")
-    found = {}
-    for row in rows:
-        code = row["Arm"].split(" ")[0]
-        found[(code, row["Planner"].endswith("[client]"))] = row[
-            "Stale inj. (outside slots)"
-        ].split(" ")[0]
-    return found
-
-
-def test_the_readme_real_model_table_is_what_its_artifacts_say():
-    table = ladder_table(aggregate(read_runs(REAL_MODEL)))
-    rows = printed(table, "local:qwen2.5-coder-0.5b")
-    stale = stale_injections((REAL_MODEL / "report.md").read_text(encoding="utf-8"))
-    readme_rows = markdown_rows(README, "### A real model, offline")
-    assert len(readme_rows) == len(rows) == 4
-    for readme in readme_rows:
-        key = arm_of(readme["arm"])
-        check_common(readme, rows[key])
-        assert readme["stale injections"] == stale[key]
-        assert readme["completed (faithful)"] == rows[key]["Completed"]
-        if key[0] != "A0":  # A0's cell is its token count, the base of the others' saving
-            assert percent(readme["tokens vs A0"]) == rows[key]["Saving (%)"]
 
 
 @pytest.mark.study

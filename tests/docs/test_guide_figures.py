@@ -3,7 +3,7 @@ these docs"): from the artifact the command wrote, or, when it is deterministic,
 
 - A paragraph or table row that names ``python -m benchmarks --only NAME`` quotes only figures
   that study recorded in benchmarks/results.json (timings are noisy: never recomputed, only read).
-- The real-model table and prose (README.md, researchers.md) are rebuilt from the committed
+- The real-model table and prose (researchers.md) are rebuilt from the committed
   artifacts in docs/results/.
 - Figures of a deterministic harness command (client apply mode; the paper grid's wire cost and
   run count) are recomputed by running the command the page names (``study``: minutes of CPU).
@@ -111,8 +111,8 @@ def test_the_real_model_prose_is_what_its_artifacts_say() -> None:
     fewer = sorted(
         round(100 * (1 - c.stats["retries"].mean / base.stats["retries"].mean)) for c in memory
     )
-    assert f"completes {more[0]}–{more[-1]}\nmore episodes" in README
-    assert f"needs {fewer[0]}–{fewer[-1]} % fewer retries" in README
+    assert f"completes {more[0]}–{more[-1]}\nmore episodes" in RESEARCHERS
+    assert f"needs {fewer[0]}–{fewer[-1]} % fewer retries" in RESEARCHERS
     funding = {round(c.stats["post_drift_funding"].mean * 100, 1) for c in memory}
     assert len(funding) == 1
     assert f"Post-drift funding\nfirst-try is {funding.pop()} % on every memory arm" in RESEARCHERS
@@ -138,7 +138,6 @@ def test_the_real_model_wall_times_are_what_its_run_metadata_record() -> None:
         seconds = int((max(spans[seed]) - min(spans[seed])).total_seconds())
         walls.append((seconds // 60, seconds % 60))
     (m0, s0), (m1, s1) = walls
-    assert f"({m0} min {s0} s and {m1} min {s1} s from\nthe first run's start" in README
     assert f"{m0} min\n    {s0} s from its first run's start" in RESEARCHERS
     assert f"kept): {m1} min {s1} s" in RESEARCHERS
 
