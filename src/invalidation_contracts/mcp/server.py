@@ -25,7 +25,8 @@ import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 
@@ -45,6 +46,26 @@ from .tools import ToolRoute, ToolTable, tool_result
 DEFAULT_LIST_TTL_MS = 300_000
 
 ServerContext = ServerRequestContext[Any, Any]
+
+
+class ContractServer(Server[Any]):
+    """The SDK's low-level ``Server``, advertising the extension on every protocol revision.
+
+    2026-07-28 has ``capabilities.extensions`` (SEP-2133), which ``server/discover`` carries from
+    ``Server.extensions``. Earlier revisions' schemas have no ``extensions``: the SDK sieves it out
+    of their ``initialize`` result, so it is advertised there under ``capabilities.experimental``
+    (the non-standard capabilities those revisions define), with the same settings."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        experimental = {**self.extensions, **(experimental_capabilities or {})}
+        return super().create_initialization_options(
+            notification_options, experimental or None, extensions
+        )
 
 
 class ContractHandlers:
@@ -198,7 +219,7 @@ def contract_server(
         envelope,
     )
     listing = CacheHint(ttl_ms=list_ttl_ms, scope="public")
-    server: Server[Any] = Server(
+    server = ContractServer(
         name or domain.name,
         version=version,
         description=domain.description or None,
