@@ -41,6 +41,7 @@ SERVER_HANDSHAKE_LATEST = "2025-11-25"
 #: 2026-07-28's per-request envelope.
 PY_REVISIONS = ("legacy", "auto")
 MODERN = "2026-07-28"
+IC = "io.github.invalidation-contracts/"
 CONNECTIONS = [
     *(
         ("ts-sdk", revision, transport)
@@ -161,3 +162,14 @@ def test_a_drift_written_by_another_worker_is_notified_to_the_subscribed_host(
     rejected = connected.host.ask("call", name=TOOL, arguments=GROWTH)
     (suggestion,) = _view(rejected["text"])["recovery_feedback"]["suggestions"]
     assert code in json.dumps(suggestion["parameters"])  # the drifted row, read from the text
+
+
+def test_a_re_call_presenting_the_validator_is_answered_not_modified(connected: Connected):
+    full = connected.host.ask("call", name=TOOL, arguments=GROWTH)
+    held = {IC + "if-none-match": full["meta"][IC + "validator"]}
+
+    short = connected.host.try_ask("call", name=TOOL, arguments=GROWTH, meta=held)
+
+    assert short["ok"], f"the host's SDK raised on a not-modified answer: {short.get('error')}"
+    assert short["isError"] and short["meta"][IC + "not-modified"] is True
+    assert json.loads(short["text"])["not_modified"] is True
