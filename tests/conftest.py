@@ -33,6 +33,7 @@ REAL_COMPONENT_MARKERS = (
     "real_model",
     "workers",
     "mcp",
+    "node",
     "watch",
     "browser",
     "frameworks",

@@ -277,3 +277,19 @@ def test_c4_the_client_reads_what_moved_on_connecting_before_it_serves_a_fix(acm
         "contract://versions",
     )
     assert "since=" in page.reads[0]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_s1a_the_advertisement_sits_where_the_revision_has_room_for_it(server, mode):
+    """2026-07-28 (``auto`` probes ``server/discover``): ``extensions``; the ``initialize``
+    handshake (2025-11-25): ``experimental``, since its schema has no ``extensions``."""
+
+    async def capabilities() -> tuple[str | None, Any]:
+        async with Client(server, mode=mode) as client:
+            return client.session.protocol_version, client.session.server_capabilities
+
+    version, caps = run(capabilities)
+
+    where = caps.extensions if version == "2026-07-28" else caps.experimental
+    assert (version == "2026-07-28") == (mode == "auto")
+    assert where[EXTENSION] == {"version": 1, "envelope": "meta"}

@@ -60,6 +60,13 @@ EPOCH = PREFIX + "epoch"
 SIGN = PREFIX + "sign"
 #: Result ``_meta``: the detached JWS over the result's structured content.
 SIGNATURE = PREFIX + "signature"
+#: Result ``_meta``: the validator of the answer (``mcp.conditional``), on a rejection.
+VALIDATOR = PREFIX + "validator"
+#: Request ``_meta``: a validator the caller holds the answer of; while it holds, the server
+#: answers "not modified" (``NOT_MODIFIED`` in the result ``_meta``) instead of the answer.
+IF_NONE_MATCH = PREFIX + "if-none-match"
+#: Result ``_meta``: ``true`` on a not-modified answer (it carries no contract answer).
+NOT_MODIFIED = PREFIX + "not-modified"
 #: Tool ``_meta``: the request fields the client may patch from a cached fix.
 PATCHABLE = PREFIX + "patchable"
 #: Tool ``_meta``: the operation (``METHOD /route``) the tool performs over HTTP.

@@ -24,6 +24,8 @@ from . import names
 #: The status a failed tool result without a readable problem status is observed as (bad
 #: gateway). A resource read has no such stand-in: its status is None (``Answer.unusable``).
 UNREADABLE_STATUS = 502
+#: The status a not-modified answer to a conditional tool call is observed as (HTTP's 304).
+NOT_MODIFIED_STATUS = 304
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,12 @@ def read_tool_result(result: types.CallToolResult) -> ToolAnswer:
     """What the memory reads of a tool result."""
     meta = result.meta or {}
     structured = result.structured_content
+    if names.meta_value(meta, names.NOT_MODIFIED) is True:
+        return ToolAnswer(
+            NOT_MODIFIED_STATUS,
+            {},
+            ignored="not modified: the answer the presented validator stands for still holds",
+        )
     if names.CONTRACT in meta:
         structured = meta[names.CONTRACT]
         if not isinstance(structured, dict):

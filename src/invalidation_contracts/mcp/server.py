@@ -25,7 +25,8 @@ import anyio
 import mcp_types as types
 from mcp.server.caching import CacheHint
 from mcp.server.context import ServerRequestContext
-from mcp.server.lowlevel import Server
+from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, SubscriptionBus
 from mcp.shared.exceptions import MCPError
 
@@ -35,7 +36,8 @@ from ..protocol.problems import ProblemType, ProtocolError
 from ..server.asked import Asked
 from ..server.provider import Provider
 from ..server.reads import ContractRead
-from . import names
+from ..server.state import RegistryState
+from . import conditional, names
 from .backend import ContractBackend, as_backend
 from .notify import ChangeNotifier
 from .resources import ContractResources
@@ -45,6 +47,26 @@ from .tools import ToolRoute, ToolTable, tool_result
 DEFAULT_LIST_TTL_MS = 300_000
 
 ServerContext = ServerRequestContext[Any, Any]
+
+
+class _AdvertisingServer(Server[Any]):
+    """The SDK's low-level ``Server``, advertising the extension on every protocol revision.
+
+    2026-07-28 has ``capabilities.extensions`` (SEP-2133), which ``server/discover`` carries from
+    ``Server.extensions``. Earlier revisions' schemas have no ``extensions``: the SDK sieves it out
+    of their ``initialize`` result, so it is advertised there under ``capabilities.experimental``
+    (the non-standard capabilities those revisions define), with the same settings."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        experimental = {**self.extensions, **(experimental_capabilities or {})}
+        return super().create_initialization_options(
+            notification_options, experimental or None, extensions
+        )
 
 
 class ContractHandlers:
@@ -76,25 +98,54 @@ class ContractHandlers:
         if entry is None:
             raise MCPError(types.INVALID_PARAMS, f"Unknown tool: {params.name}")
         arguments: dict[str, Any] = params.arguments if params.arguments is not None else {}
+        held = conditional.presented(ctx.meta)
+        if held is not None and held == self._validator(entry, arguments, None):
+            return conditional.not_modified_result(held, self.envelope)
         answer = functools.partial(self._answer, entry, arguments, ctx.meta)
-        body, since = await anyio.to_thread.run_sync(answer)
+        body, since, state = await anyio.to_thread.run_sync(answer)
         signature = None
         if names.wants_signature(ctx.meta) and self.backend.signer is not None:
             signature = self.backend.signer.sign(body.to_wire(), since)
-        return tool_result(body, since=since, signature=signature, envelope=self.envelope)
+        result = tool_result(body, since=since, signature=signature, envelope=self.envelope)
+        if isinstance(body, Problem) and body.status in conditional.CONDITIONAL_STATUSES:
+            validator = self._validator(entry, arguments, state)
+            if validator is not None:
+                result.meta = {**(result.meta or {}), self._key(names.VALIDATOR): validator}
+        return result
+
+    def _key(self, key: str) -> str:
+        return names.key_for(key, self.envelope)
+
+    def _validator(
+        self, entry: ToolRoute, arguments: Mapping[str, Any], state: RegistryState | None
+    ) -> str | None:
+        """The validator of this call answered from ``state`` (default: the current one); None
+        while the worker cannot vouch for its state."""
+        if not self.backend.available:
+            return None
+        provider = self.backend.provider
+        stamps = provider.contract(state if state is not None else provider.registry.state)
+        return conditional.call_validator(
+            entry.name,
+            arguments,
+            epoch=stamps.contract_epoch,
+            rules_version=stamps.rules_version,
+            table_versions=stamps.table_versions,
+        )
 
     def _answer(
         self, entry: ToolRoute, arguments: dict[str, Any], meta: Mapping[str, Any] | None
-    ) -> tuple[Problem | SuccessResponse, int | None]:
-        """The route's answer (in a worker thread: a success handler may do I/O)."""
+    ) -> tuple[Problem | SuccessResponse, int | None, RegistryState | None]:
+        """The route's answer, and the state it came from (in a worker thread: a success
+        handler may do I/O)."""
         position = names.MetaPosition()
         try:
             position = names.position_of(meta)
             asked = Asked(position.since, position.epoch)
             outcome = self.backend.handle(entry.route, arguments, asked)
-            return outcome.body, position.since
+            return outcome.body, position.since, outcome.state
         except ProtocolError as exc:
-            return self._problem(exc, position)
+            return (*self._problem(exc, position), None)
 
     def _problem(
         self, exc: ProtocolError, position: names.MetaPosition
@@ -198,7 +249,7 @@ def contract_server(
         envelope,
     )
     listing = CacheHint(ttl_ms=list_ttl_ms, scope="public")
-    server: Server[Any] = Server(
+    server = _AdvertisingServer(
         name or domain.name,
         version=version,
         description=domain.description or None,

@@ -371,11 +371,14 @@ class ContractSession(calls.AgentCalls):
     @property
     def spelling(self) -> str:
         """How this server spells the ``_meta`` keys: ``meta`` (reverse DNS) when it advertises
-        the extension, else ``inline`` (0.1's prefix, which every server reads)."""
+        the extension (``extensions`` on 2026-07-28, ``experimental`` before), else ``inline``
+        (0.1's prefix, which every server reads)."""
         capabilities = self.session.server_capabilities
-        extensions = capabilities.extensions if capabilities is not None else None
-        if extensions and names.EXTENSION in extensions:
-            return names.META_ENVELOPE
+        if capabilities is None:
+            return names.INLINE_ENVELOPE
+        for advertised in (capabilities.extensions, capabilities.experimental):
+            if advertised and names.EXTENSION in advertised:
+                return names.META_ENVELOPE
         return names.INLINE_ENVELOPE
 
     def _subscribable(self) -> bool:

@@ -11,9 +11,9 @@ included, is the result's ``_meta`` ``names.CONTRACT``; the text is its model vi
 (``client.modelview``: no contract metadata, no detail that only repeats the suggestions'
 messages), so a host that shows results to the model as they are shows it only what it acts on.
 A success's structured content is that model view too (what ``outputSchema`` describes); an
-``isError`` result has none, since MCP validates structured content against the published schema
-whatever ``isError`` says in the TypeScript SDK (docs/decisions.md). ``inline`` (0.1's wire form, for 0.1 clients):
-the answer is the structured content and the text.
+``isError`` result has none: the TypeScript SDK validates structured content against the
+published schema whatever ``isError`` says (docs/decisions.md). ``inline`` (0.1's wire form, for
+0.1 clients): the answer is the structured content and the text.
 """
 
 from __future__ import annotations
@@ -125,6 +125,7 @@ def tool_result(
     """The result of a tool call that ``body`` answers; ``since`` echoed when it is a delta."""
     meta: dict[str, Any] = {}
     wire = body.to_wire()
+    structured: dict[str, Any] | None
     if envelope == names.INLINE_ENVELOPE:
         structured, text = wire, body.to_json().decode()
     else:
