@@ -17,7 +17,15 @@ server runs in the benchmark's own process (uvicorn on 127.0.0.1), in one of thr
   real row changes — what an agent that downloads those bytes holds whatever they say;
 - *bombs* (reliability audit 2, N1 and N5): the two failures are a gzip bomb (``BOMB_BYTES``
   decoded from well under 1 MB sent), once with ``Content-Length`` and once chunked, and the
-  changes feed is JSON nested ``NESTED_DEPTH`` deep.
+  changes feed is JSON nested ``NESTED_DEPTH`` deep;
+- *depth* (issue 38, H1): the two failures are the crafted body ``"`` + ``\"``×n + ``[``×129 of
+  ``CRAFTED_BYTES`` (1 MiB; quadratic to scan before, ~54 min), gzip-encoded;
+- *keys* (issue 38, H2): the two failures carry ``KEY_SUGGESTIONS`` suggestions of
+  ``KEYS_PER_SUGGESTION`` row keys each (0.8 MB, within every byte cap; +26 MB of RSS each
+  before); *keys-unbudgeted* is the same with the key budget lifted (``Limits``), as before it.
+
+Each agent also reports its CPU seconds (user + system); and ``depth_scan`` times the depth scan
+of the crafted 1 MiB body against ``json.loads`` of an honest 1 MiB body, in the same process.
 
 The memory's cost is the hostile run against the benign one; the same-bytes run separates it from
 what the agent's own HTTP client holds for the same bytes.
@@ -51,6 +59,21 @@ CHUNK = 64 * 1024
 TARGET_RATIO = 1.10
 BOMB_BYTES = 900 * 1024 * 1024
 NESTED_DEPTH = 500_000
+CRAFTED_BYTES = 1 << 20
+KEY_SUGGESTIONS = 64
+KEYS_PER_SUGGESTION = 1_000
+DEPTH_TARGET_S = 0.050
+
+
+def crafted(size: int = CRAFTED_BYTES) -> bytes:
+    """The audit's depth body: an unterminated string of escaped quotes, then 129 brackets."""
+    return b'"' + b'\\"' * ((size - 130) // 2) + b"[" * 129
+
+
+def wide(n: int) -> dict[str, Any]:
+    """A suggestion whose vector names ``KEYS_PER_SUGGESTION`` rows."""
+    keys = [f"r{n:x}-{k:04d}" for k in range(KEYS_PER_SUGGESTION)]
+    return {**suggestion(n), "tables": [{"table": "codes", "version": "1.0.0", "keys": keys}]}
 
 
 def suggestion(n: int, value: Any = None) -> dict[str, Any]:
@@ -94,6 +117,8 @@ def gzip_bomb(decoded: int) -> bytes:
 def app(mode: str) -> Any:
     """The server of one mode, as an ASGI app."""
     bomb = gzip_bomb(BOMB_BYTES) if mode == "bombs" else b""
+    depth_body = zlib.compress(crafted(), 9, zlib.MAX_WBITS | 16) if mode == "depth" else b""
+    rounds = {"n": 0}
     hostile_bodies = {
         1: problem([suggestion(n) for n in range(SUGGESTIONS)]),
         2: problem([suggestion(1, "X" * PARAMETER_BYTES)]),
@@ -108,6 +133,14 @@ def app(mode: str) -> Any:
         if kind == 0:
             content = problem([suggestion(0)])
             return Response(content, 422, media_type="application/problem+json")
+        if kind in hostile_bodies and mode == "depth":
+            headers = {"content-encoding": "gzip"}
+            return Response(depth_body, 422, headers=headers, media_type="application/problem+json")
+        if kind in hostile_bodies and mode.startswith("keys"):
+            rounds["n"] += 1
+            base = rounds["n"] * KEY_SUGGESTIONS
+            wide_body = problem([wide(base + n) for n in range(KEY_SUGGESTIONS)])
+            return Response(wide_body, 422, media_type="application/problem+json")
         if kind in hostile_bodies and mode == "bombs":
             headers = {"content-encoding": "gzip"}
             kind_of = "application/problem+json"
@@ -137,7 +170,7 @@ def app(mode: str) -> Any:
         if mode == "bombs":
             nested = b"[" * NESTED_DEPTH + b"]" * NESTED_DEPTH
             return Response(nested, 200, media_type="application/json")
-        if mode == "benign":
+        if mode in ("benign", "depth", "keys", "keys-unbudgeted"):
             feed = _feed_head(since, last) + _row(last, "plan_a") + b"]," + _tables(since, last)
             return Response(feed, 200, media_type="application/json")
         return StreamingResponse(_big_feed(request, since, last), media_type="application/json")
@@ -179,7 +212,7 @@ async def _big_feed(request: Request, since: int, last: int) -> AsyncIterator[by
     yield b"]," + _tables(since, last)
 
 
-def agent(url: str, db: str, reads: bool) -> dict[str, Any]:
+def agent(url: str, db: str, reads: bool, budget: bool = True) -> dict[str, Any]:
     """The agent process: ``ROUNDS`` rounds of four requests; returns its peak RSS.
 
     ``reads``: the agent reads every response body (``client.post``); otherwise it streams and
@@ -187,11 +220,12 @@ def agent(url: str, db: str, reads: bool) -> dict[str, Any]:
     """
     import httpx
 
-    from invalidation_contracts.client import FixMemory
+    from invalidation_contracts.client import FixMemory, Limits
     from invalidation_contracts.httpx import ContractTransport
 
     events: list[str] = []
-    with FixMemory("row", store=db) as memory:
+    unbounded = Limits(max_keys_per_entry=1 << 40, max_keys_per_origin=1 << 40)
+    with FixMemory("row", store=db, limits=None if budget else unbounded) as memory:
         transport = ContractTransport(memory, listener=lambda e: events.append(e.kind))
         with httpx.Client(transport=transport, base_url=url, timeout=120) as client:
             for _ in range(ROUNDS):
@@ -203,7 +237,9 @@ def agent(url: str, db: str, reads: bool) -> dict[str, Any]:
                         with client.stream("POST", ROUTE, params=params, json=body):
                             pass
         entries = len(memory.entries(url))
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
+        "cpu_s": usage.ru_utime + usage.ru_stime,
         "peak_rss_mb": peak_rss_kb() / 1024,
         "entries": entries,
         "refused": events.count("refused"),
@@ -246,6 +282,7 @@ def measure(mode: str, reads: bool, work: Path) -> dict[str, Any]:
                 f"http://127.0.0.1:{port}",
                 str(work / f"{mode}-{reads}.sqlite"),
                 "reads" if reads else "streams",
+                "unbudgeted" if mode == "keys-unbudgeted" else "budgeted",
             ],
             capture_output=True,
             text=True,
@@ -266,6 +303,9 @@ RUNS = (
     ("streams", "benign"),
     ("streams", "hostile"),
     ("streams", "bombs"),
+    ("streams", "depth"),
+    ("streams", "keys"),
+    ("streams", "keys-unbudgeted"),
     ("reads", "benign"),
     ("reads", "hostile"),
     ("reads", "same-bytes"),
@@ -274,18 +314,62 @@ RUNS = (
 
 def run(work: Path, quick: bool = False) -> list[dict[str, Any]]:
     """Every run of ``RUNS`` (quick: the streaming agent's two)."""
-    runs = RUNS[:3] if quick else RUNS
+    runs = RUNS[:6] if quick else RUNS
     results = [{"agent": style, **measure(mode, style == "reads", work)} for style, mode in runs]
-    base = {r["agent"]: r["peak_rss_mb"] for r in results if r["mode"] == "benign"}
+    base = {r["agent"]: r for r in results if r["mode"] == "benign"}
     for result in results:
-        result["ratio"] = result["peak_rss_mb"] / base[result["agent"]]
+        result["ratio"] = result["peak_rss_mb"] / base[result["agent"]]["peak_rss_mb"]
+        result["cpu_ratio"] = result["cpu_s"] / base[result["agent"]]["cpu_s"]
+    results.append({"agent": "in-process", "mode": "depth-scan", **depth_scan()})
     return results
+
+
+def depth_scan(repeats: int = 5) -> dict[str, Any]:
+    """Median seconds of ``parse_json`` on the crafted 1 MiB body, and of ``json.loads`` on an
+    honest 1 MiB body (the baseline), interleaved in this process."""
+    from invalidation_contracts.client.limits import parse_json
+
+    body = crafted()
+    honest = json.dumps({"detail": "x" * (CRAFTED_BYTES - 20)}).encode()
+    scan, baseline = [], []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        parse_json(body, 128)
+        scan.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        json.loads(honest)
+        baseline.append(time.perf_counter() - started)
+    scan.sort()
+    baseline.sort()
+    return {"scan_s": scan[repeats // 2], "loads_s": baseline[repeats // 2], "bytes": len(body)}
+
+
+def _ratios(result: dict[str, Any]) -> str:
+    return f"{result['ratio']:.3f}× (CPU {result['cpu_ratio']:.2f}×)"
 
 
 def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
     """The hostile-inputs part of the client study: Markdown and checks."""
     by = {(r["agent"], r["mode"]): r for r in results}
+    scan = by["in-process", "depth-scan"]
+    results = [r for r in results if r["agent"] != "in-process"]
     checks = [
+        Check(
+            "the crafted depth body of 1 MiB is scanned within 50 ms (linear; ~54 min before)",
+            f"{scan['scan_s'] * 1000:.1f} ms ({scan['scan_s'] / scan['loads_s']:.2f}× "
+            "json.loads of an honest 1 MiB body)",
+            scan["scan_s"] <= DEPTH_TARGET_S,
+        ),
+        Check(
+            "peak RSS fed the crafted depth body within 10% of a benign run (agent streaming)",
+            _ratios(by["streams", "depth"]),
+            by["streams", "depth"]["ratio"] <= TARGET_RATIO,
+        ),
+        Check(
+            "peak RSS fed 64 × 1,000 dependency keys per failure within 10% of a benign run",
+            _ratios(by["streams", "keys"]),
+            by["streams", "keys"]["ratio"] <= TARGET_RATIO,
+        ),
         Check(
             "peak RSS fed the hostile inputs within 10% of a benign run (agent streaming bodies)",
             f"{by['streams', 'hostile']['ratio']:.3f}×",
@@ -308,13 +392,25 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
             )
         )
     table = markdown_table(
-        ["Agent", "Server", "Peak RSS (MB)", "× benign", "Stored", "Refused", "Evicted"],
+        [
+            "Agent",
+            "Server",
+            "Peak RSS (MB)",
+            "× benign",
+            "CPU (s)",
+            "× benign",
+            "Stored",
+            "Refused",
+            "Evicted",
+        ],
         [
             [
                 r["agent"],
                 r["mode"],
                 f"{r['peak_rss_mb']:.1f}",
                 f"{r['ratio']:.3f}",
+                f"{r['cpu_s']:.2f}",
+                f"{r['cpu_ratio']:.2f}",
                 str(r["stored"]),
                 str(r["refused"]),
                 str(r["evicted"]),
@@ -348,10 +444,24 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
                 "is that buffer; the rest of the reading agent's growth is its own HTTP client "
                 "holding the bodies it downloads, the same with honest content of the same size."
             ),
+            (
+                "*Depth* (issue 38, H1): the crafted body is not JSON (its string never ends), "
+                "so nothing is refused or learned; what it costs is one linear scan and the "
+                f"1 MiB it decodes to. The in-process scan took {scan['scan_s'] * 1000:.1f} ms "
+                f"(median of 5; `json.loads` of an honest 1 MiB body: "
+                f"{scan['loads_s'] * 1000:.1f} ms). *Keys* (H2): every wide fix is stored at "
+                "table granularity (`Coarsened`); what remains over benign is the transient "
+                "parse of one 0.8 MB response of 64,000 keys, not retained: *keys-unbudgeted* "
+                "(the budget lifted) shows what the keys held cost before."
+            ),
         ]
     )
     return md, checks
 
 
 if __name__ == "__main__":
-    print(json.dumps(agent(sys.argv[1], sys.argv[2], sys.argv[3] == "reads")))
+    print(
+        json.dumps(
+            agent(sys.argv[1], sys.argv[2], sys.argv[3] == "reads", sys.argv[4] != "unbudgeted")
+        )
+    )

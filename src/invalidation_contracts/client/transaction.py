@@ -26,6 +26,7 @@ from .events import (
     MemoryEvent,
     MemorySetAside,
     Need,
+    NotStored,
     Observation,
     PositionDropped,
     Refused,
@@ -44,6 +45,8 @@ logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
 #: How often a call is computed again after losing a race to another writer before it gives up.
 MAX_CONFLICTS = 64
+#: Lessons held per origin for an outstanding diff; past it the oldest are dropped (an event).
+MAX_HELD_LESSONS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +58,16 @@ class Call(Generic[T]):
     needs: tuple[Need, ...]
     confirms: bool = False
     """Once committed, the origin counts as confirmed (``Confirmations.settle``)."""
+    taken: tuple[Lesson, ...] = ()
+    """The held lessons the call started from (``CallRunner._hold`` merges against them)."""
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether the call held back a new lesson for an outstanding diff. It then commits
+        (on the generation it read) even with nothing else to write: if a diff was applied
+        meanwhile the commit fails and the call is computed again, learning the lesson now."""
+        taken = {id(lesson) for lesson in self.taken}
+        return any(id(lesson) not in taken for lesson in self.tx.lessons)
 
     @property
     def observation(self) -> Observation:
@@ -117,10 +130,14 @@ class CallRunner:
                 call = self._compute(replica, origin, episode, operation or "", work)
                 tx = call.tx
                 if turn is None and not (
-                    tx.written or tx.removed or tx.flush or tx.state != replica.state
+                    tx.written
+                    or tx.removed
+                    or tx.flush
+                    or tx.state != replica.state
+                    or call.holds_back
                 ):
                     replica.unflushed.add(tx.stats)
-                    self._lessons[origin] = tx.lessons
+                    self._hold(origin, call)
                     self.confirmations.settle(origin, call.confirms)
                     self._done(tx)
                     _log(tx.events)
@@ -141,13 +158,45 @@ class CallRunner:
                 continue
             self.replicas.committed(replica, tx, base, total, flushed, plan)
             with self.lock:
-                self._lessons[origin] = tx.lessons
+                self._hold(origin, call)
             self.confirmations.settle(origin, call.confirms)
             self._done(tx)
             _log(tx.events)
             telemetry.record(origin, tx.stats, tx.events)
             return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
+
+    def _hold(self, origin: str, call: Call[Any]) -> None:
+        """Merge what a returning call did to the origin's held lessons (under the lock): the
+        ones it learned (taken, no longer held) go, the ones it held back are added, and the
+        ones other calls added or learned meanwhile stay as they did — never overwritten
+        (issue 38: a lesson held while another call committed was lost). Past
+        ``MAX_HELD_LESSONS`` the oldest are dropped, each a ``NotStored`` event."""
+        tx = call.tx
+        taken = {id(lesson) for lesson in call.taken}
+        after = {id(lesson) for lesson in tx.lessons}
+        held = [
+            lesson
+            for lesson in self._lessons.get(origin, ())
+            if id(lesson) not in taken or id(lesson) in after
+        ]
+        present = {id(lesson) for lesson in held}
+        held += [lesson for lesson in tx.lessons if id(lesson) not in taken | present]
+        dropped, held = held[:-MAX_HELD_LESSONS], held[-MAX_HELD_LESSONS:]
+        for lesson in dropped:
+            for suggestion in lesson.suggestions:
+                tx.emit(
+                    NotStored(
+                        origin=origin,
+                        episode=tx.episode,
+                        suggestion_type=suggestion.type,
+                        reason=f"more than {MAX_HELD_LESSONS} lessons held for a diff: dropped",
+                    )
+                )
+        if held:
+            self._lessons[origin] = held
+        else:
+            self._lessons.pop(origin, None)
 
     def _done(self, tx: Ledger) -> None:
         """A call returned: the unreadable entries it reported are not reported again."""
@@ -193,7 +242,8 @@ class CallRunner:
             cascade=self.invalidation.strategy.cascades,
             operation=operation,
         )
-        tx.lessons = list(self._lessons.get(origin, ()))
+        taken = tuple(self._lessons.get(origin, ()))
+        tx.lessons = list(taken)
         tx.announced = replica.announced
         reported = self._reported.get(origin, set())
         if self.set_aside is not None and "" not in reported:
@@ -215,7 +265,7 @@ class CallRunner:
         ):
             needs.insert(0, self.confirmations.need(tx))
         confirms = tx.confirmed or not len(tx.index)
-        return Call(tx, result, tuple(needs), confirms)
+        return Call(tx, result, tuple(needs), confirms, taken)
 
 
 def _invalid_position(tx: Ledger) -> str | None:
