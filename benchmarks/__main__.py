@@ -279,9 +279,17 @@ def _run_lines(number: int | None, run: Run, results: Sequence[StudyResult]) -> 
         (
             f"- Python {host.get('python')} ({host.get('implementation')}), "
             f"{host.get('platform')}; invalidation-contracts {host.get('package_version')} "
-            f"at commit {host.get('commit') or 'unknown'} (plus uncommitted work in the tree)"
+            f"at commit {host.get('commit') or 'unknown'}{tree_state(host)}"
         ),
     ]
+
+
+def tree_state(host: Mapping[str, Any]) -> str:
+    """What the run's checkout held beside its commit, as measured (nothing when not recorded)."""
+    uncommitted = host.get("uncommitted")
+    if uncommitted is None:
+        return ""
+    return " (plus uncommitted work in the tree)" if uncommitted else " (a clean tree)"
 
 
 if __name__ == "__main__":

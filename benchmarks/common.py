@@ -72,6 +72,7 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "package_version": __version__,
         "commit": _commit(),
+        "uncommitted": _uncommitted(),
         "load_average": _load_average(),
     }
 
@@ -98,6 +99,21 @@ def _commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
+
+
+def _uncommitted() -> bool | None:
+    """Whether tracked files differ from the commit (None: not a git checkout, or git failed)."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return bool(out.stdout.strip()) if out.returncode == 0 else None
 
 
 def _load_average() -> str | None:

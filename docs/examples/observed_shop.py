@@ -2,7 +2,7 @@
 
 Needs the ``server`` and ``otel`` extras: ``pip install '.[server,otel]'``.
 
-Everything in-process (FastAPI's test client), no network:
+The app is served by uvicorn on 127.0.0.1 (a free port) for the run:
     python docs/examples/observed_shop.py
 """
 
@@ -10,8 +10,8 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from _served import served
 from fastapi import FastAPI
-from fastapi.testclient import TestClient
 from pydantic import BaseModel
 
 from invalidation_contracts.observe import ClientKey, instrument
@@ -73,7 +73,7 @@ def create() -> FastAPI:
 def main() -> None:
     os.environ.setdefault("CLIENT_KEY_SECRET", "a secret that keys the client hashes")
     agent = {"Authorization": "Bearer the-agents-own-api-token"}
-    with TestClient(create()) as http:
+    with served(create()) as http:
         first = http.post("/v1/orders", json={"plan": "basic"}, headers=agent)
         fixed = http.post(
             "/v1/orders", json={"plan": "basic", "funding_type": "card"}, headers=agent

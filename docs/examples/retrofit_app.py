@@ -7,9 +7,12 @@ OpenAPI, and a ``plans`` table in its own database that other programs write. Th
 added in four lines (marked ``# contract``): a service over the database, its routers under
 ``/api``, and the route class on the routes that should carry it.
 
-Run the demonstration (SQLite in a temporary directory, everything in-process):
+Run the demonstration (SQLite in a temporary directory, the app under uvicorn on 127.0.0.1):
     python docs/examples/retrofit_app.py
-Serve it (four workers sharing one registry; PostgreSQL works the same with two URLs):
+Serve it (four workers sharing one registry; PostgreSQL works the same with two URLs), on a shop
+database that holds its plans table:
+    python -c "import sqlite3; sqlite3.connect('shop.db').execute('CREATE TABLE plans \
+        (id TEXT PRIMARY KEY, funding TEXT NOT NULL, note TEXT)')"
     SHOP_DATABASE=sqlite:///shop.db SHOP_REGISTRY=registry.sqlite \
         uvicorn --app-dir docs/examples retrofit_app:create --factory --workers 4
 """
@@ -105,14 +108,14 @@ def create(database: str | None = None, registry: str | None = None) -> FastAPI:
 
 
 def main() -> None:
-    from fastapi.testclient import TestClient
+    from _served import served  # uvicorn on 127.0.0.1 and a stdlib client: no extra beyond these
 
     work = Path(tempfile.mkdtemp(prefix="retrofit-"))
     shop = work / "shop.db"
     with sqlite3.connect(shop) as db:  # the shop's existing schema and data
         db.execute("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT NOT NULL, note TEXT)")
         db.execute("INSERT INTO plans VALUES ('basic', 'card', ''), ('enterprise', 'invoice', '')")
-    with TestClient(create(f"sqlite:///{shop}", str(work / "registry.sqlite"))) as http:
+    with served(create(f"sqlite:///{shop}", str(work / "registry.sqlite"))) as http:
         print("own route:", http.get("/health").json())
         first = http.post("/v1/orders", json={"plan": "enterprise"})
         [fix] = first.json()["recovery_feedback"]["suggestions"]

@@ -50,6 +50,25 @@ def test_report_rebuilds_from_artifacts_alone(tmp_path, capsys):
     assert summary["runs"] and summary["cells"]
 
 
+def test_report_writes_the_figures_in_each_format_asked_beside_the_png(tmp_path, capsys):
+    argv = ["--scenario", "payments-drifted", "--planner", "simulated:exact", "--arm", "row"]
+    main(["run", *argv, "--seeds", "0", "--out", str(tmp_path), "--no-progress"])
+
+    assert main(["report", "--from", str(tmp_path), "--format", "svg,pdf"]) == 0
+
+    written = {p.name for p in (tmp_path / "figures").iterdir()}
+    assert {"fig6-targeted-class.png", "fig6-targeted-class.svg"} <= written
+    assert "fig6-targeted-class.pdf" in written
+
+
+def test_report_refuses_an_unknown_figure_format_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit:
+        main(["report", "--from", str(tmp_path), "--format", "gif"])
+
+    assert exit.value.code == 2
+    assert "figure formats are png, svg, pdf" in capsys.readouterr().err
+
+
 def test_report_on_a_directory_without_runs_is_a_one_line_error(tmp_path, capsys):
     assert main(["report", "--from", str(tmp_path)]) == 1
     err = capsys.readouterr().err

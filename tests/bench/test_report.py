@@ -544,7 +544,8 @@ def test_figure5_keeps_coinciding_series_visible_and_says_they_coincide(tmp_path
             )
     spec, ax = _drawn(tmp_path, "fig5-rotations-payments.png")
     lines = [line for line in ax.get_lines() if len(line.get_xdata())]
-    assert len({tuple(line.get_xdata()) for line in lines}) == 4  # one x offset per drawn line
+    assert {tuple(line.get_xdata()) for line in lines} == {(1, 2)}  # each point at its own x
+    assert len({line.get_markersize() for line in lines}) == 4  # nested: each ring shows
     assert len({line.get_marker() for line in lines}) == 2  # one marker per planner
     assert "simulated:exact † A2D and simulated:paraphrase † A2D coincide" in spec.caption
     assert "simulated:exact † A1 and simulated:paraphrase † A1 coincide" in spec.caption
@@ -558,6 +559,78 @@ def test_figure5_says_when_a1_and_a2d_coincide(tmp_path):
             )
     spec, _ = _drawn(tmp_path, "fig5-rotations-payments.png")
     assert "simulated:compliant † A1 and simulated:compliant † A2D coincide" in spec.caption
+
+
+def test_line_figures_draw_each_point_at_its_own_x(full):
+    for filename in ("fig5-rotations-payments.png", "fig6-targeted-class.png"):
+        _, ax = _drawn(full, filename)
+        ticks = {float(x) for x in ax.get_xticks()}
+        for line in ax.get_lines():
+            assert {float(x) for x in line.get_xdata()} <= ticks, filename
+
+
+def test_no_figure_bakes_its_title_into_the_image(full, report):
+    from invalidation_contracts.bench.figures import plan_figures
+
+    for spec in plan_figures(aggregate(read_runs(full))):
+        _, ax = _drawn(full, spec.filename)
+        assert ax.get_title() == "" and not ax.figure.texts, spec.filename
+        assert f"**{spec.title}.** {spec.caption}" in report  # the caption carries it
+
+
+def test_figure3_names_each_streams_own_compliance_class(full):
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from invalidation_contracts.bench.figures import plan_figures
+
+    # recipes-drifted's class is celiac (scenarios/recipes-drifted.toml); the builder writes none.
+    cells = [
+        dataclasses.replace(c, compliance_class="celiac") if c.scenario == "recipes-drifted" else c
+        for c in aggregate(read_runs(full))
+    ]
+    labels = {}
+    for spec in plan_figures(cells):
+        if spec.filename.startswith("fig3-"):
+            fig = Figure()
+            FigureCanvasAgg(fig)
+            spec.draw(fig)
+            labels[spec.filename] = (fig.axes[0].get_ylabel(), spec.title, spec.caption)
+    ylabel, title, caption = labels["fig3-compliance-recipes-drifted.png"]
+    assert ylabel == "Celiac first-try (%)" and title.startswith("Figure 3 — Celiac first-try")
+    assert "on the celiac class" in caption
+    assert labels["fig3-compliance-payments-drifted.png"][0] == "Governed first-try (%)"
+
+
+def test_figure5_s_legend_shows_each_arm_s_marker_fill(full):
+    _, ax = _drawn(full, "fig5-rotations-payments.png")
+    keys = {
+        t.get_text(): h
+        for h, t in zip(ax.get_legend().legend_handles, ax.get_legend().get_texts(), strict=True)
+    }
+    assert keys["A1"].get_markerfacecolor() == "white" and keys["A1"].get_linestyle() == "--"
+    assert keys["A2D"].get_markerfacecolor() != "white" and keys["A2D"].get_linestyle() == "-"
+
+
+def test_figures_are_written_in_each_asked_format_beside_the_png(full):
+    paths = write_figures(full, ("png", "svg", "pdf"))
+    fig6 = {p.suffix: p.read_bytes() for p in paths if p.stem == "fig6-targeted-class"}
+    assert sorted(fig6) == [".pdf", ".png", ".svg"]
+    assert fig6[".png"].startswith(b"\x89PNG") and fig6[".pdf"].startswith(b"%PDF")
+    assert b"<svg" in fig6[".svg"][:2000]
+
+
+def test_a_rebuild_writes_the_same_vector_bytes(full):
+    first = {p: p.read_bytes() for p in write_figures(full, ("svg", "pdf"))}
+    again = {p: p.read_bytes() for p in write_figures(full, ("svg", "pdf"))}
+    assert first == again
+
+
+def test_an_unknown_figure_format_is_refused(full):
+    with pytest.raises(ValueError, match="figure formats are png, svg, pdf"):
+        write_figures(full, ("png", "gif"))
 
 
 def test_figure6_says_which_series_coincide_on_which_stream(full):

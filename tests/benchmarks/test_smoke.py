@@ -52,6 +52,28 @@ def test_the_command_writes_results_with_machine_and_command(tmp_path: Path) -> 
     assert set(data["studies"]) == {"reload", "client"}
 
 
+@pytest.mark.parametrize(
+    ("uncommitted", "said"),
+    [(True, " (plus uncommitted work in the tree)"), (False, " (a clean tree)"), (None, "")],
+)
+def test_the_tree_state_is_what_git_said_not_a_fixed_suffix(uncommitted, said) -> None:
+    assert cli.tree_state({"uncommitted": uncommitted}) == said
+
+
+def test_a_run_records_whether_the_tree_was_clean() -> None:
+    import subprocess
+
+    from benchmarks.common import REPO_ROOT, machine
+
+    status = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert machine()["uncommitted"] is bool(status.stdout.strip())
+
+
 def test_the_command_refuses_an_unknown_study(capsys) -> None:
     with pytest.raises(SystemExit) as exc:
         cli.parse(["--only", "wire,nonsense"])

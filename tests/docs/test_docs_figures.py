@@ -6,6 +6,7 @@ docs/researchers.md, rebuilt from its artifacts by test_guide_figures.py.
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,20 @@ def check_researchers_ladder(results: Path, rows: dict[tuple[str, bool], dict[st
         )
         funding = cells[key[0]].stats["post_drift_funding"].mean
         assert row["post-drift funding"] == f"{100 * (funding or 0.0):.1f} %"
+
+
+@pytest.mark.study
+def test_the_real_model_report_is_rebuilt_byte_identical_by_its_command(tmp_path: Path):
+    """``report --from docs/results/real-model-...`` (README, researchers.md) leaves the checkout
+    as it was: the committed report and figures are what the command writes from the runs."""
+    copy = tmp_path / REAL_MODEL.name
+    shutil.copytree(REAL_MODEL, copy)
+
+    assert main(["report", "--from", str(copy)]) == 0
+
+    def files(folder: Path) -> list[Path]:
+        return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+
+    assert files(copy) == files(REAL_MODEL)
+    changed = [p for p in files(copy) if (copy / p).read_bytes() != (REAL_MODEL / p).read_bytes()]
+    assert changed == []

@@ -222,10 +222,13 @@ def test_the_model_view_figures_are_what_their_command_records(tmp_path: Path) -
     [unit] = [u for u in units(text) if "**What the model sees.**" in u]
     [argv] = _commands_in(unit)
     run = _one_run([a for a in argv if a != "--no-progress"], tmp_path)
-    share = 100 * run.contract_tokens / run.tokens_in
+    # The report's "Share" column (bench.report.cost.model_view_table): of shown + hidden.
+    whole = run.tokens_in + run.contract_tokens
+    share = 100 * run.contract_tokens / whole
     expected = (
         f"{run.tokens_in:,} input tokens shown, {run.contract_tokens:,} kept from the model "
-        f"({share:.1f}%)"
+        f'({share:.1f}%, the report\'s "Share": of the {whole:,} the model would have been '
+        "shown with them)"
     )
     assert expected in " ".join(unit.split())
 

@@ -1,7 +1,10 @@
-"""PNG figures in the shape of the paper's Figures 3–6, drawn from the artifacts' cell metrics.
+"""Figures in the shape of the paper's Figures 3–6, drawn from the artifacts' cell metrics.
 
-``plan_figures`` says which figures the data supports (the report links them without drawing);
-``write_figures`` draws them with matplotlib's Agg canvas (no display, no pyplot global state).
+``plan_figures`` says which figures the data supports (the report links them without drawing,
+each with its title and caption: the images carry none, as a paper sets its own);
+``write_figures`` draws them with matplotlib's Agg canvas (no display, no pyplot global state) as
+PNG, and as SVG or PDF beside it when asked (``FORMATS``). A point is drawn at its own x: series
+that coincide are told apart by marker size, never moved along the axis.
 """
 
 # ruff: noqa: E402 (the extra is checked before the imports that need it)
@@ -44,9 +47,14 @@ COLORS = (
 LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
 #: One marker per planner series, so series with equal values stay distinguishable.
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
-#: Horizontal offset between neighbouring series on a line plot (x units), so no line hides another
-#: and no marker covers its neighbour's.
-OFFSET = 0.09
+#: Marker size of the last line drawn; each earlier one is ``MARKER_STEP`` larger, so a marker that
+#: coincides with a later one still shows as a ring around it.
+MARKER_SIZE = 5.0
+MARKER_STEP = 2.5
+#: The file formats ``write_figures`` can write, by suffix; PNG is what the report links.
+FORMATS = ("png", "svg", "pdf")
+#: PNG resolution (dots per inch); the vector formats have none.
+PNG_DPI = 200
 DASH = "–"
 #: The height (percentage points) of the stub that shows a zero bar in its series' colour.
 ZERO_STUB = 1.5
@@ -129,7 +137,6 @@ def _bars(
     arms: Sequence[str],
     metric: str,
     ylabel: str,
-    title: str,
 ) -> Callable[[Figure], None]:
     """Grouped bars: one group per arm, one bar per planner, seed std as error bars."""
 
@@ -165,14 +172,15 @@ def _bars(
                     label, y = (DASH, 1.0) if math.isnan(v) else ("0", ZERO_STUB + 0.5)
                     ax.text(x, y, label, ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(arms)), [codes.get(a, a) for a in arms])
-        _finish(fig, ax, ylabel, title, legend_title="planner", handles=handles)
+        _finish(fig, ax, ylabel, legend_title="planner", handles=handles)
 
     return draw
 
 
-def _shift(i: int, n: int) -> float:
-    """The x offset of the ``i``-th of ``n`` lines: centred on the tick, ``OFFSET`` apart."""
-    return (i - (n - 1) / 2) * OFFSET
+def _marker_size(i: int, n: int) -> float:
+    """The marker size of the ``i``-th of ``n`` lines: the first drawn largest, so a later line's
+    marker on the same point sits inside it."""
+    return MARKER_SIZE + MARKER_STEP * (n - 1 - i)
 
 
 def coincidences(
@@ -182,8 +190,8 @@ def coincidences(
     metric: str,
 ) -> list[str]:
     """Which drawn lines coincide: groups of lines (each named by ``line_of``; None: not drawn)
-    whose values are equal at every point. Said in the caption, because offsets and markers keep
-    them apart only by a hair."""
+    whose values are equal at every point. Said in the caption, because they share every point
+    (their markers nest by size)."""
     points: dict[str, dict[Any, float]] = defaultdict(dict)
     for c in cells:
         name, mean = line_of(c), c[metric].mean
@@ -204,14 +212,12 @@ def _finish(
     fig: Figure,
     ax: Axes,
     ylabel: str,
-    title: str,
     legend_title: str | None = None,
     handles: Sequence[Artist] | None = None,
     floor: float = 0.0,
 ) -> None:
     ax.set_ylim(floor, 105)
     ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(
         handles=handles,
@@ -225,7 +231,7 @@ def _finish(
     fig.tight_layout()
 
 
-def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callable[[Figure], None]:
+def _rotations(cells: Sequence[CellMetrics], stream: str) -> Callable[[Figure], None]:
     """Compliance against the number of rotations: A2D solid, A1 dashed, one color per planner."""
 
     def draw(fig: Figure) -> None:
@@ -243,12 +249,12 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
         series = _series(cells)
         for i, s in enumerate(series):
             for k, (arm, style) in enumerate((("row", "-"), ("naive", "--"))):
-                shift = _shift(2 * i + k, 2 * len(series))
                 values = [_percent(index.get((s, sc, arm)), "compliance")[0] for sc in order]
                 ax.plot(
-                    *_defined([points[sc] + shift for sc in order], values),
+                    *_defined([points[sc] for sc in order], values),
                     style,
                     marker=MARKERS[i % len(MARKERS)],
+                    markersize=_marker_size(2 * i + k, 2 * len(series)),
                     markerfacecolor=COLORS[i % len(COLORS)] if arm == "row" else "white",
                     color=COLORS[i % len(COLORS)],
                     clip_on=False,
@@ -256,18 +262,33 @@ def _rotations(cells: Sequence[CellMetrics], stream: str, title: str) -> Callabl
         ax.set_xticks(sorted(set(points.values())))
         ax.set_xlabel("table rotations in the stream")
         handles = _series_key(series, cells)
+        # Each arm's line style and marker fill, as its lines are drawn.
         handles += [
-            Line2D([], [], color=STYLE_KEY, linestyle="-", label=codes.get("row", "A2D")),
-            Line2D([], [], color=STYLE_KEY, linestyle="--", label=codes.get("naive", "A1")),
+            Line2D(
+                [],
+                [],
+                color=STYLE_KEY,
+                linestyle="-",
+                marker="o",
+                markerfacecolor=STYLE_KEY,
+                label=codes.get("row", "A2D"),
+            ),
+            Line2D(
+                [],
+                [],
+                color=STYLE_KEY,
+                linestyle="--",
+                marker="o",
+                markerfacecolor="white",
+                label=codes.get("naive", "A1"),
+            ),
         ]
-        _finish(fig, ax, "Compliance (%)", title, handles=handles, floor=LINE_FLOOR)
+        _finish(fig, ax, "Compliance (%)", handles=handles, floor=LINE_FLOOR)
 
     return draw
 
 
-def _targeted(
-    cells: Sequence[CellMetrics], scenarios: Sequence[str], title: str
-) -> Callable[[Figure], None]:
+def _targeted(cells: Sequence[CellMetrics], scenarios: Sequence[str]) -> Callable[[Figure], None]:
     """First-try on each stream's drift-targeted class by arm: a color per planner, a style per
     stream."""
 
@@ -285,11 +306,11 @@ def _targeted(
                 values = [
                     _percent(index.get((s, scenario, a)), "targeted_first_try")[0] for a in arms
                 ]
-                shift = _shift(i * len(scenarios) + j, lines)
                 ax.plot(
-                    *_defined([x + shift for x in range(len(arms))], values),
+                    *_defined(list(range(len(arms))), values),
                     LINESTYLES[j % len(LINESTYLES)],
                     marker=MARKERS[i % len(MARKERS)],
+                    markersize=_marker_size(i * len(scenarios) + j, lines),
                     color=COLORS[i % len(COLORS)],
                     clip_on=False,
                 )
@@ -307,14 +328,7 @@ def _targeted(
                 )
                 for j, sc in enumerate(scenarios)
             ]
-        _finish(
-            fig,
-            ax,
-            "First-try on the targeted class (%)",
-            title,
-            handles=handles,
-            floor=LINE_FLOOR,
-        )
+        _finish(fig, ax, "First-try on the targeted class (%)", handles=handles, floor=LINE_FLOOR)
 
     return draw
 
@@ -323,7 +337,7 @@ def _coincide_note(notes: Sequence[str]) -> str:
     if not notes:
         return " No two series coincide."
     return (
-        " Where series coincide they are drawn side by side (offset and marked): "
+        " Where series coincide they share every point, their markers nested by size: "
         + "; ".join(notes)
         + "."
     )
@@ -350,18 +364,24 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     for scenario, cs in table_streams.items():
         arms = sorted({c.arm for c in cs if c["eligible_first_try"].n}, key=arm_rank)
         if any(a != "none" for a in arms):
-            title = f"Figure 3 — Governed first-try by arm on {scenario}{_suffix(cs)}"
+            klass = cs[0].compliance_class
+            title = f"Figure 3 — {klass.capitalize()} first-try by arm on {scenario}{_suffix(cs)}"
             specs.append(
                 FigureSpec(
                     f"fig3-compliance-{_slug(scenario)}.png",
                     title,
-                    "First-try rate on the governed class over its injection-eligible episodes "
+                    f"First-try rate on the {klass} class (the stream's compliance class) over its "
+                    "injection-eligible episodes "
                     "(the stale slots left out), by arm; for a memory arm this is its compliance, "
                     "and A0, which keeps no memory, shows the zero floor of §6.2. Bars are means "
                     "over seeds, whiskers the sample std; a zero is a short hatched stub marked "
                     "0, so every planner's colour shows.",
                     _bars(
-                        cs, scenario, arms, "eligible_first_try", "Governed first-try (%)", title
+                        cs,
+                        scenario,
+                        arms,
+                        "eligible_first_try",
+                        f"{klass.capitalize()} first-try (%)",
                     ),
                 )
             )
@@ -381,7 +401,6 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                         arms,
                         "post_drift_funding",
                         "Post-drift funding first-try (%)",
-                        title,
                     ),
                 )
             )
@@ -402,7 +421,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                     "Compliance against the number of table rotations in one stream: A2D solid "
                     "(filled markers), A1 dashed (hollow), one colour and marker per planner."
                     + _coincide_note(notes),
-                    _rotations(cs, stream, title),
+                    _rotations(cs, stream),
                 )
             )
     targeted = [
@@ -431,7 +450,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 )
                 + "; one colour and marker per planner."
                 + _coincide_note(notes),
-                _targeted(cs, targeted, title),
+                _targeted(cs, targeted),
             )
         )
     if has_withheld(cells):
@@ -447,20 +466,32 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
     return specs
 
 
-def write_figures(root: Path) -> list[Path]:
-    """Draw every supported figure of the runs under ``root`` into ``root/figures``; return them."""
+def write_figures(root: Path, formats: Sequence[str] = ("png",)) -> list[Path]:
+    """Draw every supported figure of the runs under ``root`` into ``root/figures``, once per
+    format of ``formats`` (each in ``FORMATS``; the PNG is the report's); return the files."""
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
+    unknown = sorted(set(formats) - set(FORMATS))
+    if unknown:
+        raise ValueError(f"figure formats are {', '.join(FORMATS)}, not {', '.join(unknown)}")
     specs = plan_figures(aggregate(read_runs(Path(root))))
     out = Path(root) / "figures"
     written = []
     for spec in specs:
         out.mkdir(parents=True, exist_ok=True)
-        fig = Figure(figsize=(9.0, 4.2), dpi=120)
+        fig = Figure(figsize=(9.0, 4.2))
         FigureCanvasAgg(fig)
         spec.draw(fig)
-        path = out / spec.filename
-        fig.savefig(path, format="png")
-        written.append(path)
+        for suffix in formats:
+            path = (out / spec.filename).with_suffix(f".{suffix}")
+            # No timestamps in the vector formats, so a rebuild writes the same bytes.
+            metadata = {"CreationDate": None} if suffix == "pdf" else {"Date": None}
+            options: dict[str, Any] = {"dpi": PNG_DPI} if suffix == "png" else {}
+            if suffix != "png":
+                options["metadata"] = metadata
+            with rc_context({"svg.hashsalt": "invalidation-contracts"}):  # stable SVG ids
+                fig.savefig(path, format=suffix, **options)
+            written.append(path)
     return written

@@ -52,6 +52,27 @@ def _add_harness_output(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--json", action="store_true", help="print the summary as JSON instead of a table"
     )
+    _add_figure_formats(p)
+
+
+def _add_figure_formats(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format",
+        dest="formats",
+        type=_figure_formats,
+        default=("png",),
+        metavar="png[,svg,pdf]",
+        help="the figures' file formats, comma-separated (default: png; the report links the PNG)",
+    )
+
+
+def _figure_formats(text: str) -> tuple[str, ...]:
+    known = ("png", "svg", "pdf")  # bench.figures.FORMATS (its module needs the bench extra)
+    formats = tuple(dict.fromkeys(f.strip() for f in text.split(",") if f.strip()))
+    unknown = [f for f in formats if f not in known]
+    if unknown or not formats:
+        raise argparse.ArgumentTypeError(f"figure formats are {', '.join(known)}, not {text!r}")
+    return formats if "png" in formats else ("png", *formats)
 
 
 def register(sub: Subparsers) -> None:
@@ -140,6 +161,7 @@ def register(sub: Subparsers) -> None:
         "--from", dest="root", type=Path, default=Path("results"), help="results directory"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _add_figure_formats(p)
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("scenarios", help="list the shipped scenario manifests, or validate one")
@@ -244,7 +266,7 @@ def _execute_grid(grid: Grid, args: argparse.Namespace, **options: Any) -> int:
         )
     if outcome.failed and not outcome.ran and not outcome.skipped:
         return 1
-    _publish(args.out, args.json)
+    _publish(args.out, args.json, args.formats)
     return 1 if outcome.failed else 0
 
 
@@ -272,7 +294,7 @@ def _check_writable(out: Path) -> None:
         raise CommandError(f"cannot write results to {out}: {exc.strerror or exc}") from None
 
 
-def _publish(root: Path, as_json: bool) -> None:
+def _publish(root: Path, as_json: bool, formats: tuple[str, ...] = ("png",)) -> None:
     from ..bench.artifacts import read_runs
     from ..bench.figures import write_figures
     from ..bench.metrics import aggregate, summary_json
@@ -283,7 +305,7 @@ def _publish(root: Path, as_json: bool) -> None:
         raise CommandError(f"no completed runs under {root}")
     report_path = root / "report.md"
     build_report(root, report_path)
-    figures = write_figures(root)
+    figures = write_figures(root, formats)
     if as_json:
         print(json.dumps(summary_json(root), indent=2, default=str))
         return
@@ -388,7 +410,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    _publish(args.root, args.json)
+    _publish(args.root, args.json, args.formats)
     return 0
 
 

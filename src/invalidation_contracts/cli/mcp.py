@@ -118,13 +118,13 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         body_timeout_s=args.body_timeout,
     )
     store, notice = _history(args, domain.name)
+    print(notice, file=sys.stderr)
     try:
         backend, close = open_backend(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
         raise
     except (ValueError, RuntimeError, OSError) as exc:
         raise CommandError(str(exc)) from exc
-    print(notice, file=sys.stderr)
     try:
         serve_mcp(
             backend,

@@ -202,8 +202,9 @@ def _add_history(p: argparse.ArgumentParser, shared: str) -> None:
 
 
 def _history(args: argparse.Namespace, domain: str | None = None) -> tuple[str | None, str]:
-    """The registry store to serve from (None: in memory), and the line that says so on stderr
-    once the store opened (a new history is said before the file exists)."""
+    """The registry store to serve from (None: in memory), and the line that says so, the first
+    a serving command writes on stderr (a new history is said before the file exists); the
+    default location says how to choose another."""
     from ..server.store.location import default_registry, history_notice
 
     if args.ephemeral:
@@ -216,4 +217,8 @@ def _history(args: argparse.Namespace, domain: str | None = None) -> tuple[str |
 
             domain = get_domain(args.domain).name
         target = str(default_registry(domain))
+        return target, (
+            f"invalidation-contracts: {history_notice(target)} (the default; --db PATH|URL "
+            "for another store, --ephemeral for none)"
+        )
     return target, f"invalidation-contracts: {history_notice(target)}"

@@ -193,17 +193,13 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--declare and --create-tables need --database")
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
     store, notice = _history(args)
+    print(notice, file=sys.stderr)
     token = _admin_token(args)
     if token:
         # Each worker reads the token from its environment, never from its argv.
         os.environ[ADMIN_TOKEN_ENV] = token
     else:
         os.environ.pop(ADMIN_TOKEN_ENV, None)
-        print(
-            f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
-            "admin routes answer 401",
-            file=sys.stderr,
-        )
     spec = AppSpec(
         domain=args.domain,
         level=args.level,
@@ -232,7 +228,12 @@ def _serve(args: argparse.Namespace) -> int:
         if type(exc).__module__.split(".")[0] != "sqlalchemy":
             raise
         raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
-    print(notice, file=sys.stderr)
+    if not token:  # said once the app is built, so a failure to build is the one line shown
+        print(
+            f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
+            "admin routes answer 401",
+            file=sys.stderr,
+        )
     try:
         if args.workers == 1:
             _listen(app, args)

@@ -114,7 +114,7 @@ class _Call(Generic[P, T]):
         return bound
 
 
-def _result(annotation: Any) -> Any:
+def _result(annotation: object) -> object:
     """What a call returns on the memory: ``T`` of its ``Steps[T]`` (a string under PEP 563)."""
     if isinstance(annotation, str) and annotation.startswith("Steps[") and annotation.endswith("]"):
         return annotation[len("Steps[") : -1]

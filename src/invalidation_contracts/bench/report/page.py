@@ -103,7 +103,8 @@ def _figures_section(cells: Sequence[CellMetrics], figures_dir: Path, out_dir: P
     rel = Path(os.path.relpath(figures_dir, out_dir)).as_posix()
     parts = ["## Figures", "Written by `figures.write_figures` under `figures/`."]
     for spec in specs:
-        parts.append(f"![{spec.title}]({rel}/{spec.filename})\n\n{spec.caption}")
+        # The title is the caption's, not the image's: a paper sets its own.
+        parts.append(f"![{spec.title}]({rel}/{spec.filename})\n\n**{spec.title}.** {spec.caption}")
     return "\n\n".join(parts)
 
 
