@@ -27,6 +27,7 @@ from . import (
     confirmation_cost,
     dependencies,
     harness_throughput,
+    learned_cost,
     mcp_keepalive,
     observe_overhead,
     pg_replica,
@@ -64,6 +65,7 @@ MODULES: tuple[ModuleType, ...] = (
     two_writers,
     retrofit_overhead,
     stale_transports,
+    learned_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

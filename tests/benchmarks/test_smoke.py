@@ -13,6 +13,7 @@ from benchmarks import (
     confirmation_cost,
     dependencies,
     harness_throughput,
+    learned_cost,
     observe_overhead,
     provider_load,
     reload_cost,
@@ -28,6 +29,7 @@ STUDIES = [
     harness_throughput,
     observe_overhead,
     dependencies,
+    learned_cost,
 ]
 
 
