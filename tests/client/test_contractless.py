@@ -287,3 +287,26 @@ def test_the_memory_says_which_policy_governs_an_origin_in_its_stats(tmp_path):
     rows = {row["origin"]: row for row in origin_stats(path)}
     assert rows[ORIGIN]["policy"] == "ttl"
     assert rows["https://contract.example"]["policy"] == "verify"
+
+
+def test_learned_assumes_a_period_from_two_changes_and_probes_when_the_third_is_due():
+    memory = FixMemory("learned")
+    fail(memory, "v0", 1)
+    fail(memory, "v1", 10, injected=("e1",), request={**DRAFT, "code": "v0"})
+    fail(memory, "v2", 19, injected=("e2",), request={**DRAFT, "code": "v1"})
+    assert served(memory, 25) == ["e3"]
+    lookup = memory.lookup(ORIGIN, DRAFT, episode=27)
+    assert lookup.entries == () and "periodic change is due" in lookup.events[0].detail
+
+
+def test_a_gap_that_disagrees_drops_the_period():
+    memory = FixMemory("learned")
+    fail(memory, "v0", 1)
+    for serial, (value, at) in enumerate([("v1", 10), ("v2", 19), ("v3", 40)], start=1):
+        fail(memory, value, at, injected=(f"e{serial}",), request={**DRAFT, "code": "x"})
+    cast = memory.state(ORIGIN).learner["types"]["USE_CODE"]
+    assert len(cast["changes"]) == 3
+    from invalidation_contracts.client.learner import period
+
+    assert period([(1.0, 10.0), (10.0, 19.0), (19.0, 40.0)]) is None
+    assert served(memory, 48) == ["e4"]

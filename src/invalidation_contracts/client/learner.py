@@ -6,7 +6,8 @@ known good), or the same value again (a *confirmation*). Each refutation bounds 
 fix type to an interval ``(last known good, refuted at]``; refutations of one type whose intervals
 overlap are one change (a rotation seen from several scopes). From the changes the learner reads
 a lifetime (the mean time from learning to change), a period (the gaps between successive
-changes, each dated when seen, within a quarter of their mean; three changes or more) and
+changes, each dated when seen, within a quarter of their mean: assumed from the first gap,
+kept while later gaps agree) and
 co-drift (types whose changes overlap). Pure logic over a JSON dict kept in
 ``OriginState.learner``; times are *ticks* (the episode number when the caller gives one, else
 the clock in seconds).
@@ -102,7 +103,7 @@ class Forecast:
     lifetime: float | None
     """Mean ticks from learning to change, once a change has been seen."""
     period: Interval | None
-    """``(shortest, longest)`` period consistent with every gap, once three changes are seen."""
+    """``(shortest, longest)`` period consistent with every gap, once two changes are seen."""
     last_change: Interval | None
     next_change: Interval | None
     """Where the next change falls if the type is periodic."""
@@ -217,11 +218,15 @@ class Learner:
         """Why a fix of ``fix_type`` last known good at ``good_at`` may have changed by ``now``:
         a change of its type (or of a co-drifting type) seen since, a periodic change predicted
         due, or an age past the learned lifetime; None when there is no reason to doubt it."""
-        for kind in (fix_type, *self.co_drifting(fix_type)):
-            changes = self.changes(kind)
-            if changes and good_at < changes[-1][1] <= now:
-                which = "its type" if kind == fix_type else f"co-drifting type {kind}"
-                return f"{which} changed in ({changes[-1][0]:g}, {changes[-1][1]:g}]"
+        mine = self.changes(fix_type)
+        if mine and good_at < mine[-1][1] <= now:
+            return f"its type changed in ({mine[-1][0]:g}, {mine[-1][1]:g}]"
+        for other, record in self.data["types"].items():
+            last = record["changes"][-1] if record["changes"] else None
+            if other == fix_type or last is None or not good_at < last[1] <= now:
+                continue  # only a change seen since the fix was known good can doubt it
+            if mine and co_drift(mine, self.changes(other)) >= CO_DRIFT_SHARE:
+                return f"co-drifting type {other} changed in ({last[0]:g}, {last[1]:g}]"
         cast = self.forecast(fix_type)
         if cast.next_change is not None:
             if good_at < cast.next_change[1] and now >= cast.next_change[0]:
@@ -254,9 +259,9 @@ def overlaps(a: Interval, b: Interval) -> bool:
 
 def period(changes: list[Interval]) -> Interval | None:
     """``(shortest, longest)`` period when the gaps between successive changes (each dated by when
-    it was seen) agree within ``PERIOD_TOLERANCE`` of their mean (at least one tick), three changes
-    or more; else None."""
-    if len(changes) < 3:
+    it was seen) agree within ``PERIOD_TOLERANCE`` of their mean (at least one tick): assumed from
+    two changes (one gap), dropped when a later gap disagrees; else None."""
+    if len(changes) < 2:
         return None
     seen = [hi for _, hi in changes]
     gaps = [b - a for a, b in zip(seen, seen[1:], strict=False)]
