@@ -28,6 +28,7 @@ from . import (
     consumer_cost,
     dependencies,
     harness_throughput,
+    learned_cost,
     mcp_conditional,
     mcp_keepalive,
     observe_overhead,
@@ -68,6 +69,7 @@ MODULES: tuple[ModuleType, ...] = (
     retrofit_overhead,
     stale_transports,
     consumer_cost,
+    learned_cost,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

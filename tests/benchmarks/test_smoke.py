@@ -13,6 +13,7 @@ from benchmarks import (
     confirmation_cost,
     dependencies,
     harness_throughput,
+    learned_cost,
     mcp_conditional,
     observe_overhead,
     provider_load,
@@ -30,6 +31,7 @@ STUDIES = [
     observe_overhead,
     dependencies,
     mcp_conditional,
+    learned_cost,
 ]
 
 

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from invalidation_contracts.client import EvictionReason, FixMemory
-from invalidation_contracts.client.events import Evicted, NotStored, PolicyStateReset, Probing
+from invalidation_contracts.client.events import (
+    Evicted,
+    NotStored,
+    PolicyChosen,
+    PolicyStateReset,
+    Probing,
+)
 from invalidation_contracts.client.strategies import strategy_for
 from invalidation_contracts.client.values import Observed
 
@@ -219,3 +225,88 @@ def test_unreadable_learner_state_is_reset_with_an_event_never_a_crash(tmp_path)
         [reset] = [e for e in lookup.events if isinstance(e, PolicyStateReset)]
         assert "version 'junk'" in reset.detail
         assert lookup.entries and memory.state(ORIGIN).learner["types"] == {}
+
+
+# --- choosing a policy per origin ---------------------------------------------------------------
+
+
+def test_a_contract_memory_switches_an_origin_that_speaks_no_contract_automatically():
+    memory = FixMemory("row", contractless="learned")
+    events = fail(memory, "A", 1).events
+    [chosen] = [e for e in events if isinstance(e, PolicyChosen)]
+    assert (chosen.policy, chosen.reason) == (
+        "learned",
+        "automatic: suggestions without any contract field",
+    )
+    assert memory.state(ORIGIN).policy == "learned"
+    assert served(memory, 2) == ["e1"]
+
+
+def test_without_a_contractless_policy_a_contract_memory_keeps_nothing_unhinted():
+    memory = FixMemory("row")
+    events = fail(memory, "A", 1).events
+    assert [e.reason for e in events if isinstance(e, NotStored)] == ["cache_hint is absent"]
+    assert memory.state(ORIGIN).policy is None
+
+
+def test_an_origin_that_speaks_the_contract_is_not_switched():
+    memory = FixMemory("row", contractless="learned")
+    body = problem("A")
+    body["recovery_feedback"]["suggestions"][0]["cache_hint"] = "cacheable"
+    body["recovery_feedback"]["suggestions"][0]["table"] = "codes"
+    body.update(table_versions={"codes": "1"}, contract_seq=1, contract_epoch="e")
+    memory.observe(ORIGIN, Observed(status=422, body=body, request=DRAFT), episode=1)
+    assert memory.state(ORIGIN).policy is None
+
+
+def test_a_policy_is_chosen_explicitly_per_origin():
+    memory = FixMemory("row")
+    [chosen] = memory.set_policy(ORIGIN, "A1V").events
+    assert isinstance(chosen, PolicyChosen) and (chosen.policy, chosen.reason) == (
+        "verify",
+        "explicit",
+    )
+    fail(memory, "A", 1)
+    fail(memory, "A", 1, scope={"plan": "x"}, request={"plan": "x"})
+    assert served(memory, 2) == ["e1"]
+    assert memory.state("https://other.example").policy is None
+
+
+def test_only_a_contract_less_policy_can_be_chosen_for_an_origin():
+    with pytest.raises(ValueError, match="not a contract-less policy"):
+        FixMemory("row").set_policy(ORIGIN, "table")
+
+
+def test_the_memory_says_which_policy_governs_an_origin_in_its_stats(tmp_path):
+    from invalidation_contracts.client.operator import origin_stats
+
+    path = tmp_path / "memory.db"
+    with FixMemory("row", store=path, contractless="ttl") as memory:
+        fail(memory, "A", 1)
+        memory.set_policy("https://contract.example", "verify")
+    rows = {row["origin"]: row for row in origin_stats(path)}
+    assert rows[ORIGIN]["policy"] == "ttl"
+    assert rows["https://contract.example"]["policy"] == "verify"
+
+
+def test_learned_assumes_a_period_from_two_changes_and_probes_when_the_third_is_due():
+    memory = FixMemory("learned")
+    fail(memory, "v0", 1)
+    fail(memory, "v1", 10, injected=("e1",), request={**DRAFT, "code": "v0"})
+    fail(memory, "v2", 19, injected=("e2",), request={**DRAFT, "code": "v1"})
+    assert served(memory, 25) == ["e3"]
+    lookup = memory.lookup(ORIGIN, DRAFT, episode=27)
+    assert lookup.entries == () and "periodic change is due" in lookup.events[0].detail
+
+
+def test_a_gap_that_disagrees_drops_the_period():
+    memory = FixMemory("learned")
+    fail(memory, "v0", 1)
+    for serial, (value, at) in enumerate([("v1", 10), ("v2", 19), ("v3", 40)], start=1):
+        fail(memory, value, at, injected=(f"e{serial}",), request={**DRAFT, "code": "x"})
+    cast = memory.state(ORIGIN).learner["types"]["USE_CODE"]
+    assert len(cast["changes"]) == 3
+    from invalidation_contracts.client.learner import period
+
+    assert period([(1.0, 10.0), (10.0, 19.0), (19.0, 40.0)]) is None
+    assert served(memory, 48) == ["e4"]

@@ -8,12 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client.learner import Learner, co_drift, overlaps
+from invalidation_contracts.client.state import OriginState
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 50)), min_size=1, max_size=30))
 def test_the_learned_lifetime_is_the_mean_of_the_observed_lifetimes(steps):
-    mind, now, observed = Learner({}), 0.0, []
+    mind, now, observed = Learner(OriginState()), 0.0, []
     for born_gap, seen_gap in steps:
         born = now
         now += born_gap + seen_gap
@@ -29,7 +30,7 @@ def test_the_learned_lifetime_is_the_mean_of_the_observed_lifetimes(steps):
     st.lists(st.floats(0, 1), min_size=3, max_size=8),
 )
 def test_a_periodic_drift_seen_late_is_recognised_with_its_true_period(period, start, lags):
-    mind, good = Learner({}), float(start)
+    mind, good = Learner(OriginState()), float(start)
     for k, lag in enumerate(lags, start=1):
         change = start + k * period
         seen = change + lag * period / 8

@@ -34,6 +34,15 @@ from .snippets import (
     table_commands,
 )
 from .test_guide_figures import check_paper_grid
+from .test_without_contract import check_without_contract
+
+#: docs/without-contract.md's grid: the contract-less policies on the five shipped streams.
+WITHOUT_CONTRACT = (
+    "invalidation-contracts run --scenario payments-rotations-1 --scenario payments-rotations-2 "
+    "--scenario payments-rotations-3 --scenario payments-drifted --scenario recipes-drifted "
+    "--planner simulated:exact --arm none --arm naive --arm row --arm naive@none --arm ttl@none "
+    "--arm verify@none --arm learned@none --seeds 0,1,2 --out results/without-contract"
+)
 
 INSTALL = (
     "an install step: it builds the environment this test already runs in; .ci/run runs the "
@@ -69,6 +78,7 @@ ELSEWHERE: dict[str, str] = {
 #: then the pages' figures of what they wrote are checked against it.
 STUDY: dict[str, Callable[[Path], None]] = {
     "invalidation-contracts run --grid paper": lambda folder: check_paper_grid(folder / "results"),
+    WITHOUT_CONTRACT: lambda folder: check_without_contract(folder / "results/without-contract"),
 }
 
 SHELL = shell_blocks()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 from .artifacts import read_runs
-from .frontier import draw_frontier, has_withheld
+from .frontier import draw_frontier, frontier, has_withheld
 from .metrics import (
     SIMULATED_MARK,
     CellMetrics,
@@ -453,7 +453,7 @@ def plan_figures(cells: Sequence[CellMetrics]) -> list[FigureSpec]:
                 _targeted(cs, targeted),
             )
         )
-    if has_withheld(cells):
+    if has_withheld(cells) and frontier([c for c in cells if not c.rules_stream]):
         specs.append(
             FigureSpec(
                 "fig-frontier-contractless.png",

@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from .metrics import CellMetrics, arm_rank
+from .metrics.order import WITHHELD
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -28,7 +29,7 @@ HEADERS = (
 
 def has_withheld(cells: Sequence[CellMetrics]) -> bool:
     """Whether any arm ran with the contract withheld."""
-    return any(c.arm.endswith("@none") for c in cells)
+    return any(c.arm.endswith(WITHHELD) for c in cells)
 
 
 def _mean(cell: CellMetrics, name: str) -> float | None:

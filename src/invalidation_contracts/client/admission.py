@@ -33,6 +33,7 @@ from .invalidation import Invalidation
 from .ledger import Ledger
 from .limits import Limits
 from .patching import ALLOWED_OPS
+from .policies import Policies
 from .trust import TrustPolicy
 from .wire import json_size, refuse
 
@@ -57,9 +58,16 @@ class Lesson:
 class Admission:
     """Turns lessons into entries under one strategy, trust policy and set of limits."""
 
-    def __init__(self, invalidation: Invalidation, trust: TrustPolicy, limits: Limits) -> None:
+    def __init__(
+        self,
+        invalidation: Invalidation,
+        trust: TrustPolicy,
+        limits: Limits,
+        policies: Policies | None = None,
+    ) -> None:
         self.invalidation = invalidation
         self.strategy = invalidation.strategy
+        self.policies = policies if policies is not None else Policies(self.strategy)
         self.trust = trust
         self.limits = limits
 
@@ -72,7 +80,7 @@ class Admission:
         for entry_id in lesson.contradicted:
             refuted = tx.index.get(entry_id)
             if refuted is not None:
-                self.strategy.on_refuted(tx, refuted)
+                self.policies.of(tx).on_refuted(tx, refuted)
             if self.strategy.invalidates:
                 tx.evict(
                     entry_id,
@@ -127,13 +135,13 @@ class Admission:
             # history: 10,000 identical 422s leave one entry and no tombstone).
             versions = {dep.table: dep.version for dep in deps if dep.version}
             tx.restamp(old.id, versions=versions, rules_version=rules_version, validated_seq=seq)
-            self.strategy.on_confirmed(tx, old)
+            self.policies.of(tx).on_confirmed(tx, old)
             return
         serial = st.next_serial
         st.next_serial += 1
         entry_id = f"e{serial}"
         if old is not None:
-            self.strategy.on_refuted(tx, old)
+            self.policies.of(tx).on_refuted(tx, old)
             tx.evict(old.id, EvictionReason.SUPERSEDED, f"replaced by {entry_id}")
         entry = MemoryEntry(
             id=entry_id,
@@ -151,7 +159,7 @@ class Admission:
             derived_from=lesson.derived_from,
         )
         tx.add(entry, replaced=old.id if old is not None else None)
-        self.strategy.on_stored(tx, entry)
+        self.policies.of(tx).on_stored(tx, entry)
         if not self.strategy.invalidates:
             return
         mismatched: dict[str, tuple[str, str | None]] = {}
@@ -218,7 +226,7 @@ class Admission:
     def _admissible(
         self, tx: Ledger, suggestion: Suggestion, request: Mapping[str, Any] | None
     ) -> bool:
-        unhinted = suggestion.cache_hint is None and self.strategy.reads_unhinted
+        unhinted = suggestion.cache_hint is None and self.policies.of(tx).reads_unhinted
         if suggestion.cache_hint is not CacheHint.CACHEABLE and not unhinted:
             hint = suggestion.cache_hint.value if suggestion.cache_hint else "absent"
             self._not_stored(tx, suggestion, f"cache_hint is {hint}")

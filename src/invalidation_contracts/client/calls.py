@@ -17,10 +17,12 @@ from .entries import EvictionReason, MemoryEntry, Tombstone
 from .events import Need, Observation
 from .layout import load_tombstones, stored_origins
 from .ledger import Ledger
+from .policies import contractless_policy
 from .serving import Lookup, PatchOutcome
 from .state import OriginState
 from .stats import OriginStats
 from .steps import Steps
+from .strategies import Strategy
 from .values import Answer, Observed, Position
 
 
@@ -125,6 +127,21 @@ def evict(
     targets = None if everything or table is not None else entry_ids
     by_table = None if everything else table
     return core.responses.evict(origin, targets, by_table, reason, detail, episode)
+
+
+def set_policy(
+    core: MemoryCore, origin: str, policy: str | Strategy, *, episode: int | None = None
+) -> Steps[Observation]:
+    """Govern ``origin`` by a contract-less policy (``ttl``, ``verify``, ``learned`` or their arm
+    codes) from now on, whatever the memory's strategy; announced by a ``PolicyChosen`` event and
+    kept with the origin's state. ``ValueError`` for a strategy that is not contract-less."""
+    contractless_policy(policy)
+
+    def work(tx: Ledger) -> None:
+        core.policies.choose(tx, policy, "explicit")
+
+    call = yield from core.calls.run(origin, episode, work)
+    return call.observation
 
 
 def set_patchable(core: MemoryCore, origin: str, paths: Iterable[str]) -> Steps[None]:

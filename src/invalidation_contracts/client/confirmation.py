@@ -50,6 +50,7 @@ class Confirmations:
         return (
             self.active
             and not tx.confirmed
+            and tx.state.policy is None  # a contract-less origin has no position to confirm
             and tx.origin in self._unconfirmed
             and len(tx.index) > 0
         )

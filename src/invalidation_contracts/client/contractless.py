@@ -48,17 +48,15 @@ def learned_at(tx: Ledger, entry: MemoryEntry) -> float:
 
 def learner(tx: Ledger) -> Learner:
     """The origin's learner; persisted state that could not be read is reset with an event."""
-    data = tx.state.learner
-    why = data.get("unreadable")
+    why = tx.state.learner.get("unreadable")
     if why is not None:
-        data.clear()
-        data.update(fresh())
+        tx.state.learner = fresh()
         tx.emit(
             PolicyStateReset(
                 origin=tx.origin, episode=tx.episode, detail=f"unreadable learner state: {why}"
             )
         )
-    return Learner(data)
+    return Learner(tx.state)
 
 
 class ContractlessPolicy(NaiveMemory):
@@ -91,7 +89,7 @@ class ContractlessPolicy(NaiveMemory):
             learner(tx).checked(entry.id, tick(tx))
 
     def on_stored(self, tx: Ledger, entry: MemoryEntry) -> None:
-        learner(tx).prune(e.id for e in tx.index)
+        learner(tx).prune(len(tx.index), lambda: (e.id for e in tx.index))
 
     def doubt(self, tx: Ledger, entry: MemoryEntry, mind: Learner, good_at: float) -> str | None:
         """Why the entry is no longer trusted blind, or None."""

@@ -22,6 +22,8 @@ from .confirmation import Confirmations
 from .detection import Detection, DetectionName
 from .invalidation import Invalidation
 from .limits import DEFAULT_LIMITS, Limits
+from .policies import Policies, contractless_policy
+from .readers import SuggestionReader
 from .replica import Replicas
 from .responses import Responses
 from .serving import Serving
@@ -51,8 +53,13 @@ class MemoryCore:
         close_store: bool | None,
         trust: TrustPolicy | None,
         limits: Limits | None,
+        contractless: StrategyName | Strategy | type[Strategy] | None = None,
+        reader: SuggestionReader | None = None,
     ) -> None:
         self.strategy = strategy_for(strategy)
+        self.policies = Policies(
+            self.strategy, contractless_policy(contractless) if contractless is not None else None
+        )
         self.trust = trust if trust is not None else TrustPolicy()
         self.detection = Detection.parse(detection)
         self.limits = limits if limits is not None else DEFAULT_LIMITS
@@ -71,7 +78,7 @@ class MemoryCore:
         self.store = store
         lock = threading.RLock()
         invalidation = Invalidation(self.strategy, self.trust)
-        admission = Admission(invalidation, self.trust, self.limits)
+        admission = Admission(invalidation, self.trust, self.limits, self.policies)
         confirmations = Confirmations(
             active=self.strategy.invalidates and self.detection is not Detection.LAZY
         )
@@ -86,7 +93,12 @@ class MemoryCore:
         if aside is not None:
             self.calls.set_aside = (str(aside), str(path_of(self.store)))
         self.responses = Responses(
-            self.calls, invalidation, admission, detection=self.detection, limits=self.limits
+            self.calls,
+            invalidation,
+            admission,
+            detection=self.detection,
+            limits=self.limits,
+            reader=reader,
         )
         self.answers = Answers(self.calls, invalidation, self.limits)
-        self.serving = Serving(self.calls, self.strategy, self.trust)
+        self.serving = Serving(self.calls, self.strategy, self.trust, self.policies)

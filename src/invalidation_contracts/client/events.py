@@ -136,6 +136,16 @@ class Probing(EntryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PolicyChosen(MemoryEvent):
+    """A contract-less policy now governs the origin (explicitly, automatically, or because it is
+    the memory's strategy)."""
+
+    kind: ClassVar[str] = "policy-chosen"
+    policy: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyStateReset(MemoryEvent):
     """The drift policy's persisted state could not be read; it starts afresh (never a crash)."""
 

@@ -6,7 +6,8 @@ known good), or the same value again (a *confirmation*). Each refutation bounds 
 fix type to an interval ``(last known good, refuted at]``; refutations of one type whose intervals
 overlap are one change (a rotation seen from several scopes). From the changes the learner reads
 a lifetime (the mean time from learning to change), a period (the gaps between successive
-changes, each dated when seen, within a quarter of their mean; three changes or more) and
+changes, each dated when seen, within a quarter of their mean: assumed from the first gap,
+kept while later gaps agree) and
 co-drift (types whose changes overlap). Pure logic over a JSON dict kept in
 ``OriginState.learner``; times are *ticks* (the episode number when the caller gives one, else
 the clock in seconds).
@@ -14,15 +15,17 @@ the clock in seconds).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 VERSION = 1
 #: Changes kept per fix type (older ones are forgotten: bounded state).
 MAX_CHANGES = 16
 #: Per-entry confirmation ticks kept beyond the live entries before pruning.
 SLACK = 64
+#: Per-entry ticks are kept in this many shards, so a write copies one shard.
+SHARDS = 64
 #: How far successive gaps may stray from their mean and still be one period (a share of it).
 PERIOD_TOLERANCE = 0.25
 #: A co-drifting pair: changes that overlapped in at least this share of the rarer type's changes.
@@ -37,15 +40,25 @@ def fresh() -> dict[str, Any]:
     return {"v": VERSION, "types": {}, "checked": {}, "probed": {}}
 
 
+#: The state a learner reads before its first write (never written to).
+EMPTY: Mapping[str, Any] = fresh()
+
+
+class _Owner(Protocol):
+    """What holds a learner state (``OriginState``)."""
+
+    learner: dict[str, Any]
+
+
 def copy_learner(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An independent copy of a learner state (each memory call works on its own)."""
-    if not data:
-        return {}
-    out = dict(data)
-    for name in ("types", "checked", "probed"):
-        if isinstance(data.get(name), Mapping):
-            out[name] = dict(data[name])
-    return out
+    """The learner state for another memory call: the same object, since ``Learner`` never
+    changes one in place (it writes a new state, copying only the parts it changes)."""
+    return data  # type: ignore[return-value]
+
+
+def shard(entry_id: str) -> str:
+    """The shard of an entry's ticks: a write copies one shard, not every entry's tick."""
+    return str(sum(entry_id.encode()) % SHARDS)
 
 
 def readable_learner(data: object) -> dict[str, Any]:
@@ -76,8 +89,10 @@ def problem(data: object) -> str | None:
             return f"type {name!r}: changes must be [lo, hi] pairs"
         if not (isinstance(life, list) and len(life) == 2 and all(_number(x) for x in life)):
             return f"type {name!r}: life must be [count, sum]"
-    if not all(_number(tick) for tick in (*checked.values(), *probed.values())):
-        return "checked and probed ticks must be numbers"
+    for part in (checked, probed):
+        for ticks in part.values():
+            if not isinstance(ticks, Mapping) or not all(_number(t) for t in ticks.values()):
+                return "checked and probed must map shards to {entry: tick}"
     return None
 
 
@@ -88,36 +103,57 @@ class Forecast:
     lifetime: float | None
     """Mean ticks from learning to change, once a change has been seen."""
     period: Interval | None
-    """``(shortest, longest)`` period consistent with every gap, once three changes are seen."""
+    """``(shortest, longest)`` period consistent with every gap, once two changes are seen."""
     last_change: Interval | None
     next_change: Interval | None
     """Where the next change falls if the type is periodic."""
 
 
 class Learner:
-    """A view over one origin's learner state that reads and updates it in place."""
+    """A view over one origin's learner state. It never changes a state in place: each write
+    puts a new state on ``owner.learner`` that shares every part it did not change."""
 
-    def __init__(self, data: dict[str, Any]) -> None:
-        if not data:
-            data.update(fresh())
-        self.data = data
+    def __init__(self, owner: _Owner) -> None:
+        self.owner = owner
+
+    @property
+    def data(self) -> Mapping[str, Any]:
+        return self.owner.learner or EMPTY
+
+    def _edit(self, name: str) -> dict[str, Any]:
+        """A new state with a fresh copy of part ``name``, installed; that copy, to write."""
+        data = dict(self.data)
+        part = data[name] = dict(data[name])
+        self.owner.learner = data
+        return part
+
+    def _set_tick(self, name: str, entry_id: str, tick: float) -> None:
+        outer = self._edit(name)
+        where = shard(entry_id)
+        inner = outer[where] = dict(outer.get(where, {}))
+        inner[entry_id] = tick
+
+    def _tick(self, name: str, entry_id: str) -> float | None:
+        found = self.data[name].get(shard(entry_id), {}).get(entry_id)
+        return None if found is None else float(found)
 
     # ------------------------------------------------------------------ observations
 
     def checked(self, entry_id: str, tick: float) -> None:
         """The entry's fix was known good at ``tick`` (confirmed, or accepted when injected)."""
-        self.data["checked"][entry_id] = tick
+        self._set_tick("checked", entry_id, tick)
 
     def last_good(self, entry_id: str, learned: float) -> float:
         """When the entry's fix was last known good: its last confirmation, else its learning."""
-        tick = self.data["checked"].get(entry_id)
-        return float(tick) if tick is not None else learned
+        tick = self._tick("checked", entry_id)
+        return tick if tick is not None else learned
 
     def refuted(self, fix_type: str, since: float, at: float, learned: float) -> Interval:
         """A fix of ``fix_type`` good at ``since`` (learned at ``learned``) was refuted at ``at``:
         one change in ``(since, at]``, merged with the type's last change when they overlap."""
-        record = self.data["types"].setdefault(fix_type, {"changes": [], "life": [0, 0.0]})
-        changes: list[list[float]] = record["changes"]
+        types = self._edit("types")
+        old = types.get(fix_type) or {"changes": [], "life": [0, 0.0]}
+        changes: list[list[float]] = [list(c) for c in old["changes"]]
         lo, hi = min(since, at), at
         if changes and overlaps((changes[-1][0], changes[-1][1]), (lo, hi)):
             last = changes[-1]
@@ -125,24 +161,27 @@ class Learner:
         else:
             changes.append([lo, hi])
             del changes[:-MAX_CHANGES]
-        count, total = record["life"]
-        record["life"] = [count + 1, total + max(0.0, hi - learned)]
+        count, total = old["life"]
+        types[fix_type] = {"changes": changes, "life": [count + 1, total + max(0.0, hi - learned)]}
         return (changes[-1][0], changes[-1][1])
 
     def probe(self, entry_id: str, tick: float) -> bool:
         """Mark the entry probed at ``tick``; False if it already was (a probe once per tick)."""
-        if self.data["probed"].get(entry_id) == tick:
+        if self._tick("probed", entry_id) == tick:
             return False
-        self.data["probed"][entry_id] = tick
+        self._set_tick("probed", entry_id, tick)
         return True
 
-    def prune(self, live: Iterable[str]) -> None:
-        """Forget the ticks of entries no longer live, once there are many."""
-        keep = set(live)
+    def prune(self, live: int, ids: Callable[[], Iterable[str]]) -> None:
+        """Forget the ticks of entries no longer live (``ids``), once they outnumber the ``live``
+        entries by ``SLACK``."""
         for name in ("checked", "probed"):
-            ticks = self.data[name]
-            if len(ticks) > len(keep) + SLACK:
-                self.data[name] = {k: v for k, v in ticks.items() if k in keep}
+            if sum(len(ticks) for ticks in self.data[name].values()) <= live + SLACK:
+                continue
+            keep = set(ids())
+            outer = self._edit(name)
+            for where, ticks in list(outer.items()):
+                outer[where] = {k: v for k, v in ticks.items() if k in keep}
 
     # ------------------------------------------------------------------ forecasts
 
@@ -179,11 +218,15 @@ class Learner:
         """Why a fix of ``fix_type`` last known good at ``good_at`` may have changed by ``now``:
         a change of its type (or of a co-drifting type) seen since, a periodic change predicted
         due, or an age past the learned lifetime; None when there is no reason to doubt it."""
-        for kind in (fix_type, *self.co_drifting(fix_type)):
-            changes = self.changes(kind)
-            if changes and good_at < changes[-1][1] <= now:
-                which = "its type" if kind == fix_type else f"co-drifting type {kind}"
-                return f"{which} changed in ({changes[-1][0]:g}, {changes[-1][1]:g}]"
+        mine = self.changes(fix_type)
+        if mine and good_at < mine[-1][1] <= now:
+            return f"its type changed in ({mine[-1][0]:g}, {mine[-1][1]:g}]"
+        for other, record in self.data["types"].items():
+            last = record["changes"][-1] if record["changes"] else None
+            if other == fix_type or last is None or not good_at < last[1] <= now:
+                continue  # only a change seen since the fix was known good can doubt it
+            if mine and co_drift(mine, self.changes(other)) >= CO_DRIFT_SHARE:
+                return f"co-drifting type {other} changed in ({last[0]:g}, {last[1]:g}]"
         cast = self.forecast(fix_type)
         if cast.next_change is not None:
             if good_at < cast.next_change[1] and now >= cast.next_change[0]:
@@ -216,9 +259,9 @@ def overlaps(a: Interval, b: Interval) -> bool:
 
 def period(changes: list[Interval]) -> Interval | None:
     """``(shortest, longest)`` period when the gaps between successive changes (each dated by when
-    it was seen) agree within ``PERIOD_TOLERANCE`` of their mean (at least one tick), three changes
-    or more; else None."""
-    if len(changes) < 3:
+    it was seen) agree within ``PERIOD_TOLERANCE`` of their mean (at least one tick): assumed from
+    two changes (one gap), dropped when a later gap disagrees; else None."""
+    if len(changes) < 2:
         return None
     seen = [hi for _, hi in changes]
     gaps = [b - a for a, b in zip(seen, seen[1:], strict=False)]

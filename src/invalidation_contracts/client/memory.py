@@ -40,6 +40,7 @@ from . import _legacy, calls
 from .core import MemoryCore
 from .detection import Detection, DetectionName
 from .limits import Limits
+from .readers import SuggestionReader
 from .serving import Lookup, PatchOutcome
 from .steps import Steps, run_async, run_sync
 from .stores import Store
@@ -186,6 +187,8 @@ class _Surface:
         close_store: bool | None = None,
         trust: TrustPolicy | None = None,
         limits: Limits | None = None,
+        contractless: StrategyName | Strategy | type[Strategy] | None = None,
+        reader: SuggestionReader | None = None,
     ) -> None:
         self._core = MemoryCore(
             strategy,
@@ -195,6 +198,8 @@ class _Surface:
             close_store=close_store,
             trust=trust,
             limits=limits,
+            contractless=contractless,
+            reader=reader,
         )
 
     @classmethod
@@ -245,6 +250,8 @@ class _Surface:
     evict = _Steps(calls.evict)
     # Client apply mode.
     set_patchable = _Steps(calls.set_patchable)
+    # Origins without a contract.
+    set_policy = _Steps(calls.set_policy)
     apply_patches = _Steps(calls.apply_patches)
     # Reading the memory.
     entries = _Steps(calls.entries)
@@ -269,6 +276,11 @@ class FixMemory(_Surface):
     ``close_store``: whether ``close()`` closes the store (default: when the memory opened it).
     ``trust``: the defences against a dishonest server (``TrustPolicy``); default: none.
     ``limits``: the caps on what a server controls (``Limits``); default: ``Limits()``.
+    ``contractless``: the policy (``ttl``, ``verify``, ``learned``) an origin is switched to when
+    its failures carry suggestions and no contract field (default: none, such fixes are not kept);
+    ``set_policy`` chooses one for an origin explicitly (``client.policies``).
+    ``reader``: reads failures in another shape than ``recovery_feedback`` as suggestions
+    (``client.readers``; ``ProblemErrorsReader`` reads an RFC 9457 ``errors`` list).
     """
 
     def _bind(self, call: _Call[Any, Any]) -> Callable[..., Any]:

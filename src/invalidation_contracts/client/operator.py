@@ -67,6 +67,7 @@ def origin_stats(path: str | PathLike[str], origin: str | None = None) -> list[d
                 "entries": len(memory.entries(name)),
                 "tombstones": len(memory.tombstones(name)),
                 "unreadable": len(memory.unreadable(name)),
+                "policy": memory.state(name).policy or "contract",
             }
             row.update(memory.stats(name).to_dict())
             rows.append(row)
@@ -138,8 +139,10 @@ def stats_table(rows: list[dict[str, Any]]) -> Table:
     table.add_row("evictions", *(str(sum(row["evictions"].values())) for row in rows))
     for reason in reasons:
         table.add_row(f"  {reason}", *(str(row["evictions"].get(reason, 0)) for row in rows))
+    table.add_row("policy", *(str(row.get("policy", "contract")) for row in rows))
     for name in (
         "restamps",
+        "probes",
         "quarantines",
         "version_moves",
         "rules_alerts",

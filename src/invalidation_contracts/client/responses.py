@@ -15,10 +15,11 @@ from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
 from .entries import EvictionReason
-from .events import FetchChanges, Need, Observation
+from .events import FetchChanges, Need, NotStored, Observation
 from .invalidation import Invalidation
 from .ledger import Ledger
 from .limits import Limits
+from .readers import SuggestionReader
 from .stats import contract_bytes as measure_contract_bytes
 from .steps import Steps
 from .transaction import CallRunner
@@ -43,6 +44,8 @@ class Responses:
     _: KW_ONLY
     detection: Detection
     limits: Limits
+    reader: SuggestionReader | None = None
+    """Reads failures in other shapes than ``recovery_feedback`` (``client.readers``)."""
 
     def begin_episode(self, origin: str, episode: int) -> Steps[list[Need]]:
         with self.calls.lock:
@@ -103,9 +106,12 @@ class Responses:
         # Malformed contract fields (``Ignored``) discredit the whole response: none of its
         # suggestions is learned, as for a contract the trust policy doubts (no partial store).
         readable = contract is not None or not carries_contract(body)
+        if r.status == 422 and readable and self.reader is not None:
+            body = self._translated(tx, body, r.request)
         suggestions = (
             read_suggestions(tx, body, self.limits) if r.status == 422 and readable else []
         )
+        self.admission.policies.notice(tx, body, suggestions)
         if contract is not None or suggestions:
             doubt = self.invalidation.trust.doubt(
                 body, r.signature, since=r.delta_since, now=tx.now
@@ -125,7 +131,7 @@ class Responses:
             for entry_id in injected:
                 entry = tx.index.get(entry_id)
                 if entry is not None:
-                    self.invalidation.strategy.on_accepted(tx, entry)
+                    self.admission.policies.of(tx).on_accepted(tx, entry)
         lesson = Lesson(
             tuple(suggestions),
             contract,
@@ -142,6 +148,20 @@ class Responses:
         else:
             self.calls.settle(tx)
             self.admission.learn(tx, lesson)
+
+    def _translated(
+        self, tx: Ledger, body: Mapping[str, Any], request: Mapping[str, Any] | None
+    ) -> Mapping[str, Any]:
+        """``body`` with the reader's suggestions as its ``recovery_feedback`` (if it has none);
+        each error the reader cannot make deterministic is reported, not stored."""
+        if body.get("recovery_feedback") is not None or self.reader is None:
+            return body
+        reading = self.reader.read(body, request)
+        for kind, reason in reading.unread:
+            tx.emit(
+                NotStored(origin=tx.origin, episode=tx.episode, suggestion_type=kind, reason=reason)
+            )
+        return {**body, "recovery_feedback": {"suggestions": reading.suggestions}}
 
     def evict(
         self,

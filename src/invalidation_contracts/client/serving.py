@@ -18,6 +18,7 @@ from .entries import EvictionReason, MemoryEntry
 from .events import MemoryEvent, Need, Served
 from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
+from .policies import Policies
 from .steps import Steps
 from .strategies import Strategy
 from .transaction import CallRunner
@@ -53,10 +54,17 @@ class PatchOutcome:
 class Serving:
     """Lookups and patches under one strategy and trust policy."""
 
-    def __init__(self, calls: CallRunner, strategy: Strategy, trust: TrustPolicy) -> None:
+    def __init__(
+        self,
+        calls: CallRunner,
+        strategy: Strategy,
+        trust: TrustPolicy,
+        policies: Policies | None = None,
+    ) -> None:
         self.calls = calls
         self.strategy = strategy
         self.trust = trust
+        self.policies = policies if policies is not None else Policies(strategy)
 
     def lookup(
         self, origin: str, draft: Mapping[str, Any], episode: int | None, operation: str | None
@@ -109,9 +117,9 @@ class Serving:
             if refused is not None:
                 tx.quarantine(entry.id, refused)
                 return False
-        if not self.strategy.serves(tx, entry):
+        if not self.policies.of(tx).serves(tx, entry):
             return False
-        if self.strategy.invalidates:
+        if self.strategy.invalidates and tx.state.policy is None:
             if self.calls.confirmations.pending(tx):
                 return False  # not confirmed since this process (or connection) started
             expiry = self.trust.expiry(entry, tx.now)

@@ -40,6 +40,9 @@ class OriginState:
     """Tombstones below this sequence have been dropped (``retention``)."""
     tombstone_days: dict[str, int] = field(default_factory=dict)
     """``{day number: first tombstone sequence written that day}``, for age-based pruning."""
+    policy: str | None = None
+    """The contract-less policy governing the origin (``client.policies``); None: the memory's
+    strategy."""
     learner: dict[str, Any] = field(default_factory=dict)
     """A contract-less policy's learned drift (``client.learner``), JSON, persisted with the
     rest."""
@@ -74,6 +77,7 @@ class OriginState:
             next_tombstone=self.next_tombstone,
             tombstone_floor=self.tombstone_floor,
             tombstone_days=dict(self.tombstone_days),
+            policy=self.policy,
             learner=copy_learner(self.learner),
         )
 
