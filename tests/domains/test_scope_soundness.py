@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
+from tests.support.tau2 import domain_params
 
 from invalidation_contracts.domains import available_domains, get_catalog
 from invalidation_contracts.server import Provider
@@ -66,7 +67,7 @@ def unsound(domain: str) -> list[str]:
     return problems
 
 
-@pytest.mark.parametrize("domain", available_domains())
+@pytest.mark.parametrize("domain", domain_params(available_domains()))
 def test_every_fix_served_in_its_scope_is_needed_there_and_repairs_it(domain):
     assert unsound(domain) == []
 
