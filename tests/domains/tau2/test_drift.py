@@ -8,13 +8,13 @@ import json
 import pytest
 
 from invalidation_contracts.domains.catalog import is_fix_current
-from invalidation_contracts.protocol import Suggestion
 from invalidation_contracts.domains.tau2_airline.drift import (
     SNAPSHOTS,
     snapshot_files,
     snapshot_rows,
 )
 from invalidation_contracts.domains.tau2_airline.source import initial_tables
+from invalidation_contracts.protocol import Suggestion
 
 pytestmark = pytest.mark.tau2
 

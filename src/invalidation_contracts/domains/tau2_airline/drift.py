@@ -92,7 +92,7 @@ class CancelReservation:
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class DriftSnapshot:
     """One drift snapshot: ``table`` after ``edits``, applied to τ²'s shipped rows in order."""
 
     table: str
@@ -100,23 +100,23 @@ class Snapshot:
 
 
 #: The drift snapshots, by name (``<table>.<what happened>``).
-SNAPSHOTS: dict[str, Snapshot] = {
-    "users.gift-card-spent": Snapshot(
+SNAPSHOTS: dict[str, DriftSnapshot] = {
+    "users.gift-card-spent": DriftSnapshot(
         "users",
         (
             Spend("omar_rossi_1241", "gift_card_8190333", 15.0),
             Spend("mohamed_silva_9265", "gift_card_8020792", 48.0),
         ),
     ),
-    "reservations.other-cancelled": Snapshot("reservations", (CancelReservation("EHGLP3"),)),
-    "flight_dates.seats-taken": Snapshot(
+    "reservations.other-cancelled": DriftSnapshot("reservations", (CancelReservation("EHGLP3"),)),
+    "flight_dates.seats-taken": DriftSnapshot(
         "flight_dates",
         (
             TakeSeats("HAT232", "2024-05-21", "economy", 2),
             TakeSeats("HAT001", "2024-05-21", "economy", 2),
         ),
     ),
-    "flight_dates.seats-taken+cancelled": Snapshot(
+    "flight_dates.seats-taken+cancelled": DriftSnapshot(
         "flight_dates",
         (
             TakeSeats("HAT232", "2024-05-21", "economy", 2),
@@ -124,7 +124,7 @@ SNAPSHOTS: dict[str, Snapshot] = {
             Cancel("HAT208", "2024-05-27"),
         ),
     ),
-    "flight_dates.fares-moved": Snapshot(
+    "flight_dates.fares-moved": DriftSnapshot(
         "flight_dates",
         (
             Reprice("HAT001", "2024-05-21", "economy", 131),
@@ -134,7 +134,7 @@ SNAPSHOTS: dict[str, Snapshot] = {
 }
 
 
-def snapshot_rows(snapshot: Snapshot) -> Rows:
+def snapshot_rows(snapshot: DriftSnapshot) -> Rows:
     """The table ``snapshot`` describes: τ²'s rows with its edits applied (only edited rows are
     copied; the rest are shared with the loaded database)."""
     tables: dict[str, Rows] = {name: _Copying(rows) for name, rows in initial_tables().items()}
@@ -190,7 +190,7 @@ __all__ = [
     "Cancel",
     "CancelReservation",
     "Reprice",
-    "Snapshot",
+    "DriftSnapshot",
     "Spend",
     "TakeSeats",
     "cache_root",

