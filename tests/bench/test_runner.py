@@ -6,6 +6,7 @@ import functools
 import json
 
 import pytest
+from tests.support.tau2 import scenario_params
 
 from invalidation_contracts.bench.arms import Arm
 from invalidation_contracts.bench.artifacts import read_runs
@@ -129,7 +130,7 @@ def test_an_interrupted_run_leaves_no_completed_artifact(tmp_path):
     assert read_runs(tmp_path) == []
 
 
-@pytest.mark.parametrize("name", shipped_scenarios())
+@pytest.mark.parametrize("name", scenario_params(shipped_scenarios()))
 def test_every_shipped_scenario_refers_only_to_what_its_domain_ships(name):
     scenario = load_scenario(name)
     check_scenario(scenario, get_catalog(scenario.domain))

@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).parents[2] / "src" / "invalidation_contracts" / "domain
 
 
 def test_available_domains_lists_every_reference_domain():
-    assert available_domains() == ["acme_billing", "acme_rules", "recipes"]
+    assert available_domains() == ["acme_billing", "acme_rules", "recipes", "tau2_airline"]
 
 
 @pytest.mark.parametrize("name", ["acme_billing", "acme_rules", "recipes"])

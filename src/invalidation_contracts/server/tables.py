@@ -58,6 +58,18 @@ def thaw(value: object) -> Any:
     return value
 
 
+def same_json(a: object, b: object) -> bool:
+    """Two frozen JSON values are the same value of the same types all the way down (``1``,
+    ``1.0`` and ``True`` compare equal in Python and differ here)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def _frozen_row(table: str, key: object, row: object) -> FrozenRow:
     if not isinstance(key, str) or not key:
         raise ProtocolError(
@@ -90,14 +102,27 @@ class Snapshot:
     etags: Mapping[str, str] = field(repr=False)
 
     @classmethod
-    def build(cls, name: str, version: str, rows: Mapping[str, Any]) -> Snapshot:
-        """Validate and freeze ``rows`` (key → JSON object) into a snapshot."""
+    def build(
+        cls, name: str, version: str, rows: Mapping[str, Any], previous: Snapshot | None = None
+    ) -> Snapshot:
+        """Validate and freeze ``rows`` (key → JSON object) into a snapshot.
+
+        With ``previous`` (the table a reload replaces), a row identical to its previous
+        version, value for value and type for type, keeps that version's etag instead of being
+        fingerprinted again: identical JSON has the same canonical form, so the etag is the same.
+        """
         if not isinstance(rows, Mapping):
             raise ProtocolError(
                 ProblemType.INVALID_REQUEST, f"table {name!r}: rows must be an object of key → row"
             )
         frozen = {key: _frozen_row(name, key, row) for key, row in rows.items()}
-        etags = {key: row_etag(row) for key, row in frozen.items()}
+        old_rows = previous.rows if previous is not None else {}
+        etags = {
+            key: previous.etags[key]
+            if previous is not None and key in old_rows and same_json(row, old_rows[key])
+            else row_etag(row)
+            for key, row in frozen.items()
+        }
         return cls(name, version, MappingProxyType(frozen), MappingProxyType(etags))
 
     def with_changes(

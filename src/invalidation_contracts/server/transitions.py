@@ -73,7 +73,7 @@ class TableChange:
         not there; checks nothing about the version.
         """
         if self.replace:
-            new = Snapshot.build(old.name, old.version, self.upsert)
+            new = Snapshot.build(old.name, old.version, self.upsert, previous=old)
             return new, diff(old, new)
         new = old.with_changes(old.version, self.upsert, self.delete)
         return new, diff(old, new, [*self.upsert, *self.delete])

@@ -10,7 +10,6 @@ from ..domain import Domain
 from ..registry import initial_state, new_epoch
 from ..rules import RuleSet
 from ..state import RegistryState
-from ..tables import Snapshot
 from .dialect import Connection, HistoryLost, SQLLoader, Statements, StorageError
 from .evolve import evolve
 from .reader import Loaded, StoredTables, read_history, read_rules, read_stored, read_tables
@@ -20,9 +19,7 @@ logger = logging.getLogger(__name__)
 
 
 def initialise(s: Statements[Connection], domain: Domain, load_sql: SQLLoader | None) -> Loaded:
-    memory = [
-        Snapshot.build(name, spec.version, spec.rows) for name, spec in domain.memory_tables.items()
-    ]
+    memory = domain.initial_snapshots()
     sql, positions = load_sql() if load_sql is not None else ({}, {})
     state = initial_state([*memory, *sql.values()], domain.rules)
     write_all(s, state)

@@ -290,9 +290,7 @@ def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeS
 
 
 def _in_memory(domain: Domain, source: ChangeSource | None, capacity: int) -> Registry:
-    snapshots = [
-        Snapshot.build(name, spec.version, spec.rows) for name, spec in domain.memory_tables.items()
-    ]
+    snapshots = domain.initial_snapshots()
     head = None
     if source is not None:
         sql, head = source.load()
