@@ -45,6 +45,10 @@ class AppSpec:
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
+    max_watch_streams: int | None = None
+    """Watch streams one worker holds at once (None: ``MAX_WATCH_STREAMS``)."""
+    max_watch_per_client: int | None = None
+    """Watch streams one client address holds in one worker (None: the default)."""
 
     def build(self) -> FastAPI:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -59,6 +63,10 @@ class AppSpec:
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
         app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
+        if self.max_watch_streams is not None:
+            app.state.service.watch_max_streams = self.max_watch_streams
+        if self.max_watch_per_client is not None:
+            app.state.service.watch_max_per_client = self.max_watch_per_client
         if self.metrics:
             from ..observe import instrument
 

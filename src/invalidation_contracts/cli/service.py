@@ -21,6 +21,7 @@ from .options import (
     _add_trust_options,
     _admin_token,
     _cannot_listen,
+    _count,
     _history,
     _level,
     _port,
@@ -109,6 +110,22 @@ def register(sub: Subparsers) -> None:
         help="how often a worker looks for changes nothing wakes it for: SQLite files it cannot "
         "watch with inotify (not Linux), and the captured writes of a PostgreSQL --database (the "
         "capture leader polls; default 0.02)",
+    )
+    p.add_argument(
+        "--max-watch-streams",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="watch streams one worker holds at once; one more is answered 503 with "
+        "Retry-After (default 1024)",
+    )
+    p.add_argument(
+        "--max-watch-per-client",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="watch streams one client address holds in one worker; one more is answered 503 "
+        "(default 64; behind a proxy, its address unless uvicorn trusts its X-Forwarded-For)",
     )
     p.add_argument(
         "--metrics",
@@ -219,6 +236,8 @@ def _serve(args: argparse.Namespace) -> int:
         poll_interval_s=args.poll_interval,
         stall_timeout_s=args.stall_timeout,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
+        max_watch_streams=args.max_watch_streams,
+        max_watch_per_client=args.max_watch_per_client,
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -286,6 +305,8 @@ def _listen(
         listening=listening,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
+        body_deadline_s=args.body_deadline,
+        max_connections=args.max_connections,
     )
 
 

@@ -27,7 +27,12 @@ import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..server.auth import REALM
-from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
+from ..sockets import (
+    DEFAULT_BODY_DEADLINE_S,
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+)
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -58,6 +63,10 @@ class HttpOptions:
     """Seconds a request body may send nothing (the listener's and ``BodyTimeout``'s)."""
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     """Seconds a connection has to send a request's line and headers (the listener's)."""
+    body_deadline_s: float = DEFAULT_BODY_DEADLINE_S
+    """Seconds a request body has in all, plus one per 1,024 bytes (the listener's)."""
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    """Connections the listener holds at once (503 beyond)."""
 
 
 def is_loopback(host: str) -> bool:
