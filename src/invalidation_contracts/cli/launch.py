@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..server.auth import ADMIN_TOKEN_ENV
@@ -69,8 +70,18 @@ class AppSpec:
             app.state.service.watch_max_per_client = self.max_watch_per_client
         if self.metrics:
             from ..observe import instrument
+            from ..observe.prometheus import PrometheusExposition
+            from ..observe.workers import METRICS_DIR_ENV
 
-            instrument(app, app.state.service)
+            shared = os.environ.get(METRICS_DIR_ENV)
+            exposition = PrometheusExposition(
+                domain.name, shared_dir=Path(shared) if shared else None
+            )
+            from ..observe.clients import ClientKey
+
+            instrument(
+                app, app.state.service, prometheus=exposition, client_key=ClientKey.from_env()
+            )
         return app
 
     def config(self) -> WorkerConfig:

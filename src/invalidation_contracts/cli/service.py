@@ -128,6 +128,15 @@ def register(sub: Subparsers) -> None:
         "(default 64; behind a proxy, its address unless uvicorn trusts its X-Forwarded-For)",
     )
     p.add_argument(
+        "--client-key-secret-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --metrics: file holding the secret client keys are hashed under (default: "
+        "$INVALIDATION_CONTRACTS_CLIENT_KEY_SECRET, else a random one shared by this serve's "
+        "workers); give every server behind one load balancer the same, so a client's key agrees",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
@@ -221,6 +230,7 @@ def _serve(args: argparse.Namespace) -> int:
             "admin routes answer 401",
             file=sys.stderr,
         )
+    _client_key_secret(args)
     spec = AppSpec(
         domain=args.domain,
         level=args.level,
@@ -258,10 +268,57 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             app.state.service.close()  # each worker opens its own; this one only checked it
             os.environ[SPEC_ENV] = spec.to_env()
-            _listen(FACTORY, args, workers=args.workers, factory=True)
+            with _shared_metrics(args.metrics):
+                _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
         raise _cannot_listen(args, exc) from None
     return 0
+
+
+def _client_key_secret(args: argparse.Namespace) -> None:
+    """Put the client-key secret where every worker reads it: ``--client-key-secret-file``,
+    else the environment's, else (with ``--metrics``) a random one for this serve's workers."""
+    from ..observe.clients import CLIENT_KEY_SECRET_ENV
+    from ..private_files import exposure
+
+    path: Path | None = args.client_key_secret_file
+    if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the client key secret file {exposed}", file=sys.stderr)
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise CommandError(f"cannot read the client key secret file {path}: {reason}") from None
+        if not secret:
+            raise UsageError(f"the client key secret file {path} is empty")
+        os.environ[CLIENT_KEY_SECRET_ENV] = secret
+    elif args.metrics and not os.environ.get(CLIENT_KEY_SECRET_ENV):
+        import secrets
+
+        os.environ[CLIENT_KEY_SECRET_ENV] = secrets.token_hex(32)
+
+
+@contextlib.contextmanager
+def _shared_metrics(metrics: bool) -> Iterator[None]:
+    """With ``--metrics``, a private folder the workers publish their metrics in, so the one
+    scrape target answers for all of them (``observe.workers``); removed at exit."""
+    if not metrics:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    from ..observe.workers import METRICS_DIR_ENV
+
+    folder = tempfile.mkdtemp(prefix="invalidation-contracts-metrics-")
+    os.environ[METRICS_DIR_ENV] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop(METRICS_DIR_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _known_domain(name: str) -> None:

@@ -34,6 +34,8 @@ from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5
+#: Seconds a worker of ``serve --workers N`` has to start (and to answer a health check).
+WORKER_START_TIMEOUT_S = 60
 #: Seconds ``serving`` waits for uvicorn to listen.
 START_TIMEOUT_S = 30.0
 
@@ -92,6 +94,9 @@ def serve(
         workers=workers,
         factory=factory,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # uvicorn kills a worker not ready within this (default 5 s) and starts another: on a
+        # loaded host every worker's start (imports, opening the registry) could take longer.
+        timeout_worker_healthcheck=WORKER_START_TIMEOUT_S,
     )
     raise_file_limit()
     listener = listen(host, port)
