@@ -14,6 +14,7 @@ import logging
 import math
 import socket
 import time
+from collections.abc import Callable
 from typing import Any
 
 DEFAULT_HEADER_TIMEOUT_S = 10.0
@@ -88,7 +89,9 @@ class RateLimitedLog:
     it once per pending connection, each second) at most once a second, with a count of the
     reports it left out; every other error goes to the loop's default handler."""
 
-    def __init__(self, interval_s: float = 1.0, clock: Any = time.monotonic) -> None:
+    def __init__(
+        self, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.interval_s = interval_s
         self._clock = clock
         self._last = -math.inf

@@ -27,7 +27,7 @@ A mark that is missing or unreadable says nothing (a new registry, or one moved 
 alone): the file is taken as it is.
 
 The mark beside the file is restored with it by any directory or volume backup (hostile audit
-H4), so each host also keeps a ``Ledger`` outside every registry's directory: per epoch, the
+H4), so each host also keeps a ``HistoryLedger`` outside every registry's directory: per epoch, the
 furthest committed seq served from it on this host (``$INVALIDATION_CONTRACTS_HISTORY_LEDGER``,
 default ``$XDG_STATE_HOME/invalidation-contracts/history``; ``off`` keeps none). It is raised
 with the mark, and a file behind the ledger's seq of its epoch was restored, whatever mark came
@@ -137,7 +137,7 @@ def ledger_dir() -> Path | None:
     return Path(state) / "invalidation-contracts" / "history"
 
 
-class Ledger:
+class HistoryLedger:
     """The furthest committed seq this host served of each epoch, one small file per epoch in a
     directory no registry backup carries (a restore cannot bring it back to an older value)."""
 
@@ -286,10 +286,12 @@ class HighWater:
     which orders the marks' read-then-replace; ``path`` None (a database that is not a file) makes
     every method a no-op that vouches for everything."""
 
-    def __init__(self, path: Path | None, where: str, ledger: Ledger | None = None) -> None:
+    def __init__(self, path: Path | None, where: str, ledger: HistoryLedger | None = None) -> None:
         self.path = path
         self.where = where
-        self.ledger = ledger if ledger is not None else Ledger(ledger_dir() if path else None)
+        self.ledger = (
+            ledger if ledger is not None else HistoryLedger(ledger_dir() if path else None)
+        )
 
     def read(self) -> Mark | None:
         return None if self.path is None else read_mark(self.path)
