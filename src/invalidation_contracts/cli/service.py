@@ -277,7 +277,10 @@ def _serve(args: argparse.Namespace) -> int:
 
 def _client_key_secret(args: argparse.Namespace) -> None:
     """Put the client-key secret where every worker reads it: ``--client-key-secret-file``,
-    else the environment's, else (with ``--metrics``) a random one for this serve's workers."""
+    else the environment's, else a random one for this serve's workers (only ``--metrics``
+    scores clients, so only it reads one: the ``otel`` extra)."""
+    if not args.metrics:
+        return
     from ..observe.clients import CLIENT_KEY_SECRET_ENV
     from ..private_files import exposure
 
@@ -294,7 +297,7 @@ def _client_key_secret(args: argparse.Namespace) -> None:
         if not secret:
             raise UsageError(f"the client key secret file {path} is empty")
         os.environ[CLIENT_KEY_SECRET_ENV] = secret
-    elif args.metrics and not os.environ.get(CLIENT_KEY_SECRET_ENV):
+    elif not os.environ.get(CLIENT_KEY_SECRET_ENV):
         import secrets
 
         os.environ[CLIENT_KEY_SECRET_ENV] = secrets.token_hex(32)
