@@ -9,8 +9,13 @@ not an exit inside uvicorn. Also the listener's header read timeout, its default
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import math
 import socket
+import time
+from collections.abc import Callable
+from typing import Any
 
 DEFAULT_HEADER_TIMEOUT_S = 10.0
 """Seconds a connection has to deliver a request's line and headers before it is closed (nginx
@@ -21,6 +26,14 @@ DEFAULT_BODY_TIMEOUT_S = 30.0
 """Seconds a request body may go without a byte while the server reads it."""
 BODY_TIMEOUT_ENV = "INVALIDATION_CONTRACTS_BODY_TIMEOUT"
 """The body timeout of a server run by the uvicorn CLI with ``header_timeout``'s protocol."""
+DEFAULT_BODY_DEADLINE_S = 60.0
+"""Seconds a request body has in all, plus one per ``DEFAULT_BODY_MIN_RATE`` bytes it sends: a
+body trickled a byte at a time is cut off however often it sends."""
+DEFAULT_BODY_MIN_RATE = 1024.0
+"""Bytes a second a request body must average once its deadline's first part has passed (1 MiB,
+the largest body, may take about 17 minutes at this rate)."""
+DEFAULT_MAX_CONNECTIONS = 2048
+"""Connections one worker holds at once; a connection beyond is answered 503 and closed."""
 
 
 def header_timeout(value: object, what: str = "header") -> float:
@@ -48,3 +61,54 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+def raise_file_limit() -> tuple[int, int]:
+    """Raise this process's open-file soft limit to its hard limit (each connection holds a
+    descriptor; 1,024, a common default, is few for a server); the (soft, hard) limits now.
+    A platform without ``resource`` keeps its limits, reported as (-1, -1)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        return (-1, -1)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):  # e.g. an unlimited hard limit the kernel caps lower
+            pass
+    return (soft, hard)
+
+
+_RESOURCE_ERROR = "socket.accept() out of system resource"
+
+
+class RateLimitedLog:
+    """An event loop's exception handler that logs running out of descriptors (asyncio reports
+    it once per pending connection, each second) at most once a second, with a count of the
+    reports it left out; every other error goes to the loop's default handler."""
+
+    def __init__(
+        self, interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval_s = interval_s
+        self._clock = clock
+        self._last = -math.inf
+        self.suppressed = 0
+
+    def handle(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if not str(context.get("message", "")).startswith(_RESOURCE_ERROR):
+            loop.default_exception_handler(context)
+            return
+        now = self._clock()
+        if now - self._last < self.interval_s:
+            self.suppressed += 1
+            return
+        left_out, self.suppressed, self._last = self.suppressed, 0, now
+        logging.getLogger("asyncio").error(
+            "%s: %s (%d more such reports left out since the last); new connections wait",
+            _RESOURCE_ERROR,
+            context.get("exception"),
+            left_out,
+        )

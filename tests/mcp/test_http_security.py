@@ -90,6 +90,32 @@ def test_on_every_address_only_the_allowed_host_and_origin_pass(server):
     assert status(host="mcp.example:80") == 200
 
 
+def test_an_allowed_host_named_without_a_port_is_allowed_on_any_port(server):
+    """``--allowed-host mcp.example`` (the form the wildcard bind's error suggests) matches
+    ``Host: mcp.example:8080`` as ``serve`` does (hostile audit H12)."""
+    http = HttpOptions(allowed_hosts=("mcp.example",), token="s3cret-token")
+    auth = {"authorization": "Bearer s3cret-token"}
+
+    assert _initialize(server, http, "0.0.0.0", host="mcp.example:8080", **auth) == 200
+    assert _initialize(server, http, "0.0.0.0", host="mcp.example", **auth) == 200
+    assert _initialize(server, http, "0.0.0.0", host="other.example:8080", **auth) == 421
+
+
+@pytest.mark.parametrize("scheme", ["bearer", "BEARER", "Bearer"])
+def test_the_bearer_scheme_is_matched_case_insensitively(server, scheme):
+    http = HttpOptions(allowed_hosts=("mcp.example:*",), token="s3cret-token")
+    sent = {"host": "mcp.example:80", "authorization": f"{scheme} s3cret-token"}
+
+    assert _initialize(server, http, "0.0.0.0", **sent) == 200
+
+
+def test_a_token_under_another_scheme_is_refused(server):
+    http = HttpOptions(allowed_hosts=("mcp.example:*",), token="s3cret-token")
+    sent = {"host": "mcp.example:80", "authorization": "Basic s3cret-token"}
+
+    assert _initialize(server, http, "0.0.0.0", **sent) == 401
+
+
 def test_off_loopback_a_request_without_the_token_is_refused(server):
     http = HttpOptions(allowed_hosts=("mcp.example:*",), token="s3cret-token")
 

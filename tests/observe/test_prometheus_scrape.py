@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import socket
 import subprocess
 import sys
@@ -126,7 +127,7 @@ def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: P
             time.sleep(0.05)
     assert value(scrape, "invalidation_contracts_contract_rows_changed_total") == 1
     assert value(scrape, "invalidation_contracts_worker_ready") == 1
-    assert 0 <= value(scrape, "invalidation_contracts_worker_lag") < 10
+    assert 0 <= value(scrape, "invalidation_contracts_worker_lag_seconds") < 10
 
 
 @pytest.mark.workers
@@ -144,3 +145,39 @@ def test_serve_with_two_workers_and_metrics_answers_every_scrape_from_some_worke
                 if name == "invalidation_contracts_worker_seq":
                     workers.add(dict(labels)["worker"])
     assert workers  # each scrape names the worker that answered it
+
+
+DOCS = Path(__file__).parents[2] / "docs" / "operators.md"
+
+
+def _documented_names() -> set[str]:
+    """Every metric name docs/operators.md lists in its tables and queries."""
+    return set(re.findall(r"invalidation_contracts_[a-z_]+[a-z]", DOCS.read_text("utf-8")))
+
+
+def test_every_metric_name_the_operators_page_lists_is_served_from_the_first_request():
+    with running(instrumented_app()) as url:
+        assert httpx.post(url + ORDERS, json=ENTERPRISE).status_code == 422
+        scrape = httpx.get(url + "/contract/metrics", headers=ADMIN).text
+    served = {name for name, _ in samples(scrape)}
+
+    assert len(_documented_names()) >= 18
+    assert _documented_names() - served == set()
+
+
+def test_change_counters_are_exported_at_zero_before_the_first_change():
+    """A series that appears at 1 reads ``increase() = 0``: the first change of a process would
+    be invisible (issue 42)."""
+    with running(instrumented_app()) as url:
+        scrape = httpx.get(url + "/contract/metrics", headers=ADMIN).text
+    found = samples(scrape)
+
+    changes = {
+        dict(labels)["origin"]: v
+        for (name, labels), v in found.items()
+        if name == "invalidation_contracts_contract_changes_total"
+        and dict(labels)["table"] == "plans"
+    }
+    assert changes == {"captured": 0, "admin": 0, "reconciled": 0, "direct": 0}
+    assert value(scrape, "invalidation_contracts_telemetry_dropped_total") == 0
+    assert ("invalidation_contracts_telemetry_dropped_total", frozenset()) not in found

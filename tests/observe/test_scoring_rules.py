@@ -25,6 +25,12 @@ def scored(**options):
     return TestClient(app), scores
 
 
+def _key(name: str) -> str:
+    """The key ``scored``'s scorer files the client sending ``X-Client: name`` under."""
+    scope = {"type": "http", "headers": [(b"x-client", name.encode())]}
+    return ClientKey.header("X-Client", secret=b"k")(scope)
+
+
 def only(scores):
     (figures,) = scores.snapshot().values()
     return figures
@@ -96,6 +102,36 @@ def test_the_scorer_keeps_at_most_max_clients():
         for name in "abc":
             client.post(ORDERS, json=GOOD, headers={"X-Client": name})
     assert len(scores.snapshot()) == 2
+
+
+def test_a_flood_of_fresh_client_keys_cannot_push_out_busier_clients():
+    """Anyone can mint client keys (hostile audit H11): a flood of one-request keys churns among
+    its own keys; of the clients busier than it, at most the one its first key replaced goes."""
+    client, scores = scored(max_clients=20)
+    real = [f"real-{i}" for i in range(10)]
+    with client:
+        for _ in range(3):
+            for name in real:
+                client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+        for i in range(300):
+            client.post(ORDERS, json=GOOD, headers={"X-Client": f"flood-{i}"})
+    kept = scores.snapshot()
+    keys = [_key(name) for name in real]
+
+    assert len(kept) == 20
+    assert len([key for key in keys if key in kept]) >= 9
+    assert all(kept[key].requests == 3 for key in keys if key in kept)
+    assert scores.totals().requests == 3 * 10 + 300  # forgotten clients stay in the totals
+
+
+def test_among_equally_busy_clients_the_least_recently_seen_goes_first():
+    client, scores = scored(max_clients=2)
+    with client:
+        for name in "aba":
+            client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "b"})  # a and b: 2 each, b newer
+        client.post(ORDERS, json=GOOD, headers={"X-Client": "c"})
+    assert set(scores.snapshot()) == {_key("b"), _key("c")}
 
 
 def test_a_client_key_from_a_credential_never_holds_the_credential():

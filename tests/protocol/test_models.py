@@ -1,5 +1,8 @@
+import json
+
 import pytest
 
+from invalidation_contracts.cli import main
 from invalidation_contracts.protocol import GraphEdge, Level, Suggestion
 from invalidation_contracts.protocol.levels import LEVEL_ADDS
 from invalidation_contracts.protocol.models import WIRE_MODELS, Problem
@@ -64,6 +67,33 @@ def test_write_schemas_writes_one_file_per_model(tmp_path):
     paths = write_schemas(tmp_path)
     assert len(paths) == len(WIRE_MODELS)
     assert (tmp_path / "Suggestion.schema.json").exists()
+
+
+def test_writing_schemas_again_replaces_the_files_written_before(tmp_path):
+    write_schemas(tmp_path)
+    (tmp_path / "Suggestion.schema.json").write_text("stale")
+
+    write_schemas(tmp_path)
+
+    assert json.loads((tmp_path / "Suggestion.schema.json").read_text())["title"] == "Suggestion"
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith(".tmp")]
+
+
+def test_schema_out_refuses_a_planted_symlink_and_leaves_its_target_alone(tmp_path, capsys):
+    """``schema --out DIR`` in a shared DIR never writes through a link another user planted
+    there (hostile audit H13)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    out = tmp_path / "schemas"
+    out.mkdir()
+    (out / "ChangeSetRequest.schema.json").symlink_to(victim)
+
+    status = main(["schema", "--out", str(out)])
+
+    assert status == 1
+    assert "is a symbolic link; refusing" in capsys.readouterr().err
+    assert victim.read_text() == "precious"
+    assert (out / "ChangeSetRequest.schema.json").is_symlink()
 
 
 def test_problem_carries_stable_type_uri_and_status():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..server.auth import ADMIN_TOKEN_ENV
@@ -45,6 +46,10 @@ class AppSpec:
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
+    max_watch_streams: int | None = None
+    """Watch streams one worker holds at once (None: ``MAX_WATCH_STREAMS``)."""
+    max_watch_per_client: int | None = None
+    """Watch streams one client address holds in one worker (None: the default)."""
 
     def build(self) -> FastAPI:
         """The app (``create_app``); ``KeyError`` for an unknown domain, ``ValueError`` for bad
@@ -59,10 +64,24 @@ class AppSpec:
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
         app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
+        if self.max_watch_streams is not None:
+            app.state.service.watch_max_streams = self.max_watch_streams
+        if self.max_watch_per_client is not None:
+            app.state.service.watch_max_per_client = self.max_watch_per_client
         if self.metrics:
             from ..observe import instrument
+            from ..observe.prometheus import PrometheusExposition
+            from ..observe.workers import METRICS_DIR_ENV
 
-            instrument(app, app.state.service)
+            shared = os.environ.get(METRICS_DIR_ENV)
+            exposition = PrometheusExposition(
+                domain.name, shared_dir=Path(shared) if shared else None
+            )
+            from ..observe.clients import ClientKey
+
+            instrument(
+                app, app.state.service, prometheus=exposition, client_key=ClientKey.from_env()
+            )
         return app
 
     def config(self) -> WorkerConfig:

@@ -55,8 +55,8 @@ def register(sub: Subparsers) -> None:
         action="append",
         default=[],
         metavar="HOST",
-        help="with http: another Host header to accept (name, name:port or name:*); needed when "
-        "bound to 0.0.0.0 or ::",
+        help="with http: another Host header to accept (name: on any port, as serve; "
+        "name:port; name:*); needed when bound to 0.0.0.0 or ::",
     )
     p.add_argument(
         "--allowed-origin",
@@ -116,6 +116,8 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         idle_timeout_s=args.idle_timeout,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
+        body_deadline_s=args.body_deadline,
+        max_connections=args.max_connections,
     )
     store, notice = _history(args, domain.name)
     print(notice, file=sys.stderr)

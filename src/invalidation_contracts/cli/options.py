@@ -62,9 +62,24 @@ def _header_seconds(text: str) -> float:
         ) from None
 
 
+def _count(text: str) -> int:
+    """``text`` as a whole number of at least 1 (a cap)."""
+    value = _whole(text, "a whole number")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
-    """``--header-timeout`` and ``--body-timeout``: the listener's read timeouts."""
-    from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
+    """``--header-timeout``, ``--body-timeout`` and ``--max-connections``: the listener's read
+    timeouts and connection cap."""
+    from ..sockets import (
+        DEFAULT_BODY_DEADLINE_S,
+        DEFAULT_BODY_MIN_RATE,
+        DEFAULT_BODY_TIMEOUT_S,
+        DEFAULT_HEADER_TIMEOUT_S,
+        DEFAULT_MAX_CONNECTIONS,
+    )
 
     p.add_argument(
         "--header-timeout",
@@ -82,6 +97,24 @@ def _add_header_timeout(p: argparse.ArgumentParser, what: str = "") -> None:
         metavar="SECONDS",
         help=f"{what}close a connection whose request body sends nothing this long while it is "
         f"read; 408 if no response has begun (default {DEFAULT_BODY_TIMEOUT_S:g})",
+    )
+    p.add_argument(
+        "--body-deadline",
+        type=_header_seconds,
+        default=DEFAULT_BODY_DEADLINE_S,
+        metavar="SECONDS",
+        help=f"{what}close a connection whose request body is still arriving this long, plus one "
+        f"second per {DEFAULT_BODY_MIN_RATE:g} bytes it sent, after it began: a body trickled "
+        f"a byte at a time ends; 408 if no response has begun (default "
+        f"{DEFAULT_BODY_DEADLINE_S:g})",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=_count,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"{what}connections one worker holds at once; one more is answered 503 with "
+        f"Retry-After and closed (default {DEFAULT_MAX_CONNECTIONS})",
     )
 
 

@@ -21,6 +21,7 @@ from .options import (
     _add_trust_options,
     _admin_token,
     _cannot_listen,
+    _count,
     _history,
     _level,
     _port,
@@ -109,6 +110,31 @@ def register(sub: Subparsers) -> None:
         help="how often a worker looks for changes nothing wakes it for: SQLite files it cannot "
         "watch with inotify (not Linux), and the captured writes of a PostgreSQL --database (the "
         "capture leader polls; default 0.02)",
+    )
+    p.add_argument(
+        "--max-watch-streams",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="watch streams one worker holds at once; one more is answered 503 with "
+        "Retry-After (default 1024)",
+    )
+    p.add_argument(
+        "--max-watch-per-client",
+        type=_count,
+        default=None,
+        metavar="N",
+        help="watch streams one client address holds in one worker; one more is answered 503 "
+        "(default 64; behind a proxy, its address unless uvicorn trusts its X-Forwarded-For)",
+    )
+    p.add_argument(
+        "--client-key-secret-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="with --metrics: file holding the secret client keys are hashed under (default: "
+        "$INVALIDATION_CONTRACTS_CLIENT_KEY_SECRET, else a random one shared by this serve's "
+        "workers); give every server behind one load balancer the same, so a client's key agrees",
     )
     p.add_argument(
         "--metrics",
@@ -200,6 +226,7 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ADMIN_TOKEN_ENV] = token
     else:
         os.environ.pop(ADMIN_TOKEN_ENV, None)
+    _client_key_secret(args)
     spec = AppSpec(
         domain=args.domain,
         level=args.level,
@@ -215,6 +242,8 @@ def _serve(args: argparse.Namespace) -> int:
         poll_interval_s=args.poll_interval,
         stall_timeout_s=args.stall_timeout,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
+        max_watch_streams=args.max_watch_streams,
+        max_watch_per_client=args.max_watch_per_client,
     )
     _trust_options(args)  # a bad key file or secret is refused before anything opens
     try:
@@ -240,10 +269,60 @@ def _serve(args: argparse.Namespace) -> int:
         else:
             app.state.service.close()  # each worker opens its own; this one only checked it
             os.environ[SPEC_ENV] = spec.to_env()
-            _listen(FACTORY, args, workers=args.workers, factory=True)
+            with _shared_metrics(args.metrics):
+                _listen(FACTORY, args, workers=args.workers, factory=True)
     except (OSError, OverflowError) as exc:
         raise _cannot_listen(args, exc) from None
     return 0
+
+
+def _client_key_secret(args: argparse.Namespace) -> None:
+    """Put the client-key secret where every worker reads it: ``--client-key-secret-file``,
+    else the environment's, else a random one for this serve's workers (only ``--metrics``
+    scores clients, so only it reads one: the ``otel`` extra)."""
+    if not args.metrics:
+        return
+    from ..observe.clients import CLIENT_KEY_SECRET_ENV
+    from ..private_files import exposure
+
+    path: Path | None = args.client_key_secret_file
+    if path is not None:
+        exposed = exposure(path)
+        if exposed is not None:
+            print(f"warning: the client key secret file {exposed}", file=sys.stderr)
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            raise CommandError(f"cannot read the client key secret file {path}: {reason}") from None
+        if not secret:
+            raise UsageError(f"the client key secret file {path} is empty")
+        os.environ[CLIENT_KEY_SECRET_ENV] = secret
+    elif not os.environ.get(CLIENT_KEY_SECRET_ENV):
+        import secrets
+
+        os.environ[CLIENT_KEY_SECRET_ENV] = secrets.token_hex(32)
+
+
+@contextlib.contextmanager
+def _shared_metrics(metrics: bool) -> Iterator[None]:
+    """With ``--metrics``, a private folder the workers publish their metrics in, so the one
+    scrape target answers for all of them (``observe.workers``); removed at exit."""
+    if not metrics:
+        yield
+        return
+    import shutil
+    import tempfile
+
+    from ..observe.workers import METRICS_DIR_ENV
+
+    folder = tempfile.mkdtemp(prefix="invalidation-contracts-metrics-")
+    os.environ[METRICS_DIR_ENV] = folder
+    try:
+        yield
+    finally:
+        os.environ.pop(METRICS_DIR_ENV, None)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _known_domain(name: str) -> None:
@@ -287,6 +366,8 @@ def _listen(
         listening=listening,
         header_timeout_s=args.header_timeout,
         body_timeout_s=args.body_timeout,
+        body_deadline_s=args.body_deadline,
+        max_connections=args.max_connections,
     )
 
 

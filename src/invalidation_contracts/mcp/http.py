@@ -27,7 +27,12 @@ import anyio
 from mcp.server.transport_security import TransportSecuritySettings
 
 from ..server.auth import REALM
-from ..sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
+from ..sockets import (
+    DEFAULT_BODY_DEADLINE_S,
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+)
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel import Server
@@ -58,6 +63,10 @@ class HttpOptions:
     """Seconds a request body may send nothing (the listener's and ``BodyTimeout``'s)."""
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S
     """Seconds a connection has to send a request's line and headers (the listener's)."""
+    body_deadline_s: float = DEFAULT_BODY_DEADLINE_S
+    """Seconds a request body has in all, plus one per 1,024 bytes (the listener's)."""
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    """Connections the listener holds at once (503 beyond)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -69,10 +78,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def _any_port(names: tuple[str, ...]) -> list[str]:
+    """The allowed ``Host`` values: each name as given, and a bare name (``api.example``,
+    ``[::1]``) on any port too, as ``serve``'s ``--allowed-host`` matches it."""
+    hosts: list[str] = []
+    for name in names:
+        hosts.append(name)
+        bare = name.endswith("]") or ":" not in name
+        if bare and name != "*":
+            hosts.append(f"{name}:*")
+    return hosts
+
+
 def security(host: str, options: HttpOptions) -> TransportSecuritySettings:
     """The Host/Origin allow-lists for a socket bound to ``host``; ``ValueError`` for a wildcard
     bind without an allow-list."""
-    hosts, origins = list(options.allowed_hosts), list(options.allowed_origins)
+    hosts, origins = _any_port(options.allowed_hosts), list(options.allowed_origins)
     if is_loopback(host):
         hosts += ["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"]
         origins += ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"]
@@ -116,14 +137,17 @@ class BearerToken:
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
-        self._expected = f"Bearer {token}".encode("latin-1")
+        self._token = token.encode("utf-8")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         presented = dict(scope.get("headers") or ()).get(b"authorization", b"")
-        if hmac.compare_digest(presented, self._expected):
+        scheme, _, credential = presented.partition(b" ")
+        # The scheme is case-insensitive (RFC 9110 §11.1), as ``serve`` reads it.
+        matches = hmac.compare_digest(credential.strip(b" "), self._token)
+        if scheme.lower() == b"bearer" and matches:
             await self.app(scope, receive, send)
             return
         await _plain(

@@ -19,7 +19,7 @@ import anyio
 from ..server.domain import Domain
 from ..server.provider import Provider
 from ..server.trust import TrustOptions
-from ..sockets import listen
+from ..sockets import listen, raise_file_limit
 from .backend import ContractBackend, ProviderBackend
 from .http import HttpOptions, http_app
 from .server import contract_server, run_stdio
@@ -90,6 +90,7 @@ def serve_server(
     import uvicorn
 
     config = _uvicorn_config(server, host, http)  # ValueError before binding
+    raise_file_limit()
     with listen(host, port) as listener:
         (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
         uvicorn.Server(config).run(sockets=[listener])
@@ -105,6 +106,8 @@ def _uvicorn_config(server: Server[Any], host: str, http: HttpOptions | None) ->
         http_app(server, host, options),
         header_timeout_s=options.header_timeout_s,
         body_timeout_s=options.body_timeout_s,
+        body_deadline_s=options.body_deadline_s,
+        max_connections=options.max_connections,
         log_level="warning",
         lifespan="on",
     )

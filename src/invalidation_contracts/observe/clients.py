@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import secrets
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
 
 Scope = Mapping[str, Any]
 UNKNOWN = "unknown"
+CLIENT_KEY_SECRET_ENV = "INVALIDATION_CONTRACTS_CLIENT_KEY_SECRET"
+"""The secret ``serve``'s workers hash client keys under (``serve --client-key-secret-file``)."""
 
 _CLIENT: ContextVar[str | None] = ContextVar("invalidation_contracts_client", default=None)
 
@@ -44,6 +47,12 @@ class ClientKey:
             return self._derive(scope) or UNKNOWN
         except Exception:  # a malformed request is still served; it is just not attributed
             return UNKNOWN
+
+    @classmethod
+    def from_env(cls, variable: str = CLIENT_KEY_SECRET_ENV) -> ClientKey:
+        """``bearer()`` under the secret in ``variable`` (UTF-8), else under a random one."""
+        text = os.environ.get(variable, "")
+        return cls.bearer(secret=text.encode("utf-8") if text else None)
 
     @classmethod
     def address(cls) -> ClientKey:

@@ -9,6 +9,8 @@ queued or sent on a request's path.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .._extras import require_extra
 
 require_extra("otel", "opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client")
@@ -19,6 +21,8 @@ from opentelemetry.sdk.resources import Resource  # noqa: E402
 from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
 from prometheus_client.exposition import CONTENT_TYPE_LATEST  # noqa: E402
 
+from .workers import WorkerFiles  # noqa: E402
+
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The Prometheus text exposition format's media type."""
 
@@ -26,17 +30,32 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 class PrometheusExposition:
     """A meter provider read by Prometheus scrapes (see the module docstring)."""
 
-    def __init__(self, service_name: str = "invalidation-contracts") -> None:
+    def __init__(
+        self, service_name: str = "invalidation-contracts", *, shared_dir: Path | None = None
+    ) -> None:
+        """``shared_dir``: a folder the workers of one ``serve --workers N`` share; ``render``
+        then answers every worker's metrics, each series labelled with its ``worker``
+        (``observe.workers``)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.reader = PrometheusMetricReader(registry=self.registry)
         self.meter_provider = MeterProvider(
             metric_readers=[self.reader],
             resource=Resource.create({"service.name": service_name}),
         )
+        self.workers: WorkerFiles | None = None
+        if shared_dir is not None:
+            self.workers = WorkerFiles(shared_dir, self.render_own)
+            self.workers.start()
 
-    def render(self) -> bytes:
-        """The current metrics in the Prometheus text format."""
+    def render_own(self) -> bytes:
+        """This process's metrics in the Prometheus text format."""
         return generate_latest(self.registry)
 
+    def render(self) -> bytes:
+        """The current metrics in the Prometheus text format (every worker's, when shared)."""
+        return self.render_own() if self.workers is None else self.workers.render()
+
     def shutdown(self) -> None:
+        if self.workers is not None:
+            self.workers.stop()
         self.meter_provider.shutdown()

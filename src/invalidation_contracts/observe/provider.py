@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +39,10 @@ from ..server.state import RegistryState  # noqa: E402
 from .answers import AnswerCounters  # noqa: E402
 from .gauges import watch_scores, watch_worker  # noqa: E402
 from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
-from .totals import TotalCounter  # noqa: E402
+from .totals import Labels, TotalCounter  # noqa: E402
+
+ORIGINS = ("captured", "admin", "reconciled", "direct")
+"""Where a change set comes from (``contract.changes``' ``origin``); each is exported at 0."""
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
@@ -81,29 +84,39 @@ class ProviderTelemetry:
         self._tracer_provider = tracer_provider
         self._tracer: tuple[Any, trace.Tracer | None, bool, float] | None = None
 
-        def counter(name: str, *, unit: str, description: str) -> TotalCounter:
-            return TotalCounter(meter, name, unit=unit, description=description)
+        tables = sorted(service.registry.state.tables)
+        per_table = [(("table", t), ("origin", o)) for t in tables for o in ORIGINS]
+        this_worker = [(("worker", self.worker),)]
+
+        def counter(
+            name: str, *, unit: str, description: str, zero: Sequence[Labels] = ()
+        ) -> TotalCounter:
+            return TotalCounter(meter, name, unit=unit, description=description, zero=zero)
 
         self.changes = counter(
             "invalidation_contracts.contract.changes",
             unit="{change}",
             description="Change sets that moved a table, by table and origin "
             "(captured, admin, reconciled, direct); counted by the worker that made them.",
+            zero=per_table,
         )
         self.rows_changed = counter(
             "invalidation_contracts.contract.rows_changed",
             unit="{row}",
             description="Rows added, removed or changed, by table and origin.",
+            zero=per_table,
         )
         self.adopted = counter(
             "invalidation_contracts.worker.adopted_changes",
             unit="{change}",
             description="Change sets this worker adopted from the shared history.",
+            zero=this_worker,
         )
         self.dropped = counter(
             "invalidation_contracts.telemetry.dropped",
             unit="{event}",
             description="Telemetry this worker could not record (an error inside it).",
+            zero=this_worker,
         )
         self.answers = AnswerCounters(meter)
         """Responses, refusals and contract bytes (``observe.answers``)."""

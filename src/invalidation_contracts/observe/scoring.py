@@ -21,8 +21,14 @@ anchored field, teaching a fix again only moves its time, and a carried fix's po
 once per fix, request and served state, not on every request that repeats it. Every request is
 folded before it is answered: nothing is sampled or dropped, so the figures are exact.
 
-Sans-IO and bounded: at most ``max_clients`` clients (the least recently seen goes first) and
-``max_fixes`` taught fixes per client.
+Sans-IO and bounded: at most ``max_clients`` clients and ``max_fixes`` taught fixes per client.
+When full, a new client replaces the least busy one kept (fewest requests, counted up to
+``BUSY_CAP``; among equals the least recently seen): the busiest clients stay, and a flood of
+fresh keys (anyone can mint bearer tokens) churns among its own keys. A flood whose keys send
+``n`` requests each can push out only clients with at most ``n`` requests (and, as the flood
+begins, one client with more: the one its first key replaces); a client past ``BUSY_CAP``
+requests is pushed out only by keys that each sent ``BUSY_CAP``. Forgotten clients' figures stay
+in the totals.
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ DEFAULT_MAX_ATTEMPTS = 5
 """The retry budget assumed for a client (the harness scenarios' default ``max_attempts``)."""
 DEFAULT_MAX_CLIENTS = 10_000
 DEFAULT_MAX_FIXES = 1_000
+BUSY_CAP = 64
+"""Requests past which clients count as equally busy (eviction then goes by recency alone)."""
 JUDGED_PER_FIX = 8
 """Drafts whose judgement is kept per taught fix while the served state stays the same."""
 
@@ -92,6 +100,8 @@ class _Client:
     when: dict[FixKey, int] = field(default_factory=dict)
     """When each taught fix was (last) taught, in this client's own count."""
     clock: int = 0
+    busy: int = 0
+    """Requests seen, up to ``BUSY_CAP``: the rank that eviction goes by."""
     anchor_fields: dict[str, int] = field(default_factory=dict)
     """Request fields some taught fix is anchored on, with how many fixes are."""
 
@@ -111,7 +121,9 @@ class ClientScores:
         self.max_attempts = max_attempts
         self.max_clients = max_clients
         self.max_fixes = max_fixes
-        self._clients: OrderedDict[str, _Client] = OrderedDict()
+        self._clients: dict[str, _Client] = {}
+        self._ranks: dict[int, OrderedDict[str, None]] = {}
+        """Client keys by ``busy``, least recently seen first (eviction's order)."""
         self._forgotten = ClientFigures()
         """The figures of clients no longer kept (``totals`` adds the kept ones when read)."""
         self._lessons = Lessons(max_fixes)
@@ -188,12 +200,25 @@ class ClientScores:
     def _client(self, key: str) -> _Client:
         found = self._clients.get(key)
         if found is None:
+            if len(self._clients) >= self.max_clients:
+                self._evict()
             found = self._clients[key] = _Client()
-            while len(self._clients) > self.max_clients:
-                _add(self._forgotten, self._clients.popitem(last=False)[1].figures)
         else:
-            self._clients.move_to_end(key)
+            self._ranks[found.busy].pop(key)
+            if not self._ranks[found.busy]:
+                del self._ranks[found.busy]
+        found.busy = min(found.busy + 1, BUSY_CAP)
+        self._ranks.setdefault(found.busy, OrderedDict())[key] = None
         return found
+
+    def _evict(self) -> None:
+        """Forget the least busy client (the least recently seen among equals)."""
+        rank = min(self._ranks)
+        keys = self._ranks[rank]
+        key, _ = keys.popitem(last=False)
+        if not keys:
+            del self._ranks[rank]
+        _add(self._forgotten, self._clients.pop(key).figures)
 
     def _teach(self, client: _Client, fix: Taught) -> None:
         """Remember ``fix``, not taught to ``client`` before, as taught (its time is set)."""

@@ -30,8 +30,11 @@ class TotalCounter:
         *,
         unit: str,
         description: str,
+        zero: Iterable[Labels] = (),
     ) -> None:
-        self._totals: dict[Labels, int] = {}
+        """``zero``: label sets reported at 0 from the start, so the first event a process counts
+        is an increase Prometheus sees (a series that appears at 1 reads ``increase() = 0``)."""
+        self._totals: dict[Labels, int] = dict.fromkeys(zero, 0)
         self._lock = threading.Lock()
         meter.create_observable_counter(
             name, callbacks=[self._observe], unit=unit, description=description

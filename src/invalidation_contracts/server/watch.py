@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import contextmanager
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ..protocol.problems import ProblemType, ProtocolError
@@ -34,6 +34,10 @@ MAX_WATCH_TIMEOUT_S = 3600
 DEFAULT_WATCH_TIMEOUT_S = 300
 #: Streams one worker keeps open at once; beyond, a new watch is answered 503.
 MAX_WATCH_STREAMS = 1024
+#: Streams one client (its address) may hold in one worker; beyond, its new watch is 503.
+MAX_WATCH_STREAMS_PER_CLIENT = 64
+#: Seconds a refused watcher is told to wait (``Retry-After``).
+WATCH_RETRY_AFTER_S = 5
 #: Reconnection delay the stream advises (SSE ``retry``, milliseconds).
 RETRY_MS = 1000
 
@@ -52,41 +56,82 @@ def error_event(problem: dict[str, Any]) -> bytes:
 HEARTBEAT = b": heartbeat\n\n"
 
 
-class WatchHub:
-    """Wakes every open stream when the registry's state moves; bounds how many are open."""
+class WatchSlot:
+    """One stream's place in its hub: claimed before the response starts (so a refusal is a
+    503, not a broken stream), released once when the stream ends or is dropped unstarted."""
 
-    def __init__(self, registry: Registry, *, max_streams: int = MAX_WATCH_STREAMS) -> None:
+    __slots__ = ("__weakref__", "_hub", "_token", "event")
+
+    def __init__(self, hub: WatchHub, token: object, event: asyncio.Event) -> None:
+        self._hub = hub
+        self._token = token
+        self.event = event
+        """Set whenever the registry's state moves."""
+
+    def release(self) -> None:
+        self._hub._release(self._token)
+
+
+class WatchHub:
+    """Wakes every open stream when the registry's state moves; bounds how many are open, in
+    all and per client."""
+
+    def __init__(
+        self,
+        registry: Registry,
+        *,
+        max_streams: int = MAX_WATCH_STREAMS,
+        max_per_client: int = MAX_WATCH_STREAMS_PER_CLIENT,
+    ) -> None:
         self.registry = registry
         self.max_streams = max_streams
+        self.max_per_client = max_per_client
         self._lock = threading.Lock()
         self._waiters: dict[object, tuple[asyncio.AbstractEventLoop, asyncio.Event]] = {}
+        self._owners: dict[object, str] = {}
+        self._per_client: Counter[str] = Counter()
         self._unsubscribe: Callable[[], None] | None = None
 
     @property
     def open_streams(self) -> int:
         return len(self._waiters)
 
-    @contextmanager
-    def waiter(self) -> Iterator[asyncio.Event]:
-        """An ``asyncio.Event`` set whenever the state moves, for one stream's life."""
+    def claim(self, client: str = "") -> WatchSlot:
+        """A slot for one stream of ``client`` (its address); ``ProtocolError`` 503 with
+        ``Retry-After`` when this worker's streams, or this client's, are at their cap."""
         loop = asyncio.get_running_loop()
         event = asyncio.Event()
         token = object()
         with self._lock:
             if len(self._waiters) >= self.max_streams:
-                raise ProtocolError(
-                    ProblemType.REGISTRY_UNAVAILABLE,
-                    f"this worker already serves {self.max_streams} watch streams",
-                    headers={"Retry-After": "5"},
+                raise self._full(f"this worker already serves {self.max_streams} watch streams")
+            if self._per_client[client] >= self.max_per_client:
+                raise self._full(
+                    f"this client already holds {self.max_per_client} watch streams here"
                 )
             if self._unsubscribe is None:
                 self._unsubscribe = self.registry.subscribe(self._moved)
             self._waiters[token] = (loop, event)
-        try:
-            yield event
-        finally:
-            with self._lock:
-                self._waiters.pop(token, None)
+            self._owners[token] = client
+            self._per_client[client] += 1
+        return WatchSlot(self, token, event)
+
+    @staticmethod
+    def _full(detail: str) -> ProtocolError:
+        return ProtocolError(
+            ProblemType.REGISTRY_UNAVAILABLE,
+            detail,
+            headers={"Retry-After": str(WATCH_RETRY_AFTER_S)},
+        )
+
+    def _release(self, token: object) -> None:
+        with self._lock:
+            if self._waiters.pop(token, None) is None:
+                return
+            client = self._owners.pop(token)
+            self._per_client[client] -= 1
+            if self._per_client[client] <= 0:
+                del self._per_client[client]
 
     def _moved(self, before: RegistryState, after: RegistryState) -> None:
         """The registry's listener (writer's thread): wake every stream's loop, nothing more."""
@@ -100,7 +145,7 @@ class WatchHub:
 
 
 async def watch_stream(
-    hub: WatchHub,
+    slot: WatchSlot,
     current: Callable[[], RegistryState],
     *,
     since: int | None,
@@ -111,11 +156,12 @@ async def watch_stream(
 ) -> AsyncIterator[bytes]:
     """The bytes of one stream: a ``versions`` event for each new position after ``since``
     (coalesced), heartbeats, and an ``error`` event if the history is replaced or the worker
-    cannot vouch for its state. Ends after ``timeout_s``."""
+    cannot vouch for its state. Ends after ``timeout_s``, releasing ``slot``."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     told = -1 if since is None else since
-    with hub.waiter() as wake:
+    wake = slot.event
+    try:
         yield f"retry: {RETRY_MS}\n\n".encode() + HEARTBEAT  # the client sees a live stream
         while True:
             wake.clear()
@@ -144,3 +190,5 @@ async def watch_stream(
             except TimeoutError:
                 if deadline - loop.time() > 0:
                     yield HEARTBEAT
+    finally:
+        slot.release()

@@ -17,7 +17,13 @@ from collections.abc import AsyncIterator, Callable
 
 from ..._extras import require_extra
 from ...header_timeout import server_config
-from ...sockets import DEFAULT_BODY_TIMEOUT_S, DEFAULT_HEADER_TIMEOUT_S
+from ...sockets import (
+    DEFAULT_BODY_DEADLINE_S,
+    DEFAULT_BODY_TIMEOUT_S,
+    DEFAULT_HEADER_TIMEOUT_S,
+    DEFAULT_MAX_CONNECTIONS,
+    raise_file_limit,
+)
 from ...sockets import listen as tcp_listener
 
 require_extra("server", "fastapi", "uvicorn")
@@ -28,6 +34,8 @@ from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5
+#: Seconds a worker of ``serve --workers N`` has to start (and to answer a health check).
+WORKER_START_TIMEOUT_S = 60
 #: Seconds ``serving`` waits for uvicorn to listen.
 START_TIMEOUT_S = 30.0
 
@@ -57,6 +65,8 @@ def serve(
     listening: Callable[[str], None] | None = None,
     header_timeout_s: float = DEFAULT_HEADER_TIMEOUT_S,
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    body_deadline_s: float = DEFAULT_BODY_DEADLINE_S,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
@@ -65,7 +75,10 @@ def serve(
     called with the bound address (``http://host:port``) before the first request is accepted.
     A connection that has not delivered a request's line and headers ``header_timeout_s`` after
     it opened (or after that request's first byte) is closed, as is one whose request body sends
-    nothing for ``body_timeout_s`` while it is read.
+    nothing for ``body_timeout_s`` while it is read, or is still unread ``body_deadline_s`` plus
+    a second per 1,024 bytes after it began. Each
+    worker holds at most ``max_connections`` connections (503 beyond). The open-file soft limit
+    is raised to the hard limit first (the workers inherit it).
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
@@ -75,11 +88,17 @@ def serve(
         app,
         header_timeout_s=header_timeout_s,  # ValueError before binding
         body_timeout_s=body_timeout_s,
+        body_deadline_s=body_deadline_s,
+        max_connections=max_connections,
         log_level=log_level,
         workers=workers,
         factory=factory,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # uvicorn kills a worker not ready within this (default 5 s) and starts another: on a
+        # loaded host every worker's start (imports, opening the registry) could take longer.
+        timeout_worker_healthcheck=WORKER_START_TIMEOUT_S,
     )
+    raise_file_limit()
     listener = listen(host, port)
     if listening is not None:
         listening(address_of(listener))

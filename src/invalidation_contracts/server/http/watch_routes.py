@@ -9,9 +9,10 @@ and documenting the route.
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Request
 from pydantic import WithJsonSchema
 from starlette.responses import StreamingResponse
 
@@ -20,6 +21,8 @@ from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import MAX_SAFE_INTEGER
 from ..watch import (
     DEFAULT_WATCH_TIMEOUT_S,
+    MAX_WATCH_STREAMS,
+    MAX_WATCH_STREAMS_PER_CLIENT,
     MAX_WATCH_TIMEOUT_S,
     WATCH_HEARTBEAT_S,
     WatchHub,
@@ -40,7 +43,11 @@ _DESCRIPTION = (
 
 
 def add_watch_route(router: APIRouter, service: ContractService) -> None:
-    """Add ``GET /contract/watch`` to ``router`` (one hub per router, fed by the registry)."""
+    """Add ``GET /contract/watch`` to ``router`` (one hub per router, fed by the registry).
+
+    The hub's caps are the service's ``watch_max_streams`` and ``watch_max_per_client`` (set by
+    ``serve --max-watch-streams`` / ``--max-watch-per-client``), read at each watch; a client
+    is its address (uvicorn's, so a trusted proxy's ``X-Forwarded-For``)."""
     hub = WatchHub(service.registry)
 
     @router.get(
@@ -57,6 +64,7 @@ def add_watch_route(router: APIRouter, service: ContractService) -> None:
         },
     )
     async def watch(
+        request: Request,
         since: Annotated[
             int | None,
             Query(ge=0, le=MAX_SAFE_INTEGER, description="The last seq the client has seen."),
@@ -83,8 +91,14 @@ def add_watch_route(router: APIRouter, service: ContractService) -> None:
                 ProblemType.RESYNC_REQUIRED,
                 f"position {since} is not in this history (last is {state.seq})",
             )
+        hub.max_streams = int(getattr(service, "watch_max_streams", MAX_WATCH_STREAMS))
+        hub.max_per_client = int(
+            getattr(service, "watch_max_per_client", MAX_WATCH_STREAMS_PER_CLIENT)
+        )
+        # Claimed before the response starts: over a cap is a 503 with Retry-After (SPEC 8.4).
+        slot = hub.claim(request.client.host if request.client is not None else "")
         body = watch_stream(
-            hub,
+            slot,
             lambda: service.registry.state,
             since=since,
             epoch=state.epoch,
@@ -92,6 +106,7 @@ def add_watch_route(router: APIRouter, service: ContractService) -> None:
             heartbeat_s=float(getattr(service, "watch_heartbeat_s", WATCH_HEARTBEAT_S)),
             available=lambda: service.available,
         )
+        weakref.finalize(body, slot.release)  # a stream dropped before its first byte
         return StreamingResponse(
             body,
             media_type=EVENT_STREAM,

@@ -26,6 +26,16 @@ position was never served (serving waits for the raise), so nothing a client saw
 A mark that is missing or unreadable says nothing (a new registry, or one moved with its file
 alone): the file is taken as it is.
 
+The mark beside the file is restored with it by any directory or volume backup (hostile audit
+H4), so each host also keeps a ``HistoryLedger`` outside every registry's directory: per epoch, the
+furthest committed seq served from it on this host (``$INVALIDATION_CONTRACTS_HISTORY_LEDGER``,
+default ``$XDG_STATE_HOME/invalidation-contracts/history``; ``off`` keeps none). It is raised
+with the mark, and a file behind the ledger's seq of its epoch was restored, whatever mark came
+with it: a new epoch. The ledger is keyed by the epoch, not the path, so a copy restored under
+another name or directory of the same host is caught too; a restore onto a host that never
+served the registry has no ledger entry and is taken as it is (keep the ledger on storage the
+registry's backups do not cover, e.g. the host's own disk when the registry lies on a volume).
+
 A PostgreSQL registry has no file to keep a mark beside, and any table of the database is
 restored with it, so it keeps an ``Identity`` that no restore can reproduce: each commit writes,
 in the same transaction as the position, the meta row ``identity`` holding the cluster (system
@@ -42,8 +52,10 @@ this check), as a missing mark file does; a needless new epoch (a failover that 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,6 +120,83 @@ def write_mark(path: Path, mark: Mark) -> None:
         os.close(fd)
     crash_point("mark-renaming")
     os.replace(temporary, path)
+
+
+HISTORY_LEDGER_ENV = "INVALIDATION_CONTRACTS_HISTORY_LEDGER"
+"""The directory of this host's ledger (``off``: none)."""
+
+
+def ledger_dir() -> Path | None:
+    """This host's ledger directory (``HISTORY_LEDGER_ENV``, else under ``$XDG_STATE_HOME``)."""
+    text = os.environ.get(HISTORY_LEDGER_ENV)
+    if text is not None:
+        return None if text in ("", "off") else Path(text)
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(state) / "invalidation-contracts" / "history"
+
+
+class HistoryLedger:
+    """The furthest committed seq this host served of each epoch, one small file per epoch in a
+    directory no registry backup carries (a restore cannot bring it back to an older value)."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.directory = directory
+
+    def _path(self, epoch: str) -> Path:
+        assert self.directory is not None
+        return self.directory / hashlib.sha256(epoch.encode()).hexdigest()[:32]
+
+    def served(self, epoch: str) -> int | None:
+        """The furthest seq of ``epoch`` served here; None when none is known (or unreadable)."""
+        if self.directory is None:
+            return None
+        try:
+            data = json.loads(self._path(epoch).read_text(encoding="ascii"))
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or data.get("epoch") != epoch:
+            return None
+        seq = data.get("seq")
+        return seq if type(seq) is int else None
+
+    def record(self, epoch: str, seq: int) -> None:
+        """Raise ``epoch``'s entry to ``seq`` (committed); a ledger that cannot be written is
+        given up with a warning (the mark beside the file still guards)."""
+        if self.directory is None or (self.served(epoch) or -1) >= seq:
+            return
+        path = self._path(epoch)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, json.dumps({"epoch": epoch, "seq": seq}).encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temporary, path)
+        except OSError as exc:
+            warnings.warn(
+                f"cannot keep the history ledger in {self.directory} ({exc}); a registry "
+                f"restored with its -history mark will not be noticed (set "
+                f"{HISTORY_LEDGER_ENV})",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            self.directory = None
+
+    def discontinuity(self, epoch: str, seq: int) -> str | None:
+        """Why a file at ``(epoch, seq)`` is behind what this host served of ``epoch``."""
+        served = self.served(epoch)
+        if served is None or seq >= served:
+            return None
+        return (
+            f"the registry is at seq {seq} of epoch {epoch} but this host already served seq "
+            f"{served} of it (history ledger {self.directory}): it was restored from a backup, "
+            "with or without its -history mark"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,23 +286,36 @@ class HighWater:
     which orders the marks' read-then-replace; ``path`` None (a database that is not a file) makes
     every method a no-op that vouches for everything."""
 
-    def __init__(self, path: Path | None, where: str) -> None:
+    def __init__(self, path: Path | None, where: str, ledger: HistoryLedger | None = None) -> None:
         self.path = path
         self.where = where
+        self.ledger = (
+            ledger if ledger is not None else HistoryLedger(ledger_dir() if path else None)
+        )
 
     def read(self) -> Mark | None:
         return None if self.path is None else read_mark(self.path)
 
     def discontinuity(self, epoch: str, seq: int) -> str | None:
-        return None if self.path is None else discontinuity(self.read(), epoch, seq)
+        if self.path is None:
+            return None
+        reason = discontinuity(self.read(), epoch, seq)
+        return reason if reason is not None else self.ledger.discontinuity(epoch, seq)
 
     def covers(self, epoch: str, seq: int) -> bool:
-        return self.path is None or covers(self.read(), epoch, seq)
+        if self.path is None:
+            return True
+        served = self.ledger.served(epoch) if self.ledger.directory is not None else seq
+        return covers(self.read(), epoch, seq) and served is not None and served >= seq
 
     def cover(self, epoch: str, seq: int) -> None:
-        """Raise the mark to the committed head ``(epoch, seq)``, a continuation of it."""
-        if self.path is not None and not covers(self.read(), epoch, seq):
+        """Raise the mark (and this host's ledger) to the committed head ``(epoch, seq)``, a
+        continuation of it."""
+        if self.path is None:
+            return
+        if not covers(self.read(), epoch, seq):
             self._write(Mark(epoch, seq))
+        self.ledger.record(epoch, seq)
 
     def intend(self, start: Mark | None, target: Mark) -> None:
         """Before the COMMIT of an epoch change from ``start`` (the head the transaction found;

@@ -1,0 +1,110 @@
+"""``serve --workers N --metrics``: the one scrape target reports what every worker did (issue 42,
+item 1). Real ``serve --workers 4`` processes on 127.0.0.1, scraped over one kept-alive
+connection as Prometheus scrapes (which reached a single worker for a whole run before)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import pytest
+from tests.observe.conftest import ADMIN
+from tests.observe.test_prometheus_scrape import samples
+from tests.service.conftest import TOKEN
+from tests.service.processes import serving
+
+from invalidation_contracts.observe.workers import merge
+
+pytestmark = pytest.mark.workers
+
+ROUTE = "/v1/subscriptions"
+DRAFT = {
+    "customer": "cus_northwind",
+    "plan": "plan_basic_monthly",
+    "payment_method_token": "acme_pm_visa_corporate",
+    "amount_cents": 1900,
+    "currency": "usd",
+}
+SENT = 40
+BOUND_S = 30.0
+
+
+def _by_worker(text: str, name: str) -> dict[str, float]:
+    """The samples of ``name`` summed per ``worker`` label ("" for a sample without one)."""
+    totals: dict[str, float] = {}
+    for (sample, labels), value in samples(text).items():
+        if sample == name:
+            worker = dict(labels).get("worker", "")
+            totals[worker] = totals.get(worker, 0.0) + value
+    return totals
+
+
+def test_one_scrape_of_serve_workers_reports_every_worker_and_their_counts_add_up(tmp_path):
+    args = ["--domain", "acme_billing", "--db", str(tmp_path / "r.sqlite"), "--workers", "4"]
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    with serving([*args, "--metrics"], tmp_path / "logs", env=env) as url:
+
+        def send(_: int) -> int:  # a fresh connection each: the requests spread over workers
+            return httpx.post(url + ROUTE, json=DRAFT, timeout=20.0).status_code
+
+        with ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(send, range(SENT)))
+        with httpx.Client(headers=ADMIN, timeout=20.0) as scraper:  # one kept-alive connection
+            deadline = time.monotonic() + BOUND_S
+            while True:
+                text = scraper.get(url + "/contract/metrics").text
+                responses = _by_worker(text, "invalidation_contracts_http_responses_total")
+                if sum(responses.values()) >= SENT or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+            seqs = _by_worker(text, "invalidation_contracts_worker_seq")
+
+    assert all(status in (200, 422) for status in statuses)
+    assert sum(responses.values()) == SENT  # the sum over workers is what they served
+    assert "" not in responses  # every series is one worker's
+    assert len(seqs) == 4  # all four workers in one scrape
+
+
+def test_merged_expositions_label_each_sample_with_its_worker_unless_it_has_one():
+    first = (
+        "# HELP demo_total Demo.\n# TYPE demo_total counter\n"
+        'demo_total{route="a"} 2.0\n'
+        '# HELP seq Seq.\n# TYPE seq gauge\nseq{worker="7"} 3.0\n'
+    )
+    second = '# HELP demo_total Demo.\n# TYPE demo_total counter\ndemo_total{route="a"} 5.0\n'
+
+    merged = merge({"7": first, "8": second, "9": "not an exposition {"}).decode()
+
+    assert _by_worker(merged, "demo_total") == {"7": 2.0, "8": 5.0}
+    assert _by_worker(merged, "seq") == {"7": 3.0}
+    assert merged.count("# TYPE demo_total counter") == 1
+
+
+def test_every_worker_keys_a_client_under_the_secret_serve_was_given(tmp_path):
+    """``serve --client-key-secret-file``: every worker hashes a bearer token under the same
+    secret (each picked a random one: 3 clients became 11 keys), so any worker, and any server
+    given the same file, names the client alike."""
+    secret = tmp_path / "client-key-secret"
+    secret.write_text("shared-secret-of-the-fleet\n")
+    secret.chmod(0o600)
+    args = ["--domain", "acme_billing", "--db", str(tmp_path / "r.sqlite"), "--workers", "2"]
+    args += ["--metrics", "--client-key-secret-file", str(secret)]
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    with serving(args, tmp_path / "logs", env=env) as url:
+
+        def send(_: int) -> int:
+            headers = {"Authorization": "Bearer agent-7"}
+            return httpx.post(url + ROUTE, json=DRAFT, headers=headers, timeout=20.0).status_code
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(send, range(12)))
+        keys = set()
+        for _ in range(12):  # fresh connections: the views of both workers, most likely
+            view = httpx.get(url + "/contract/operator/state", headers=ADMIN, timeout=20.0)
+            keys |= {c["client"] for c in view.json()["clients"] if c["client"] != "unknown"}
+
+    expected = hmac.new(b"shared-secret-of-the-fleet", b"agent-7", hashlib.sha256).hexdigest()
+    assert keys == {"token:" + expected[:16]}
