@@ -12,7 +12,7 @@ the upstream lacks is answered by the upstream's own MCP error.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -25,11 +25,14 @@ from mcp.shared.exceptions import MCPError
 from ... import __version__
 from ...client.entries import MemoryEntry
 from ..session import ContractSession
-from .link import PROGRESS, Connection, UpstreamLink
+from .link import PROGRESS, UpstreamConnection, UpstreamLink
 from .notify import HostNotifier, is_contract_uri
 from .view import host_result, host_tool
 
 Ctx = ServerRequestContext[Any, Any]
+Listen = Callable[
+    [Ctx, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]
+]
 #: What the proxy calls itself in ``serverInfo`` (hosts show their own name for it).
 PROXY_NAME = "invalidation-contracts-proxy"
 #: The prefix of the request envelope's own ``_meta`` keys (protocol version, client info): the
@@ -54,7 +57,7 @@ class ProxyHandlers:
             if conn.contract is not None:
                 tools = await conn.contract.list_tools()
                 return types.ListToolsResult(tools=[host_tool(tool) for tool in tools])
-            return await conn.session.list_tools(params=params)
+            return await conn.session.list_tools(params=_page(params))
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
@@ -107,7 +110,7 @@ class ProxyHandlers:
     ) -> types.ListResourcesResult:
         self.notifier.seen(ctx.session)
         async with self.link.using() as conn:
-            listing = await conn.session.list_resources(params=params)
+            listing = await conn.session.list_resources(params=_page(params))
         kept = [r for r in listing.resources if not is_contract_uri(str(r.uri))]
         return listing.model_copy(update={"resources": kept})
 
@@ -116,7 +119,7 @@ class ProxyHandlers:
     ) -> types.ListResourceTemplatesResult:
         self.notifier.seen(ctx.session)
         async with self.link.using() as conn:
-            listing = await conn.session.list_resource_templates(params=params)
+            listing = await conn.session.list_resource_templates(params=_page(params))
         kept = [t for t in listing.resource_templates if not is_contract_uri(t.uri_template)]
         return listing.model_copy(update={"resource_templates": kept})
 
@@ -145,11 +148,13 @@ class ProxyHandlers:
         self.notifier.unsubscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
-    def listening(self, handler: ListenHandler) -> Any:
+    def listening(self, handler: ListenHandler) -> Listen:
         """``subscriptions/listen`` (2026-07-28): the URIs a stream asks for are subscribed
         upstream first, then the SDK's handler streams the bus."""
 
-        async def listen(ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> Any:
+        async def listen(
+            ctx: Ctx, params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
             for uri in params.notifications.resource_subscriptions or ():
                 if not is_contract_uri(uri):
                     async with self.link.using() as conn:
@@ -159,7 +164,7 @@ class ProxyHandlers:
 
         return listen
 
-    async def resubscribe(self, conn: Connection) -> None:
+    async def resubscribe(self, conn: UpstreamConnection) -> None:
         """A new connection: the host's subscriptions, made upstream again."""
         for uri in sorted(self.notifier.subscribed()):
             await conn.session.subscribe_resource(uri)
@@ -171,7 +176,7 @@ class ProxyHandlers:
     ) -> types.ListPromptsResult:
         self.notifier.seen(ctx.session)
         async with self.link.using() as conn:
-            return await conn.session.list_prompts(params=params)
+            return await conn.session.list_prompts(params=_page(params))
 
     async def get_prompt(
         self, ctx: Ctx, params: types.GetPromptRequestParams
@@ -198,6 +203,13 @@ def _host_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
         {k: v for k, v in meta.items() if k != "progressToken" and not k.startswith(_ENVELOPE)}
     )
     return kept or {}
+
+
+def _page(params: types.PaginatedRequestParams | None) -> types.PaginatedRequestParams | None:
+    """The host's page cursor, without its request envelope (the upstream's is the proxy's)."""
+    if params is None or params.cursor is None:
+        return None
+    return types.PaginatedRequestParams(cursor=params.cursor)
 
 
 def _sdk_meta(meta: Mapping[str, Any]) -> types.RequestParamsMeta | None:
