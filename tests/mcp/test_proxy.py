@@ -194,3 +194,36 @@ def test_a_memory_file_it_cannot_open_is_said_at_start(tmp_path: Path, kind: str
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and str(path) in lines[0]
+
+
+@pytest.mark.study  # a proxy and an upstream process more: CI's study step
+@pytest.mark.timeout(240)
+def test_a_host_reaches_the_proxy_over_streamable_http_on_loopback(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "invalidation_contracts.cli", "mcp-proxy"]
+    options = ["--memory", str(tmp_path / "m.sqlite"), "--transport", "http", "--port", "0"]
+    upstream = serve_mcp(tmp_path / "registry.sqlite")
+    with subprocess.Popen(
+        [*command, *options, "--", *upstream],
+        stdin=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=environment(),
+    ) as served:
+        try:
+            assert served.stderr is not None
+            for _ in range(20):  # a bounded read of the start-up lines
+                line = served.stderr.readline()
+                if "serving MCP at " in line or not line:
+                    break
+            url = line.rsplit(" ", 1)[-1].strip()
+            assert url.startswith("http://127.0.0.1:")
+            first = run(lambda: call(url, TOOL, GROWTH))
+            second = run(lambda: call(url, TOOL, GROWTH))  # a new host session, one proxy
+        finally:
+            served.terminate()
+            try:
+                served.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                served.kill()
+
+    assert first.is_error and not second.is_error and shows_no_contract(second)
