@@ -3,7 +3,8 @@
 speaks no contract).
 
 Each proxy or upstream start costs a second or two of imports, so the default run keeps one test
-per behaviour the brief of issue 36 names (a fix carried across sessions, a drifted one evicted,
+per behaviour the brief of issue 36 names (a fix carried across sessions, a drifted one evicted
+while away and while connected,
 passthrough, a dead upstream, an unusable memory file); the other fault cases run in CI's study
 step."""
 
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import mcp_types as types
 import pytest
 from mcp.client.client import Client
@@ -71,6 +73,28 @@ def test_a_fix_the_data_moved_under_is_evicted_before_the_next_session(tmp_path:
     assert reasons == [EvictionReason.ROW_CHANGED]
     assert again.is_error  # the stale code was not patched in: the upstream names the new one
     assert "SUMMERSALE25" not in texts(again)[0]
+
+
+def test_a_drift_while_the_host_is_connected_is_heard_and_evicts_the_fix(tmp_path: Path) -> None:
+    registry, memory = tmp_path / "registry.sqlite", tmp_path / "memory.sqlite"
+    upstream = serve_mcp(registry)
+
+    async def session() -> tuple[list[EvictionReason], types.CallToolResult]:
+        async with Client(proxy(upstream, memory)) as host:
+            await host.call_tool(TOOL, GROWTH)  # learns SUMMERSALE25
+            await anyio.to_thread.run_sync(drift_while_away, registry)  # a SQL write upstream
+            reasons: list[EvictionReason] = []
+            with anyio.fail_after(60):  # the proxy hears resources/updated and evicts
+                while not reasons:
+                    with FixMemory("row", store=memory) as kept:
+                        reasons = [t.reason for t in kept.tombstones(origin(upstream))]
+                    await anyio.sleep(0.2)
+            return reasons, await host.call_tool(TOOL, GROWTH)
+
+    reasons, after = run(session)
+
+    assert reasons == [EvictionReason.ROW_CHANGED]
+    assert after.is_error and "SUMMERSALE25" not in texts(after)[0]
 
 
 @pytest.mark.study  # a proxy and an upstream process more: CI's study step
