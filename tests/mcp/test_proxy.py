@@ -4,9 +4,8 @@ speaks no contract).
 
 Each proxy or upstream start costs a second or two of imports, so the default run keeps one test
 per behaviour the brief of issue 36 names (a fix carried across sessions, a drifted one evicted
-while away and while connected,
-passthrough, a dead upstream, an unusable memory file); the other fault cases run in CI's study
-step."""
+while away and while connected, passthrough, a dead upstream, an unusable memory file); the
+other fault cases, and the HTTP transport, run in CI's study step."""
 
 from __future__ import annotations
 
@@ -149,6 +148,23 @@ def test_an_upstream_killed_mid_call_is_named_and_then_started_again(tmp_path: P
 
     assert "tests.support.plain_mcp" in error.message  # names the upstream
     assert after != before  # a new upstream process answers
+
+
+@pytest.mark.study  # a proxy and an upstream process more: CI's study step
+def test_the_upstreams_progress_reaches_the_host_under_its_token(tmp_path: Path) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def session() -> str:
+        async with Client(proxy(plain_mcp(), tmp_path / "m.sqlite"), mode="legacy") as host:
+            result = await host.session.call_tool("touch", {}, progress_callback=on_progress)
+            assert isinstance(result, types.CallToolResult)
+            return texts(result)[0]
+
+    assert run(session) == "touched"
+    assert progress == [(1, 2, "half way")]
 
 
 @pytest.mark.study  # a proxy and an upstream process more: CI's study step

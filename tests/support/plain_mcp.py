@@ -2,7 +2,8 @@
 
 The proxy tests front it to see what is passed through unchanged, and to make the upstream fail:
 ``die`` ends the process mid-call, ``hang`` never answers, ``garbage`` writes a line that is not
-JSON-RPC on stdout, and ``big`` answers ``size`` bytes of text.
+JSON-RPC on stdout, and ``big`` answers ``size`` bytes of text; ``touch`` sends progress and
+notifications.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import sys
 import time
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 app = MCPServer("plain")
 
@@ -54,6 +55,15 @@ def garbage() -> str:
 def big(size: int) -> str:
     """``size`` bytes of text."""
     return "x" * size
+
+
+@app.tool()
+async def touch(ctx: Context) -> str:
+    """Tell the client its tools list and the greeting changed, and report progress."""
+    await ctx.report_progress(1, 2, "half way")
+    await ctx.notify_resource_updated("plain://greeting")
+    await ctx.notify_tools_changed()
+    return "touched"
 
 
 @app.resource("plain://greeting")
