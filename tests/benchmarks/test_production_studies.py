@@ -51,3 +51,16 @@ def test_the_retrofit_study_compares_the_same_app_with_and_without_the_contract(
     assert set(result.data["noise_ratios"]) == requests
     assert len(result.data["cpu_s_per_request"]) == 3 * len(requests)  # with, without, again
     assert bool(result.data["profile"]) == any(not check.met for check in result.checks)
+
+
+@pytest.mark.mcp
+@pytest.mark.study  # four server processes and a proxy: CI's study step
+def test_the_proxy_study_times_a_call_through_mcp_proxy_straight_and_in_process(
+    tmp_path: Path,
+) -> None:
+    from benchmarks import mcp_proxy
+
+    result = mcp_proxy.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown and len(result.checks) == 1
+    assert set(result.data["p50_ms"]) == {mcp_proxy.STRAIGHT, mcp_proxy.PROXIED, mcp_proxy.LIBRARY}
+    assert result.data["cpu_ms_per_call"][mcp_proxy.PROXIED] > 0

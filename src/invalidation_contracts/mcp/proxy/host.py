@@ -12,7 +12,8 @@ the upstream lacks is answered by the upstream's own MCP error.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+import warnings
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import anyio
@@ -21,20 +22,26 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ... import __version__
 from ...client.entries import MemoryEntry
 from ..session import ContractSession
-from .link import PROGRESS, Connection, UpstreamLink
+from .link import PROGRESS, UpstreamConnection, UpstreamLink
 from .notify import HostNotifier, is_contract_uri
-from .view import host_result, host_tool
+from .view import host_result, host_tool, without_contract
 
 Ctx = ServerRequestContext[Any, Any]
+Listen = Callable[
+    [Ctx, types.SubscriptionsListenRequestParams], Awaitable[types.SubscriptionsListenResult]
+]
 #: What the proxy calls itself in ``serverInfo`` (hosts show their own name for it).
 PROXY_NAME = "invalidation-contracts-proxy"
 #: The prefix of the request envelope's own ``_meta`` keys (protocol version, client info): the
 #: host's connection's, not the upstream's, which has its own.
 _ENVELOPE = "io.modelcontextprotocol/"
+#: The progress token's key in a request ``_meta``: as the SDK parses it, and as on the wire.
+_PROGRESS_KEYS = ("progress_token", "progressToken")
 
 
 class ProxyHandlers:
@@ -44,25 +51,31 @@ class ProxyHandlers:
         self.link = link
         self.notifier = notifier
 
+    def _seen(self, ctx: Ctx) -> None:
+        """A request on a handshake-era connection: it is told of list changes directly (a
+        2026-07-28 host hears them only on the ``subscriptions/listen`` streams it opens)."""
+        if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            self.notifier.seen(ctx.session)
+
     # ------------------------------------------------------------------ tools
 
     async def list_tools(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         async with self.link.using() as conn:
             if conn.contract is not None:
                 tools = await conn.contract.list_tools()
                 return types.ListToolsResult(tools=[host_tool(tool) for tool in tools])
-            return await conn.session.list_tools(params=params)
+            return await conn.session.list_tools(params=_page(params))
 
     async def call_tool(
         self, ctx: Ctx, params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         meta = _host_meta(ctx.meta)
-        token = ctx.meta.get("progressToken") if ctx.meta is not None else None
-        if isinstance(token, str | int):
+        token = _progress_token(ctx.meta)
+        if token is not None:
             related = str(ctx.request_id) if ctx.request_id is not None else None
 
             async def progress(progress: float, total: float | None, message: str | None) -> None:
@@ -105,25 +118,25 @@ class ProxyHandlers:
     async def list_resources(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourcesResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         async with self.link.using() as conn:
-            listing = await conn.session.list_resources(params=params)
+            listing = await conn.session.list_resources(params=_page(params))
         kept = [r for r in listing.resources if not is_contract_uri(str(r.uri))]
         return listing.model_copy(update={"resources": kept})
 
     async def list_templates(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListResourceTemplatesResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         async with self.link.using() as conn:
-            listing = await conn.session.list_resource_templates(params=params)
+            listing = await conn.session.list_resource_templates(params=_page(params))
         kept = [t for t in listing.resource_templates if not is_contract_uri(t.uri_template)]
         return listing.model_copy(update={"resource_templates": kept})
 
     async def read_resource(
         self, ctx: Ctx, params: types.ReadResourceRequestParams
     ) -> types.ReadResourceResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         uri = str(params.uri)
         if is_contract_uri(uri):
             raise MCPError(types.INVALID_PARAMS, f"{uri}: the proxy keeps the contract to itself")
@@ -135,8 +148,8 @@ class ProxyHandlers:
         if is_contract_uri(uri):
             raise MCPError(types.INVALID_PARAMS, f"{uri}: the proxy keeps the contract to itself")
         async with self.link.using() as conn:
-            await conn.session.subscribe_resource(uri)
-        self.notifier.subscribe(ctx.session, uri)
+            await _subscribe(conn, uri)
+        self.notifier.subscribe(ctx.session, uri)  # resources/subscribe: handshake era only
         return types.EmptyResult()
 
     async def unsubscribe(
@@ -145,33 +158,35 @@ class ProxyHandlers:
         self.notifier.unsubscribe(ctx.session, str(params.uri))
         return types.EmptyResult()
 
-    def listening(self, handler: ListenHandler) -> Any:
+    def listening(self, handler: ListenHandler) -> Listen:
         """``subscriptions/listen`` (2026-07-28): the URIs a stream asks for are subscribed
         upstream first, then the SDK's handler streams the bus."""
 
-        async def listen(ctx: Ctx, params: types.SubscriptionsListenRequestParams) -> Any:
+        async def listen(
+            ctx: Ctx, params: types.SubscriptionsListenRequestParams
+        ) -> types.SubscriptionsListenResult:
             for uri in params.notifications.resource_subscriptions or ():
                 if not is_contract_uri(uri):
                     async with self.link.using() as conn:
-                        await conn.session.subscribe_resource(uri)
+                        await _subscribe(conn, uri)
                     self.notifier.listened.add(uri)
             return await handler(ctx, params)
 
         return listen
 
-    async def resubscribe(self, conn: Connection) -> None:
+    async def resubscribe(self, conn: UpstreamConnection) -> None:
         """A new connection: the host's subscriptions, made upstream again."""
         for uri in sorted(self.notifier.subscribed()):
-            await conn.session.subscribe_resource(uri)
+            await _subscribe(conn, uri)
 
     # ------------------------------------------------------------------ prompts, completions
 
     async def list_prompts(
         self, ctx: Ctx, params: types.PaginatedRequestParams | None
     ) -> types.ListPromptsResult:
-        self.notifier.seen(ctx.session)
+        self._seen(ctx)
         async with self.link.using() as conn:
-            return await conn.session.list_prompts(params=params)
+            return await conn.session.list_prompts(params=_page(params))
 
     async def get_prompt(
         self, ctx: Ctx, params: types.GetPromptRequestParams
@@ -192,12 +207,34 @@ def _host_meta(meta: Mapping[str, Any] | None) -> dict[str, Any]:
     issues its own and relays the progress)."""
     if not meta:
         return {}
-    from .view import without_contract
-
     kept = without_contract(
-        {k: v for k, v in meta.items() if k != "progressToken" and not k.startswith(_ENVELOPE)}
+        {k: v for k, v in meta.items() if k not in _PROGRESS_KEYS and not k.startswith(_ENVELOPE)}
     )
     return kept or {}
+
+
+def _progress_token(meta: Mapping[str, Any] | None) -> str | int | None:
+    """The host's progress token for this request, if it asked for progress."""
+    for key in _PROGRESS_KEYS:
+        token = (meta or {}).get(key)
+        if isinstance(token, str | int) and not isinstance(token, bool):
+            return token
+    return None
+
+
+async def _subscribe(conn: UpstreamConnection, uri: str) -> None:
+    """``resources/subscribe`` upstream (the proxy's upstream connection is handshake-era, where
+    it is the way; the SDK warns of its removal at 2026-07-28)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        await conn.session.subscribe_resource(uri)
+
+
+def _page(params: types.PaginatedRequestParams | None) -> types.PaginatedRequestParams | None:
+    """The host's page cursor, without its request envelope (the upstream's is the proxy's)."""
+    if params is None or params.cursor is None:
+        return None
+    return types.PaginatedRequestParams(cursor=params.cursor)
 
 
 def _sdk_meta(meta: Mapping[str, Any]) -> types.RequestParamsMeta | None:

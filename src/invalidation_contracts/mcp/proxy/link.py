@@ -21,7 +21,7 @@ from typing import Any, cast
 import anyio
 import mcp_types as types
 from mcp.client.client import Client
-from mcp.client.session import ClientSession, IncomingMessage
+from mcp.client.session import ClientSession, IncomingMessage, LoggingFnT
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 
@@ -61,17 +61,15 @@ class Oversized(Exception):
 
 
 @dataclass(slots=True)
-class Connection:
+class UpstreamConnection:
     """One open connection: the SDK client, the contract session over it (None: the upstream
     speaks no contract), and the event that says it broke."""
 
     client: Client
-    contract: ContractSession | None
+    session: ClientSession
+    """The client's session, its tool results bounded (``BoundedSession``)."""
+    contract: ContractSession | None = None
     broken: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def session(self) -> ClientSession:
-        return self.client.session
 
 
 class BoundedSession:
@@ -127,9 +125,9 @@ class UpstreamLink:
         self.speaks_contract: bool | None = None
         """Whether the upstream speaks the contract (None: not connected yet)."""
         self.connections = 0
-        self.on_open: Callable[[Connection], Awaitable[None]] | None = None
+        self.on_open: Callable[[UpstreamConnection], Awaitable[None]] | None = None
         """Called with each new connection before it serves (the host's subscriptions)."""
-        self._conn: Connection | None = None
+        self._conn: UpstreamConnection | None = None
         self._wanted = anyio.Event()
         self._ready = anyio.Event()
         self._last_error = "not connected yet"
@@ -140,7 +138,7 @@ class UpstreamLink:
         """An MCP error naming the upstream."""
         return MCPError(code, f"upstream MCP server {self.target.name}: {what}")
 
-    async def connection(self) -> Connection:
+    async def connection(self) -> UpstreamConnection:
         """The open connection, connecting first if there is none (``MCPError`` naming the
         upstream when that fails)."""
         conn = self._conn
@@ -156,7 +154,7 @@ class UpstreamLink:
         return conn
 
     @contextlib.asynccontextmanager
-    async def using(self) -> AsyncIterator[Connection]:
+    async def using(self) -> AsyncIterator[UpstreamConnection]:
         """The connection for one request, its failures as ``MCPError``s naming the upstream:
         a connection that closed or hung is broken (the next request connects again)."""
         conn = await self.connection()
@@ -192,41 +190,44 @@ class UpstreamLink:
         while True:
             await self._wanted.wait()
             self._wanted = anyio.Event()
-            conn: Connection | None = None
+            conn: UpstreamConnection | None = None
+            opened = False
             try:
                 # The deadline bounds the opening only; the scope encloses the whole
                 # connection, since the SDK's task groups must close inside it.
                 deadline = anyio.current_time() + self.options.connect_timeout_s
-                with anyio.CancelScope(deadline=deadline) as opening:
+                with anyio.CancelScope(deadline=deadline) as scope:
                     async with contextlib.AsyncExitStack() as stack:
                         conn = await self._open(stack)
-                        opening.deadline = math.inf
+                        opened, scope.deadline = True, math.inf
                         self._conn = conn
                         self._settle()
                         await conn.broken.wait()
                         self._conn = None
-                        with anyio.move_on_after(CLOSE_TIMEOUT_S, shield=True):
-                            await stack.aclose()
-                if opening.cancelled_caught:
+                        scope.deadline = anyio.current_time() + CLOSE_TIMEOUT_S  # then abandoned
+                if scope.cancelled_caught and not opened:
                     raise TimeoutError(
                         f"no answer within {self.options.connect_timeout_s:g} s of starting"
                     )
-            except Exception as exc:  # the connection failed: said to the requests waiting
-                self._last_error = _describe(exc)
-                logger.warning("upstream %s: %s", self.target.name, self._last_error)
+            except Exception as exc:
+                if opened:  # closing a broken connection failed too: nothing to tell
+                    logger.debug("closing the upstream's connection: %s", _describe(exc))
+                else:  # the connection failed: said to the requests waiting
+                    self._last_error = _describe(exc)
+                    logger.warning("upstream %s: %s", self.target.name, self._last_error)
+                    self._conn = None
+                    self._settle()
             finally:
                 self._conn = None
                 if conn is not None:
                     conn.broken.set()
-            self._wanted.set()  # connect again now, so the next request finds it open
-            self._settle()
 
     def _settle(self) -> None:
         """Wake the requests waiting for a connection attempt to end."""
         ready, self._ready = self._ready, anyio.Event()
         ready.set()
 
-    def _broke(self, conn: Connection, why: str) -> None:
+    def _broke(self, conn: UpstreamConnection, why: str) -> None:
         if not conn.broken.is_set():
             self._last_error = why
             logger.warning(
@@ -234,9 +235,9 @@ class UpstreamLink:
             )
             conn.broken.set()
 
-    async def _open(self, stack: contextlib.AsyncExitStack) -> Connection:
+    async def _open(self, stack: contextlib.AsyncExitStack) -> UpstreamConnection:
         wired: list[ContractSession] = []
-        current: list[Connection] = []
+        current: list[UpstreamConnection] = []
 
         async def on_message(message: IncomingMessage) -> None:
             if isinstance(message, Exception):  # the upstream wrote something that is not MCP
@@ -252,13 +253,11 @@ class UpstreamLink:
             logging_callback=_log_upstream(self.target.name),
         )
         await stack.enter_async_context(client)
-        conn = Connection(client, None)
+        bounded = cast(ClientSession, BoundedSession(client.session, self.options.max_result_bytes))
+        conn = UpstreamConnection(client, bounded)
         current.append(conn)
         self.connections += 1
         if await _speaks_contract(client):
-            bounded = cast(
-                ClientSession, BoundedSession(client.session, self.options.max_result_bytes)
-            )
             contract = ContractSession(bounded, self.memory, origin=self.target.origin)
             wired.append(contract)
             await stack.enter_async_context(contract)
@@ -290,7 +289,7 @@ async def _speaks_contract(client: Client) -> bool:
     return any(str(resource.uri) == names.VERSIONS for resource in listing.resources)
 
 
-def _log_upstream(name: str) -> Any:
+def _log_upstream(name: str) -> LoggingFnT:
     """A logging callback: the upstream's log messages, on the proxy's log (stderr)."""
 
     async def log(params: types.LoggingMessageNotificationParams) -> None:
