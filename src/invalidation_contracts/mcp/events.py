@@ -29,7 +29,8 @@ MAX_EVENTS_PER_PAGE = 100
 #: The one event type: everything one registry change did, under one ``seq``.
 EVENT_TYPE = "contract.changed"
 _CURSOR_PREFIX = "ic1."
-_MAX_CURSOR_LENGTH = 256
+#: A cursor is at most this long: base64 of a seq and an epoch of up to 128 characters (UTF-8).
+_MAX_CURSOR_LENGTH = 1024
 
 
 class ContractChange(WireModel):
@@ -62,7 +63,7 @@ class EventsPage(WireModel):
 
 def cursor_for(seq: int, epoch: str) -> str:
     """The opaque cursor of the contract position ``seq`` in ``epoch``."""
-    raw = json.dumps([seq, epoch], separators=(",", ":")).encode()
+    raw = json.dumps([seq, epoch], separators=(",", ":"), ensure_ascii=False).encode()
     return _CURSOR_PREFIX + base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
@@ -75,7 +76,7 @@ def position_of_cursor(cursor: str) -> tuple[int, str]:
     body = cursor.removeprefix(_CURSOR_PREFIX)
     try:
         value = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
-    except (binascii.Error, ValueError) as exc:
+    except (binascii.Error, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise bad from exc
     match value:
         case [int() as seq, str() as epoch] if 0 <= seq and 0 < len(epoch) <= 128:
