@@ -233,3 +233,19 @@ def test_a_listening_client_hears_that_there_are_new_events(server, acme, provid
         raise AssertionError("the stream ended")
 
     assert run(body) == names.EVENTS
+
+
+def test_a_cursor_ahead_of_the_history_is_truncated(server, provider):
+    state = provider.registry.state
+
+    page = _poll(server, events.cursor_for(state.seq + 5, state.epoch))
+
+    assert page["truncated"] is True and page["cursor"] == events.cursor_for(state.seq, state.epoch)
+
+
+def test_a_poll_below_the_feed_s_level_is_the_level_problem_not_a_resync(acme):
+    server = contract_server(Provider(acme.domain, level=0))
+
+    problem = _read(server, names.EVENTS)
+
+    assert problem["type"].endswith("level-too-low") and "truncated" not in problem
