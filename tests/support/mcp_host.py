@@ -16,6 +16,7 @@ import json
 import sys
 import warnings
 from typing import Any
+from urllib.parse import urlencode
 
 import anyio
 import mcp_types as types
@@ -31,15 +32,17 @@ class Host:
         self.tasks = tasks
         self.client: Client | None = None
         self.updates: list[str] = []
+        self.notes: list[dict[str, Any]] = []
         self.heard = anyio.Event()
         self._closing: anyio.Event | None = None
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, types.ResourceUpdatedNotification):
-            self._hear(str(message.params.uri))
+            self._hear(str(message.params.uri), message.params.meta)
 
-    def _hear(self, uri: str) -> None:
+    def _hear(self, uri: str, meta: dict[str, Any] | None = None) -> None:
         self.updates.append(uri)
+        self.notes.append({"uri": uri, "meta": meta or {}})
         self.heard.set()
 
     async def connect(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -119,13 +122,20 @@ class Host:
                 self.heard = anyio.Event()
                 await self.heard.wait()
         heard, self.updates = self.updates, []
-        return {"updates": heard}
+        notes, self.notes = self.notes, []
+        return {"updates": heard, "notes": notes}
 
     async def read(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
         (content, *_) = (await self.client.read_resource(cmd["uri"])).contents
         assert isinstance(content, types.TextResourceContents)
         return {"mimeType": content.mime_type, "text": content.text}
+
+    async def poll(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """The events mode: read ``contract://events`` after ``cursor``, the page parsed."""
+        query = urlencode({k: cmd[k] for k in ("cursor", "limit") if cmd.get(k)})
+        read = await self.read({"uri": "contract://events" + (f"?{query}" if query else "")})
+        return {"mimeType": read["mimeType"], "page": json.loads(read["text"])}
 
     async def close(self, cmd: dict[str, Any]) -> dict[str, Any]:
         if self._closing is not None:
@@ -143,6 +153,7 @@ async def main() -> None:
             "subscribe": host.subscribe,
             "updates": host.updates_of,
             "read": host.read,
+            "poll": host.poll,
             "close": host.close,
         }
         while line := await anyio.to_thread.run_sync(sys.stdin.readline):

@@ -5,6 +5,8 @@ Pure values and parsing, no SDK: the server publishes these, the client reads th
 - ``contract://versions`` — the response-level fields (``GET /contract/versions``); subscribable:
   a ``resources/updated`` notification for it means a table or the rules moved.
 - ``contract://changes?since=N[&epoch=E][&tables=a,b]`` — the changes feed (a template).
+- ``contract://events{?cursor,limit}`` — the same feed as MCP's Triggers & Events sketch polls
+  it (``mcp.events``); subscribable: ``resources/updated`` for it carries the new cursor.
 - ``contract://rules``, ``contract://graph`` — the rule declarations and the L5 graph; with
   ``?since=N[&epoch=E]`` (or the request ``_meta`` position) a worker behind N catches up first.
 
@@ -37,11 +39,14 @@ VERSIONS = "contract://versions"
 CHANGES = "contract://changes"
 RULES = "contract://rules"
 GRAPH = "contract://graph"
+#: The changes feed in the Triggers & Events shape (``mcp.events``): poll with ``?cursor=``.
+EVENTS = "contract://events"
 #: The RFC 6570 templates a client fills in to read a position-dependent resource.
 VERSIONS_TEMPLATE = "contract://versions{?since,epoch}"
 CHANGES_TEMPLATE = "contract://changes{?since,epoch,tables}"
 RULES_TEMPLATE = "contract://rules{?since,epoch}"
 GRAPH_TEMPLATE = "contract://graph{?since,epoch}"
+EVENTS_TEMPLATE = "contract://events{?cursor,limit}"
 
 #: The extension's identifier (reverse DNS) and the prefix of every ``_meta`` key it defines.
 EXTENSION = "io.github.invalidation-contracts/contract"
@@ -67,6 +72,8 @@ VALIDATOR = PREFIX + "validator"
 IF_NONE_MATCH = PREFIX + "if-none-match"
 #: Result ``_meta``: ``true`` on a not-modified answer (it carries no contract answer).
 NOT_MODIFIED = PREFIX + "not-modified"
+#: Notification ``_meta`` (``resources/updated`` for ``EVENTS``): the cursor of the new position.
+CURSOR = PREFIX + "cursor"
 #: Tool ``_meta``: the request fields the client may patch from a cached fix.
 PATCHABLE = PREFIX + "patchable"
 #: Tool ``_meta``: the operation (``METHOD /route``) the tool performs over HTTP.

@@ -4,9 +4,11 @@ The registry tells its listeners of every move (a write in this worker, or chang
 other workers: ``Registry.subscribe``), in the writer's thread. The notifier only records which
 resources moved and wakes its pump on the server's event loop; the pump publishes one event per
 moved resource to the ``subscriptions/listen`` bus (protocol 2026-07-28) and to each session that
-subscribed with ``resources/subscribe`` (earlier revisions). Moves that happen while the pump is
-busy are coalesced: a storm of writes costs each subscriber at most one event per resource and
-round. Needs the asyncio backend (the SDK's default).
+subscribed with ``resources/subscribe`` (earlier revisions); there, the event for
+``contract://events`` carries the cursor of the new position in its ``_meta`` (a listen stream's
+``_meta`` is the SDK's, so a listener polls from its own cursor). Moves that happen while the
+pump is busy are coalesced: a storm of writes costs each subscriber at most one event per
+resource and round. Needs the asyncio backend (the SDK's default).
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import mcp_types as types
 from mcp.server.subscriptions import ResourceUpdated, SubscriptionBus
 
 from ..server.registry import Registry
 from ..server.state import RegistryState
-from . import names
+from . import events, names
 
 if TYPE_CHECKING:
     from mcp.server.session import ServerSession
@@ -40,6 +43,7 @@ def moved(before: RegistryState, after: RegistryState, *, graph: bool) -> set[st
     new_history = before.epoch != after.epoch
     if new_history or before.seq != after.seq:
         uris.add(names.VERSIONS)
+        uris.add(names.EVENTS)
         if graph:
             uris.add(names.GRAPH)
     if new_history or before.rules_changed_at != after.rules_changed_at:
@@ -130,11 +134,18 @@ class ChangeNotifier:
     async def publish(self, uri: str) -> None:
         """One ``resources/updated`` for ``uri`` to every subscriber, of either protocol era."""
         await self.bus.publish(ResourceUpdated(uri=uri))
+        meta: dict[str, Any] | None = None
+        if uri == names.EVENTS:
+            state = self.registry.state
+            meta = {names.CURSOR: events.cursor_for(state.seq, state.epoch)}
+        updated = types.ResourceUpdatedNotification(
+            params=types.ResourceUpdatedNotificationParams(uri=uri, _meta=meta)
+        )
         for key, (session, uris) in list(self._subscribers.items()):
             if uri not in uris:
                 continue
             try:
-                await session.send_resource_updated(uri)
+                await session.send_notification(updated)
             except Exception:  # a connection that went away: forget it
                 logger.debug("dropped a subscriber of %s: its connection is closed", uri)
                 self._subscribers.pop(key, None)

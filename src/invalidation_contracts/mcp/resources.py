@@ -2,11 +2,13 @@
 
 ``contract://versions`` (also with ``?since=&epoch=``: the conditional contract), the changes feed
 ``contract://changes?since=`` (a template), ``contract://rules`` and, from level 5,
-``contract://graph``. A read answers the same wire object as the HTTP route; a problem (410
-resync-required, level too low, a bad query, a worker that cannot read its registry) is the
-problem document, as ``application/problem+json``, so a client reads its ``status`` as it would
-an HTTP status. A read runs in the event loop (the registry is in memory); one that makes the
-worker catch up with other workers first (it may read a store) runs in a worker thread.
+``contract://graph``; the feed again as Triggers & Events pages, ``contract://events?cursor=``
+(``mcp.events``, a thin mapping of the same read). A read answers the same wire object as the
+HTTP route; a problem (410 resync-required, level too low, a bad query, a worker that cannot
+read its registry) is the problem document, as ``application/problem+json``, so a client reads
+its ``status`` as it would an HTTP status. A read runs in the event loop (the registry is in
+memory); one that makes the worker catch up with other workers first (it may read a store) runs
+in a worker thread.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Any
 
 import mcp_types as types
 
-from ..protocol.models import Problem, WireModel
+from ..protocol.models import ChangesFeed, ContractFields, Problem, WireModel
 from ..protocol.problems import ProblemType, ProtocolError
 from ..server.reads import ContractRead, require_level
-from . import names
+from . import events, names
 from .backend import ContractBackend
 
 
@@ -109,6 +111,16 @@ class ContractResources:
                 "a problem document with status 410 when the log no longer covers it.",
                 mime_type=names.JSON_MEDIA_TYPE,
             ),
+            types.ResourceTemplate(
+                uri_template=names.EVENTS_TEMPLATE,
+                name="contract-events",
+                title="Contract events (poll)",
+                description="The changes feed as events after an opaque cursor: {events, cursor, "
+                "truncated, hasMore}; at most 100 events a page; truncated means resync, then "
+                "poll from cursor. Without a cursor: the current position. Subscribe to "
+                "contract://events to be told of new events.",
+                mime_type=names.JSON_MEDIA_TYPE,
+            ),
         ]
 
     def read(self, uri: str, meta: Mapping[str, Any] | None = None) -> ResourceBody | None:
@@ -125,6 +137,9 @@ class ContractResources:
         """The read ``uri`` asks for (no I/O); a ``ResourceBody`` already for a malformed one, None
         for a URI that is not a contract resource."""
         try:
+            polled = events.parse_events(uri)
+            if polled is not None:
+                return _poll_read(polled, names.position_of(meta))
             request = names.parse_resource(uri)
             return None if request is None else request.to_read(names.position_of(meta))
         except ProtocolError as exc:
@@ -139,9 +154,26 @@ class ContractResources:
     def answer(self, read: ContractRead, uri: str) -> ResourceBody:
         """The answer to a prepared ``read`` (a problem document for a protocol error)."""
         try:
-            return self._read(read)
+            body = self._read(read)
         except ProtocolError as exc:
-            return ResourceBody(exc.to_problem(instance=uri))
+            body = ResourceBody(exc.to_problem(instance=uri))
+        polled = events.parse_events(uri)  # well formed: prepare answered a malformed one
+        return body if polled is None else self._page(polled, body)
+
+    def _page(self, polled: events.EventsRequest, body: ResourceBody) -> ResourceBody:
+        """A poll's answer from the read it made: the feed as a page, the current position
+        without a cursor, and a resync-required problem (an old cursor, another epoch) as a
+        ``truncated`` page at the current position; any other problem as it is."""
+        answer = body.body
+        if isinstance(answer, ChangesFeed):
+            return ResourceBody(events.page(answer, polled.limit))
+        if isinstance(answer, ContractFields) and answer.contract_seq is not None:
+            if answer.contract_epoch:
+                return ResourceBody(events.head(answer.contract_seq, answer.contract_epoch))
+        if isinstance(answer, Problem) and answer.status == _GONE:
+            state = self.backend.provider.registry.state
+            return ResourceBody(events.truncated(state.seq, state.epoch))
+        return body
 
     def _read(self, read: ContractRead) -> ResourceBody:
         """The one read API (``Provider.read``) at the state the client's position needs."""
@@ -156,3 +188,15 @@ class ContractResources:
         state = self.backend.state(read.catch_up, read.epoch)
         body = self.backend.provider.read(read, state, what=what)
         return ResourceBody(body, read.since if read.name == "versions" else None)
+
+
+_GONE = 410
+
+
+def _poll_read(polled: events.EventsRequest, meta: names.MetaPosition) -> ContractRead:
+    """The read a poll makes: the changes feed after its cursor, or, without one, the contract
+    fields (the current position); the ``_meta`` position is a catch-up position as on any read."""
+    if polled.cursor is None:
+        return ContractRead("versions", epoch=meta.epoch, position=meta.since)
+    seq, epoch = polled.cursor
+    return ContractRead("changes", since=seq, epoch=epoch, position=meta.since)

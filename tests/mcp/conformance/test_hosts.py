@@ -5,8 +5,9 @@ the official Python SDK on both eras (the ``initialize`` handshake, and 2026-07-
 
 Each host lists the tools, makes a passing call, reads the suggestions of a rejected call from
 the text (the model's view) and the contract from ``_meta`` (a contract client's), fixes the
-call with them, and hears ``resources/updated`` after another worker's reload. One connection
-per (SDK, revision, transport) serves its module's five tests.
+call with them, and hears ``resources/updated`` after another worker's reload; it polls the
+events a reload made (``contract://events``, the Triggers & Events shape) and is pushed their
+cursor. One connection per (SDK, revision, transport) serves all of the module's tests.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from tests.mcp.conformance.conftest import (
 )
 from tests.support.mcp_hosts import LineHost, py_host, serve_mcp_args, ts_host
 
+from invalidation_contracts.mcp import events
+
 pytestmark = [pytest.mark.mcp, pytest.mark.timeout(300)]
 
 #: What @modelcontextprotocol/sdk 1.32.2 offers in ``initialize`` (SUPPORTED_PROTOCOL_VERSIONS);
@@ -42,6 +45,7 @@ SERVER_HANDSHAKE_LATEST = "2025-11-25"
 PY_REVISIONS = ("legacy", "auto")
 MODERN = "2026-07-28"
 IC = "io.github.invalidation-contracts/"
+EVENTS = "contract://events"
 CONNECTIONS = [
     *(
         ("ts-sdk", revision, transport)
@@ -173,3 +177,37 @@ def test_a_re_call_presenting_the_validator_is_answered_not_modified(connected: 
     assert short["ok"], f"the host's SDK raised on a not-modified answer: {short.get('error')}"
     assert short["isError"] and short["meta"][IC + "not-modified"] is True
     assert json.loads(short["text"])["not_modified"] is True
+
+
+def test_the_host_polls_the_events_a_drift_made_and_is_pushed_their_cursor(
+    connected: Connected, registry: Path
+):
+    start = connected.host.ask("poll")["page"]
+    connected.host.ask("subscribe", uri=EVENTS)
+
+    drift(registry)
+
+    heard = connected.host.ask("updates", uri=EVENTS, timeout_ms=20_000)
+    page = connected.host.ask("poll", cursor=start["cursor"])["page"]
+    assert start["events"] == [] and start["truncated"] is False
+    assert page["truncated"] is False and page["hasMore"] is False
+    (event,) = page["events"]
+    assert event["type"] == "contract.changed"
+    assert [t["table"] for t in event["data"]["tables"]] == ["active_csm_codes"]
+    pushed = [n["meta"].get(IC + "cursor") for n in heard["notes"] if n["uri"] == EVENTS]
+    if connected.answer["negotiated"] == MODERN:  # a listen stream's _meta is the SDK's
+        assert pushed and set(pushed) == {None}
+    else:
+        assert pushed == [page["cursor"]]  # the push carries the cursor the poll reaches
+    assert connected.host.ask("poll", cursor=page["cursor"])["page"]["events"] == []
+
+
+def test_a_cursor_of_another_history_is_answered_truncated_then_polled_from_its_cursor(
+    connected: Connected,
+):
+    foreign = events.cursor_for(0, "another-history")
+
+    page = connected.host.ask("poll", cursor=foreign)["page"]
+
+    assert page["truncated"] is True and page["events"] == []
+    assert connected.host.ask("poll", cursor=page["cursor"])["page"]["truncated"] is False

@@ -8,8 +8,11 @@
 //   {"op": "list"}                               the tools, as the host sees them
 //   {"op": "call", "name": ..., "arguments": {...}, "meta": {...}}   client.callTool, as hosts do
 //   {"op": "subscribe", "uri": ...}              resources/subscribe
-//   {"op": "updates", "uri": ..., "timeout_ms": N}   wait for resources/updated of uri
+//   {"op": "updates", "uri": ..., "timeout_ms": N}   wait for resources/updated of uri; the
+//                                                uris heard, and each notification's _meta (notes)
 //   {"op": "read", "uri": ...}                   resources/read, the first text content
+//   {"op": "poll", "cursor": ..., "limit": N}    the events mode: read contract://events after
+//                                                cursor (both optional), the page parsed
 //   {"op": "close"}
 // "version" is the protocolVersion the host offers in initialize (the SDK offers its latest
 // otherwise); the answer names the one negotiated.
@@ -28,6 +31,7 @@ let client = null;
 let negotiated = null;
 let initialized = null; // the initialize result as it came, before the SDK's schema parsed it
 const updates = [];
+const notes = []; // {uri, meta}: each resources/updated as it came, its _meta included
 let heard = null; // resolves the pending "updates" wait
 
 function offering(transport, version) {
@@ -64,6 +68,7 @@ const ops = {
     client = new Client({ name: "ts-sdk-plain-host", version: "0.0.1" });
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
       updates.push(n.params.uri);
+      notes.push({ uri: n.params.uri, meta: n.params._meta || {} });
       if (heard) heard();
     });
     await client.connect(offering(transport, cmd.version));
@@ -97,11 +102,19 @@ const ops = {
         setTimeout(resolve, Math.max(0, deadline - Date.now()));
       });
     }
-    return { updates: updates.splice(0) };
+    return { updates: updates.splice(0), notes: notes.splice(0) };
   },
   async read(cmd) {
     const { contents } = await client.readResource({ uri: cmd.uri });
     return { mimeType: contents[0].mimeType, text: contents[0].text };
+  },
+  async poll(cmd) {
+    const query = new URLSearchParams();
+    if (cmd.cursor) query.set("cursor", cmd.cursor);
+    if (cmd.limit) query.set("limit", String(cmd.limit));
+    const uri = "contract://events" + (query.size ? `?${query}` : "");
+    const { contents } = await client.readResource({ uri });
+    return { mimeType: contents[0].mimeType, page: JSON.parse(contents[0].text) };
   },
   async close() {
     if (client) await client.close();
