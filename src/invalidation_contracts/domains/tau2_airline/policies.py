@@ -32,10 +32,10 @@ REFUSED = "AIRLINE_REFUSED"
 #: (τ² refuses them for updates). Within a source, by id.
 SOURCE_ORDER = {"gift_card": 0, "credit_card": 1, "certificate": 2}
 
-Candidates = Callable[[Mapping[str, Any], Any, re.Match[str]], list[Any]]
+Candidates = Callable[[Mapping[str, Any], TrackedTables, re.Match[str]], list[Any]]
 
 
-def attempt(tool: str, request: Mapping[str, Any], tables: Any) -> str | None:
+def attempt(tool: str, request: Mapping[str, Any], tables: TrackedTables) -> str | None:
     """Run τ²'s ``tool`` on ``request`` over ``tables``: None when it accepts, else its message."""
     try:
         getattr(airline_tools(tables), tool)(**copy.deepcopy(dict(request)))
@@ -44,7 +44,9 @@ def attempt(tool: str, request: Mapping[str, Any], tables: Any) -> str | None:
     return None
 
 
-def payment_methods(request: Mapping[str, Any], tables: Any, found: re.Match[str]) -> list[Any]:
+def payment_methods(
+    request: Mapping[str, Any], tables: TrackedTables, found: re.Match[str]
+) -> list[Any]:
     """The payment methods stored on the reservation's user, in ``SOURCE_ORDER``."""
     reservation = tables["reservations"].get(request["reservation_id"])
     user = None if reservation is None else tables["users"].get(reservation["user_id"])
@@ -54,12 +56,14 @@ def payment_methods(request: Mapping[str, Any], tables: Any, found: re.Match[str
     return sorted(methods, key=lambda pid: (SOURCE_ORDER.get(methods[pid]["source"], 9), pid))
 
 
-def cabins(request: Mapping[str, Any], tables: Any, found: re.Match[str]) -> list[Any]:
+def cabins(request: Mapping[str, Any], tables: TrackedTables, found: re.Match[str]) -> list[Any]:
     """The other cabins, in τ²'s order."""
     return [cabin for cabin in CABINS if cabin != request["cabin"]]
 
 
-def direct_flights(request: Mapping[str, Any], tables: Any, found: re.Match[str]) -> list[Any]:
+def direct_flights(
+    request: Mapping[str, Any], tables: TrackedTables, found: re.Match[str]
+) -> list[Any]:
     """The itinerary with the unavailable flight replaced by each direct flight τ²'s own search
     finds on the same route and date."""
     number, date = found.group("flight"), found.group("date")
@@ -125,7 +129,7 @@ RECOVERIES: tuple[Recovery, ...] = (
 def recover(
     tool: str,
     request: Mapping[str, Any],
-    tables: Any,
+    tables: TrackedTables,
     message: str,
     recoveries: Sequence[Recovery] = RECOVERIES,
 ) -> Violation:
