@@ -10,8 +10,8 @@ from invalidation_contracts.client import (
     FixMemory,
     PatchRefused,
     Quarantined,
-    apply_patch,
 )
+from invalidation_contracts.client.patching import apply_patch
 from invalidation_contracts.client.values import Observed
 
 PATCHABLE = ["/promo_code", "/payment_method_token", "/metadata"]

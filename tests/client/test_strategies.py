@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 
 from invalidation_contracts.client import (
-    STRATEGY_CLASSES,
     Evicted,
     EvictionReason,
     FetchRules,
@@ -18,6 +17,7 @@ from invalidation_contracts.client import (
     RulesAlert,
     strategy_for,
 )
+from invalidation_contracts.client.strategies import STRATEGY_CLASSES
 from invalidation_contracts.client.values import Answer, Observed
 
 ROW = EvictionReason.ROW_CHANGED
