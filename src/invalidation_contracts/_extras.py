@@ -21,7 +21,7 @@ class MissingExtra(ImportError):
     def __init__(self, extra: str, module: str) -> None:
         super().__init__(
             f"{module} is not installed; this part of invalidation-contracts needs the "
-            f"'{extra}' extra: pip install 'invalidation-contracts[{extra}]'",
+            f"'{extra}' extra: pip install '.[{extra}]' (in the project's checkout)",
             name=module,
         )
         self.extra = extra
@@ -37,7 +37,7 @@ class MissingExtras(MissingExtra):
         ImportError.__init__(
             self,
             f"{modules} not installed; this command needs the extras {extras}: "
-            f"pip install 'invalidation-contracts[{extras}]'",
+            f"pip install '.[{extras}]' (in the project's checkout)",
             name=next(iter(missing.values())),
         )
         self.extra = extras

@@ -66,6 +66,10 @@ SKIP: dict[str, str] = {
 }
 #: Commands run as written by another test (under its own markers).
 ELSEWHERE: dict[str, str] = {
+    "invalidation-contracts mcp-proxy -- invalidation-contracts serve-mcp --domain acme_billing": (
+        "tests/docs/test_hosts_recipes.py::"
+        "test_a_host_configured_from_the_recipe_gets_a_fix_learned_in_one_session_in_the_next"
+    ),
     "invalidation-contracts ladder": (
         "tests/docs/test_docs_figures.py::test_the_readme_ladder_table_is_what_ladder_prints"
     ),

@@ -100,7 +100,7 @@ def test_an_edge_module_without_its_extra_names_the_extra(module, blocked, extra
     report = run_blocked(blocked, IMPORT_AND_REPORT.format(module=module))
 
     assert report["extra"] == extra
-    assert f"pip install 'invalidation-contracts[{extra}]'" in report["message"]
+    assert f"pip install '.[{extra}]'" in report["message"]
 
 
 def test_the_protocol_client_and_server_core_import_without_any_extra():

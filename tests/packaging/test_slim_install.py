@@ -126,7 +126,7 @@ def test_the_cli_without_the_server_extra_says_which_extra_in_one_line(slim):
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
-    assert "pip install 'invalidation-contracts[server]'" in done.stderr
+    assert "pip install '.[server]'" in done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -152,5 +152,5 @@ def test_ladder_on_a_slim_install_names_every_missing_extra_at_once(slim, tmp_pa
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1, done.stderr
-    assert "pip install 'invalidation-contracts[cli,server,bench]'" in done.stderr
+    assert "pip install '.[cli,server,bench]'" in done.stderr
     assert not (tmp_path / "results").exists()

@@ -114,7 +114,7 @@ def test_a_missing_extra_is_one_line_naming_it(capsys, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "cryptography", None)
     status, _, err = run(capsys, "keygen", "--out", str(tmp_path / "k.pem"))
     assert status == 1
-    assert "pip install 'invalidation-contracts[signing]'" in one_line(err)
+    assert "pip install '.[signing]'" in one_line(err)
 
 
 def test_an_unexpected_error_is_one_line_unless_debugging(capsys, monkeypatch):

@@ -209,6 +209,7 @@ def _keygen(args: argparse.Namespace) -> int:
 def _serve(args: argparse.Namespace) -> int:
     import os
 
+    from .._extras import require_extra
     from ..server.auth import ADMIN_TOKEN_ENV
     from ..server.store import StorageError
     from .launch import FACTORY, SPEC_ENV, AppSpec
@@ -218,6 +219,7 @@ def _serve(args: argparse.Namespace) -> int:
     if (args.declare or args.create_tables) and args.database is None:
         raise UsageError("--declare and --create-tables need --database")
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
+    require_extra("server", "fastapi", "uvicorn")  # a missing extra is the one line, before any
     store, notice = _history(args)
     print(notice, file=sys.stderr)
     token = _admin_token(args)

@@ -122,7 +122,7 @@ class RegistryTransaction(TableVerbs):
         log's length."""
         base = {self.base.tables[table].version} if table in self.base.tables else set()
         logged = self._log.served(table) if self._log is not None else ()
-        return Served((base, logged, self._mine.served(table)))
+        return ServedVersions((base, logged, self._mine.served(table)))
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """One change set over one or more tables (one ``seq``); a result per table named."""
@@ -162,7 +162,7 @@ class RegistryTransaction(TableVerbs):
             self._mine.append(record)
 
 
-class Served(Collection[str]):
+class ServedVersions(Collection[str]):
     """The union of a few version collections, read in place (membership, iteration; ``len``
     counts a version once per part, an upper bound: what ``fresh_version`` needs)."""
 

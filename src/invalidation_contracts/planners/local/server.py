@@ -173,7 +173,7 @@ def _start_error(config: ServerConfig, tail: str) -> Exception:
     if "No module named" in tail:
         return PlannerConfigError(
             "xllamacpp is not installed; the local planner needs the 'local' extra: "
-            "pip install 'invalidation-contracts[local]'"
+            "pip install '.[local]' (in the project's checkout)"
         )
     reason = _last_error(tail) or (tail.strip().splitlines() or ["no output"])[-1]
     return PlannerUnavailableError(f"the llama.cpp server did not start: {reason}")
