@@ -1,9 +1,9 @@
 """The hosts a recipe of docs/hosts.md is driven by: each starts the proxy exactly as the recipe
 says (its ``command``, ``args`` and ``env``, in a folder of its own) and makes tool calls.
 
-A driver is anything with ``call``; ``PythonSDKHost`` is the official Python SDK's client. A
-driver over the official TypeScript SDK (Node) implements the same method and is added to
-``DRIVERS``; the recipe tests run every recipe under every driver there.
+A driver is anything with ``call``: ``PythonSDKHost`` is the official Python SDK's client,
+``TypeScriptSDKHost`` the official TypeScript SDK's (a Node process, no project code in it). The
+recipe tests run every recipe under every driver in ``DRIVERS``, each with its ``markers``.
 """
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 import mcp_types as types
 from mcp import StdioServerParameters
 from mcp.client.client import Client
+from tests.support.mcp_hosts import node_modules, ts_host
 from tests.support.proxy import environment
 
 
@@ -42,6 +44,8 @@ class Answer:
 
 class HostDriver(Protocol):
     name: str
+    #: The pytest markers of the real components the driver needs (beside ``mcp``).
+    markers: tuple[str, ...]
 
     async def call(
         self, recipe: Recipe, folder: Path, tool: str, calls: Sequence[Mapping[str, Any]]
@@ -64,6 +68,7 @@ class PythonSDKHost:
     """A host on the official Python SDK (``mcp.client.client.Client``), over stdio."""
 
     name = "python-sdk"
+    markers: tuple[str, ...] = ()
 
     async def call(
         self, recipe: Recipe, folder: Path, tool: str, calls: Sequence[Mapping[str, Any]]
@@ -82,4 +87,40 @@ class PythonSDKHost:
         return answers
 
 
-DRIVERS: list[HostDriver] = [PythonSDKHost()]
+class TypeScriptSDKHost:
+    """A host on the official TypeScript SDK (``Client`` + ``StdioClientTransport`` of the pinned
+    ``@modelcontextprotocol/sdk``), over stdio: ``node/mcp_host.mjs``, spawning the recipe's
+    ``command`` as Node does (looked up on the env's ``PATH``) with its ``args``, ``env`` and
+    the folder as working directory. ``node_modules`` raises ``Unavailable`` without Node."""
+
+    name = "typescript-sdk"
+    markers: tuple[str, ...] = ("node",)
+
+    async def call(
+        self, recipe: Recipe, folder: Path, tool: str, calls: Sequence[Mapping[str, Any]]
+    ) -> list[Answer]:
+        return await anyio.to_thread.run_sync(self._session, recipe, folder, tool, calls)
+
+    def _session(
+        self, recipe: Recipe, folder: Path, tool: str, calls: Sequence[Mapping[str, Any]]
+    ) -> list[Answer]:
+        host = ts_host(node_modules())
+        try:
+            host.ask(
+                "connect",
+                transport="stdio",
+                command=recipe.command,
+                args=list(recipe.args),
+                env=host_environment(recipe, folder),
+                cwd=str(folder),
+            )
+            answers = []
+            for arguments in calls:
+                got = host.ask("call", name=tool, arguments=dict(arguments))
+                answers.append(Answer(bool(got["isError"]), str(got["text"])))
+            return answers
+        finally:
+            host.close()
+
+
+DRIVERS: list[HostDriver] = [PythonSDKHost(), TypeScriptSDKHost()]

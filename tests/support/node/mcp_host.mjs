@@ -3,7 +3,8 @@
 // usage: node mcp_host.mjs NODE_MODULES_PARENT
 // stdin: one JSON command a line; stdout: one JSON answer a line ({"ok": true, ...} or
 // {"ok": false, "error": "..."}). Commands:
-//   {"op": "connect", "transport": "stdio", "command": ..., "args": [...], "version": ...}
+//   {"op": "connect", "transport": "stdio", "command": ..., "args": [...], "version": ...,
+//    "env": {...}, "cwd": ...}                   env and cwd optional, as a host's config gives
 //   {"op": "connect", "transport": "http", "url": ..., "version": ...}
 //   {"op": "list"}                               the tools, as the host sees them
 //   {"op": "call", "name": ..., "arguments": {...}, "meta": {...}}   client.callTool, as hosts do
@@ -63,7 +64,7 @@ const ops = {
   async connect(cmd) {
     const transport = cmd.transport === "stdio"
       ? new StdioClientTransport({ command: cmd.command, args: cmd.args, env: cmd.env,
-          stderr: "ignore" })
+          cwd: cmd.cwd, stderr: "ignore" })
       : new StreamableHTTPClientTransport(new URL(cmd.url));
     client = new Client({ name: "ts-sdk-plain-host", version: "0.0.1" });
     client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => {
