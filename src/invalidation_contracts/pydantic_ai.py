@@ -8,7 +8,8 @@ session it opens, so adoption is one line on top of the framework's example::
 Every tool call goes through ``ContractSession.hook``: the fixes relevant to the model's
 arguments are patched in (``apply="client"``, the default) or listed in the toolset's
 instructions for the model to apply (``apply="model"``: each tool's fixes at L2, before any
-draft exists); the result feeds the memory, and the model is shown the model view. A failing
+draft exists; in client mode the instructions list the fixes the client cannot patch in); the
+result feeds the memory, and the model is shown the model view. A failing
 call raises ``ModelRetry`` with that view, so the model retries with the suggestions in hand;
 PydanticAI's own prompt path is unchanged. The watcher follows ``resources/updated`` on the
 toolset's session, so a fix a table move made stale is evicted before the next call.
@@ -29,22 +30,20 @@ from pydantic_ai import ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
-from .client.prompting import consumption  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
-from .protocol.levels import Level  # noqa: E402
 
 __all__ = ["ContractToolset", "model_value"]
 
 
 class ContractToolset(MCPToolset[Any]):
     """``MCPToolset`` over ``client`` (a URL, a FastMCP transport or client, ...) bound to
-    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments;
-    ``"model"`` lists every fix in the toolset's instructions instead. ``origin``, ``watch``,
-    ``listener``, ``watch_listener``: as for ``ContractSession`` (the origin defaults to the target:
-    the URL, or a stdio transport's command line, ``mcp.origins``). Other keyword arguments go to
-    ``MCPToolset``."""
+    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments
+    and lists in the toolset's instructions those it cannot patch; ``"model"`` lists every fix
+    there instead. ``origin``, ``watch``, ``listener``, ``watch_listener``: as for
+    ``ContractSession`` (the origin defaults to the target: the URL, or a stdio transport's
+    command line, ``mcp.origins``). Other keyword arguments go to ``MCPToolset``."""
 
     def __init__(
         self,
@@ -105,20 +104,17 @@ class ContractToolset(MCPToolset[Any]):
         return model_value(text)
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Any:
-        """The server's instructions (``include_instructions``), and in model apply mode the
-        fixes of each tool at L2 (nothing is drafted yet, so each comes with its condition)."""
+        """The server's instructions (``include_instructions``), then the fixes the model must
+        apply itself at L2 (``AgentCalls.instructions``: every fix in model apply mode, those
+        the client cannot patch in client mode; nothing is drafted yet, so each has its
+        condition)."""
         own = await super().get_instructions(ctx)
-        if self.apply_mode != "model" or self.contract is None:
+        if self.contract is None:
             return own
-        blocks = []
-        for tool in sorted(self.contract.tools):
-            fixes = (await self.contract.lookup(tool)).entries
-            if fixes:
-                shown = consumption("", fixes, Level.PATCH_PROTOCOL)
-                blocks.append(f"Tool {tool}: {shown.system_prompt}\n{shown.memory_block}")
-        if not blocks:
+        shown = await self.contract.instructions(self.contract.tools)
+        if not shown:
             return own
-        return [part for part in (own, "\n\n".join(blocks)) if part]
+        return [part for part in (own, shown) if part]
 
 
 def _origin_of(client: object) -> str | None:

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from tests.mcp.conftest import TOOL, run
 
-from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client import FixMemory, PatchSkipped
 from invalidation_contracts.mcp import ContractSession, connect
 from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
 
@@ -117,3 +117,34 @@ def test_the_session_s_relevant_and_fixes_for_warn_naming_lookup_and_still_serve
     relevant, every, looked_up = run(body)
 
     assert relevant == every == looked_up == ["e1"]
+
+
+def test_a_fix_the_client_cannot_patch_is_a_skipped_patch_event_and_not_an_injection(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()  # its field is not patchable
+    heard: list[Any] = []
+
+    async def body() -> tuple[str, Any]:
+        async with connect(server, FixMemory("row"), listener=heard.append) as tools:
+            await tools.answer(TOOL, funding)  # learns the fix
+            prompt = await tools.tool_prompt(TOOL)
+            await tools.answer(TOOL, funding)  # the model did not apply it
+            (entry,) = await tools.memory.entries(tools.origin)
+            return prompt, entry
+
+    prompt, entry = run(body)
+
+    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
+    assert "acme_pm_visa_credit" in prompt and "when payment_method_token is" in prompt
+    assert [e.detail for e in skipped] == ["no patch; left to the planner"]
+    assert entry.derived_from == ()  # what the second failure taught names no injection
+
+
+def test_in_client_mode_a_patchable_fix_is_patched_and_not_shown(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> str:
+        async with connect(server, FixMemory("row")) as tools:
+            await tools.answer(TOOL, growth)
+            return await tools.tool_prompt(TOOL)
+
+    assert run(body) == ""
