@@ -18,7 +18,7 @@ toolset's session, so a fix a table move made stale is evicted before the next c
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ._extras import require_extra
 
@@ -59,7 +59,8 @@ class ContractToolset(MCPToolset[Any]):
     ) -> None:
         if "process_tool_call" in options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
-        on_message = message_handler(lambda: self.contract, options.pop("message_handler", None))
+        self._own_handler = options.pop("message_handler", None)
+        on_message = message_handler(lambda: self.contract, self._own_handler)
         super().__init__(
             client, process_tool_call=self._process, message_handler=on_message, **options
         )
@@ -73,6 +74,28 @@ class ContractToolset(MCPToolset[Any]):
             "watch_listener": watch_listener,
             "apply": apply,
         }
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContractToolset:
+        """PydanticAI's toolset for a run: a copy of its own when ``auth`` or ``headers`` is a
+        function of the run context, then bound to a contract of its own (its calls and its
+        session's notifications go through it, not through the template's)."""
+        run = await super().for_run(ctx)
+        if run is not self:
+            run.contract = None
+            run.process_tool_call = run._process
+        return run
+
+    def _build_client(self, *, auth: Any, headers: Any) -> Any:
+        """PydanticAI's FastMCP client, with a message handler that reaches this toolset's own
+        contract (a per-run copy builds its client on itself)."""
+        shared = self._client_options
+        if shared is not None:
+            own = message_handler(lambda: self.contract, self._own_handler)
+            self._client_options = cast(Any, {**shared, "message_handler": own})
+        try:
+            return super()._build_client(auth=auth, headers=headers)
+        finally:
+            self._client_options = shared
 
     async def __aenter__(self) -> ContractToolset:
         await super().__aenter__()

@@ -218,3 +218,24 @@ def test_a_fix_on_a_field_not_patchable_is_in_the_instructions_in_client_mode(se
     assert (len(learn.calls), len(reuse.calls)) == (2, 1)
     assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
     assert not [e for e in heard if isinstance(e, Evicted)]  # no re-learning churn
+
+
+def test_per_run_headers_keep_the_contract_in_each_run_s_own_copy(server, acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    def headers(ctx: Any) -> dict[str, str]:
+        return {"x-user": "user-1"}  # per-user auth: each run connects with its own copy
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            toolset = ContractToolset(url, memory, headers=headers)
+            return [await episode(toolset, growth), await episode(toolset, growth)]
+
+    learn, reuse = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)  # the second run's fix was patched in
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "SUMMERSALE25"}
+    ]
