@@ -30,7 +30,7 @@ from pydantic_ai import ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
-from .mcp.calls import check_apply  # noqa: E402
+from .mcp.calls import check_apply, warn_bypass  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
@@ -119,7 +119,9 @@ class ContractToolset(MCPToolset[Any]):
         self, ctx: RunContext[Any], call_tool: CallToolFunc, name: str, args: dict[str, Any]
     ) -> Any:
         """The toolset's ``process_tool_call``: the call through the contract session."""
-        if self.contract is None:  # entered per run without a session (auth resolved per run)
+        if self.contract is None:  # not entered with a session: the call cannot be followed
+            origin = self._contract_options["origin"] or self.label
+            warn_bypass(str(origin), f"{name} called outside a contract session")
             return await call_tool(name, args)
         text, is_error = await self.contract.hook(name, args)
         if is_error:

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp import Client
 from tests.mcp.conftest import TOOL, run
+from tests.mcp.scripted import scripted_server
 
 from invalidation_contracts.client import FixMemory, PatchSkipped
 from invalidation_contracts.mcp import ContractSession, connect
@@ -148,3 +151,27 @@ def test_in_client_mode_a_patchable_fix_is_patched_and_not_shown(server, acme):
             return await tools.tool_prompt(TOOL)
 
     assert run(body) == ""
+
+
+def test_calls_that_bypass_the_memory_log_one_warning_per_origin(server, acme, caplog):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def taught() -> types.CallToolResult:
+        async with Client(server) as client:
+            return await client.session.call_tool(TOOL, growth)
+
+    origin = f"mcp://bypass-{uuid.uuid4().hex}"
+    rejection = run(taught)  # a real rejection, replayed by a server that publishes no
+    replaying = scripted_server(acme, lambda arguments: rejection)  # patchable fields
+
+    async def body() -> None:
+        # an origin of this test's own: the warning is once per origin and process
+        async with connect(replaying, FixMemory("row"), origin=origin) as tools:
+            for _ in range(3):  # learns, then cannot patch twice
+                await tools.answer(TOOL, growth)
+
+    with caplog.at_level(logging.WARNING, logger="invalidation_contracts.client"):
+        run(body)
+
+    bypasses = [r.getMessage() for r in caplog.records if "bypass the fix memory" in r.message]
+    assert len(bypasses) == 1 and origin in bypasses[0]

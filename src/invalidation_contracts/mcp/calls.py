@@ -181,7 +181,7 @@ async def answer(
         try:
             patched = await contract.apply_patches(tool, request, fixes, episode=episode)
         except ValueError as exc:  # the server publishes no patchable fields
-            logger.warning("%s: %s sent unpatched: %s", contract.origin, tool, exc)
+            warn_bypass(contract.origin, f"{tool} sent unpatched: {exc}")
             skipped = [(fix.id, str(exc)) for fix in fixes]
         else:
             request = patched.request
@@ -189,6 +189,18 @@ async def answer(
         injected = [fix for fix in fixes if fix.id not in dict(skipped)]
         contract.emit(_skipped(contract.origin, episode, fixes, skipped))
     return await contract.call_tool(tool, request, episode=episode, injected=injected, meta=meta)
+
+
+_bypassed: set[str] = set()
+"""Origins a bypass warning was logged for (``warn_bypass``), in this process."""
+
+
+def warn_bypass(origin: str, why: str) -> None:
+    """Log a warning that calls to ``origin`` bypass the memory (in part or whole), once per
+    origin and process: the first bypass is never silent, and the log is not flooded."""
+    if origin not in _bypassed:
+        _bypassed.add(origin)
+        logger.warning("%s: calls bypass the fix memory: %s", origin, why)
 
 
 def client_patches(entry: MemoryEntry, patchable: Sequence[str] | None) -> bool:
