@@ -4,8 +4,11 @@ One ``StructuredTool`` per tool of the session, its arguments schema the tool's 
 calling it goes through ``ContractSession.hook`` (the relevant fixes patched in, or left to the
 model with ``apply="model"``), feeds the memory, and answers the model view. A failing call
 raises ``ToolException`` with that view, which LangChain turns into a ``ToolMessage`` with
-``status="error"``, so the model reads the suggestions and retries. Adoption on top of
-LangGraph's example::
+``status="error"``, so the model reads the suggestions and retries. Each tool's description
+carries, at L2, the fixes the model must apply itself (every fix with ``apply="model"``; those the
+client cannot patch with ``"client"``): ``contract_tools`` writes it before it yields the tools
+and every call rewrites it (``show_fixes``), so a model bound to the tools afterwards reads it.
+Adoption on top of LangGraph's example::
 
     async with contract_tools(url, memory) as tools:
         agent = create_react_agent(model, tools)
@@ -30,12 +33,28 @@ from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.session import ContractSession, ServerTarget, connect  # noqa: E402
 
-__all__ = ["contract_tools", "load_contract_tools"]
+__all__ = ["contract_tools", "load_contract_tools", "show_fixes"]
 
 
 def load_contract_tools(contract: ContractSession) -> list[StructuredTool]:
-    """A LangChain tool for each tool of ``contract`` (an entered session), in name order."""
+    """A LangChain tool for each tool of ``contract`` (an entered session), in name order;
+    ``await show_fixes(contract, tools)`` puts the fixes the model must apply in their
+    descriptions."""
     return [_tool(contract, name) for name in sorted(contract.tools)]
+
+
+async def show_fixes(contract: ContractSession, tools: list[StructuredTool]) -> None:
+    """Rewrite each tool's description: the server's, then the fixes the model must apply
+    itself at L2 (``AgentCalls.tool_prompt``)."""
+    for tool in tools:
+        spec = contract.tools.get(tool.name)
+        if spec is not None:
+            await _describe(contract, tool, spec.description or tool.name)
+
+
+async def _describe(contract: ContractSession, tool: StructuredTool, base: str) -> None:
+    prompt = await contract.tool_prompt(tool.name)
+    tool.description = f"{base}\n\n{prompt}" if prompt else base
 
 
 @contextlib.asynccontextmanager
@@ -46,22 +65,27 @@ async def contract_tools(
     ``memory`` and yield its tools; ``connect_options`` go to ``connect`` (``apply``,
     ``watch_listener``, ...)."""
     async with connect(server, memory, **connect_options) as contract:
-        yield load_contract_tools(contract)
+        tools = load_contract_tools(contract)
+        await show_fixes(contract, tools)
+        yield tools
 
 
 def _tool(contract: ContractSession, name: str) -> StructuredTool:
     spec = contract.tools[name]
+    base = spec.description or name
 
     async def call(**arguments: object) -> str:
         text, is_error = await contract.hook(name, arguments)
+        await _describe(contract, tool, base)  # what this call taught, for the next binding
         if is_error:
             raise ToolException(text)
         return text
 
-    return StructuredTool(
+    tool = StructuredTool(
         name=name,
-        description=spec.description or name,
+        description=base,
         args_schema=dict(spec.input_schema),
         coroutine=call,
         handle_tool_error=True,
     )
+    return tool

@@ -11,7 +11,9 @@ on top of the framework's example::
 Each binds a ``ContractSession`` to the session the SDK opens on ``connect`` and routes every
 ``call_tool`` through it (``ContractSession.answer``): the relevant fixes are patched into the
 model's arguments (``apply="client"``, the default; ``"model"`` sends them as the model wrote
-them), the result feeds the memory, and the SDK is handed the model view as a ``CallToolResult``
+them), each tool's description the SDK lists carries, at L2, the fixes the model must apply itself
+(every fix with ``"model"``; those the client cannot patch with ``"client"``); the result feeds
+the memory, and the SDK is handed the model view as a ``CallToolResult``
 (``ToolReply.to_call_tool_result``), which it shows the model as it shows any tool result.
 """
 
@@ -94,6 +96,22 @@ class ContractServer(Generic[_Params]):
     async def cleanup(self) -> None:
         await self._close_contract()
         await self._sdk.cleanup(self)
+
+    async def list_tools(self, run_context: Any = None, agent: Any = None) -> list[types.Tool]:
+        """The SDK's tool list, each description followed by the fixes the model must apply
+        itself at L2 (``AgentCalls.tool_prompt``: every fix in model apply mode, those the
+        client cannot patch in client mode); the SDK lists tools on every run."""
+        listed: list[types.Tool] = await self._sdk.list_tools(self, run_context, agent)
+        if self.contract is None:
+            return listed
+        shown = []
+        for tool in listed:
+            prompt = await self.contract.tool_prompt(tool.name)
+            if prompt:
+                text = f"{tool.description}\n\n{prompt}" if tool.description else prompt
+                tool = tool.model_copy(update={"description": text})
+            shown.append(tool)
+        return shown
 
     async def call_tool(
         self, tool_name: str, arguments: dict[str, Any] | None, meta: dict[str, Any] | None = None

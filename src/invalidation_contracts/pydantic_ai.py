@@ -8,7 +8,8 @@ session it opens, so adoption is one line on top of the framework's example::
 Every tool call goes through ``ContractSession.hook``: the fixes relevant to the model's
 arguments are patched in (``apply="client"``, the default) or listed in the toolset's
 instructions for the model to apply (``apply="model"``: each tool's fixes at L2, before any
-draft exists); the result feeds the memory, and the model is shown the model view. A failing
+draft exists; in client mode the instructions list the fixes the client cannot patch in); the
+result feeds the memory, and the model is shown the model view. A failing
 call raises ``ModelRetry`` with that view, so the model retries with the suggestions in hand;
 PydanticAI's own prompt path is unchanged. The watcher follows ``resources/updated`` on the
 toolset's session, so a fix a table move made stale is evicted before the next call.
@@ -17,7 +18,7 @@ toolset's session, so a fix a table move made stale is evicted before the next c
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, cast
 
 from ._extras import require_extra
 
@@ -29,22 +30,20 @@ from pydantic_ai import ModelRetry, RunContext  # noqa: E402
 from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
-from .client.prompting import consumption  # noqa: E402
-from .mcp.calls import check_apply  # noqa: E402
+from .mcp.calls import check_apply, warn_bypass  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
-from .protocol.levels import Level  # noqa: E402
 
 __all__ = ["ContractToolset", "model_value"]
 
 
 class ContractToolset(MCPToolset[Any]):
     """``MCPToolset`` over ``client`` (a URL, a FastMCP transport or client, ...) bound to
-    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments;
-    ``"model"`` lists every fix in the toolset's instructions instead. ``origin``, ``watch``,
-    ``listener``, ``watch_listener``: as for ``ContractSession`` (the origin defaults to the target:
-    the URL, or a stdio transport's command line, ``mcp.origins``). Other keyword arguments go to
-    ``MCPToolset``."""
+    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments
+    and lists in the toolset's instructions those it cannot patch; ``"model"`` lists every fix
+    there instead. ``origin``, ``watch``, ``listener``, ``watch_listener``: as for
+    ``ContractSession`` (the origin defaults to the target: the URL, or a stdio transport's
+    command line, ``mcp.origins``). Other keyword arguments go to ``MCPToolset``."""
 
     def __init__(
         self,
@@ -60,7 +59,8 @@ class ContractToolset(MCPToolset[Any]):
     ) -> None:
         if "process_tool_call" in options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
-        on_message = message_handler(lambda: self.contract, options.pop("message_handler", None))
+        self._own_handler = options.pop("message_handler", None)
+        on_message = message_handler(lambda: self.contract, self._own_handler)
         super().__init__(
             client, process_tool_call=self._process, message_handler=on_message, **options
         )
@@ -74,6 +74,28 @@ class ContractToolset(MCPToolset[Any]):
             "watch_listener": watch_listener,
             "apply": apply,
         }
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContractToolset:
+        """PydanticAI's toolset for a run: a copy of its own when ``auth`` or ``headers`` is a
+        function of the run context, then bound to a contract of its own (its calls and its
+        session's notifications go through it, not through the template's)."""
+        run = await super().for_run(ctx)
+        if run is not self:
+            run.contract = None
+            run.process_tool_call = run._process
+        return run
+
+    def _build_client(self, *, auth: Any, headers: Any) -> Any:
+        """PydanticAI's FastMCP client, with a message handler that reaches this toolset's own
+        contract (a per-run copy builds its client on itself)."""
+        shared = self._client_options
+        if shared is not None:
+            own = message_handler(lambda: self.contract, self._own_handler)
+            self._client_options = cast(Any, {**shared, "message_handler": own})
+        try:
+            return super()._build_client(auth=auth, headers=headers)
+        finally:
+            self._client_options = shared
 
     async def __aenter__(self) -> ContractToolset:
         await super().__aenter__()
@@ -97,7 +119,9 @@ class ContractToolset(MCPToolset[Any]):
         self, ctx: RunContext[Any], call_tool: CallToolFunc, name: str, args: dict[str, Any]
     ) -> Any:
         """The toolset's ``process_tool_call``: the call through the contract session."""
-        if self.contract is None:  # entered per run without a session (auth resolved per run)
+        if self.contract is None:  # not entered with a session: the call cannot be followed
+            origin = self._contract_options["origin"] or self.label
+            warn_bypass(str(origin), f"{name} called outside a contract session")
             return await call_tool(name, args)
         text, is_error = await self.contract.hook(name, args)
         if is_error:
@@ -105,20 +129,17 @@ class ContractToolset(MCPToolset[Any]):
         return model_value(text)
 
     async def get_instructions(self, ctx: RunContext[Any]) -> Any:
-        """The server's instructions (``include_instructions``), and in model apply mode the
-        fixes of each tool at L2 (nothing is drafted yet, so each comes with its condition)."""
+        """The server's instructions (``include_instructions``), then the fixes the model must
+        apply itself at L2 (``AgentCalls.instructions``: every fix in model apply mode, those
+        the client cannot patch in client mode; nothing is drafted yet, so each has its
+        condition)."""
         own = await super().get_instructions(ctx)
-        if self.apply_mode != "model" or self.contract is None:
+        if self.contract is None:
             return own
-        blocks = []
-        for tool in sorted(self.contract.tools):
-            fixes = (await self.contract.lookup(tool)).entries
-            if fixes:
-                shown = consumption("", fixes, Level.PATCH_PROTOCOL)
-                blocks.append(f"Tool {tool}: {shown.system_prompt}\n{shown.memory_block}")
-        if not blocks:
+        shown = await self.contract.instructions(self.contract.tools)
+        if not shown:
             return own
-        return [part for part in (own, "\n\n".join(blocks)) if part]
+        return [part for part in (own, shown) if part]
 
 
 def _origin_of(client: object) -> str | None:

@@ -38,9 +38,14 @@ class Planner:
     calls: list[dict[str, Any]] = field(default_factory=list)
     shown: list[str] = field(default_factory=list)
 
-    def first(self) -> dict[str, Any]:
-        self.calls.append(dict(self.draft))
-        return dict(self.draft)
+    def first(self, prompt: str = "") -> dict[str, Any]:
+        """The draft, with the fixes ``prompt`` shows (L2 lines) whose condition holds in it."""
+        arguments = dict(self.draft)
+        for parameters, condition in fixes_in(prompt):
+            if all(arguments.get(name) == value for name, value in condition.items()):
+                arguments.update(parameters)
+        self.calls.append(arguments)
+        return dict(arguments)
 
     def retry(self, shown: str) -> dict[str, Any]:
         """The next arguments after the model was shown ``shown`` for a failing call."""
@@ -52,6 +57,24 @@ class Planner:
         return merged
 
 
+def fixes_in(prompt: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(parameters, condition)`` of each fix an L2 instruction list in ``prompt`` shows, read
+    as a model reads the text: ``... parameters {...} when NAME is VALUE and ....``."""
+    found = []
+    for line in prompt.splitlines():
+        head, marker, rest = line.partition(" parameters ")
+        if not marker or not head.strip()[:1].isdigit():
+            continue
+        parameters, end = json.JSONDecoder().raw_decode(rest)
+        clauses = rest[end:].partition(" when ")[2].split(". Reason:")[0].rstrip(".")
+        condition = {}
+        for clause in filter(None, clauses.split(" and ")):
+            name, _, value = clause.partition(" is ")
+            condition[name] = json.loads(value)
+        found.append((parameters, condition))
+    return found
+
+
 def suggestions_in(text: str) -> list[dict[str, Any]]:
     """The suggestions a model reads in a failing call's text (the first JSON object in it)."""
     start = text.find("{")
@@ -61,6 +84,8 @@ def suggestions_in(text: str) -> list[dict[str, Any]]:
         body, _ = json.JSONDecoder().raw_decode(text[start:])
     except ValueError:
         return []
+    if isinstance(body, dict) and isinstance(body.get("error"), str):  # PydanticAI's retry
+        return suggestions_in(body["error"])
     feedback = body.get("recovery_feedback") if isinstance(body, dict) else None
     found = feedback.get("suggestions") if isinstance(feedback, dict) else None
     return [s for s in found or () if isinstance(s, dict)]

@@ -50,15 +50,18 @@ class Scripted(GenericFakeChatModel):
     """LangChain's fake chat model, playing a planner that reads the tool messages' text."""
 
     planner: Any = None
+    tools: Any = ()
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> Scripted:
+        self.tools = tools  # the model reads their descriptions when it drafts a call
         return self
 
     def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         planner: Planner = self.planner
         last = messages[-1]
         if not isinstance(last, ToolMessage):
-            message = self._call(planner.first())
+            shown = "\n".join(tool.description for tool in self.tools)
+            message = self._call(planner.first(shown))
         elif last.status == "error":
             message = self._call(planner.retry(str(last.content)))
         else:
@@ -188,3 +191,53 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
     assert memory.entries("mcp://scripted") == []
     if contract is not None:
         assert any(isinstance(e, Ignored) for e in heard)
+
+
+def reuse_runs(server: Any, draft: dict[str, Any], apply: str) -> list[Planner]:
+    """Two runs of ``draft``'s task with ``apply``, each with tools loaded afresh (a new agent
+    process would): one to learn, one to reuse."""
+    memory = FixMemory("row")
+
+    async def body() -> list[Planner]:
+        runs = []
+        async with running_http(server) as url:
+            for _ in range(2):
+                async with contract_tools(url, memory, apply=apply) as tools:
+                    runs.append(await episode(tools, draft))
+        return runs
+
+    return anyio.run(body)
+
+
+def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    learn, reuse = reuse_runs(server, growth, "model")
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+
+
+def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+
+    learn, reuse = reuse_runs(server, funding, "client")
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
+
+
+def test_a_call_rewrites_the_description_so_tools_bound_earlier_show_what_it_taught(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[str, str]:
+        async with running_http(server) as url:
+            async with contract_tools(url, FixMemory("row"), apply="model") as tools:
+                (tool,) = tools
+                before = tool.description
+                await episode(tools, growth)
+                return before, tool.description
+
+    before, after = anyio.run(body)
+
+    assert "SUMMERSALE25" not in before and "SUMMERSALE25" in after

@@ -66,12 +66,15 @@ class Scripted(Model):
         )
         return ModelResponse(output=[call], usage=Usage(), response_id=None)
 
-    async def get_response(self, system_instructions: Any, input: Any, *args: Any, **kw: Any):
+    async def get_response(
+        self, system_instructions: Any, input: Any, *args: Any, tools: Any = (), **kw: Any
+    ):
         outputs = [
             i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"
         ]
         if not outputs:
-            return self._call(self.planner.first())
+            shown = [system_instructions or "", *(tool.description for tool in tools)]
+            return self._call(self.planner.first("\n".join(shown)))
         shown = output_text(outputs[-1])
         if '"success": true' not in shown:
             return self._call(self.planner.retry(shown))
@@ -241,3 +244,42 @@ def test_the_sdks_own_request_meta_goes_out_beside_the_contracts(acme):
     anyio.run(body)
 
     assert sent and all(meta.get("app.example/tenant") == "t-1" for meta in sent)
+
+
+def reuse_runs(
+    server: Any, draft: dict[str, Any], apply: str, heard: list[MemoryEvent]
+) -> list[Planner]:
+    """Two runs of ``draft``'s task with ``apply``: one to learn, one to reuse."""
+    memory = FixMemory("row")
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            params = {"url": url}
+            mcp = ContractMCPServerStreamableHttp(
+                params, memory=memory, apply=apply, listener=heard.append
+            )
+            async with mcp:
+                return [await episode(mcp, draft), await episode(mcp, draft)]
+
+    return anyio.run(body)
+
+
+def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    learn, reuse = reuse_runs(server, growth, "model", heard)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+
+
+def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+    heard: list[MemoryEvent] = []
+
+    learn, reuse = reuse_runs(server, funding, "client", heard)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
+    assert not [e for e in heard if isinstance(e, Evicted)]  # no re-learning churn

@@ -51,7 +51,7 @@ def scripted(planner: Planner) -> FunctionModel:
         if isinstance(last, ToolReturnPart):
             planner.shown.append(last.model_response_str())
             return ModelResponse(parts=[TextPart("done")])
-        return ModelResponse(parts=[ToolCallPart(TOOL, planner.first())])
+        return ModelResponse(parts=[ToolCallPart(TOOL, planner.first(info.instructions or ""))])
 
     return FunctionModel(respond)
 
@@ -201,3 +201,41 @@ def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     restamped = [e for e in heard if isinstance(e, Restamped)]
     assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
     assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+def test_a_fix_on_a_field_not_patchable_is_in_the_instructions_in_client_mode(server, acme):
+    memory = FixMemory("row")
+    funding = acme.family("funding-enterprise-annual").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            async with ContractToolset(url, memory, listener=heard.append) as toolset:
+                return [await episode(toolset, funding), await episode(toolset, funding)]
+
+    learn, reuse = anyio.run(body)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
+    assert not [e for e in heard if isinstance(e, Evicted)]  # no re-learning churn
+
+
+def test_per_run_headers_keep_the_contract_in_each_run_s_own_copy(server, acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    def headers(ctx: Any) -> dict[str, str]:
+        return {"x-user": "user-1"}  # per-user auth: each run connects with its own copy
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            toolset = ContractToolset(url, memory, headers=headers)
+            return [await episode(toolset, growth), await episode(toolset, growth)]
+
+    learn, reuse = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)  # the second run's fix was patched in
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "SUMMERSALE25"}
+    ]

@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import uuid
 from typing import Any
 
 import mcp_types as types
 import pytest
 from mcp import Client
 from tests.mcp.conftest import TOOL, run
+from tests.mcp.scripted import scripted_server
 
-from invalidation_contracts.client import FixMemory
+from invalidation_contracts.client import FixMemory, PatchSkipped
 from invalidation_contracts.mcp import ContractSession, connect
 from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
 
@@ -117,3 +120,58 @@ def test_the_session_s_relevant_and_fixes_for_warn_naming_lookup_and_still_serve
     relevant, every, looked_up = run(body)
 
     assert relevant == every == looked_up == ["e1"]
+
+
+def test_a_fix_the_client_cannot_patch_is_a_skipped_patch_event_and_not_an_injection(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()  # its field is not patchable
+    heard: list[Any] = []
+
+    async def body() -> tuple[str, Any]:
+        async with connect(server, FixMemory("row"), listener=heard.append) as tools:
+            await tools.answer(TOOL, funding)  # learns the fix
+            prompt = await tools.tool_prompt(TOOL)
+            await tools.answer(TOOL, funding)  # the model did not apply it
+            (entry,) = await tools.memory.entries(tools.origin)
+            return prompt, entry
+
+    prompt, entry = run(body)
+
+    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
+    assert "acme_pm_visa_credit" in prompt and "when payment_method_token is" in prompt
+    assert [e.detail for e in skipped] == ["no patch; left to the planner"]
+    assert entry.derived_from == ()  # what the second failure taught names no injection
+
+
+def test_in_client_mode_a_patchable_fix_is_patched_and_not_shown(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> str:
+        async with connect(server, FixMemory("row")) as tools:
+            await tools.answer(TOOL, growth)
+            return await tools.tool_prompt(TOOL)
+
+    assert run(body) == ""
+
+
+def test_calls_that_bypass_the_memory_log_one_warning_per_origin(server, acme, caplog):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def taught() -> types.CallToolResult:
+        async with Client(server) as client:
+            return await client.session.call_tool(TOOL, growth)
+
+    origin = f"mcp://bypass-{uuid.uuid4().hex}"
+    rejection = run(taught)  # a real rejection, replayed by a server that publishes no
+    replaying = scripted_server(acme, lambda arguments: rejection)  # patchable fields
+
+    async def body() -> None:
+        # an origin of this test's own: the warning is once per origin and process
+        async with connect(replaying, FixMemory("row"), origin=origin) as tools:
+            for _ in range(3):  # learns, then cannot patch twice
+                await tools.answer(TOOL, growth)
+
+    with caplog.at_level(logging.WARNING, logger="invalidation_contracts.client"):
+        run(body)
+
+    bypasses = [r.getMessage() for r in caplog.records if "bypass the fix memory" in r.message]
+    assert len(bypasses) == 1 and origin in bypasses[0]

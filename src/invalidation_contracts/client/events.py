@@ -85,6 +85,15 @@ class Restamped(EntryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PatchSkipped(EntryEvent):
+    """Client apply mode left a relevant fix unpatched (no patch, or no patchable field for
+    it); it is shown to the model instead and not recorded as injected."""
+
+    kind: ClassVar[str] = "patch-skipped"
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Quarantined(EntryEvent):
     """An entry's patch wrote outside the patchable paths; it is out of service."""
 

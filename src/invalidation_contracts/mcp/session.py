@@ -386,6 +386,9 @@ class ContractSession(calls.AgentCalls):
         resources = capabilities.resources if capabilities is not None else None
         return bool(resources is not None and resources.subscribe)
 
+    def emit(self, events: Iterable[MemoryEvent]) -> None:
+        self._emit(events, None)
+
     def _emit(self, events: Iterable[MemoryEvent], listener: Listener | None) -> None:
         for target in (self.listener, listener):
             if target is not None:
