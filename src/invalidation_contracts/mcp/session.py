@@ -138,7 +138,11 @@ class ContractSession(calls.AgentCalls):
         self.listener = listener
         self.watch_listener = watch_listener
         self._origin = origin
-        self._watcher = Watcher(self._refresh, on_lost=lambda: memory.reopened(self.origin))
+        self._watcher = Watcher(
+            self._refresh,
+            on_lost=lambda: memory.reopened(self.origin),
+            on_announced=lambda: memory.announced(self.origin),
+        )
         self._tasks: anyio.abc.TaskGroup | None = None
         self.tools: dict[str, types.Tool] = {}
         self.reply_listener: Callable[[ToolReply], None] | None = None
@@ -291,7 +295,7 @@ class ContractSession(calls.AgentCalls):
             and str(message.params.uri) == names.VERSIONS
             and self.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
         ):
-            self._watcher.poke()
+            self._watcher.announced()
 
     # ------------------------------------------------------------------ internals
 
