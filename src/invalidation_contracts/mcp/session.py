@@ -43,6 +43,7 @@ from ..client.modelview import model_text, model_view
 from ..client.needs import need_loop
 from ..client.steps import adrive
 from ..client.values import Answer, Observed
+from ..protocol.signing import Binding
 from ..protocol.wirecost import WireCost
 from . import calls, names
 from .origins import named_origin, target_origin
@@ -254,6 +255,7 @@ class ContractSession(calls.AgentCalls):
                 response_bytes=answer.size,
                 contract_bytes=answer.cost.contract if answer.cost is not None else None,
                 signature=answer.signature,
+                binding=Binding(req=f"tools/call {name}"),
             )
             obs = await self.memory.observe(self.origin, observed, operation=name, episode=episode)
         events = list(obs.events)
