@@ -84,16 +84,21 @@ class Watcher:
                 logger.warning("refreshing the contract after a notification failed", exc_info=True)
                 seq = None
             self.refreshes += 1
+            if self._poked.is_set() and self._on_announced is not None:
+                # told again while it read: what it read may predate that change, so the origin
+                # stays withheld until the next refresh (which the poke asks for)
+                self._on_announced()
             if seq is not None:
                 self.seen = max(self.seen, seq)
             progress, self._progress = self._progress, anyio.Event()
             progress.set()
 
     async def caught_up(self, seq: int, *, timeout_s: float = math.inf) -> None:
-        """Wait until a refresh saw ``contract_seq`` ``seq`` or later (``TimeoutError`` after
+        """Wait until a refresh saw ``contract_seq`` ``seq`` or later and none is asked for
+        (the memory then withholds nothing for an announcement; ``TimeoutError`` after
         ``timeout_s``)."""
         with anyio.fail_after(timeout_s):
-            while self.seen < seq:
+            while self.seen < seq or self._poked.is_set():
                 await self._progress.wait()
 
 
