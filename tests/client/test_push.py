@@ -18,6 +18,7 @@ from invalidation_contracts.client.push import (
     WatchCore,
     WatchFailure,
     WatchOptions,
+    Withhold,
     watch_options,
 )
 from invalidation_contracts.client.sse import SSEEvent
@@ -94,18 +95,43 @@ def test_a_position_the_memory_has_reached_costs_no_read():
 def test_a_position_past_the_memory_refreshes_until_it_is_reached():
     behind, reached = Position(3, "e1"), Position(5, "e1")
     taken = run(core().announced([versions(5)]), [behind, behind, reached])
-    assert taken == [Known(), Refresh(), Known(), Pause(0.025), Refresh(), Known(), Saw(5)]
+    assert taken == [
+        Known(),
+        Withhold(5, "e1"),
+        Refresh(),
+        Known(),
+        Pause(0.025),
+        Refresh(),
+        Known(),
+        Saw(5),
+    ]
 
 
 def test_another_epoch_is_behind_whatever_its_seq():
     taken = run(core().announced([versions(1, "e2")]), [Position(9, "e1"), Position(1, "e2")])
-    assert taken == [Known(), Refresh(), Known(), Saw(1)]
+    assert taken == [Known(), Withhold(1, "e2"), Refresh(), Known(), Saw(1)]
 
 
 def test_a_position_never_reached_fails_after_the_bounded_reads():
     steps = core().announced([versions(5)])
     with pytest.raises(WatchFailure, match="did not reach the announced seq 5"):
         run(steps, [Position(3, "e1")] * (REFRESH_ATTEMPTS + 1))
+
+
+def test_a_position_behind_is_withheld_before_any_read():
+    taken = run(core().announced([versions(5)]), [Position(3, "e1"), Position(5, "e1")])
+    assert taken[:3] == [Known(), Withhold(5, "e1"), Refresh()]
+
+
+def test_a_position_never_reached_is_withheld_only_until_the_next_confirming_read():
+    taken: list[object] = []
+    steps = core().announced([versions(5)])
+    with pytest.raises(WatchFailure):
+        step = next(steps)
+        while True:
+            taken.append(step)
+            step = steps.send(Position(3, "e1") if isinstance(step, Known) else None)
+    assert taken[1] == Withhold(5, "e1") and taken[-1] == Withhold(None, None)
 
 
 def test_a_stopping_watch_reads_no_more():

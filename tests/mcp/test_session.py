@@ -309,3 +309,38 @@ def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answe
     assert "_meta contract" in events[0].detail
     assert shown == "rejected: add a promo code"
     assert memory.entries("mcp://scripted") == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_lookup_at_once_after_the_notification_serves_no_stale_fix(server, provider, acme, mode):
+    """The drift window is 0: the refresh a ``resources/updated`` starts is held back, and a
+    lookup made meanwhile (notification heard, diff not yet read) serves nothing stale."""
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    entered, release = anyio.Event(), anyio.Event()
+
+    async def body() -> tuple[list[str], list[str], list[str]]:
+        async with connect(server, memory, mode=mode) as tools:
+            await tools.call_tool(TOOL, growth)
+            before = [e.id for e in (await tools.lookup(TOOL, growth)).entries]
+            with anyio.fail_after(10):
+                while tools._watcher.refreshes < 1:  # the refresh on subscribing is done
+                    await anyio.sleep(0.01)
+            refresh = tools._watcher._refresh
+
+            async def held_back() -> int | None:
+                entered.set()
+                await release.wait()
+                return await refresh()
+
+            tools._watcher._refresh = held_back
+            result = await anyio.to_thread.run_sync(rotate, acme, provider)
+            with anyio.fail_after(10):
+                await entered.wait()
+            during = [e.id for e in (await tools.lookup(TOOL, growth)).entries]
+            release.set()
+            await tools.caught_up(result.contract_seq)
+            after = [e.id for e in (await tools.lookup(TOOL, growth)).entries]
+            return before, during, after
+
+    assert run(body) == (["e1"], [], [])

@@ -265,3 +265,33 @@ def test_a_retrofitted_apps_contract_router_pushes_under_its_prefix(domain, serv
             assert reload.status_code == 200, reload.text
             assert watches(client).caught_up(origin, reload.json()["contract_seq"], timeout_s=10)
             assert list(memory.lookup(origin, DRAFT, operation=ORDER).entries) == []
+
+
+def test_a_lookup_at_once_after_a_watch_event_serves_no_stale_fix(domain, serve):
+    """The drift window is 0: the refresh the event starts is held back, and a lookup made
+    meanwhile (the event heard, its diff not yet applied) serves nothing stale."""
+    import threading
+
+    memory = FixMemory("row")
+    entered, release = threading.Event(), threading.Event()
+    with serve(_app(domain)) as url:
+        with contract_client(memory, base_url=url, watch=FAST) as client:
+            client.post("/v1/orders", json=DRAFT)
+            assert memory.lookup(url, DRAFT, operation=ORDER).entries
+            _wait(lambda: watches(client).is_open(url))
+            watch = watches(client)._by_origin[url]
+            refresh = watch._refresh
+
+            def held_back() -> None:
+                entered.set()
+                release.wait(10)
+                refresh()
+
+            watch._refresh = held_back  # type: ignore[method-assign]
+            seq = _drift(url)
+            assert entered.wait(10), "the watch never heard of the change"
+            during = list(memory.lookup(url, DRAFT, operation=ORDER).entries)
+            release.set()
+            assert watches(client).caught_up(url, seq, timeout_s=10)
+            after = list(memory.lookup(url, DRAFT, operation=ORDER).entries)
+    assert during == [] and after == []

@@ -237,6 +237,11 @@ class _Surface:
         is confirmed again (what moved while it was closed is read first)."""
         self._core.calls.confirmations.reopened(origin)
 
+    def announced(self, origin: str, seq: int | None = None, epoch: str | None = None) -> None:
+        """The server announced a change of ``origin`` (at ``seq`` of ``epoch`` when it said):
+        serve none of its entries until the memory has read past it (no stale fix meanwhile)."""
+        self._core.calls.confirmations.announce(origin, seq, epoch)
+
     def _bind(self, call: _Call[Any, Any]) -> Callable[..., Any]:
         raise NotImplementedError
 

@@ -4,7 +4,8 @@ An adapter (the httpx integration's ``invalidation_contracts.httpx.watch``) keep
 origin open, ``GET {origin}/contract/watch?since=&epoch=`` (SPEC §8.4), in a thread or a task;
 everything it decides is here, free of I/O: whether a response opened a stream, the events a
 chunk completes (bounded by ``client.sse``: line and event size), the position a ``versions``
-event announces, the steps that bring the memory there (read the position, pause, refresh
+event announces, the steps that bring the memory there (read the position, withhold the origin's
+fixes until it is read, pause, refresh
 through the transport, mark it seen), when a stream counts as stalled, and how long to wait
 before the next attempt (exponential backoff with jitter, up to ``backoff_max_s``). A stream
 that cannot be kept never fails the agent: a ``WatchLost`` event says why, a ``WatchOpened``
@@ -55,13 +56,23 @@ class Refresh:
 
 
 @dataclass(frozen=True, slots=True)
+class Withhold:
+    """Step: the memory withholds the origin's fixes until it has read position ``seq`` of
+    ``epoch`` (``FixMemory.announced``): none is served stale while the diff is fetched."""
+
+    seq: int | None
+    epoch: str | None
+    """None: the position was never reached; withhold until the next read that confirms."""
+
+
+@dataclass(frozen=True, slots=True)
 class Saw:
     """Step: the memory has acted on announced position ``seq``."""
 
     seq: int
 
 
-WatchStep = Known | Pause | Refresh | Saw
+WatchStep = Known | Withhold | Pause | Refresh | Saw
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +215,8 @@ class WatchCore:
     def announced(self, events: list[SSEEvent]) -> Generator[WatchStep, Any, None]:
         """What the watch does with a chunk's events, as steps both watches run: for each
         position announced, refresh until the memory has reached it (the read is a response the
-        memory observes), then mark it seen; ``WatchFailure`` when it never does."""
+        memory observes), then mark it seen; ``WatchFailure`` when it never does. A position the
+        memory is behind is withheld first, before any read (``Withhold``)."""
         for event in events:
             announced = self.meaning(event)
             if announced is None:
@@ -214,9 +226,12 @@ class WatchCore:
                 if known is None or not self.behind(announced, known):
                     break
                 if attempt == REFRESH_ATTEMPTS:
+                    yield Withhold(None, None)  # a position never shown: not withheld forever
                     raise self.unreached(announced)
                 if attempt:
                     yield Pause(REFRESH_RETRY_S)
+                else:
+                    yield Withhold(announced.seq, announced.epoch)
                 yield Refresh()
             yield Saw(announced.seq)
 

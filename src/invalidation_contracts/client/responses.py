@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
+from ..protocol.models import ContractFields
 from . import telemetry
 from .admission import Admission, Lesson
 from .detection import Detection
@@ -114,8 +115,11 @@ class Responses:
         self.admission.policies.notice(tx, body, suggestions)
         if contract is not None or suggestions:
             doubt = self.invalidation.trust.doubt(
-                body, r.signature, since=r.delta_since, now=tx.now
+                body, r.signature, since=r.delta_since, now=tx.now, binding=r.binding
             )
+            signed = r.signature is not None and self.invalidation.trust.requests_signatures
+            if doubt is None and signed and contract is not None:
+                doubt = _replayed(tx, contract)
             if doubt is not None:
                 self.invalidation.distrust(tx, doubt, suggestions)
                 contract, suggestions = None, []
@@ -199,3 +203,17 @@ def _response_id(value: str | None) -> str | None:
 
 def _nothing(tx: Ledger) -> None:
     """A call that only reads: the needs still outstanding."""
+
+
+def _replayed(tx: Ledger, contract: ContractFields) -> str | None:
+    """Why a signed statement older than the memory's position must change nothing (a replay, or
+    an answer overtaken by a change the memory already read); None when it is current."""
+    st, seq = tx.state, contract.contract_seq
+    if st.known_seq is None or seq is None or st.epoch != contract.contract_epoch:
+        return None
+    if seq >= st.known_seq:
+        return None
+    return (
+        f"the signed statement is at contract_seq {contract.contract_seq}, older than the "
+        f"memory's position {st.known_seq} (a replay, or overtaken): nothing of it is acted on"
+    )

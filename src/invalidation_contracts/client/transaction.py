@@ -138,7 +138,7 @@ class CallRunner:
                 ):
                     replica.unflushed.add(tx.stats)
                     self._hold(origin, call)
-                    self.confirmations.settle(origin, call.confirms)
+                    self.confirmations.settle(origin, call.confirms, call.tx.state)
                     self._done(tx)
                     _log(tx.events)
                     telemetry.record(origin, tx.stats, tx.events)
@@ -159,7 +159,7 @@ class CallRunner:
             self.replicas.committed(replica, tx, base, total, flushed, plan)
             with self.lock:
                 self._hold(origin, call)
-            self.confirmations.settle(origin, call.confirms)
+            self.confirmations.settle(origin, call.confirms, call.tx.state)
             self._done(tx)
             _log(tx.events)
             telemetry.record(origin, tx.stats, tx.events)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.models import Suggestion, field_pointer
-from ..protocol.signing import SignatureError, load_public_key, verify
+from ..protocol.signing import Binding, SignatureError, load_public_key, verify
 from .entries import MemoryEntry
 from .patching import is_patchable, written_paths
 
@@ -45,7 +45,9 @@ class TrustPolicy:
     kids are accepted at once, which is how keys rotate. Keys need the ``signing`` extra
     (``cryptography``); without keys nothing imports it. With keys, the client asks for
     signatures (``Contract-Sign: 1``) and rejects a bad one; ``require_signatures`` also rejects
-    an absent one. ``clock_skew_s``: tolerance on ``iat``/``exp``.
+    an absent one. ``clock_skew_s``: tolerance on ``iat``/``exp``. A statement bound to another
+    request than the one sent (``req``, ``aud``) is rejected; ``require_binding`` also rejects one
+    that binds none (servers before 0.9 sign without a binding).
     """
 
     require_signatures: bool = False
@@ -55,6 +57,7 @@ class TrustPolicy:
     window_s: float = DEFAULT_WINDOW_S
     default_max_age_s: float | None = None
     guard_parameters: bool = False
+    require_binding: bool = False
     allow_origin_wide: bool = True
     """Keep fixes the server marks ``origin_wide`` (served to every request of their operation);
     False refuses them. Either way an origin-wide fix passes every other check here."""
@@ -91,15 +94,24 @@ class TrustPolicy:
         *,
         since: int | None,
         now: float,
+        binding: Binding | None = None,
     ) -> str | None:
-        """Why a response's contract must not be acted on, or None when it may be."""
+        """Why a response's contract must not be acted on, or None when it may be (``binding``:
+        the request it answers, when known)."""
         if not self.public_keys:
             return None
         if signature is None:
             return "the response is unsigned" if self.require_signatures else None
         try:
             verify(
-                signature, body, self.public_keys, since=since, now=now, leeway_s=self.clock_skew_s
+                signature,
+                body,
+                self.public_keys,
+                since=since,
+                now=now,
+                leeway_s=self.clock_skew_s,
+                binding=binding,
+                require_binding=self.require_binding,
             )
         except SignatureError as exc:
             return str(exc)

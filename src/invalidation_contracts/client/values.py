@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.models import ChangesFeed, RulesListing
+from ..protocol.signing import Binding
 from .limits import Refusal
 
 __all__ = ["Answer", "Observed", "Position"]
@@ -45,6 +46,9 @@ class Observed:
     response_id: str | None = None
     signature: str | None = None
     refused: Refusal | None = None
+    binding: Binding | None = None
+    """The request sent, as a signed statement binds it (``METHOD /path`` and ``Host``, or
+    ``tools/call NAME``): a statement bound to another request is refused (None: not checked)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,6 +34,7 @@ from ..protocol.headers import (
     is_json_media_type,
     position_headers,
 )
+from ..protocol.signing import Binding
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, settle
 from .discovery import DEFERRED, ContractLocations
@@ -319,6 +320,7 @@ class ContractExchange:
             response_id=response.headers.get("x-request-id"),
             signature=response.headers.get(CONTRACT_SIGNATURE),
             refused=refused,
+            binding=Binding(f"{request.method} {request.url.path}", request.headers.get("host")),
         )
 
     def need_request(

@@ -34,6 +34,7 @@ from ..client.push import (
     WatchFailure,
     WatchOptions,
     WatchStep,
+    Withhold,
 )
 from ..client.steps import adrive, drive
 from ..client.values import Position
@@ -164,6 +165,9 @@ class SyncWatch:
         if isinstance(step, Known):
             known: Position = self.transport.memory.position(self.core.origin)
             return None if self._stop.is_set() else known
+        if isinstance(step, Withhold):
+            self.transport.memory.announced(self.core.origin, step.seq, step.epoch)
+            return None
         if isinstance(step, Pause):
             self._stop.wait(step.seconds)
         elif isinstance(step, Refresh):
@@ -256,6 +260,9 @@ class AsyncWatch:
         if isinstance(step, Known):
             known: Position = await self.transport.memory.position(self.core.origin)
             return known
+        if isinstance(step, Withhold):
+            self.transport.memory.announced(self.core.origin, step.seq, step.epoch)
+            return None
         if isinstance(step, Pause):
             await asyncio.sleep(step.seconds)
         elif isinstance(step, Refresh):

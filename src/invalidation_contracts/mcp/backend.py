@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..protocol.signing import Binding
 from ..server.asked import PLAIN, Asked
 from ..server.domain import Route
 from ..server.provider import Outcome, Provider
@@ -18,7 +19,9 @@ from ..server.state import RegistryState
 
 
 class Signer(Protocol):
-    def sign(self, body: Mapping[str, Any], since: int | None) -> str: ...
+    def sign(
+        self, body: Mapping[str, Any], since: int | None, binding: Binding | None = None
+    ) -> str: ...
 
 
 class ContractBackend(Protocol):

@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 from .. import __version__
 from ..protocol.models import Problem, SuccessResponse
 from ..protocol.problems import ProblemType, ProtocolError
+from ..protocol.signing import Binding
 from ..server.asked import Asked
 from ..server.provider import Provider
 from ..server.reads import ContractRead
@@ -105,7 +106,8 @@ class ContractHandlers:
         body, since, state = await anyio.to_thread.run_sync(answer)
         signature = None
         if names.wants_signature(ctx.meta) and self.backend.signer is not None:
-            signature = self.backend.signer.sign(body.to_wire(), since)
+            binding = Binding(req=f"tools/call {params.name}")
+            signature = self.backend.signer.sign(body.to_wire(), since, binding)
         result = tool_result(body, since=since, signature=signature, envelope=self.envelope)
         if isinstance(body, Problem) and body.status in conditional.CONDITIONAL_STATUSES:
             validator = self._validator(entry, arguments, state)

@@ -43,6 +43,7 @@ from ..client.modelview import model_text, model_view
 from ..client.needs import need_loop
 from ..client.steps import adrive
 from ..client.values import Answer, Observed
+from ..protocol.signing import Binding
 from ..protocol.wirecost import WireCost
 from . import calls, names
 from .origins import named_origin, target_origin
@@ -138,7 +139,11 @@ class ContractSession(calls.AgentCalls):
         self.listener = listener
         self.watch_listener = watch_listener
         self._origin = origin
-        self._watcher = Watcher(self._refresh, on_lost=lambda: memory.reopened(self.origin))
+        self._watcher = Watcher(
+            self._refresh,
+            on_lost=lambda: memory.reopened(self.origin),
+            on_announced=lambda: memory.announced(self.origin),
+        )
         self._tasks: anyio.abc.TaskGroup | None = None
         self.tools: dict[str, types.Tool] = {}
         self.reply_listener: Callable[[ToolReply], None] | None = None
@@ -250,6 +255,7 @@ class ContractSession(calls.AgentCalls):
                 response_bytes=answer.size,
                 contract_bytes=answer.cost.contract if answer.cost is not None else None,
                 signature=answer.signature,
+                binding=Binding(req=f"tools/call {name}"),
             )
             obs = await self.memory.observe(self.origin, observed, operation=name, episode=episode)
         events = list(obs.events)
@@ -291,7 +297,7 @@ class ContractSession(calls.AgentCalls):
             and str(message.params.uri) == names.VERSIONS
             and self.session.protocol_version not in MODERN_PROTOCOL_VERSIONS
         ):
-            self._watcher.poke()
+            self._watcher.announced()
 
     # ------------------------------------------------------------------ internals
 

@@ -3,7 +3,9 @@
 A ``Watcher`` is poked by every notification that ``contract://versions`` moved (from a
 ``subscriptions/listen`` stream on 2026-07-28 connections, or the session's message handler after
 ``resources/subscribe`` on earlier ones) and refreshes: it reads the versions and feeds them to
-the memory, which evicts what the move made stale before the agent's next call. Pokes that
+the memory, which evicts what the move made stale. From the notification until that refresh has
+read past it the memory withholds the origin's fixes (``FixMemory.announced``), so no lookup made
+meanwhile serves a stale one. Pokes that
 arrive while it refreshes are coalesced into one more refresh, so a storm of notifications costs
 at most one read in flight; what a storm of real bumps may evict is bounded by the trust
 policy's eviction-rate bound.
@@ -37,9 +39,16 @@ Refresh = Callable[[], Awaitable[int | None]]
 class Watcher:
     """Coalesces pokes into refreshes, and lets a caller wait until one has seen a position."""
 
-    def __init__(self, refresh: Refresh, *, on_lost: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        refresh: Refresh,
+        *,
+        on_lost: Callable[[], None] | None = None,
+        on_announced: Callable[[], None] | None = None,
+    ) -> None:
         self._refresh = refresh
         self._on_lost = on_lost
+        self._on_announced = on_announced
         self._poked = anyio.Event()
         self._progress = anyio.Event()
         self.seen: int = -1
@@ -51,6 +60,13 @@ class Watcher:
         memory serves again (the refresh that follows confirms it)."""
         if self._on_lost is not None:
             self._on_lost()
+        self.poke()
+
+    def announced(self) -> None:
+        """The server said the versions moved: the memory withholds the origin's fixes at once
+        (until the refresh has read past the change), then a refresh is asked for."""
+        if self._on_announced is not None:
+            self._on_announced()
         self.poke()
 
     def poke(self) -> None:
@@ -68,16 +84,21 @@ class Watcher:
                 logger.warning("refreshing the contract after a notification failed", exc_info=True)
                 seq = None
             self.refreshes += 1
+            if self._poked.is_set() and self._on_announced is not None:
+                # told again while it read: what it read may predate that change, so the origin
+                # stays withheld until the next refresh (which the poke asks for)
+                self._on_announced()
             if seq is not None:
                 self.seen = max(self.seen, seq)
             progress, self._progress = self._progress, anyio.Event()
             progress.set()
 
     async def caught_up(self, seq: int, *, timeout_s: float = math.inf) -> None:
-        """Wait until a refresh saw ``contract_seq`` ``seq`` or later (``TimeoutError`` after
+        """Wait until a refresh saw ``contract_seq`` ``seq`` or later and none is asked for
+        (the memory then withholds nothing for an announcement; ``TimeoutError`` after
         ``timeout_s``)."""
         with anyio.fail_after(timeout_s):
-            while self.seen < seq:
+            while self.seen < seq or self._poked.is_set():
                 await self._progress.wait()
 
 
@@ -100,7 +121,7 @@ async def follow(session: ClientSession, watcher: Watcher) -> None:
                 watcher.poke()  # what moved before the stream was acknowledged
                 async for event in subscription:
                     if getattr(event, "uri", None) == names.VERSIONS:
-                        watcher.poke()
+                        watcher.announced()
             return  # the server closed the stream gracefully: it is shutting down
         except SubscriptionLost:
             logger.info("the listen stream dropped; listening again")

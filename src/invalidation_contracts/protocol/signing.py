@@ -7,6 +7,12 @@ sent in compact detached form (``header..signature``, RFC 7515 Appendix F): the 
 sent, because the verifier rebuilds it from the body it received. ``iat`` and ``exp`` travel in
 the protected header (replicated claims, RFC 7519 §5.3), so the header alone completes it.
 
+Since 0.9 the protected header also binds the request the statement answers: ``req`` (``METHOD
+/path`` over HTTP, ``tools/call NAME`` over MCP) and ``aud`` (the ``Host`` the request was sent
+to, over HTTP). A verifier that knows the request it sent refuses a statement bound to another
+one; a statement without them (a server before 0.9) is accepted unless the verifier requires the
+binding (``TrustPolicy(require_binding=True)``).
+
 Pure functions over bytes and JSON values. Ed25519 (``alg: Ed25519``, RFC 9864; the deprecated
 ``EdDSA`` of RFC 8037 is still accepted) comes from ``cryptography``, imported only when a key is
 used: the protocol and the client import without the ``signing`` extra.
@@ -46,6 +52,8 @@ TYPE = "contract-freshness+jws"
 #: The body members named in the statement itself; every other member is in ``content``.
 CONTRACT_MEMBERS = tuple(ContractFields.model_fields)
 _BASE64URL = re.compile(r"[A-Za-z0-9_-]*")
+#: Longest ``req``/``aud`` a header may carry (a server controls it: bounded on the client).
+MAX_BINDING_CHARS = 2048
 
 
 class SignatureError(ValueError):
@@ -68,9 +76,32 @@ class SignedHeader:
     iat: int
     exp: int
     alg: str = ALGORITHM
+    req: str | None = None
+    """The request answered: ``METHOD /path`` (HTTP) or ``tools/call NAME`` (MCP)."""
+    aud: str | None = None
+    """The ``Host`` the request was sent to (HTTP; None over MCP)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"alg": self.alg, "typ": TYPE, "kid": self.kid, "iat": self.iat, "exp": self.exp}
+        header: dict[str, Any] = {
+            "alg": self.alg,
+            "typ": TYPE,
+            "kid": self.kid,
+            "iat": self.iat,
+            "exp": self.exp,
+        }
+        if self.req is not None:
+            header["req"] = self.req
+        if self.aud is not None:
+            header["aud"] = self.aud
+        return header
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The request a verifier sent, as a statement binds it (None: not known, not checked)."""
+
+    req: str | None = None
+    aud: str | None = None
 
 
 def statement(body: Mapping[str, Any], *, since: int | None, iat: int, exp: int) -> dict[str, Any]:
@@ -103,13 +134,17 @@ def sign(
     since: int | None,
     iat: int,
     exp: int,
+    binding: Binding | None = None,
 ) -> str:
-    """The compact detached JWS (``header..signature``) of ``body``'s freshness statement."""
+    """The compact detached JWS (``header..signature``) of ``body``'s freshness statement,
+    bound to the request ``binding`` names."""
     if not kid:
         raise ValueError("a signing key needs a non-empty kid")
     if exp <= iat:
         raise ValueError("a statement must expire after it is issued")
-    header = _b64(canonical_json(SignedHeader(kid, iat, exp).to_json()))
+    bound = binding if binding is not None else Binding()
+    signed = SignedHeader(kid, iat, exp, req=bound.req, aud=bound.aud)
+    header = _b64(canonical_json(signed.to_json()))
     payload = _b64(canonical_json(statement(body, since=since, iat=iat, exp=exp)))
     signature = key.sign(f"{header}.{payload}".encode("ascii"))
     return f"{header}..{_b64(signature)}"
@@ -129,8 +164,11 @@ def verify(
     since: int | None,
     now: float,
     leeway_s: float = 0.0,
+    binding: Binding | None = None,
+    require_binding: bool = False,
 ) -> SignedHeader:
-    """Check ``jws`` against the ``body`` received, by ``kid`` in ``keys``, at time ``now``.
+    """Check ``jws`` against the ``body`` received, by ``kid`` in ``keys``, at time ``now``, and
+    against the request ``binding`` names (what it leaves None is not checked).
 
     Returns the header; raises ``SignatureError`` saying why the statement is not acceptable.
     """
@@ -159,7 +197,22 @@ def verify(
         raise SignatureError(
             f"the statement is issued in the future ({header.iat}, now {int(now)})"
         )
+    _check_binding(header, binding if binding is not None else Binding(), require_binding)
     return header
+
+
+def _check_binding(header: SignedHeader, sent: Binding, required: bool) -> None:
+    """``SignatureError`` unless the statement answers the request sent."""
+    if required and header.req is None:
+        raise SignatureError("the statement binds no request (a server before 0.9?)")
+    if header.req is not None and sent.req is not None and header.req != sent.req:
+        raise SignatureError(
+            f"the statement answers {header.req[:200]!r}, not the request sent {sent.req[:200]!r}"
+        )
+    if header.aud is not None and sent.aud is not None and header.aud.lower() != sent.aud.lower():
+        raise SignatureError(
+            f"the statement was issued for {header.aud[:200]!r}, not {sent.aud[:200]!r}"
+        )
 
 
 def load_public_key(value: Ed25519PublicKey | bytes | str) -> Ed25519PublicKey:
@@ -227,7 +280,13 @@ def _header(encoded: str) -> SignedHeader:
         raise SignatureError("the JWS header has no kid")
     if not (_is_int(iat) and _is_int(exp)):
         raise SignatureError("the JWS header needs integer iat and exp")
-    return SignedHeader(kid, iat, exp, str(alg))
+    req, aud = data.get("req"), data.get("aud")
+    for name, value in (("req", req), ("aud", aud)):
+        if value is not None and not (
+            isinstance(value, str) and 0 < len(value) <= MAX_BINDING_CHARS
+        ):
+            raise SignatureError(f"the JWS header's {name} is not a string of a bounded length")
+    return SignedHeader(kid, iat, exp, str(alg), req=req, aud=aud)
 
 
 def _is_int(value: object) -> TypeGuard[int]:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..protocol.headers import is_json_media_type
-from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, ed25519, sign
+from ..protocol.signing import CONTRACT_SIGN, CONTRACT_SIGNATURE, Binding, ed25519, sign
 
 if TYPE_CHECKING:
     from cryptography.hazmat.primitives.asymmetric.ed25519 import (
@@ -74,11 +74,20 @@ class StampSigner:
         """Every kid's public key: what clients are configured with."""
         return {kid: key.public_key() for kid, key in self._keys.items()}
 
-    def sign(self, body: Mapping[str, Any], since: int | None) -> str:
-        """The detached JWS for ``body`` (a JSON object) answered under ``since``."""
+    def sign(
+        self, body: Mapping[str, Any], since: int | None, binding: Binding | None = None
+    ) -> str:
+        """The detached JWS for ``body`` (a JSON object) answered under ``since``, bound to the
+        request ``binding`` names."""
         iat = math.floor(self._clock())
         return sign(
-            body, self._keys[self.active], self.active, since=since, iat=iat, exp=iat + self.ttl_s
+            body,
+            self._keys[self.active],
+            self.active,
+            since=since,
+            iat=iat,
+            exp=iat + self.ttl_s,
+            binding=binding,
         )
 
 
@@ -109,7 +118,7 @@ class SigningMiddleware:
                 return
             content = b"".join(chunks)
             headers = list(start.get("headers", []))
-            signature = self._signature(headers, content)
+            signature = self._signature(headers, content, _binding(scope))
             if signature is not None:
                 headers.append((_SIGNATURE, signature.encode("ascii")))
             await send({**start, "headers": headers})
@@ -117,7 +126,9 @@ class SigningMiddleware:
 
         await self.app(scope, receive, capture)
 
-    def _signature(self, headers: list[tuple[bytes, bytes]], content: bytes) -> str | None:
+    def _signature(
+        self, headers: list[tuple[bytes, bytes]], content: bytes, binding: Binding
+    ) -> str | None:
         if not is_json_media_type(_header(headers, _CONTENT_TYPE)):
             return None
         since_raw = _header(headers, _SINCE)
@@ -126,10 +137,20 @@ class SigningMiddleware:
             body = json.loads(content)
             if not isinstance(body, dict):
                 return None
-            return self.signer.sign(body, since)
+            return self.signer.sign(body, since, binding)
         except ValueError as exc:
             logger.warning("response left unsigned: %s", exc)
             return None
+
+
+def _binding(scope: Scope) -> Binding:
+    """The request a response answers, as its statement binds it: ``METHOD /path`` and the
+    ``Host`` it was sent to."""
+    host = _header(scope.get("headers", []), b"host")
+    return Binding(
+        req=f"{scope.get('method', 'GET')} {scope.get('path', '/')}",
+        aud=host.decode("latin-1") if host else None,
+    )
 
 
 def _header(headers: Iterable[tuple[bytes, bytes]], name: bytes) -> bytes | None:
