@@ -47,7 +47,7 @@ class TrustPolicy:
     signatures (``Contract-Sign: 1``) and rejects a bad one; ``require_signatures`` also rejects
     an absent one. ``clock_skew_s``: tolerance on ``iat``/``exp``. A statement bound to another
     request than the one sent (``req``, ``aud``) is rejected; ``require_binding`` also rejects one
-    that binds none (servers before 0.9 sign without a binding).
+    that binds none (servers before 0.2.0 sign without a binding).
     """
 
     require_signatures: bool = False
