@@ -11,7 +11,7 @@ are checked against the database: a difference the capture does not explain star
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.models import ReloadResult
@@ -79,6 +79,9 @@ class WorkerHealth:
     max_lag_s: float
     leads: Mapping[str, bool]
     reason: str | None
+    backlog: Mapping[str, int | None] = field(default_factory=dict)
+    """Per source this worker is catching up with: capture records still waiting (None:
+    unknown)."""
 
 
 @dataclass
@@ -199,6 +202,7 @@ class Runtime:
             max_lag_s=follower.max_lag_s,
             leads=follower.leads(),
             reason=follower.reason,
+            backlog=dict(follower.backlog),
         )
 
 
