@@ -159,3 +159,23 @@ def test_a_running_worker_catches_up_says_so_and_serves_again_by_itself(database
         assert runtime.follower is not None and runtime.follower.stalls == 0
     finally:
         runtime.close()
+
+
+def test_records_of_a_table_this_worker_does_not_declare_are_skipped(database: str) -> None:
+    """A newer version declares a second table (``db upgrade`` installed its capture): this
+    worker's rounds skip its records and keep serving its own tables."""
+    with psycopg.connect(database, autocommit=True) as pg:
+        pg.execute("CREATE TABLE embargoes (id TEXT PRIMARY KEY, reason TEXT)")
+    runtime = open_worker(database, batch=100)
+    newer = SQLSource(database, {"items": SQLTable("items"), "embargoes": SQLTable("embargoes")})
+    try:
+        newer.open()  # installs the capture on embargoes, as `db upgrade` does
+        with psycopg.connect(database, autocommit=True) as pg:
+            pg.execute("INSERT INTO embargoes VALUES ('ru', 'sanctions')")
+            pg.execute("UPDATE items SET n = 7 WHERE id = 'k1'")
+        assert ingest(runtime.registry, runtime.sources[0]) is True
+        assert served_rows(runtime)["k1"] == 7
+        assert set(runtime.registry.state.tables) == {"items"}
+    finally:
+        newer.close()
+        runtime.close()

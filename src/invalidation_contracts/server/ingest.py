@@ -102,7 +102,9 @@ def _consume(
         reason = gap(after, batch)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
-        good, bad = screen(batch.records)
+        # Records of a table this worker does not declare (a newer version's, installed by
+        # `db upgrade` or a newer worker) are not its to serve: skipped, never a failed round.
+        good, bad = screen(r for r in batch.records if r.table in tx.state.tables)
         sets = change_sets(good, by_transaction=source.by_transaction)
         applied = _apply(tx, source, sets)
         source.set_aside(bad)
