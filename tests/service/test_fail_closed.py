@@ -87,3 +87,19 @@ def test_a_client_ahead_of_a_worker_in_an_outage_gets_503_at_once(tmp_path: Path
         finally:
             release.set()
             holder.join(10)
+
+
+def test_a_worker_whose_follower_never_started_still_takes_admin_writes(tmp_path: Path) -> None:
+    """A write catches up with the shared history under the write lock before it applies, so an
+    admin-only app in a process that never runs its lifespan writes soundly."""
+    store = str(tmp_path / "r.sqlite")
+    app = create_app(make_domain(), store=store, admin_token=TOKEN, max_lag_s=0.3, heartbeat_s=0.1)
+    client = TestClient(app, raise_server_exceptions=False)  # no lifespan
+    time.sleep(0.5)
+    assert client.get("/contract/ready").status_code == 503
+    answer = client.post(
+        "/admin/rules",
+        headers={"Authorization": f"Bearer {TOKEN}"},
+        json={"rules": [{"from_table": "plans", "to_table": "funding_types", "relation": "r"}]},
+    )
+    assert answer.status_code == 200, answer.text

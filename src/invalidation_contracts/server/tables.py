@@ -131,6 +131,15 @@ class Snapshot:
             etags[key] = row_etag(rows[key])
         return Snapshot(self.name, version, MappingProxyType(rows), MappingProxyType(etags))
 
+    def holds(self, rows: Mapping[str, Any]) -> bool:
+        """Whether every row of ``rows`` is already here, the same (costs ``len(rows)``; a row
+        the contract cannot carry raises as ``with_changes`` would)."""
+        etags = self.etags
+        return all(
+            key in etags and row_etag(_frozen_row(self.name, key, row)) == etags[key]
+            for key, row in rows.items()
+        )
+
     def restamped(self, version: str) -> Snapshot:
         """The same rows under another version (a touch)."""
         return Snapshot(self.name, version, self.rows, self.etags)

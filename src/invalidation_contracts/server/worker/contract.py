@@ -235,7 +235,7 @@ class ContractWorker:
         return self.registry.set_rules(rules)
 
     def _writable(self) -> None:
-        if not self.runtime.available:
+        if not self.runtime.writable:
             raise unavailable(self.runtime.unavailable_reason)
 
     # -- lifecycle -------------------------------------------------------------------------------

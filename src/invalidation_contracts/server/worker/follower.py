@@ -24,6 +24,7 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..ingest import ingest
@@ -195,6 +196,11 @@ class Follower:
         return health.available and self.lag_s < self.max_lag_s
 
     @property
+    def never_started(self) -> bool:
+        """Not started (nor stopped): nothing keeps this worker's registry current by itself."""
+        return self._thread is None and not self._stop.is_set()
+
+    @property
     def live(self) -> bool:
         """Whether the follower thread runs and its loop turns (else only a restart helps)."""
         thread = self._thread
@@ -219,7 +225,7 @@ class Follower:
             return self.health.reason
         if self.available:
             return None
-        if self._thread is None and not self._stop.is_set():
+        if self.never_started:
             return "this worker's follower never started (did the app's lifespan run?)"
         return (
             f"this worker has not confirmed it is current for {self.lag_s:.1f} s "
@@ -263,17 +269,10 @@ class Follower:
     def _ingest(self, source: ChangeSource, head: int | None = None) -> None:
         """Consume ``source``'s capture; each committed batch of a backlog counts as a turn of
         the loop (the watchdog spares a round that makes progress) and updates ``backlog``."""
-
-        def progress(waiting: int | None) -> None:
-            self._turned = time.monotonic()
-            self.backlog = {**self.backlog, source.name: waiting}
-            logger.info("%s: catching up, %s capture records wait", source.name, waiting)
-
         try:
-            ingest(self.registry, source, head=head, progress=progress)
+            ingest(self.registry, source, head=head, progress=partial(_progress, self, source))
         finally:
-            if source.name in self.backlog:
-                self.backlog = {k: v for k, v in self.backlog.items() if k != source.name}
+            self.backlog = {k: v for k, v in self.backlog.items() if k != source.name}
 
     def _leads(self, source: ChangeSource) -> bool:
         listener = (self._listeners or {}).get(source.name)
@@ -435,6 +434,13 @@ def watch(follower: Follower) -> None:
                     interrupt()
                 except Exception:  # noqa: BLE001 - best effort; the next turn retries
                     logger.exception("could not break a stalled connection")
+
+
+def _progress(follower: Follower, source: ChangeSource, waiting: int | None) -> None:
+    """A batch of a backlog is committed: a turn of the loop; ``waiting`` records left."""
+    follower._turned = time.monotonic()
+    follower.backlog = {**follower.backlog, source.name: waiting}
+    logger.info("%s: catching up, %s capture records wait", source.name, waiting)
 
 
 def _catching_up(backlog: dict[str, int | None]) -> str:

@@ -181,6 +181,14 @@ class Runtime:
         return self.follower is None or self.follower.available
 
     @property
+    def writable(self) -> bool:
+        """Whether a write may go ahead: it catches up with the history (and the capture) under
+        the write lock first, so a worker whose follower never started may write; a follower
+        that fails says the databases do."""
+        follower = self.follower
+        return follower is None or follower.available or follower.never_started
+
+    @property
     def unavailable_reason(self) -> str | None:
         return None if self.follower is None else self.follower.reason
 
