@@ -40,10 +40,16 @@ class Size:
     lengths: tuple[int, ...]
     transactions: int
     baseline_transactions: int
+    backlog: int
 
 
-FULL = Size(lengths=(0, 1_000, 10_000, 100_000), transactions=2_000, baseline_transactions=40)
-QUICK = Size(lengths=(0, 1_000, 10_000), transactions=300, baseline_transactions=10)
+FULL = Size(
+    lengths=(0, 1_000, 10_000, 100_000),
+    transactions=2_000,
+    baseline_transactions=40,
+    backlog=20_000,
+)
+QUICK = Size(lengths=(0, 1_000, 10_000), transactions=300, baseline_transactions=10, backlog=500)
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
@@ -85,7 +91,71 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
         )
         for kind in ("change", "no-op")
     ]
-    return StudyResult(NAME, TITLE, md, checks, [], {"seconds": costs, "slopes": slopes})
+    backlog = _backlog(size.backlog)
+    md += (
+        f"\n\nA backlog of {size.backlog:,} single-row transactions (committed by another process "
+        "while the worker's follower was stopped) consumed by a running worker on PostgreSQL, "
+        f"in batches of {backlog['batch']:,} records (about {backlog['batches']:,.0f}): "
+        f"**{backlog['seconds']:.1f} s** to ready and "
+        f"serving the last write ({size.backlog / backlog['seconds']:,.0f} transactions/s), "
+        f"{backlog['stalls']:.0f} watchdog breaks, no restart."
+    )
+    checks.append(
+        Check(
+            "a backlog is consumed by a running worker, which is ready again by itself",
+            f"{size.backlog:,} transactions in {backlog['seconds']:.1f} s, "
+            f"{backlog['stalls']} watchdog breaks",
+            backlog["stalls"] == 0,
+        )
+    )
+    data = {"seconds": costs, "slopes": slopes, "backlog": backlog}
+    return StudyResult(NAME, TITLE, md, checks, [], data)
+
+
+def _backlog(count: int) -> dict[str, float]:
+    """Commit ``count`` single-row transactions while a worker's follower is stopped, start it,
+    and time until it is ready and serves the last one."""
+    import psycopg
+    from tests.support.postgres import PostgresCluster
+
+    from invalidation_contracts.server import Domain, SQLTable
+    from invalidation_contracts.server.sql.source import DEFAULT_BATCH_RECORDS, SQLSource
+    from invalidation_contracts.server.worker.runtime import open_runtime
+
+    cluster = PostgresCluster.start()
+    try:
+        database = cluster.database()
+        with psycopg.connect(database, autocommit=True) as pg:
+            pg.execute("CREATE TABLE items (id TEXT PRIMARY KEY, n INTEGER)")
+            pg.execute("INSERT INTO items SELECT 'k' || i, 0 FROM generate_series(0, 999) AS i")
+        domain = Domain("consumer", {"items": SQLTable("items")}, [], [])
+        source = SQLSource(database, domain.sql_tables)
+        runtime = open_runtime(domain, store=database, database=source)
+        try:
+            with psycopg.connect(database, autocommit=True) as pg:
+                for i in range(1, count + 1):
+                    pg.execute("UPDATE items SET n = %s WHERE id = %s", (i, f"k{i % 1000}"))
+            last = f"k{count % 1000}"
+            start = time.perf_counter()
+            runtime.start()
+            while True:
+                health = runtime.health()
+                row = runtime.registry.state.tables["items"].rows.get(last)
+                if health.ready and row is not None and row["n"] == count:
+                    break
+                time.sleep(0.005)
+            seconds = time.perf_counter() - start
+            stalls = runtime.follower.stalls if runtime.follower is not None else 0
+        finally:
+            runtime.close()
+    finally:
+        cluster.stop()
+    return {
+        "seconds": seconds,
+        "batches": math.ceil(count / DEFAULT_BATCH_RECORDS),
+        "batch": DEFAULT_BATCH_RECORDS,
+        "stalls": stalls,
+    }
 
 
 def _registry(length: int) -> Registry:

@@ -33,3 +33,21 @@ def test_the_two_writers_study_compares_captured_with_uncaptured_writers(tmp_pat
     }
     free = result.data["waits"]["uncaptured/held"]
     assert free["timeouts"] == 0  # without the capture, two tables never wait on each other
+
+
+@pytest.mark.postgres
+@pytest.mark.study
+def test_the_consumer_study_compares_the_index_with_the_scan_and_times_a_backlog(
+    tmp_path: Path,
+) -> None:
+    from benchmarks import consumer_cost
+
+    result = consumer_cost.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown
+    assert set(result.data["seconds"]) == {
+        "change, index",
+        "change, scan (before)",
+        "no-op, index",
+        "no-op, scan (before)",
+    }
+    assert result.data["backlog"]["seconds"] > 0

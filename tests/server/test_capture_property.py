@@ -101,3 +101,69 @@ def test_postgres_capture_is_the_brute_force_diff(
         check(ProviderDB("postgres", url, url), url, txs)
     finally:
         postgres_cluster.drop(url)
+
+
+# -- the PostgreSQL reader's frontier, against a brute-force model of snapshots (sans-IO) ----------
+
+lifetimes = st.lists(
+    st.tuples(st.integers(0, 6), st.booleans(), st.integers(0, 3)), min_size=1, max_size=14
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lifetimes,
+    st.lists(
+        st.tuples(st.integers(0, 3), st.one_of(st.none(), st.integers(1, 5))),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_a_frontier_consumes_every_committed_transaction_once_and_skips_none(
+    lives: list[tuple[int, bool, int]], reads: list[tuple[int, int | None]]
+) -> None:
+    """Transaction ``xid = i + 1`` begins at time ``i`` and ends ``span`` later (committed or
+    aborted, with ``n`` records); reads come ``gap`` apart, each in a snapshot of its moment,
+    with a batch limit or none. A frontier
+    never counts as consumed a transaction whose records were not returned, and once every
+    transaction has ended an unlimited read leaves nothing unreturned."""
+    from invalidation_contracts.server.sql.images import Frontier
+
+    ends = {i + 1: i + span + 1 for i, (span, _, _) in enumerate(lives)}
+    committed = {i + 1 for i, (_, ok, _) in enumerate(lives) if ok}
+    records = {x: lives[x - 1][2] for x in committed}
+    frontier, returned = Frontier(1), set[int]()
+
+    def read(now: int, limit: int | None) -> None:
+        nonlocal frontier
+        begun = [x for x in ends if x - 1 < now]
+        xmax = max(begun, default=0) + 1
+        xip = {x for x in begun if ends[x] > now}
+        visible = sorted(
+            x
+            for x in committed
+            if x < xmax and x not in xip and (x >= frontier.cursor or x in frontier.pending)
+        )
+        rows = [(x, r) for x in visible for r in range(records[x])]
+        more = limit is not None and len(rows) >= limit
+        if more:
+            assert limit is not None
+            last = rows[limit - 1][0]
+            rows = [row for row in rows if row[0] <= last]
+        returned.update(x for x, _ in rows)
+        frontier = frontier.advance(xmax, xip, rows[-1][0] if more else None)
+        for x in range(1, frontier.cursor):
+            if x not in frontier.pending and x in committed and records[x]:
+                assert x in returned, f"xid {x} counted as consumed, never returned"
+            if x not in frontier.pending:
+                assert ends[x] <= now, f"xid {x} counted as consumed while in progress"
+        assert frontier.position <= min(xip | {xmax})
+
+    now = 0
+    for gap, limit in reads:
+        now += gap
+        read(now, limit)
+    final = max(ends.values()) + 1
+    for _ in range(len(lives) * 4):
+        read(final, None)
+    assert {x for x in committed if records[x]} <= returned

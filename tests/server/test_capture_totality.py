@@ -13,6 +13,7 @@ import pytest
 from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, SQLTable
+from invalidation_contracts.server.tables import MAX_JSON_DEPTH
 from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 
@@ -182,3 +183,77 @@ def test_an_unreadable_row_does_not_block_a_worker_from_starting(
         assert quarantined(again) == [("poison", "[null]"), ("poison", "big")]
     finally:
         again.close()
+
+
+def nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [3000, MAX_JSON_DEPTH + 2])
+def test_a_value_nested_too_deeply_is_quarantined_and_the_rest_is_served(
+    pdb: ProviderDB, worker: Runtime, depth: int
+) -> None:
+    insert = f"INSERT INTO poison VALUES ('deep', 1, 1.0, '{nested(depth)}')"
+    if pdb.kind == "sqlite" and depth > 1000:  # SQLite's own JSON parser refuses it
+        assert "malformed JSON" in refused(pdb, insert)
+        return
+    pdb.script(insert)
+    pdb.script("INSERT INTO poison VALUES ('c', 3, 3.5, NULL)")
+    assert ingest(worker.registry, worker.sources[0]) is True, "no exception: the rest is served"
+    assert "deep" not in rows(worker) and rows(worker)["c"]["b"] == 3
+    [entry] = worker.sources[0].quarantined()
+    assert (entry.table, entry.key) == ("poison", "deep")
+    assert f"deeper than {MAX_JSON_DEPTH} levels" in entry.reason
+
+
+def test_a_value_nested_too_deeply_does_not_stop_a_worker_from_starting(
+    pdb: ProviderDB, worker: Runtime, tmp_path: Path
+) -> None:
+    depth = 3000 if pdb.kind == "postgres" else MAX_JSON_DEPTH + 2  # SQLite refuses 3000
+    pdb.script(f"INSERT INTO poison VALUES ('deep', 1, 1.0, '{nested(depth)}')")
+    worker.close()
+    store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
+    again = open_runtime(poisoned(), store=store, database=pdb.url)
+    try:
+        assert "deep" not in rows(again)
+        assert quarantined(again) == [("poison", "deep")]
+    finally:
+        again.close()
+
+
+def test_a_value_at_the_depth_bound_is_carried(pdb: ProviderDB, worker: Runtime) -> None:
+    pdb.script(f"INSERT INTO poison VALUES ('ok', 1, 1.0, '{nested(MAX_JSON_DEPTH)}')")
+    ingest(worker.registry, worker.sources[0])
+    assert "ok" in rows(worker) and quarantined(worker) == []
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("value", "carried"),
+    [
+        ('{"rate": 0.10000000000000000555}', None),  # more digits than a double holds
+        ('{"rate": 0.1}', {"rate": 0.1}),
+        ('{"r": 0.30000000000000004, "n": [1, 2.25]}', {"r": 0.30000000000000004, "n": [1, 2.25]}),
+        ('{"n": 9007199254740992}', None),  # 2^53: an integer outside the interoperable range
+    ],
+)
+def test_jsonb_numbers_follow_i_json(
+    postgres_url: str, tmp_path: Path, value: str, carried: dict[str, Any] | None
+) -> None:
+    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+    pdb.script(
+        "CREATE TABLE poison (k TEXT UNIQUE, b BIGINT, f DOUBLE PRECISION, j JSONB)",
+        "INSERT INTO poison VALUES ('a', 1, 1.0, NULL)",
+    )
+    runtime = open_runtime(poisoned(), store=postgres_url, database=postgres_url)
+    try:
+        statement = f"UPDATE poison SET j = '{value}' WHERE k = 'a'"
+        if carried is None:
+            message = refused(pdb, statement)
+            assert "column 'j'" in message and "poison" in message
+            return
+        pdb.script(statement)
+        ingest(runtime.registry, runtime.sources[0])
+        assert rows(runtime)["a"]["j"] == carried
+    finally:
+        runtime.close()

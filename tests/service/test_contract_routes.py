@@ -184,7 +184,9 @@ def lagging_pair(domain, admin, tmp_path):
 
     store = tmp_path / "registry.sqlite"
     first, second = (
-        TestClient(create_app(domain, store=store, admin_token=TOKEN)) for _ in range(2)
+        # never started, each vouches for its state for max_lag_s after it opened it
+        TestClient(create_app(domain, store=store, admin_token=TOKEN, max_lag_s=60))
+        for _ in range(2)
     )
     rule = {"from_table": "plans", "to_table": "funding_types", "relation": "pays_with"}
     assert first.post("/admin/rules", headers=admin, json={"rules": [rule]}).status_code == 200

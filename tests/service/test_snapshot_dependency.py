@@ -51,6 +51,7 @@ DOMAIN = Domain(
     [
         Route("/v1/orders", Order, [funding_policy]),
         Route("/v1/orders-direct", Order, [funding_policy]),
+        Route("/v1/plans", Order, [funding_policy]),
     ],
 )
 
@@ -61,8 +62,8 @@ def shop(tmp_path: Path) -> tuple[TestClient, Path]:
     with closing(sqlite3.connect(database)) as db, db:
         db.execute("CREATE TABLE plans (id TEXT PRIMARY KEY, funding TEXT NOT NULL)")
         db.execute("INSERT INTO plans VALUES ('basic', 'card')")
-    service = ContractService.open(
-        DOMAIN, database=f"sqlite:///{database}", store=tmp_path / "registry.sqlite"
+    service = ContractService.open(  # a never-started worker vouches for max_lag_s after open
+        DOMAIN, database=f"sqlite:///{database}", store=tmp_path / "registry.sqlite", max_lag_s=60
     )
     app = FastAPI()  # no lifespan: the worker does not follow the database by itself
     orders = service.router()
@@ -71,6 +72,10 @@ def shop(tmp_path: Path) -> tuple[TestClient, Path]:
     async def place(order: Order, data: ContractSnapshot) -> dict[str, Any]:
         plan = data.row("plans", order.plan)
         return {"charged_via": plan["funding"] if plan else None, "read_at": data.seq}
+
+    @orders.post("/v1/plans")
+    async def plan_row(order: Order, data: ContractSnapshot) -> dict[str, Any]:
+        return {"plan": data.row("plans", order.plan)}  # a row returned as it is
 
     @orders.post("/v1/orders-direct")
     async def place_direct(order: Order) -> dict[str, Any]:
@@ -107,6 +112,15 @@ def test_contract_snapshot_reads_the_state_the_policy_checked(
     body = answer.json()
     assert body["charged_via"] == "card", "the row the check read, under the stamps it names"
     assert body["read_at"] == body["contract_seq"] == 0
+
+
+def test_a_row_from_contract_snapshot_is_returned_as_a_plain_json_object(
+    shop: tuple[TestClient, Path],
+) -> None:
+    http, _ = shop
+    answer = http.post("/v1/plans", json={"plan": "basic", "funding_type": "card"})
+    assert answer.status_code == 200
+    assert answer.json()["plan"] == {"funding": "card"}
 
 
 def test_contract_snapshot_outside_a_contract_route_is_a_clear_error(tmp_path: Path) -> None:

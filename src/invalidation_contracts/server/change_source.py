@@ -97,9 +97,15 @@ class ChangeSource(Protocol):
         ...
 
     def read(
-        self, after: int | None, *, full: bool = False, marks: Mapping[str, str] | None = None
+        self,
+        after: int | None,
+        *,
+        full: bool = False,
+        marks: Mapping[str, str] | None = None,
+        limit: int | None = None,
     ) -> CaptureBatch:
-        """The capture records after ``after`` and, with ``full``, every table."""
+        """The capture records after ``after`` and, with ``full``, every table (``limit``:
+        about that many records, whole transactions, where the source batches)."""
         ...
 
     def head(self) -> int:

@@ -12,8 +12,8 @@ caught without a new epoch, so every still-valid fix a client holds survives.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..protocol.models import ReloadResult
 from ..protocol.problems import ProtocolError
@@ -33,47 +33,78 @@ class SourceError(RuntimeError):
     """The provider's database could not be read (or holds a row the contract cannot carry)."""
 
 
+Progress = Callable[[int | None], None]
+"""Told, after each committed batch of a backlog, how many records still wait (None: unknown)."""
+
+
 def ingest(
-    registry: Registry, source: ChangeSource, *, verify: bool = False, head: int | None = None
+    registry: Registry,
+    source: ChangeSource,
+    *,
+    verify: bool = False,
+    head: int | None = None,
+    progress: Progress | None = None,
 ) -> bool:
     """Consume ``source``'s captured changes; True when the registry moved.
 
     ``verify`` also reconciles: compares the tables with the database in the same snapshot (done
     when a worker opens the registry, and every ``source.reconcile_interval_s``); a difference the
     capture did not record becomes a change set labelled ``reconciled``. ``head``: the capture
-    head the caller just read (saves reading it again).
+    head the caller just read (saves reading it again). A backlog is consumed in batches, each
+    its own registry transaction (committed, visible, ``progress`` told); the reconciliation
+    waits for the last one.
     """
     verify = verify or source.reconcile_due()
-    with change_origin("captured"), registry.transaction() as tx:
-        after = tx.position(source.name)
-        if after is not None and not verify and head == after and source.contiguous:
-            return False
-        before = tx.state
-        consume(tx, source, verify=verify)
-        moved = tx.state is not before
-    trim(source, tx.positions[source.name])
-    return moved
+    moved = False
+    while True:
+        with change_origin("captured"), registry.transaction() as tx:
+            after = tx.position(source.name)
+            if after is not None and not verify and head == after and source.contiguous:
+                return moved
+            before = tx.state
+            more = _consume(tx, source, verify=verify, batched=True)[1]
+            moved = moved or tx.state is not before
+        trim(source, tx.positions[source.name])
+        if more is False:
+            return moved
+        if progress is not None:
+            progress(more)
 
 
 def consume(
     tx: RegistryTransaction, source: ChangeSource, *, verify: bool = False
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:
-    """Apply the records captured after the registry's position, inside ``tx``; with ``verify``
-    (or when the records cannot be trusted to be complete), reconcile the tables too.
+    """Apply every record captured after the registry's position, inside ``tx``; with
+    ``verify`` (or when the records cannot be trusted to be complete), reconcile the tables too.
 
     Returns each change set's transaction id and per-table results, in order.
     """
+    return _consume(tx, source, verify=verify, batched=False)[0]
+
+
+def _consume(
+    tx: RegistryTransaction, source: ChangeSource, *, verify: bool, batched: bool
+) -> tuple[list[tuple[str | None, Mapping[str, ReloadResult]]], int | None | Literal[False]]:
+    """``consume``; ``batched``: stop after about one batch of records (sources that batch).
+    Also returns whether records still wait: False, else how many (None: unknown)."""
     from .sql.images import change_sets, gap, screen
 
     after = tx.position(source.name)
     full = verify or after is None
-    batch = source.read(after, full=full, marks=_marks(tx) if full else None)
+    marks = _marks(tx) if full else None
+    limit = getattr(source, "batch_records", None) if batched else None
+    batch = source.read(after, full=full, marks=marks, limit=limit)
+    committed = getattr(source, "committed", None)
+    if committed is not None:
+        tx.committed.append(committed)
     reason = "the capture position is unknown" if after is None else None
     if after is not None and source.contiguous:
         reason = gap(after, batch)
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
-        good, bad = screen(batch.records)
+        # Records of a table this worker does not declare (a newer version's, installed by
+        # `db upgrade` or a newer worker) are not its to serve: skipped, never a failed round.
+        good, bad = screen(r for r in batch.records if r.table in tx.state.tables)
         sets = change_sets(good, by_transaction=source.by_transaction)
         applied = _apply(tx, source, sets)
         source.set_aside(bad)
@@ -87,7 +118,7 @@ def consume(
             {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
         )
     tx.set_position(source.name, batch.head)
-    return applied
+    return applied, batch.backlog if batch.more else False
 
 
 def _marks(tx: RegistryTransaction) -> dict[str, str]:

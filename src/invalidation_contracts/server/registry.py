@@ -298,16 +298,24 @@ class Registry(TableVerbs):
         with self.transaction() as tx:
             return tx.set_rules(rules)
 
-    def sync(self) -> bool:
-        """Adopt what other workers committed to the history; True when the state moved."""
+    def sync(self, timeout: float | None = None) -> bool:
+        """Adopt what other workers committed to the history; True when the state moved.
+
+        ``timeout``: how long to wait for the writers' lock (a writer stuck on a silent link
+        holds it); past it, ``TimeoutError``."""
         history = self._history
         if history is None:
             return False
-        with self._lock, change_origin("adopted"):
-            before = self._state
-            self._adopt(history.catch_up(before))
-            self._announce(before)
-            return self._state is not before
+        if not self._lock.acquire(timeout=-1 if timeout is None else timeout):
+            raise TimeoutError("the registry is busy with a change that has not finished")
+        try:
+            with change_origin("adopted"):
+                before = self._state
+                self._adopt(history.catch_up(before))
+                self._announce(before)
+                return self._state is not before
+        finally:
+            self._lock.release()
 
     def changes(
         self, since: int, tables: Iterable[str] | None = None, epoch: str | None = None

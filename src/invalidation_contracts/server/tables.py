@@ -15,11 +15,21 @@ from ..protocol.problems import ProblemType, ProtocolError
 FrozenRow = Mapping[str, Any]
 _V = TypeVar("_V")
 MAX_SAFE_INTEGER = 2**53 - 1
+MAX_JSON_DEPTH = 128
+"""The deepest nesting of a row's values the contract carries (deeper: refused, quarantined;
+far below what decoding, hashing and encoding on every worker and client can recurse through)."""
 """Largest integer RFC 8785 (and every JSON parser built on doubles) represents exactly."""
 
 
-def freeze(value: object, where: str = "row") -> Any:
-    """Deep-freeze a JSON value (dicts become read-only mappings, lists tuples); reject non-JSON."""
+def freeze(value: object, where: str = "row", depth: int = 0) -> Any:
+    """Deep-freeze a JSON value (dicts become read-only mappings, lists tuples); reject non-JSON
+    and values nested deeper than ``MAX_JSON_DEPTH``."""
+    if depth > MAX_JSON_DEPTH:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"{where[:80]}…: nested deeper than {MAX_JSON_DEPTH} levels, which the contract "
+            "does not carry",
+        )
     if isinstance(value, Mapping):
         out = {}
         for k, v in value.items():
@@ -27,10 +37,10 @@ def freeze(value: object, where: str = "row") -> Any:
                 raise ProtocolError(
                     ProblemType.INVALID_REQUEST, f"{where}: object keys must be strings"
                 )
-            out[k] = freeze(v, f"{where}.{k}")
+            out[k] = freeze(v, f"{where}.{k}", depth + 1)
         return MappingProxyType(out)
     if isinstance(value, (list, tuple)):
-        return tuple(freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(freeze(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(value))
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, (int, float)):
@@ -145,6 +155,15 @@ class Snapshot:
             rows[key] = _frozen_row(self.name, key, row)
             etags[key] = row_etag(rows[key])
         return Snapshot(self.name, version, MappingProxyType(rows), MappingProxyType(etags))
+
+    def holds(self, rows: Mapping[str, Any]) -> bool:
+        """Whether every row of ``rows`` is already here, the same (costs ``len(rows)``; a row
+        the contract cannot carry raises as ``with_changes`` would)."""
+        etags = self.etags
+        return all(
+            key in etags and row_etag(_frozen_row(self.name, key, row)) == etags[key]
+            for key, row in rows.items()
+        )
 
     def restamped(self, version: str) -> Snapshot:
         """The same rows under another version (a touch)."""

@@ -75,6 +75,8 @@ class TableChange:
         if self.replace:
             new = Snapshot.build(old.name, old.version, self.upsert, previous=old)
             return new, diff(old, new)
+        if not self.delete and old.holds(self.upsert):  # a no-op: no copy of the table
+            return old, TableDiff(added=[], removed=[], changed=[])
         new = old.with_changes(old.version, self.upsert, self.delete)
         return new, diff(old, new, [*self.upsert, *self.delete])
 

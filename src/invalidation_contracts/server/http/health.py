@@ -35,7 +35,8 @@ class HealthReport(WireModel):
     live: bool = Field(description="The follower runs; false: restart this worker.")
     ready: bool = Field(description="Confirmed current within max_lag_s: it stamps responses.")
     state: str = Field(
-        description="idle, following, retrying (the databases fail), stopped, dead, standalone."
+        description="idle, following, catching-up (consuming a capture backlog in batches), "
+        "retrying (the databases fail), stopped, dead, standalone."
     )
     contract_epoch: str = Field(description="The epoch of the last confirmed position.")
     contract_seq: int = Field(description="The seq of the last confirmed position.")
@@ -44,6 +45,11 @@ class HealthReport(WireModel):
     capture_leader: dict[str, bool] = Field(
         default_factory=dict,
         description="Per SQL source: whether this worker consumes its change capture.",
+    )
+    catching_up: dict[str, int | None] | None = Field(
+        default=None,
+        description="(ext) Per SQL source this worker is consuming a capture backlog of: the "
+        "records still waiting (null: unknown). Omitted when it is not catching up.",
     )
     reason: str | None = Field(default=None, description="Why the worker is not ready.")
     pid: int = Field(description="The worker's process id (which worker answered).")
@@ -59,6 +65,7 @@ class HealthReport(WireModel):
             lag_s=health.lag_s,
             max_lag_s=health.max_lag_s,
             capture_leader=dict(health.leads),
+            catching_up=dict(health.backlog) or None,
             reason=health.reason,
             pid=os.getpid(),
         )

@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from fastapi import Depends, Request
 
 from ..state import RegistryState
+from ..tables import thaw
 
 STATE_ATTRIBUTE = "contract_state"
 """``request.state.contract_state``: the registry state the request was checked against."""
@@ -38,12 +39,15 @@ class ReferenceData:
         return self.state.epoch
 
     def table(self, name: str) -> Mapping[str, Mapping[str, Any]]:
-        """Every row of table ``name`` (key → row); 404 ``unknown-table`` for another name."""
+        """Every row of table ``name`` (key → read-only row, not copied; ``row`` gives a plain
+        copy to return); 404 ``unknown-table`` for another name."""
         return self.state.snapshot(name).rows
 
-    def row(self, table: str, key: str) -> Mapping[str, Any] | None:
-        """One row, or None when the table has no such key."""
-        return self.table(table).get(key)
+    def row(self, table: str, key: str) -> dict[str, Any] | None:
+        """One row as a plain JSON object (a copy a handler may change or return as is), or
+        None when the table has no such key."""
+        row = self.table(table).get(key)
+        return None if row is None else thaw(row)
 
     def version(self, table: str) -> str:
         return self.state.snapshot(table).version

@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from ..._extras import require_extra
 from .declare import BoundTable, Column
 from .guards import pg_declared_check, pg_value_checks, sqlite_checks
-from .images import Captured
+from .images import Captured, Frontier
 from .quarantine import QuarantineTable
 
 require_extra("sql", "sqlalchemy")
@@ -510,6 +510,64 @@ END $ic$"""
         return (
             f"SELECT id, tx, table_name, op, key, row FROM {self.capture} "
             "WHERE tx::xid8 >= CAST(CAST(:after AS bigint) AS text)::xid8 ORDER BY tx::xid8, id"
+        )
+
+    def snapshot(self, conn: Connection) -> tuple[int, int, list[int]]:
+        """This read's snapshot: ``(xmin, xmax, xip)`` (transactions in progress)."""
+        xmin, xmax, xip = conn.exec_driver_sql(
+            "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,"
+            " ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x)"
+            " FROM pg_current_snapshot() AS s"
+        ).one()
+        return int(xmin), int(xmax), [int(x) for x in xip]
+
+    _UNCONSUMED = (
+        "(tx::xid8 >= CAST(CAST(:cursor AS bigint) AS text)::xid8"
+        " OR tx = ANY(CAST(:pending AS text[])))"
+    )
+
+    def unconsumed(
+        self, conn: Connection, frontier: Frontier, limit: int
+    ) -> tuple[list[Captured], bool]:
+        """The records of the transactions ``frontier`` has not consumed, in transaction order:
+        at most ``limit`` and then the rest of the last transaction read; True when more wait."""
+        params = {"cursor": frontier.cursor, "pending": [str(t) for t in frontier.pending]}
+        columns = f"SELECT id, tx, table_name, op, key, row FROM {self.capture}"
+        rows = list(
+            conn.execute(
+                text(f"{columns} WHERE {self._UNCONSUMED} ORDER BY tx::xid8, id LIMIT :limit"),
+                {**params, "limit": limit},
+            )
+        )
+        more = len(rows) == limit
+        if more:
+            last_id, last_tx = rows[-1][0], rows[-1][1]
+            rows += conn.execute(
+                text(f"{columns} WHERE tx = :tx AND id > :id ORDER BY id"),
+                {"tx": last_tx, "id": last_id},
+            )
+        captured = [Captured(int(i), tx, t, op, key, row) for i, tx, t, op, key, row in rows]
+        return captured, more
+
+    def waiting(self, conn: Connection, frontier: Frontier) -> int:
+        """How many records of transactions ``frontier`` has not consumed are visible now."""
+        return int(
+            conn.execute(
+                text(f"SELECT count(*) FROM {self.capture} WHERE {self._UNCONSUMED}"),
+                {"cursor": frontier.cursor, "pending": [str(t) for t in frontier.pending]},
+            ).scalar_one()
+        )
+
+    def trim_consumed(self, conn: Connection, frontier: Frontier) -> None:
+        """Delete every record ``frontier`` has consumed (those above its position included)."""
+        conn.execute(
+            text(
+                f"WITH d AS (DELETE FROM {self.capture}"
+                " WHERE tx::xid8 < CAST(CAST(:cursor AS bigint) AS text)::xid8"
+                " AND NOT tx = ANY(CAST(:pending AS text[])) RETURNING 1)"
+                f" UPDATE {self.trimmed} SET total = total + (SELECT count(*) FROM d) WHERE id = 1"
+            ),
+            {"cursor": frontier.cursor, "pending": [str(t) for t in frontier.pending]},
         )
 
     def trim_sql(self) -> str:

@@ -23,7 +23,17 @@ def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
+#: A jsonb number the contract cannot carry: beyond ±(2^53−1) (jsonb keeps no difference between
+#: 6.02e23 and the integer 602000000000000000000000, which JSON readers take as an integer), or
+#: a decimal a double does not hold exactly (0.10000000000000000555 would be served as 0.1).
 _JSON_PATH = f'strict $.** ? (@.type() == "number" && @.abs() > {MAX_SAFE})'
+_JSON_NUMBERS = 'strict $.** ? (@.type() == "number")'
+#: A number within range that a double does not hold exactly: its shortest double text differs.
+_JSON_LOSSY = (
+    f"EXISTS (SELECT 1 FROM jsonb_path_query({{ref}}, {_lit(_JSON_NUMBERS)}) AS n (v)"
+    f" WHERE abs(v::text::numeric) <= {MAX_SAFE}"
+    " AND v::text::numeric <> v::text::float8::text::numeric)"
+)
 #: Per column kind, the PostgreSQL test finding a value the contract cannot carry in ``{ref}`` (a
 #: jsonb value), and why it cannot; the other kinds carry every value they hold.
 _PG_UNCARRIABLE = {
@@ -36,8 +46,9 @@ _PG_UNCARRIABLE = {
         "which is not a finite number (JSON has no NaN or Infinity)",
     ),
     "json": (
-        f"jsonb_path_exists({{ref}}, {_lit(_JSON_PATH)})",
-        "a number outside the interoperable range ±(2^53−1)",
+        f"(jsonb_path_exists({{ref}}, {_lit(_JSON_PATH)}) OR {_JSON_LOSSY})",
+        "a number outside the interoperable range ±(2^53−1), or a decimal a double does not "
+        "hold exactly (I-JSON)",
     ),
 }
 #: The same for SQLite, on the column ``{ref}`` as stored.

@@ -19,7 +19,7 @@ from typing import Any
 
 from ...protocol.canonical import canonical_json
 from ...protocol.problems import ProblemType, ProtocolError
-from ..tables import Snapshot, freeze
+from ..tables import MAX_JSON_DEPTH, Snapshot, freeze
 from ..transitions import TableChange
 from ..versions import acceptable
 
@@ -68,6 +68,42 @@ class CaptureBatch:
     skipped: frozenset[str] = frozenset()
     """Tables a full read did not read: their digest is the one verified at the registry's
     current version, and no record touches them (so they equal the registry)."""
+    more: bool = False
+    """The read stopped at its batch limit: more records wait (no full read was made)."""
+    backlog: int | None = None
+    """With ``more``: how many records still wait after this batch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Frontier:
+    """Which transactions' capture records a PostgreSQL reader has consumed: every transaction
+    below ``cursor`` except those ``pending`` (in progress when last read, or not yet reached).
+
+    The durable position (``position``: the lowest transaction not consumed) is what other
+    workers and a restart resume at; a frontier lets the worker that read it skip what it
+    consumed above that position, so a long transaction elsewhere in the cluster (which holds
+    the position back) does not make every read start over from it."""
+
+    cursor: int
+    pending: frozenset[int] = frozenset()
+
+    @property
+    def position(self) -> int:
+        return min(self.cursor, *self.pending) if self.pending else self.cursor
+
+    def advance(self, xmax: int, in_progress: Iterable[int], last: int | None) -> Frontier:
+        """The frontier after a read in a snapshot (``xmax``, ``in_progress``: its xip) returned
+        every visible record of the transactions this frontier had not consumed, in transaction
+        order, up to transaction ``last`` (None: all of them, no batch limit was hit)."""
+        xip = frozenset(in_progress)
+        if last is None:
+            return Frontier(max(self.cursor, xmax), frozenset(t for t in xip if t < xmax))
+        # Consumed now: each visible transaction up to ``last`` (below ``last`` < xmax, visible
+        # means not in progress). Still pending: those above ``last`` and those in progress.
+        cursor = max(self.cursor, last + 1)
+        pending = {t for t in self.pending if t > last or t in xip}
+        pending |= {t for t in xip if t <= last}
+        return Frontier(cursor, frozenset(t for t in pending if t < cursor))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,8 +162,15 @@ def key_text(rendered: str | Sequence[Any]) -> str:
 
 
 def row_value(text: str | None) -> dict[str, Any]:
-    """A row image (JSON object text) as a dict."""
-    row = json.loads(text) if text is not None else None
+    """A row image (JSON object text) as a dict; a value nested too deeply to decode is a
+    ``ProtocolError`` like any other value the contract cannot carry."""
+    try:
+        row = json.loads(text) if text is not None else None
+    except RecursionError:
+        raise ProtocolError(
+            ProblemType.INVALID_REQUEST,
+            f"the row holds a value nested deeper than {MAX_JSON_DEPTH} levels",
+        ) from None
     if not isinstance(row, dict):
         raise ProtocolError(ProblemType.INVALID_REQUEST, f"row image {text!r} is not an object")
     return row

@@ -22,6 +22,7 @@ from ..domain import SQLTable
 from ..ingest import SourceError
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
+from .consumed import ConsumedCapture
 from .declare import BoundTable, bind
 from .engine import failure_reason, make_engine
 from .images import CaptureBatch, QuarantineEntry, key_text, row_value
@@ -35,6 +36,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_RECONCILE_INTERVAL_S = 60.0
 """How often a worker compares each declared table with its registry (a digest in the database,
 then the rows of a table whose digest moved)."""
+DEFAULT_BATCH_RECORDS = 2_000
+"""Capture records consumed per registry transaction while a worker catches up (each batch
+commits: the watchdog never undoes finished work, and readers see progress)."""
 
 from sqlalchemy.engine import URL, Connection, Engine  # noqa: E402
 from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
@@ -53,14 +57,18 @@ class SQLSource:
         install: InstallMode = "auto",
         lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
         reconcile_interval_s: float | None = DEFAULT_RECONCILE_INTERVAL_S,
+        batch_records: int = DEFAULT_BATCH_RECORDS,
     ) -> None:
         """``database``: a URL (an engine is made and owned) or an engine (the caller's).
 
         ``install``: ``"auto"`` installs a stale capture at open; ``"check"`` refuses to open
         (run ``invalidation-contracts db upgrade`` first). ``lock_timeout_s`` bounds each install's
         wait for a table's lock (PostgreSQL). ``reconcile_interval_s``: how often the tables are
-        compared with the registry to catch writes around the triggers (None: only at open)."""
+        compared with the registry to catch writes around the triggers (None: only at open).
+        ``batch_records``: how many capture records (PostgreSQL; whole transactions) a worker
+        consumes per registry transaction while it catches up with a backlog."""
         self.reconcile_interval_s = reconcile_interval_s
+        self.batch_records = batch_records
         self._reconciled_at = time.monotonic()
         self.install: InstallMode = install
         self.lock_timeout_s = lock_timeout_s
@@ -71,6 +79,11 @@ class SQLSource:
         self.bound: dict[str, BoundTable] = {}
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
+        self._consumed = (
+            ConsumedCapture(self.dialect, batch_records)
+            if isinstance(self.dialect, PostgresCapture)
+            else None
+        )
         self._opened: weakref.WeakSet[Any] = weakref.WeakSet()  # the driver's connections
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy import event
@@ -140,23 +153,35 @@ class SQLSource:
             raise SourceError(f"{self.bound[name].where}: {exc.detail}") from None
 
     def read(
-        self, after: int | None, *, full: bool = False, marks: Mapping[str, str] | None = None
+        self,
+        after: int | None,
+        *,
+        full: bool = False,
+        marks: Mapping[str, str] | None = None,
+        limit: int | None = None,
     ) -> CaptureBatch:
         """The capture records after ``after`` (None: none) and, with ``full``, every table.
 
         ``marks`` (table → the registry's epoch/version): a table whose digest, computed in the
         database, is the one verified at that mark, and that no record touches, is not read.
+        ``limit`` (PostgreSQL): about this many records, whole transactions; when more wait, the
+        batch says so (``more``) and no table is read; ``committed`` once the registry holds it.
         """
         if full and marks is not None:
             self._heal()
         try:
             with self._connect() as conn, conn.begin():
-                head = self.dialect.position(conn)
-                records = self.dialect.records(conn, after) if after is not None else []
+                more, backlog = False, None
+                if self._consumed is not None:
+                    records, more, backlog = self._consumed.read(conn, after, limit)
+                    head = self._consumed.position
+                else:
+                    head = self.dialect.position(conn)
+                    records = self.dialect.records(conn, after) if after is not None else []
                 if not self.dialect.contiguous:
                     records = current_images(conn, self.dialect, self.bound, records)
-                if not full:
-                    return CaptureBatch(head, tuple(records))
+                if not full or more:
+                    return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
                 digests = self.dialect.digests(conn, list(self.bound.values()))
                 skipped: set[str] = set()
                 if marks is not None and digests:
@@ -167,13 +192,18 @@ class SQLSource:
                         for name, digest in digests.items()
                         if name not in touched and verified.get(name) == (digest, marks.get(name))
                     }
-                contents, unreadable = self._contents(conn, skip=skipped)
+                contents, unreadable = read_tables(conn, self.dialect, self.bound, skipped)
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
         return CaptureBatch(
             head, tuple(records), contents, tuple(unreadable), digests, frozenset(skipped)
         )
+
+    def committed(self) -> None:
+        """The registry now holds what the last ``read`` returned (called under its lock)."""
+        if self._consumed is not None:
+            self._consumed.committed()
 
     def _heal(self) -> None:
         """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
@@ -261,7 +291,8 @@ class SQLSource:
 
         try:
             with self._connect(write=True) as conn, conn.begin():
-                conn.execute(text(self.dialect.trim_sql()), {"upto": upto})
+                if self._consumed is None or not self._consumed.trim(conn, upto):
+                    conn.execute(text(self.dialect.trim_sql()), {"upto": upto})
         except SQLAlchemyError as exc:
             raise SourceError(
                 f"{self._where()}: cannot trim the capture ({failure_reason(exc)})"
@@ -310,32 +341,33 @@ class SQLSource:
             return conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
         return conn if write else self.dialect.begin_read(conn)
 
-    def _contents(
-        self, conn: Connection, skip: Iterable[str] = ()
-    ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]]:
-        out: dict[str, dict[str, Any]] = {}
-        unreadable: list[QuarantineEntry] = []
-        skipped = set(skip)
-        for name, table in self.bound.items():
-            if name in skipped:
-                continue
-            rows: dict[str, Any] = {}
-            for key, row in conn.exec_driver_sql(self.dialect.select_sql(table)):
-                rendered = key if isinstance(key, str) else str(key)
-                try:
-                    text = rendered = key_text(key)
-                    value = row_value(row)
-                    freeze(value, f"{name}[{text!r}]")
-                except ProtocolError as exc:
-                    unreadable.append(
-                        QuarantineEntry(name, rendered, f"{table.where}: {exc.detail}")
-                    )
-                    continue
-                if text in rows:
-                    raise SourceError(f"{table.where}: two rows have the key {text!r}")
-                rows[text] = value
-            out[name] = rows
-        return out, unreadable
-
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
+
+
+def read_tables(
+    conn: Connection, dialect: CaptureDialect, bound: Mapping[str, BoundTable], skip: Iterable[str]
+) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]]:
+    """Every declared table not in ``skip`` (key → row), and the rows the contract cannot carry
+    (not JSON, too deep, a NULL key: reported and set aside, never a failed read)."""
+    out: dict[str, dict[str, Any]] = {}
+    unreadable: list[QuarantineEntry] = []
+    skipped = set(skip)
+    for name, table in bound.items():
+        if name in skipped:
+            continue
+        rows: dict[str, Any] = {}
+        for key, row in conn.exec_driver_sql(dialect.select_sql(table)):
+            rendered = key if isinstance(key, str) else str(key)
+            try:
+                text = rendered = key_text(key)
+                value = row_value(row)
+                freeze(value, f"{name}[{text!r}]")
+            except ProtocolError as exc:
+                unreadable.append(QuarantineEntry(name, rendered, f"{table.where}: {exc.detail}"))
+                continue
+            if text in rows:
+                raise SourceError(f"{table.where}: two rows have the key {text!r}")
+            rows[text] = value
+        out[name] = rows
+    return out, unreadable

@@ -149,10 +149,17 @@ class ContractWorker:
         ``registry-unavailable`` when the worker cannot vouch for its state.
         """
         if self.behind(since, epoch):
+            # A worker that cannot vouch for its state answers 503 at once: catching up would
+            # wait on the databases (or on its stuck follower) for as long as the outage lasts.
+            if not self.runtime.available:
+                raise unavailable(self.runtime.unavailable_reason)
+            follower = self.runtime.follower
             try:
-                self.registry.sync()
+                self.registry.sync(timeout=follower.max_lag_s if follower is not None else None)
             except StorageError as exc:
                 raise unavailable(str(exc)) from None
+            except TimeoutError as exc:
+                raise unavailable(f"cannot catch up with the client's position: {exc}") from None
         return self.vouched()
 
     async def state_for(self, since: int | None = None, epoch: str | None = None) -> RegistryState:
@@ -228,7 +235,7 @@ class ContractWorker:
         return self.registry.set_rules(rules)
 
     def _writable(self) -> None:
-        if not self.runtime.available:
+        if not self.runtime.writable:
             raise unavailable(self.runtime.unavailable_reason)
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import select
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from ..ingest import ingest
@@ -64,7 +65,7 @@ DEFAULT_STALL_TIMEOUT_S = 20.0
 so it reconnects (before ``STUCK_AFTER_S`` would call for a restart). The default bound is this
 or twice ``max_lag_s``, whichever is longer."""
 
-FollowerState = Literal["idle", "following", "retrying", "stopped", "dead"]
+FollowerState = Literal["idle", "following", "catching-up", "retrying", "stopped", "dead"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,8 @@ class Follower:
         self.stalls = 0  # how often the watchdog broke a stalled loop's connections
         self.health = Health()
         self.failures = 0
+        self.backlog: dict[str, int | None] = {}
+        """Per source this worker is catching up with: the capture records still waiting."""
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -160,7 +163,7 @@ class Follower:
             )
             self._thread.start()
             self._watchdog = threading.Thread(
-                target=self._watch, name="invalidation-contracts-watchdog", daemon=True
+                target=watch, args=(self,), name="invalidation-contracts-watchdog", daemon=True
             )
             self._watchdog.start()
 
@@ -186,9 +189,16 @@ class Follower:
     def available(self) -> bool:
         """Whether this worker may stamp: its last round succeeded, within ``max_lag_s``."""
         health = self.health
-        if self._thread is None:  # not started (tests, scripts): as fresh as its last check
+        if self._thread is None and self._stop.is_set():  # stopped on purpose (shutting down)
             return health.available
+        # Never started (a lifespan that did not run): as fresh as the check made when the
+        # registry was opened, within the same bound, then no longer.
         return health.available and self.lag_s < self.max_lag_s
+
+    @property
+    def never_started(self) -> bool:
+        """Not started (nor stopped): nothing keeps this worker's registry current by itself."""
+        return self._thread is None and not self._stop.is_set()
 
     @property
     def live(self) -> bool:
@@ -205,7 +215,9 @@ class Follower:
             return "stopped" if self._stop.is_set() else "idle"
         if not thread.is_alive():
             return "dead"
-        return "retrying" if self.failures else "following"
+        if self.failures:
+            return "retrying"
+        return "catching-up" if self.backlog else "following"
 
     @property
     def reason(self) -> str | None:
@@ -213,9 +225,11 @@ class Follower:
             return self.health.reason
         if self.available:
             return None
+        if self.never_started:
+            return "this worker's follower never started (did the app's lifespan run?)"
         return (
             f"this worker has not confirmed it is current for {self.lag_s:.1f} s "
-            f"(the bound is {self.max_lag_s:g} s)"
+            f"(the bound is {self.max_lag_s:g} s){_catching_up(self.backlog)}"
         )
 
     def leads(self) -> dict[str, bool]:
@@ -234,7 +248,7 @@ class Follower:
         ingested = False
         for source in self.sources:
             if source.name in notified:
-                ingest(self.registry, source)  # catches up under the write lock
+                self._ingest(source)  # catches up under the write lock
                 if getattr(source, "contiguous", True):  # the position is the head read
                     self._seen[source.name] = self.registry.position(source.name) or 0
                 else:  # positions and heads differ in kind: the next round reads the head
@@ -246,11 +260,19 @@ class Follower:
             head = source.head()
             due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
             if head != self._seen.get(source.name) or (due is not None and due()):
-                ingest(self.registry, source, head=head)
+                self._ingest(source, head=head)
                 self._seen[source.name] = head
                 ingested = True
         if not ingested:
             self.registry.sync()
+
+    def _ingest(self, source: ChangeSource, head: int | None = None) -> None:
+        """Consume ``source``'s capture; each committed batch of a backlog counts as a turn of
+        the loop (the watchdog spares a round that makes progress) and updates ``backlog``."""
+        try:
+            ingest(self.registry, source, head=head, progress=partial(_progress, self, source))
+        finally:
+            self.backlog = {k: v for k, v in self.backlog.items() if k != source.name}
 
     def _leads(self, source: ChangeSource) -> bool:
         listener = (self._listeners or {}).get(source.name)
@@ -287,31 +309,6 @@ class Follower:
                 self._listener_failed(exc)
                 everything, notified = True, frozenset()
 
-    def _watch(self) -> None:
-        """The watchdog: once per turn that outlasts ``stall_timeout_s``, break the connections
-        the loop may be waiting on (it runs beside the loop; the loop's own locks may be held)."""
-        broken_turn = None
-        while not self._stop.wait(min(1.0, self.stall_timeout_s / 4)):
-            turned = self._turned
-            stalled = time.monotonic() - turned
-            if stalled < self.stall_timeout_s or turned == broken_turn:
-                continue
-            broken_turn = turned
-            self.stalls += 1
-            logger.error(
-                "the follower has waited %.1f s on a database call (a silent link?); breaking "
-                "its connections to reconnect",
-                stalled,
-            )
-            owners = [owner for _, owner in self._owners()]
-            for owner in [*owners, *(self._listeners or {}).values()]:
-                interrupt = getattr(owner, "interrupt", None)
-                if interrupt is not None:
-                    try:
-                        interrupt()
-                    except Exception:  # noqa: BLE001 - best effort; the next turn retries
-                        logger.exception("could not break a stalled connection")
-
     def _polling(self) -> bool:
         """Whether some database cannot wake this worker (SQLite it cannot watch): it then polls
         them all every poll interval (``_wait``), and a round may skip reading (``QuietCheck``)."""
@@ -327,7 +324,9 @@ class Follower:
             for listener in listeners.values():
                 listener.drain()
             return True, frozenset()
-        deadline = time.monotonic() + self.heartbeat_s
+        # Anchored to the last confirmation, not to this wait: rounds a NOTIFY woke confirm
+        # nothing, so a wait restarted after each of them could pass the lag bound.
+        deadline = min(time.monotonic(), self.health.last_ok) + self.heartbeat_s
         while True:
             # A capture this worker leads wakes nobody (writers do not NOTIFY): look at its
             # head every poll interval; the registry's NOTIFY still wakes the worker at once.
@@ -408,6 +407,47 @@ class Follower:
         self._quiet.reset()
         self.failures += 1
         self._stop.wait(backoff(self.failures, self.retry_base_s, self.retry_max_s, self._rng))
+
+
+def watch(follower: Follower) -> None:
+    """The watchdog: once per turn that outlasts ``stall_timeout_s``, break the connections the
+    loop may be waiting on (it runs beside the loop; the loop's own locks may be held). A batch
+    of a backlog the loop commits counts as a turn (``Follower._ingest``)."""
+    broken_turn = None
+    while not follower._stop.wait(min(1.0, follower.stall_timeout_s / 4)):
+        turned = follower._turned
+        stalled = time.monotonic() - turned
+        if stalled < follower.stall_timeout_s or turned == broken_turn:
+            continue
+        broken_turn = turned
+        follower.stalls += 1
+        logger.error(
+            "the follower has waited %.1f s on a database call (a silent link?); breaking "
+            "its connections to reconnect",
+            stalled,
+        )
+        owners = [owner for _, owner in follower._owners()]
+        for owner in [*owners, *(follower._listeners or {}).values()]:
+            interrupt = getattr(owner, "interrupt", None)
+            if interrupt is not None:
+                try:
+                    interrupt()
+                except Exception:  # noqa: BLE001 - best effort; the next turn retries
+                    logger.exception("could not break a stalled connection")
+
+
+def _progress(follower: Follower, source: ChangeSource, waiting: int | None) -> None:
+    """A batch of a backlog is committed: a turn of the loop; ``waiting`` records left."""
+    follower._turned = time.monotonic()
+    follower.backlog = {**follower.backlog, source.name: waiting}
+    logger.info("%s: catching up, %s capture records wait", source.name, waiting)
+
+
+def _catching_up(backlog: dict[str, int | None]) -> str:
+    return "".join(
+        f"; catching up with {name}: {'some' if waiting is None else waiting} capture records wait"
+        for name, waiting in sorted(backlog.items())
+    )
 
 
 def open_listeners(owners: list[tuple[str, object]]) -> dict[str, Wakeup]:

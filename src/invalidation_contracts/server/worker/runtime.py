@@ -11,7 +11,7 @@ are checked against the database: a difference the capture does not explain star
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.models import ReloadResult
@@ -79,6 +79,9 @@ class WorkerHealth:
     max_lag_s: float
     leads: Mapping[str, bool]
     reason: str | None
+    backlog: Mapping[str, int | None] = field(default_factory=dict)
+    """Per source this worker is catching up with: capture records still waiting (None:
+    unknown)."""
 
 
 @dataclass
@@ -178,6 +181,14 @@ class Runtime:
         return self.follower is None or self.follower.available
 
     @property
+    def writable(self) -> bool:
+        """Whether a write may go ahead: it catches up with the history (and the capture) under
+        the write lock first, so a worker whose follower never started may write; a follower
+        that fails says the databases do."""
+        follower = self.follower
+        return follower is None or follower.available or follower.never_started
+
+    @property
     def unavailable_reason(self) -> str | None:
         return None if self.follower is None else self.follower.reason
 
@@ -199,6 +210,7 @@ class Runtime:
             max_lag_s=follower.max_lag_s,
             leads=follower.leads(),
             reason=follower.reason,
+            backlog=dict(follower.backlog),
         )
 
 
