@@ -93,9 +93,12 @@ def interleave(memory: FixMemory, steps: list[Generator[Any, Any, Any]], order: 
     pending = {i: (step, next(step)) for i, step in enumerate(steps)}
     results: list[Any] = [None] * len(steps)
     picks = iter(order)
+    turn = 0
     while pending:
         pick = next(picks, None)
-        i = sorted(pending)[(pick if pick is not None else 0) % len(pending)]
+        if pick is None:  # the order is spent: round robin, so a task waiting on another's turn
+            pick, turn = turn, turn + 1  # lets the holder run (never spins on one task)
+        i = sorted(pending)[pick % len(pending)]
         step, effect = pending.pop(i)
         try:
             if isinstance(effect, Wait):
