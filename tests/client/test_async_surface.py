@@ -14,7 +14,7 @@ from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import FetchChanges
 
 #: The calls that touch no store, plain on both memories.
-NO_IO = {"reopened", "over"}
+NO_IO = {"reopened", "announced", "over"}
 
 
 def _public(memory: object) -> dict[str, inspect.Signature]:

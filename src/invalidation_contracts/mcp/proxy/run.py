@@ -10,6 +10,7 @@ from typing import Any, cast
 
 from ...client.memory import AsyncFixMemory, FixMemory
 from ...client.stores.base import StoreError
+from ...client.stores.sqlite import SQLiteStore
 from ...sqlite_schema import SchemaMismatch
 from ..http import HttpOptions
 from ..serve import serve_server
@@ -24,11 +25,22 @@ class MemoryUnavailable(Exception):
 
 def open_memory(path: Path, strategy: str, origin: str) -> FixMemory:
     """The memory in ``path``, opened and read once (its origin's position), so that a file
-    that is not a fix memory, is unreadable or sits in a folder that cannot hold it fails now."""
+    that is not a fix memory, is unreadable or sits in a folder that cannot hold it fails now.
+    The store is opened by hand: a file the user named is refused, never set aside as a damaged
+    memory would be (``FixMemory(store=PATH)`` renames one it cannot open)."""
     try:
-        memory = FixMemory(cast(Any, strategy), store=path)  # a bad name: ValueError
+        store = SQLiteStore(path)
     except (OSError, sqlite3.Error, StoreError, SchemaMismatch) as exc:
         raise MemoryUnavailable(f"cannot open the memory {path}: {exc}") from exc
+    try:
+        memory = FixMemory(
+            cast(Any, strategy), store=store, close_store=True
+        )  # bad name: ValueError
+    except BaseException as exc:
+        store.close()
+        if isinstance(exc, OSError | sqlite3.Error | StoreError | SchemaMismatch):
+            raise MemoryUnavailable(f"cannot open the memory {path}: {exc}") from exc
+        raise
     try:
         memory.position(origin)
     except (OSError, sqlite3.Error, StoreError, SchemaMismatch) as exc:
