@@ -100,6 +100,13 @@ class ToolReply:
         )
 
 
+_NO_ORIGIN = (
+    "ContractSession needs origin=: the server's URL or command line, e.g. "
+    "origin=target_origin(url) (mcp.origins), so two servers of one name keep their "
+    "fixes apart; origin=BY_SERVER_NAME keys them by the server's name"
+)
+
+
 class ContractSession(calls.AgentCalls):
     """An entered ``ClientSession`` whose tool results feed ``memory``.
 
@@ -133,11 +140,7 @@ class ContractSession(calls.AgentCalls):
         apply: str = "client",
     ) -> None:
         if not origin:
-            raise ValueError(
-                "ContractSession needs origin=: the server's URL or command line, e.g. "
-                "origin=target_origin(url) (mcp.origins), so two servers of one name keep their "
-                "fixes apart; origin=BY_SERVER_NAME keys them by the server's name"
-            )
+            raise ValueError(_NO_ORIGIN)
         self.apply = calls.check_apply(apply)
         self.session = session
         self.memory = AsyncFixMemory.over(memory)
