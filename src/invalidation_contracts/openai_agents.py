@@ -38,6 +38,7 @@ from mcp.client.session import ClientSession  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
+from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
@@ -78,7 +79,7 @@ class ContractServer(Generic[_Params]):
         self.contract = None
         self._contract_options: dict[str, Any] = {
             "apply": check_apply(apply),
-            "origin": origin if origin is not None else self._origin_of(params),
+            "origin": origin or self._origin_of(params) or _BY_SERVER_NAME,
             "watch": watch,
             "listener": listener,
             "watch_listener": watch_listener,

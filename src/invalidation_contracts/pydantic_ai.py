@@ -31,6 +31,7 @@ from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: 
 
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply, warn_bypass  # noqa: E402
+from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
@@ -68,7 +69,7 @@ class ContractToolset(MCPToolset[Any]):
         self.apply_mode = check_apply(apply)
         self.contract: ContractSession | None = None
         self._contract_options: dict[str, Any] = {
-            "origin": origin if origin is not None else _origin_of(client),
+            "origin": origin or _origin_of(client) or _BY_SERVER_NAME,
             "watch": watch,
             "listener": listener,
             "watch_listener": watch_listener,
@@ -120,7 +121,8 @@ class ContractToolset(MCPToolset[Any]):
     ) -> Any:
         """The toolset's ``process_tool_call``: the call through the contract session."""
         if self.contract is None:  # not entered with a session: the call cannot be followed
-            origin = self._contract_options["origin"] or self.label
+            origin = self._contract_options["origin"]
+            origin = self.label if origin == _BY_SERVER_NAME else origin
             warn_bypass(str(origin), f"{name} called outside a contract session")
             return await call_tool(name, args)
         text, is_error = await self.contract.hook(name, args)

@@ -43,6 +43,7 @@ class FakeOrigin:
         self.minor = {name: 0 for name in tables}
         self.changed_at = {name: 0 for name in tables}
         self.rules = set(rules)
+        self.vias: dict[tuple[str, str, str], str] = {}
         self.seq = 0
         self.floor = 0
         self.row_log: list[dict[str, Any]] = []
@@ -111,12 +112,23 @@ class FakeOrigin:
             {
                 "seq": self.seq,
                 "old_rules_version": self.rules_version,
-                "new_rules_version": rules_version(new),
+                "new_rules_version": self._fingerprint(new),
                 "added": sorted(new - self.rules),
                 "removed": sorted(self.rules - new),
             }
         )
         self.rules = new
+
+    def set_via(self, rule: tuple[str, str, str], via: str | None) -> None:
+        """Change which field of the from-row a rule follows: the triples stay, the stamp moves."""
+        if via is None:
+            self.vias.pop(rule, None)
+        else:
+            self.vias[rule] = via
+        self.seq += 1
+
+    def _fingerprint(self, rules: Iterable[tuple[str, str, str]]) -> str:
+        return rules_version((*rule, self.vias.get(rule)) for rule in rules)
 
     def forget_log(self) -> None:
         """Truncate the change log: a ``since`` before now gets 410."""
@@ -128,7 +140,7 @@ class FakeOrigin:
 
     @property
     def rules_version(self) -> str:
-        return rules_version(self.rules)
+        return self._fingerprint(self.rules)
 
     # -- wire bodies
     def contract(self, since: int | None = None) -> dict[str, Any]:
@@ -214,7 +226,8 @@ class FakeOrigin:
         return {
             "rules_version": self.rules_version,
             "rules": [
-                {"from_table": a, "to_table": b, "relation": c} for a, b, c in sorted(self.rules)
+                {"from_table": a, "to_table": b, "relation": c, "via": self.vias.get((a, b, c))}
+                for a, b, c in sorted(self.rules)
             ],
         }
 

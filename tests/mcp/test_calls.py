@@ -16,6 +16,7 @@ from tests.mcp.scripted import scripted_server
 
 from invalidation_contracts.client import FixMemory, PatchSkipped
 from invalidation_contracts.mcp import ContractSession, connect
+from invalidation_contracts.mcp.origins import BY_SERVER_NAME
 from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
 
 pytestmark = pytest.mark.mcp
@@ -54,7 +55,9 @@ def test_an_unknown_apply_mode_is_refused(server):
     async def body() -> None:
         async with Client(server) as client:
             with pytest.raises(ValueError, match="apply must be one of"):
-                ContractSession(client.session, FixMemory("row"), apply="auto")
+                ContractSession(
+                    client.session, FixMemory("row"), origin=BY_SERVER_NAME, apply="auto"
+                )
 
     run(body)
 
@@ -94,7 +97,7 @@ def test_a_contract_session_wraps_a_session_a_framework_opened(server, acme):
 
     async def body() -> str:
         async with Client(server) as client:  # the framework's connection
-            async with ContractSession(client.session, memory) as tools:
+            async with ContractSession(client.session, memory, origin=BY_SERVER_NAME) as tools:
                 await tools.hook(TOOL, growth)
             # the framework's session outlives the wrapper and still works
             result = await client.call_tool(TOOL, {**growth, "promo_code": "SUMMERSALE25"})

@@ -16,6 +16,7 @@ from mcp import Client
 from tests.mcp.conftest import TOOL, rotate, run
 
 from invalidation_contracts.mcp import conditional, names
+from invalidation_contracts.mcp.origins import BY_SERVER_NAME
 
 pytestmark = pytest.mark.mcp
 
@@ -142,7 +143,10 @@ def test_a_contract_session_learns_nothing_from_a_not_modified_answer(server, ac
     growth = acme.family("governed-partner-growth").draft()
 
     async def body() -> tuple[int, list[Any], int]:
-        async with Client(server) as client, ContractSession(client.session, memory) as tools:
+        async with (
+            Client(server) as client,
+            ContractSession(client.session, memory, origin=BY_SERVER_NAME) as tools,
+        ):
             full = await tools.call_tool(TOOL, growth)
             held = {names.IF_NONE_MATCH: (full.result.meta or {})[names.VALIDATOR]}
             short = await tools.call_tool(TOOL, growth, meta=held)

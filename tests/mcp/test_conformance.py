@@ -17,6 +17,7 @@ from tests.mcp.conftest import TOOL, run
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.events import Ignored
 from invalidation_contracts.mcp import ContractSession
+from invalidation_contracts.mcp.origins import BY_SERVER_NAME
 from invalidation_contracts.server import Provider
 
 pytestmark = pytest.mark.mcp
@@ -212,7 +213,9 @@ class PageServer:
 def _with_session(page: PageServer, memory: FixMemory, body: Any) -> Any:
     async def go() -> Any:
         async with Client(page.server) as client:
-            async with ContractSession(client.session, memory, watch=False) as contract:
+            async with ContractSession(
+                client.session, memory, origin=BY_SERVER_NAME, watch=False
+            ) as contract:
                 return await body(contract)
 
     return run(go)

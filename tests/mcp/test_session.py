@@ -23,6 +23,7 @@ from invalidation_contracts.client.events import (
     Stored,
 )
 from invalidation_contracts.mcp import ContractSession, connect, contract_server, names
+from invalidation_contracts.mcp.origins import BY_SERVER_NAME
 from invalidation_contracts.protocol.wirecost import ENVELOPE_FIELDS
 from invalidation_contracts.server import Provider, TableChange
 
@@ -202,12 +203,27 @@ def test_a_problem_with_malformed_contract_fields_is_ignored_and_nothing_is_stor
     assert memory.entries("mcp://scripted") == []
 
 
-def test_a_session_keys_its_memory_by_the_name_the_server_gives(acme):
+@pytest.mark.parametrize("origin", [None, ""])
+def test_a_wrapped_session_without_an_origin_is_refused_at_construction(acme, origin):
+    server = contract_server(Provider(acme.domain), name="billing-eu")
+
+    async def body() -> None:
+        async with Client(server) as client:
+            with pytest.raises(ValueError, match="needs origin="):
+                ContractSession(client.session, FixMemory("row"), origin=origin)
+
+    run(body)
+
+
+def test_a_session_asked_to_keys_its_memory_by_the_name_the_server_gives(acme):
     memory = FixMemory("row")
     server = contract_server(Provider(acme.domain), name="billing-eu")
 
     async def body() -> str:
-        async with Client(server) as client, ContractSession(client.session, memory) as tools:
+        async with (
+            Client(server) as client,
+            ContractSession(client.session, memory, origin=BY_SERVER_NAME) as tools,
+        ):
             return tools.origin
 
     assert run(body) == "mcp://billing-eu"

@@ -27,6 +27,10 @@ class OriginState:
     """A2DG: a version moved, so the downstream walk in the changes feed must be read."""
     rules_pending: bool = False
     """A2DO: the rules stamp moved, so the rule declarations must be read."""
+    declared: list[list[str | None]] | None = None
+    """The rule declarations last read, ``[from, to, relation, via]`` each, under
+    ``declared_version``: what a rule's ``via`` was (the stamps and vectors carry triples only)."""
+    declared_version: str | None = None
     patchable: list[str] | None = None
     """The request paths (JSON Pointers) the origin publishes as patchable by the client."""
     revalidating: dict[str, int | None] = field(default_factory=dict)
@@ -70,6 +74,8 @@ class OriginState:
             pending=dict(self.pending),
             graph_pending=self.graph_pending,
             rules_pending=self.rules_pending,
+            declared=[list(d) for d in self.declared] if self.declared is not None else None,
+            declared_version=self.declared_version,
             patchable=list(self.patchable) if self.patchable is not None else None,
             revalidating=dict(self.revalidating),
             stamp_evictions={table: list(times) for table, times in self.stamp_evictions.items()},

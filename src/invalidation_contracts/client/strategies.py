@@ -268,8 +268,10 @@ class _RulesAware(RowInvalidation):
 
     def _dispose_against(self, tx: Ledger, listing: RulesListing) -> None:
         declared = {rule.triple for rule in listing.rules}
+        vias = {rule.triple: rule.via for rule in listing.rules}
         for entry in rule_readers(tx):
             missing = [rule for rule in entry.rules if rule not in declared]
+            rerouted = _rerouted(tx.state, entry, vias, listing.rules_version)
             appeared = sorted(
                 triple
                 for triple in declared - set(entry.rules)
@@ -281,8 +283,12 @@ class _RulesAware(RowInvalidation):
             elif appeared:
                 detail = f"relies on rule {list(appeared[0])} being absent, now declared"
                 tx.evict(entry.id, EvictionReason.RULES, detail)
+            elif rerouted:
+                tx.evict(entry.id, EvictionReason.RULES, rerouted)
             else:
                 tx.restamp(entry.id, rules_version=listing.rules_version)
+        tx.state.declared = [[*rule.triple, rule.via] for rule in listing.rules]
+        tx.state.declared_version = listing.rules_version
 
 
 class RulesOracle(_RulesAware):
@@ -422,6 +428,28 @@ def absent_rules(entry: MemoryEntry) -> tuple[RulePattern, ...]:
 def pattern_vector(patterns: Iterable[RulePattern] | None) -> tuple[RulePattern, ...]:
     """A sorted, duplicate-free tuple of rule lookups."""
     return tuple(sorted(set(patterns or ()), key=lambda p: tuple(part or "" for part in p)))
+
+
+def _rerouted(
+    state: OriginState, entry: MemoryEntry, vias: Mapping[RuleTriple, str | None], version: str
+) -> str | None:
+    """Why ``entry`` is stale because a rule it relies on may have changed its ``via`` (None: not).
+
+    The entry's ``rules`` are triples, so the ``via`` in force when it was stamped comes from the
+    declarations last read. Under declarations never read, a rule that has a ``via`` now cannot
+    be cleared; one without is taken as unchanged (a ``via`` dropped then goes unseen)."""
+    if not entry.rules or entry.rules_version == version:
+        return None
+    if state.declared is not None and entry.rules_version == state.declared_version:
+        before = {(d[0], d[1], d[2]): d[3] for d in state.declared}
+        for rule in entry.rules:
+            if rule in before and rule in vias and before[rule] != vias[rule]:
+                return f"rule {list(rule)} changed its via from {before[rule]!r} to {vias[rule]!r}"
+        return None
+    for rule in entry.rules:
+        if vias.get(rule) is not None:
+            return f"rule {list(rule)} has via {vias[rule]!r}, not known at {entry.rules_version}"
+    return None
 
 
 def _matches(triple: RuleTriple, pattern: RulePattern) -> bool:

@@ -25,6 +25,10 @@ from mcp import StdioServerParameters
 #: The origin prefix of a server known only by the name it gives (in process, or no target).
 NAMED = "mcp://"
 
+#: ``origin=BY_SERVER_NAME``: file the fixes under ``mcp://`` + the server's ``serverInfo`` name,
+#: chosen on purpose (a server run in process); two servers that give one name share it.
+BY_SERVER_NAME = NAMED
+
 
 def target_origin(server: object) -> str | None:
     """The origin of a ``connect`` target, or None when the target does not identify the server."""

@@ -46,7 +46,7 @@ from ..client.values import Answer, Observed
 from ..protocol.signing import Binding
 from ..protocol.wirecost import WireCost
 from . import calls, names
-from .origins import named_origin, target_origin
+from .origins import BY_SERVER_NAME, named_origin, target_origin
 from .results import read_resource_result, read_tool_result
 from .watch import Watcher, follow
 
@@ -100,12 +100,20 @@ class ToolReply:
         )
 
 
+_NO_ORIGIN = (
+    "ContractSession needs origin=: the server's URL or command line, e.g. "
+    "origin=target_origin(url) (mcp.origins), so two servers of one name keep their "
+    "fixes apart; origin=BY_SERVER_NAME keys them by the server's name"
+)
+
+
 class ContractSession(calls.AgentCalls):
     """An entered ``ClientSession`` whose tool results feed ``memory``.
 
-    ``origin``: the memory's key for this server; ``connect`` binds it to the transport target
-    (``mcp.origins``); without one, ``mcp://`` + the name the server gave in its ``serverInfo``
-    (a name two servers may share: pass ``origin=`` when you wrap a session yourself).
+    ``origin``: the memory's key for this server, required: a session does not say what it is
+    connected to, and the name a server gives may be another's. ``connect`` binds it to the
+    transport target (``mcp.origins.target_origin``); ``origin=BY_SERVER_NAME`` asks for
+    ``mcp://`` + the ``serverInfo`` name on purpose.
     ``conditional``: send the memory's position, so results carry only
     the tables moved since. ``watch``: follow ``resources/updated`` for the versions (eager
     detection without polling; only for strategies that invalidate). ``listener``: given every
@@ -131,6 +139,8 @@ class ContractSession(calls.AgentCalls):
         watch_listener: Listener | None = None,
         apply: str = "client",
     ) -> None:
+        if not origin:
+            raise ValueError(_NO_ORIGIN)
         self.apply = calls.check_apply(apply)
         self.session = session
         self.memory = AsyncFixMemory.over(memory)
@@ -152,15 +162,11 @@ class ContractSession(calls.AgentCalls):
 
     @property
     def origin(self) -> str:
-        if self._origin is None:
+        if self._origin == BY_SERVER_NAME:
             info = self.session.server_info
             if info is None or not info.name:
                 raise ValueError("the server gave no name: pass origin= to ContractSession")
             self._origin = named_origin(info.name)
-            logger.info(
-                "%s: origin from the server's name alone; pass origin= to tell servers apart",
-                self._origin,
-            )
         return self._origin
 
     async def __aenter__(self) -> Self:
@@ -460,7 +466,7 @@ async def connect(
         contract = ContractSession(
             client.session,
             memory,
-            origin=origin if origin is not None else target_origin(server),
+            origin=origin or target_origin(server) or BY_SERVER_NAME,
             conditional=conditional,
             watch=watch,
             listener=listener,
