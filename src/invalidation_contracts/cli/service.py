@@ -221,7 +221,6 @@ def _serve(args: argparse.Namespace) -> int:
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
     require_extra("server", "fastapi", "uvicorn")  # a missing extra is the one line, before any
     store, notice = _history(args)
-    print(notice, file=sys.stderr)
     token = _admin_token(args)
     if token:
         # Each worker reads the token from its environment, never from its argv.
@@ -259,7 +258,9 @@ def _serve(args: argparse.Namespace) -> int:
         if type(exc).__module__.split(".")[0] != "sqlalchemy":
             raise
         raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
-    if not token:  # said once the app is built, so a failure to build is the one line shown
+    # Said once the app is built, so a failure to build is the one line shown; the history first.
+    print(notice, file=sys.stderr)
+    if not token:
         print(
             f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
             "admin routes answer 401",
