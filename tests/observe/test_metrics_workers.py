@@ -57,10 +57,12 @@ def test_one_scrape_of_serve_workers_reports_every_worker_and_their_counts_add_u
             while True:
                 text = scraper.get(url + "/contract/metrics").text
                 responses = _by_worker(text, "invalidation_contracts_http_responses_total")
-                if sum(responses.values()) >= SENT or time.monotonic() > deadline:
+                seqs = _by_worker(text, "invalidation_contracts_worker_seq")
+                # each worker writes its metrics once a second: wait for the last one's first write
+                done = sum(responses.values()) >= SENT and len(seqs) == 4
+                if done or time.monotonic() > deadline:
                     break
                 time.sleep(0.3)
-            seqs = _by_worker(text, "invalidation_contracts_worker_seq")
 
     assert all(status in (200, 422) for status in statuses)
     assert sum(responses.values()) == SENT  # the sum over workers is what they served
