@@ -87,10 +87,11 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _commit() -> str | None:
+def _git(*args: str) -> subprocess.CompletedProcess[str] | None:
+    """``git ARGS`` in the checkout (None: git is missing or did not answer in time)."""
     try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"],
+        return subprocess.run(
+            ["git", "-C", str(REPO_ROOT), *args],
             capture_output=True,
             text=True,
             timeout=5,
@@ -98,22 +99,17 @@ def _commit() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+
+
+def _commit() -> str | None:
+    out = _git("rev-parse", "--short", "HEAD")
+    return (out.stdout.strip() or None) if out is not None else None
 
 
 def _uncommitted() -> bool | None:
     """Whether tracked files differ from the commit (None: not a git checkout, or git failed)."""
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return bool(out.stdout.strip()) if out.returncode == 0 else None
+    out = _git("status", "--porcelain", "--untracked-files=no")
+    return bool(out.stdout.strip()) if out is not None and out.returncode == 0 else None
 
 
 def _load_average() -> str | None:
