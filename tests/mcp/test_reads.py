@@ -58,7 +58,7 @@ async def http_read(app, path: str, position: int | None) -> dict:
 def test_a_lagging_worker_catches_up_to_the_clients_position_over_mcp_as_over_http(tmp_path, read):
     store = tmp_path / "registry.sqlite"
     lagging_mcp = ContractService.open(ACME.domain, store=str(store))  # opened, never started
-    lagging_http = create_app(ACME.domain, store=store)
+    lagging_http = create_app(ACME.domain, store=store, max_lag_s=120.0)  # the read is the subject
     seq = drift(store)
     try:
         behind = run(lambda: mcp_read(lagging_mcp, f"contract://{read}", None))
@@ -103,7 +103,8 @@ def test_a_position_in_the_uri_catches_up_too(tmp_path):
 def test_both_transports_answer_the_same_body_for_the_same_read(tmp_path, uri, path):
     store = tmp_path / "registry.sqlite"
     drift(store)
-    app = create_app(ACME.domain, store=store)
+    # never started: fresh for max_lag_s after opening; the bound is not what this test is about
+    app = create_app(ACME.domain, store=store, max_lag_s=120.0)
     service = app.state.service
     try:
         position = 0 if "versions" in uri else None
