@@ -75,7 +75,7 @@ def test_a_commit_by_another_process_wakes_a_sqlite_worker_at_once(
         commit(acme, "WOKEN2")
         assert served_within(url, first, 20.0) > first
         follower = follower_of(app)
-        assert not follower._polling()
+        assert not follower.wakeups.polling()
         ready = httpx.get(url + "/contract/ready").json()
         assert ready["ready"] is True and ready["capture_leader"] == {"sql": True}
 
@@ -105,7 +105,7 @@ def test_a_sqlite_worker_that_cannot_watch_its_files_polls_and_serves_every_chan
             now = served_within(url, before, 20.0)
             assert now > before
             before = now
-        assert follower._listeners == {} and follower._polling()
+        assert follower.wakeups.listeners == {} and follower.wakeups.polling()
         assert httpx.get(url + "/contract/ready").json()["ready"] is True
 
 

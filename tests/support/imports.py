@@ -27,10 +27,10 @@ def module_name(path: Path, src: Path) -> str:
 
 
 def graph(src: Path, package: str) -> dict[str, frozenset[str]]:
-    """Each module of ``package`` (found under ``src``) to the modules of ``package`` it imports."""
-    modules = {
-        module_name(path, src): path for path in sorted((src / package).rglob("*.py"))
-    }
+    """Each module of ``package`` (dotted, found under ``src``) to the modules of ``package`` it
+    imports (imports of modules outside it are left out)."""
+    folder = src.joinpath(*package.split("."))
+    modules = {module_name(path, src): path for path in sorted(folder.rglob("*.py"))}
     edges: dict[str, frozenset[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text(encoding="utf-8"))

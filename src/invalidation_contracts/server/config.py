@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol.levels import Level
 from .trust import TrustOptions
-from .worker.follower import (
+from .worker.timing import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
     DEFAULT_POLL_INTERVAL_S,

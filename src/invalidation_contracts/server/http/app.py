@@ -19,7 +19,7 @@ from ...protocol.signing import CONTRACT_SIGN
 from ..config import WorkerConfig
 from ..domain import Domain
 from ..registry import Registry
-from ..signing import SigningMiddleware
+from .signing import SigningMiddleware
 from .errors import install_problem_handlers
 from .hosts import HostCheck
 from .openapi import install_openapi
