@@ -77,7 +77,7 @@ class Follower:
         self._seen: dict[str, int] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        owners = [("", store)] if store is not None else []
+        owners: list[tuple[str, object]] = [("", store)] if store is not None else []
         owners += [(source.name, source) for source in sources]
         self.wakeups = Wakeups(
             owners, poll_interval_s=poll_interval_s, heartbeat_s=heartbeat_s, stop=self._stop
