@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
 from tests.support.imports import cycles, graph
 
 SRC = Path(__file__).parents[1] / "src"
@@ -85,9 +84,7 @@ def loaded(package: str, path: Sequence[Path] = (SRC,)) -> frozenset[str]:
     return frozenset(json.loads(done.stdout))
 
 
-def crossings(
-    modules: frozenset[str], edges: Sequence[str], root: str = ROOT
-) -> list[str]:
+def crossings(modules: frozenset[str], edges: Sequence[str], root: str = ROOT) -> list[str]:
     """The edge modules (``edges``, below ``root``) and edge libraries among ``modules``."""
     banned = [f"{root}.{edge}" for edge in edges] + list(EDGE_LIBRARIES)
     return sorted(
