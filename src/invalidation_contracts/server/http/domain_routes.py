@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..provider import Outcome
 
 
-class Serving(Answering, Protocol):
+class DomainServing(Answering, Protocol):
     """What the domain's routes need: the domain, the worker's handling of one request, the
     body cap, and problem answers."""
 
@@ -38,7 +38,7 @@ class Serving(Answering, Protocol):
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def domain_router(service: Serving, **options: Any) -> APIRouter:
+def domain_router(service: DomainServing, **options: Any) -> APIRouter:
     """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
     domain = service.domain
@@ -69,7 +69,7 @@ def domain_router(service: Serving, **options: Any) -> APIRouter:
     return router
 
 
-def _endpoint(service: Serving, route: Route[Any], patchable: str) -> Callable[..., Any]:
+def _endpoint(service: DomainServing, route: Route[Any], patchable: str) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:
