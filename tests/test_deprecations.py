@@ -74,3 +74,21 @@ def test_a_server_name_that_moved_warns_naming_its_home_and_still_imports(module
         value = getattr(old, name)
 
     assert value is getattr(importlib.import_module(new_module), new_name)
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("DEFAULT_STALL_TIMEOUT_S", "timing"),
+        ("STUCK_AFTER_S", "timing"),
+        ("SETTLE_POLLS", "wakeups"),
+        ("open_listeners", "wakeups"),
+    ],
+)
+def test_a_name_that_left_the_follower_warns_naming_its_room(name, home):
+    from invalidation_contracts.server.worker import follower
+
+    with pytest.warns(DeprecationWarning, match=rf"server\.worker\.{home}\.{name} instead"):
+        value = getattr(follower, name)
+
+    assert value is getattr(importlib.import_module(f"{follower.__package__}.{home}"), name)

@@ -21,6 +21,7 @@ import time
 from functools import partial
 from typing import TYPE_CHECKING
 
+from ..._deprecation import moved_names
 from ..ingest import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
@@ -44,6 +45,17 @@ if TYPE_CHECKING:
     from ..store.dialect import Connection
 
 __all__ = ["Follower", "FollowerState", "Health"]
+
+__getattr__ = moved_names(
+    __name__,
+    {
+        "DEFAULT_STALL_TIMEOUT_S": "invalidation_contracts.server.worker.timing",
+        "STUCK_AFTER_S": "invalidation_contracts.server.worker.timing",
+        "SETTLE_POLLS": "invalidation_contracts.server.worker.wakeups",
+        "SETTLE_FIRST_S": "invalidation_contracts.server.worker.wakeups",
+        "open_listeners": "invalidation_contracts.server.worker.wakeups",
+    },
+)
 
 
 class Follower:
