@@ -86,7 +86,7 @@ def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
     app, _ = acme_on_sqlite(tmp_path)
     with serve(app) as url:
         assert seq(url) == 0
-        listeners = follower_of(app)._listeners or {}
+        listeners = follower_of(app).wakeups.listeners or {}
         assert set(listeners) == {"", "sql"}
         assert all(isinstance(x, FileWakeup) for x in listeners.values())
         assert isinstance(listeners["sql"], CaptureWakeup), "the capture's lead"
@@ -118,7 +118,7 @@ def test_a_sqlite_worker_turned_off_inotify_by_the_environment_polls(
         before = seq(url)
         commit(acme, "POLLED")
         assert served_within(url, before, 20.0) > before
-        assert follower_of(app)._listeners == {}
+        assert follower_of(app).wakeups.listeners == {}
 
 
 def test_commits_of_a_writer_that_keeps_its_connection_open_wake_the_worker(
