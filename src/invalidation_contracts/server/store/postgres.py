@@ -21,17 +21,20 @@ import socket
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from ..._extras import require_extra
+from ..._extras import MissingExtra
+
+# The SQLite store needs no extra; this module, the PostgreSQL one, needs psycopg.
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import TupleRow
+except ImportError as exc:
+    raise MissingExtra("postgres", exc.name or "psycopg") from exc
+
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
 from .highwater import Identity, identity_discontinuity
-
-require_extra("postgres", "psycopg")
-
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
-from psycopg.conninfo import conninfo_to_dict  # noqa: E402
-from psycopg.rows import TupleRow  # noqa: E402
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
-from ..config import WorkerConfig
+from ..config import WorkerConfig, WorkerOptions
 from ..domain import Domain
 from ..ingest import SourceError, consume, ingest, trim
 from ..origin import change_origin
@@ -33,13 +33,8 @@ if TYPE_CHECKING:
     from ..sql.source import SQLSource
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
-from .follower import (
-    DEFAULT_HEARTBEAT_S,
-    DEFAULT_MAX_LAG_S,
-    DEFAULT_POLL_INTERVAL_S,
-    Follower,
-    FollowerState,
-)
+from .follower import Follower, FollowerState
+from .timing import DEFAULT_HEARTBEAT_S, DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -219,7 +214,7 @@ def open_runtime(
     config: WorkerConfig | None = None,
     *,
     registry: Registry | None = None,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> Runtime:
     """Open the registry ``domain`` is served from, as ``config`` (with keyword ``options``
     over it, ``WorkerConfig`` names) says.
