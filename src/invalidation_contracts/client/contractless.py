@@ -26,7 +26,7 @@ from .entries import EvictionReason, MemoryEntry
 from .events import PolicyStateReset, Probing
 from .learner import Learner, fresh
 from .ledger import Ledger
-from .strategies import NaiveMemory
+from .strategy_base import NaiveMemory
 
 #: Default lifetimes: in episodes when ticks are episodes, else in seconds (28 days, as GitHub
 #: Copilot's memory expires).
