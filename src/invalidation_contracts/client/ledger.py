@@ -9,16 +9,13 @@ this call alone.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
 from .entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
 from .events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
+from .lesson import Lesson
 from .overlay import IndexOverlay
 from .state import OriginState
 from .stats import OriginStats
-
-if TYPE_CHECKING:
-    from .admission import Lesson
 
 
 class Ledger:

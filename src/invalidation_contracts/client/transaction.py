@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ..protocol.position import valid_epoch, valid_seq
 from . import telemetry
-from .admission import Admission, Lesson
+from .admission import Admission
 from .confirmation import Confirmations
 from .events import (
     FetchChanges,
@@ -35,6 +35,7 @@ from .events import (
 from .invalidation import Invalidation
 from .layout import commit_ops, plan_commit
 from .ledger import Ledger
+from .lesson import Lesson
 from .overlay import IndexOverlay
 from .replica import Replica, Replicas
 from .steps import Steps
