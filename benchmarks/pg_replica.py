@@ -52,7 +52,7 @@ def lookups(cluster: Any, entries: int, repeats: int) -> dict[str, Any]:
     made = {
         "in-memory": InMemoryStore,
         "postgres, replica (LISTEN)": lambda: PostgresStore(cluster.database(), listen=True),
-        "postgres, round trip": lambda: PostgresStore(cluster.database()),
+        "postgres, round trip": lambda: PostgresStore(cluster.database(), listen=False),
     }
     draft = {"item": "i1"}
     runs: dict[str, tuple[Any, list[float]]] = {}
@@ -85,7 +85,7 @@ def delivery(url: str, writes: int) -> dict[str, Any]:
 
     reader, writer = (
         PostgresStore(url, listen=True),
-        PostgresStore(url + "&application_name=bench-writer"),
+        PostgresStore(url + "&application_name=bench-writer", listen=False),
     )
     try:
         assert reader.listener is not None and reader.listener.listening.wait(20)

@@ -62,7 +62,7 @@ def open_store(where: str) -> Any:
     if where.startswith("postgres"):
         from invalidation_contracts.client.stores import PostgresStore
 
-        return PostgresStore(where)
+        return PostgresStore(where, listen=False)
     return SQLiteStore(where, synchronous="NORMAL")
 
 
