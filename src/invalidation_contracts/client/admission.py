@@ -29,11 +29,11 @@ from .entries import (
 )
 from .events import NotStored
 from .invalidation import Invalidation
-from .ledger import Ledger
 from .lesson import Lesson
 from .limits import Limits
 from .patching import ALLOWED_OPS
 from .policies import Policies
+from .shared.ledger import Ledger
 from .trust import TrustPolicy
 from .wire import json_size, refuse
 

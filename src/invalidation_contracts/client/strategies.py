@@ -23,7 +23,7 @@ from typing import Literal
 from ..protocol.models import ChangesFeed, RulePattern, RulesListing, RuleTriple, Suggestion
 from .contractless import CONTRACTLESS_CLASSES
 from .entries import EvictionReason, MemoryEntry, later, rule_vector
-from .ledger import Ledger
+from .shared.ledger import Ledger
 from .state import OriginState
 
 # The interface and the baselines live apart so the contract-less policies extend them without

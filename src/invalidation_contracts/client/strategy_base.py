@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from ..protocol.models import ChangesFeed, RulesListing, Suggestion
 from .entries import MemoryEntry
-from .ledger import Ledger
+from .shared.ledger import Ledger
 from .state import OriginState
 
 #: A table's version move: ``(old_version, new_version)``; ``new_version`` None: the table is gone.

@@ -36,7 +36,7 @@ from ..client.push import (
     WatchStep,
     Withhold,
 )
-from ..client.steps import adrive, drive
+from ..client.shared.steps import adrive, drive
 from ..client.values import Position
 from .extensions import describe
 

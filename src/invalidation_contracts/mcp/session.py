@@ -41,7 +41,7 @@ from ..client.events import Ignored, MemoryEvent, Need, Observation
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.modelview import model_text, model_view
 from ..client.needs import need_loop
-from ..client.steps import adrive
+from ..client.shared.steps import adrive
 from ..client.values import Answer, Observed
 from ..protocol.signing import Binding
 from ..protocol.wirecost import WireCost

@@ -35,12 +35,22 @@ from datetime import UTC, datetime
 import psycopg
 from psycopg import errors
 
-from .base import Op, Prepared, Result, Store, StoreConflict, StoreError, Write, encode, prepare
+from ..shared.store import (
+    Op,
+    Prepared,
+    Result,
+    Store,
+    StoreConflict,
+    StoreError,
+    Write,
+    encode,
+    prepare,
+)
 from .pg_listen import CHANNEL, Listener
 from .sql_items import COLUMNS, SQLItems
 
 SCHEMA_VERSION = 2
-"""2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
+"""2: a memory may hold eviction records (``client.shared.moves``) whose entries' rows stay stored,
 dead; a library that reads version 1 would serve them, so it refuses a version 2 database. A
 version 1 database needs no rewrite: it is marked 2 when this version opens it."""
 KIND = "fix memory"

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import deque
 
-from .entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
-from .events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
-from .lesson import Lesson
+from ..entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
+from ..events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
+from ..lesson import Lesson
+from ..state import OriginState
+from ..stats import OriginStats
 from .overlay import IndexOverlay
-from .state import OriginState
-from .stats import OriginStats
 
 
 class Ledger:
@@ -55,7 +55,7 @@ class Ledger:
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
         self.announced: frozenset[str] = frozenset()
-        """Ids a writer announced it is evicting (``client.turn``): not served meanwhile."""
+        """Ids a writer announced it is evicting (``client.shared.turn``): not served meanwhile."""
 
     def emit(self, event: MemoryEvent) -> None:
         self.events.append(event)
