@@ -21,26 +21,26 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ._extras import require_extra
+from ._extras import missing
 
-require_extra("openai-agents", "agents")
-require_extra("mcp", "mcp")
+try:
+    import mcp_types as types
+    from agents.mcp import (
+        MCPServerStdio,
+        MCPServerStdioParams,
+        MCPServerStreamableHttp,
+        MCPServerStreamableHttpParams,
+    )
+    from mcp import StdioServerParameters
+    from mcp.client.session import ClientSession
+except ModuleNotFoundError as exc:
+    raise missing(exc, "openai-agents", mcp="mcp") from exc
 
-import mcp_types as types  # noqa: E402
-from agents.mcp import (  # noqa: E402
-    MCPServerStdio,
-    MCPServerStdioParams,
-    MCPServerStreamableHttp,
-    MCPServerStreamableHttpParams,
-)
-from mcp import StdioServerParameters  # noqa: E402
-from mcp.client.session import ClientSession  # noqa: E402
-
-from .client.memory import FixMemory  # noqa: E402
-from .mcp.calls import check_apply  # noqa: E402
-from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
-from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
+from .client.memory import FixMemory
+from .mcp.calls import check_apply
+from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME
+from .mcp.origins import target_origin
+from .mcp.session import ContractSession, Listener, message_handler
 
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 

@@ -20,20 +20,20 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from ._extras import require_extra
+from ._extras import missing
 
-require_extra("pydantic-ai", "pydantic_ai", "fastmcp")
-require_extra("mcp", "mcp")
+try:
+    from mcp import StdioServerParameters
+    from pydantic_ai import ModelRetry, RunContext
+    from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient
+except ModuleNotFoundError as exc:
+    raise missing(exc, "pydantic-ai", mcp="mcp") from exc
 
-from mcp import StdioServerParameters  # noqa: E402
-from pydantic_ai import ModelRetry, RunContext  # noqa: E402
-from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
-
-from .client.memory import FixMemory  # noqa: E402
-from .mcp.calls import check_apply, warn_bypass  # noqa: E402
-from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
-from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
+from .client.memory import FixMemory
+from .mcp.calls import check_apply, warn_bypass
+from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME
+from .mcp.origins import target_origin
+from .mcp.session import ContractSession, Listener, message_handler
 
 __all__ = ["ContractToolset", "model_value"]
 

@@ -6,21 +6,21 @@ agent has not written yet (they are written with its next real write, or when it
 in ``stats``.
 """
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("cli", "rich")
+try:
+    from rich.table import Table
+    from rich.text import Text
+except ModuleNotFoundError as exc:
+    raise missing(exc, "cli") from exc
 
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from os import PathLike
 from typing import Any
-
-from rich.table import Table
-from rich.text import Text
 
 from .entries import EvictionReason, MemoryEntry, Tombstone
 from .events import Evicted

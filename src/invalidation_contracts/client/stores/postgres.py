@@ -21,19 +21,19 @@ of another version is refused.
 
 from __future__ import annotations
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
-from ..._extras import require_extra
-
-require_extra("postgres", "psycopg")
-
 import random
 import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from datetime import UTC, datetime
 
-import psycopg
-from psycopg import errors
+from ..._extras import missing
+
+try:
+    import psycopg
+    from psycopg import errors
+except ModuleNotFoundError as exc:
+    raise missing(exc, "postgres") from exc
 
 from ..shared.store import (
     Op,
