@@ -20,13 +20,16 @@ except ModuleNotFoundError as exc:
 
 from . import names
 from .backend import ContractBackend, ProviderBackend
+from .options import SessionOptions
+from .reply import ToolReply
 from .server import contract_server, run_stdio
-from .session import ContractSession, ToolReply, connect
+from .session import ContractSession, connect
 
 __all__ = [
     "ContractBackend",
     "ContractSession",
     "ProviderBackend",
+    "SessionOptions",
     "ToolReply",
     "connect",
     "contract_server",
