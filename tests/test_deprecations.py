@@ -54,3 +54,14 @@ def test_the_version_is_the_installed_distribution_s():
     assert invalidation_contracts.__version__ == importlib.metadata.version(
         "invalidation-contracts"
     )
+
+
+@pytest.mark.parametrize("name", ["OperatorError", "origin_stats", "stats_table"])
+def test_the_operator_view_left_the_client_for_the_command_line(name):
+    from invalidation_contracts.cli import operator as home
+    from invalidation_contracts.client import operator as old
+
+    with pytest.warns(DeprecationWarning, match=r"use invalidation_contracts\.cli\.operator\."):
+        value = getattr(old, name)
+
+    assert value is getattr(home, name)

@@ -1,7 +1,7 @@
 """The agent side's core/edge line, true in a fresh interpreter (issue 40, item 3).
 
 ``import invalidation_contracts.client`` (and a default ``FixMemory``) must load no edge: none of
-the store adapters (``client.stores``: SQLite, PostgreSQL), the operator view, the integrations,
+the store adapters (``client.stores``: SQLite, PostgreSQL), the command line, the integrations,
 the server, the harness, nor a database driver or an HTTP, MCP or terminal library. Read from
 ``sys.modules`` in a subprocess, so an import any module makes at import time counts, however
 deep. (tests/test_layering.py reads the same line from the source, statically.)
@@ -22,7 +22,6 @@ PROJECT_EDGES = tuple(
     f"{ROOT}.{name}"
     for name in (
         "client.stores",
-        "client.operator",
         "httpx",
         "mcp",
         "server",

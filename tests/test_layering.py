@@ -32,10 +32,10 @@ EDGE_LIBRARIES = (
     "rich",
     "opentelemetry",
 )
-#: The client's edges: the rich operator view, the store adapters (SQLite, PostgreSQL, and the
-#: in-memory one, loaded on first use). (Its httpx integration is no part of it: the ``httpx``
-#: package beside the other integrations.)
-CLIENT_EDGES = ("client.operator", "client.stores")
+#: The client's edge: the store adapters (SQLite, PostgreSQL, and the in-memory one, loaded on
+#: first use). (The operator's rich view is the command line's, ``cli.operator``; the httpx
+#: integration is the ``httpx`` package beside the other integrations.)
+CLIENT_EDGES = ("client.stores",)
 #: The server's edge packages.
 SERVER_EDGES = ("server.http", "server.sql", "server.store")
 #: The library: what an agent or a provider installs; the harness (bench, domains) is not in it.

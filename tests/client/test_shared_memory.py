@@ -310,7 +310,7 @@ def test_the_async_memory_shares_the_store_with_a_sync_one(tmp_path):
 
 
 def test_an_operator_eviction_is_seen_by_a_running_agent(tmp_path):
-    from invalidation_contracts.client import operator
+    from invalidation_contracts.cli import operator
 
     path = tmp_path / "m.sqlite"
     with FixMemory("row", store=path) as agent:

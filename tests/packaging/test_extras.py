@@ -86,7 +86,7 @@ else:
         ("invalidation_contracts.server.http.errors", ("fastapi",), "server"),
         ("invalidation_contracts.bench.figures", ("matplotlib",), "bench"),
         ("invalidation_contracts.bench.grid", ("rich",), "cli"),
-        ("invalidation_contracts.client.operator", ("rich",), "cli"),
+        ("invalidation_contracts.cli.operator", ("rich",), "cli"),
         ("invalidation_contracts.planners.anthropic", ("anthropic",), "anthropic"),
         ("invalidation_contracts.planners.openai", ("openai",), "openai"),
         ("invalidation_contracts.client.stores.postgres", ("psycopg",), "postgres"),
