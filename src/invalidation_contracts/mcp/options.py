@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack, cast
 
 from ..client.events import MemoryEvent
 from ..client.patching import ApplyMode, ApplyModeName
@@ -48,8 +48,8 @@ class SessionOptions:
         """``apply`` as an ``ApplyMode`` (a string given is parsed on construction)."""
         return ApplyMode.parse(self.apply)
 
-    def but(self, **changes: Any) -> SessionOptions:
-        """A copy with ``changes`` (option names only: ``TypeError`` for any other)."""
+    def but(self, **changes: Unpack[SessionKwargs]) -> SessionOptions:
+        """A copy with ``changes``."""
         return replace(self, **changes) if changes else self
 
 
@@ -80,4 +80,5 @@ def split_options(
     other keywords (for the SDK or framework class an entry point wraps)."""
     mine = {k: v for k, v in keywords.items() if k in OPTION_NAMES}
     rest = {k: v for k, v in keywords.items() if k not in OPTION_NAMES}
-    return session_options(options, mine), rest
+    # ``replace`` checks the names; ``__post_init__`` parses ``apply``.
+    return session_options(options, cast(SessionKwargs, mine)), rest
