@@ -68,7 +68,7 @@ class SessionKwargs(TypedDict, total=False):
 OPTION_NAMES = frozenset(f.name for f in fields(SessionOptions))
 
 
-def session_options(options: SessionOptions | None, changes: Mapping[str, Any]) -> SessionOptions:
+def session_options(options: SessionOptions | None, changes: SessionKwargs) -> SessionOptions:
     """``options`` (default: the defaults) with ``changes`` applied."""
     return (options if options is not None else SessionOptions()).but(**changes)
 
