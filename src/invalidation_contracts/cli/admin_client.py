@@ -10,15 +10,15 @@ from typing import Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from .._extras import MissingExtra
+from .._extras import missing
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
 from ..server.auth import ADMIN_TOKEN_ENV
 
 try:
     import httpx
-except ImportError as exc:
-    raise MissingExtra("cli", exc.name or "httpx") from exc
+except ModuleNotFoundError as exc:
+    raise missing(exc, "cli") from exc
 
 W = TypeVar("W", bound=WireModel)
 

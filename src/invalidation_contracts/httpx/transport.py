@@ -38,7 +38,7 @@ import httpx
 from ..client.events import MemoryEvent, Need
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.push import WatchOptions, watch_options
-from ..client.steps import adrive, drive
+from ..client.shared.steps import adrive, drive
 from .exchange import (
     FORWARDED_HEADERS,
     THROWN,

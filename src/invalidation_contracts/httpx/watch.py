@@ -20,11 +20,12 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import httpx
 
 from ..client.events import MemoryEvent
+from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.push import (
     WATCH_PATH,
     Known,
@@ -36,13 +37,31 @@ from ..client.push import (
     WatchStep,
     Withhold,
 )
-from ..client.steps import adrive, drive
+from ..client.shared.steps import adrive, drive
 from ..client.values import Position
 from .extensions import describe
 
 if TYPE_CHECKING:
     from .extensions import Listener
-    from .transport import AsyncContractTransport, ContractTransport
+
+
+class Watched(Protocol):
+    """What a watch thread uses of its ``transport.ContractTransport`` (typed here, so the
+    transport imports its watches and the watches never import the transport)."""
+
+    memory: FixMemory
+    wrapped: httpx.BaseTransport
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response: ...
+
+
+class AsyncWatched(Protocol):
+    """What a watch task uses of its ``transport.AsyncContractTransport``."""
+
+    memory: AsyncFixMemory
+    wrapped: httpx.AsyncBaseTransport
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
 
 
 def stream_request(core: WatchCore, position: Position) -> httpx.Request:
@@ -79,7 +98,7 @@ def opened(core: WatchCore, response: httpx.Response, since: int | None) -> None
 class SyncWatch:
     """One origin's watch in a daemon thread, for ``ContractTransport``."""
 
-    def __init__(self, transport: ContractTransport, core: WatchCore) -> None:
+    def __init__(self, transport: Watched, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._stop = threading.Event()
@@ -183,7 +202,7 @@ class SyncWatch:
 class AsyncWatch:
     """One origin's watch in an asyncio task, for ``AsyncContractTransport``."""
 
-    def __init__(self, transport: AsyncContractTransport, core: WatchCore) -> None:
+    def __init__(self, transport: AsyncWatched, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._task: asyncio.Task[None] | None = None
@@ -294,7 +313,7 @@ class Watches:
 
     def __init__(
         self,
-        transport: ContractTransport | AsyncContractTransport,
+        transport: Watched | AsyncWatched,
         options: WatchOptions | None,
         listener: Listener | None,
     ) -> None:
@@ -320,9 +339,9 @@ class Watches:
                 return
             core = WatchCore(origin, options, request.headers, self._emit)
             watch: SyncWatch | AsyncWatch = (
-                AsyncWatch(cast("AsyncContractTransport", self.transport), core)
+                AsyncWatch(cast("AsyncWatched", self.transport), core)
                 if asynchronous
-                else SyncWatch(cast("ContractTransport", self.transport), core)
+                else SyncWatch(cast("Watched", self.transport), core)
             )
             self._by_origin[origin] = watch
         watch.start()

@@ -12,11 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from .._extras import require_extra
-
-require_extra("otel", "opentelemetry")
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker

@@ -13,23 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._extras import require_extra
+from fastapi import APIRouter, Depends, FastAPI
+from opentelemetry import metrics, trace
+from starlette.responses import Response
 
-require_extra("otel", "opentelemetry")
-require_extra("server", "fastapi")
-
-from fastapi import APIRouter, Depends, FastAPI  # noqa: E402
-from opentelemetry import metrics, trace  # noqa: E402
-from starlette.responses import Response  # noqa: E402
-
-from ..protocol.models import Problem  # noqa: E402
-from ..server.http.auth import admin_dependency  # noqa: E402
-from ..server.http.errors import problem_route_class  # noqa: E402
-from ..server.http.openapi import AUTH_ERRORS, responses  # noqa: E402
-from .clients import ClientKey, ClientKeyMiddleware, current_client  # noqa: E402
-from .journal import ChangeJournal  # noqa: E402
-from .provider import ProviderTelemetry  # noqa: E402
-from .scoring import ClientScores  # noqa: E402
+from ..protocol.models import Problem
+from ..server.http.auth import admin_dependency
+from ..server.http.errors import problem_route_class
+from ..server.http.openapi import AUTH_ERRORS, responses
+from .clients import ClientKey, ClientKeyMiddleware, current_client
+from .journal import ChangeJournal
+from .provider import ProviderTelemetry
+from .scoring import ClientScores
 
 if TYPE_CHECKING:
     from ..server.http.service import ContractService

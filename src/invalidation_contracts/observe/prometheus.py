@@ -11,17 +11,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("otel", "opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client")
+try:
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+except ModuleNotFoundError as exc:
+    raise missing(exc, "otel") from exc
 
-from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-from prometheus_client.exposition import CONTENT_TYPE_LATEST  # noqa: E402
-
-from .workers import WorkerFiles  # noqa: E402
+from .workers import WorkerFiles
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The Prometheus text exposition format's media type."""

@@ -24,22 +24,18 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from .._extras import require_extra
+from opentelemetry import metrics, trace
 
-require_extra("otel", "opentelemetry")
-
-from opentelemetry import metrics, trace  # noqa: E402
-
-from .. import __version__  # noqa: E402
-from ..protocol.problems import ProtocolError  # noqa: E402
-from ..server.domain import Route  # noqa: E402
-from ..server.origin import current_origin  # noqa: E402
-from ..server.provider import Outcome  # noqa: E402
-from ..server.state import RegistryState  # noqa: E402
-from .answers import AnswerCounters  # noqa: E402
-from .gauges import watch_scores, watch_worker  # noqa: E402
-from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
-from .totals import Labels, TotalCounter  # noqa: E402
+from .. import __version__
+from ..protocol.problems import ProtocolError
+from ..server.domain import Route
+from ..server.origin import current_origin
+from ..server.provider import Outcome
+from ..server.state import RegistryState
+from .answers import AnswerCounters
+from .gauges import watch_scores, watch_worker
+from .journal import ChangeJournal, ChangeSet, change_set
+from .totals import Labels, TotalCounter
 
 ORIGINS = ("captured", "admin", "reconciled", "direct")
 """Where a change set comes from (``contract.changes``' ``origin``); each is exported at 0."""

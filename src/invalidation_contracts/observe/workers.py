@@ -18,14 +18,15 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("otel", "prometheus_client")
-
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-from prometheus_client.metrics_core import Metric  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from prometheus_client.samples import Sample  # noqa: E402
+try:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.samples import Sample
+except ModuleNotFoundError as exc:
+    raise missing(exc, "otel") from exc
 
 METRICS_DIR_ENV = "INVALIDATION_CONTRACTS_METRICS_DIR"
 """The folder ``serve --workers N --metrics`` gives its workers to share their metrics in."""

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ...client.memory import AsyncFixMemory, FixMemory
-from ...client.stores.base import StoreError
+from ...client.shared.store import StoreError
 from ...client.stores.sqlite import SQLiteStore
 from ...sqlite_schema import SchemaMismatch
 from ..http import HttpOptions

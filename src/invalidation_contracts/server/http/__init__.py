@@ -15,14 +15,14 @@
 
 from __future__ import annotations
 
-from ..._extras import MissingExtra
+from ..._extras import missing
 
 # The package's one guard: every module below may import FastAPI, Starlette and uvicorn.
 try:
     import fastapi  # noqa: F401
     import uvicorn  # noqa: F401
-except ImportError as exc:
-    raise MissingExtra("server", exc.name or "fastapi") from exc
+except ModuleNotFoundError as exc:
+    raise missing(exc, "server") from exc
 
 from .errors import ProblemRoute, install_problem_handlers
 from .headers import CONTRACT_EPOCH, CONTRACT_SINCE

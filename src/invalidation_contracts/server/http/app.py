@@ -1,4 +1,4 @@
-"""The standalone provider service: a FastAPI app serving a domain with the contract (DESIGN.md §3).
+"""The standalone provider service: a FastAPI app serving a domain with the contract (SPEC §3).
 
 A thin user of the pieces in ``server.http``: the service (``ContractService``), its domain,
 admin and contract routers, and app-wide problem handlers (every error of this app, routing

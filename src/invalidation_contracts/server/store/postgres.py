@@ -21,7 +21,7 @@ import socket
 from collections.abc import Container
 from typing import TYPE_CHECKING, Any
 
-from ..._extras import MissingExtra
+from ..._extras import missing
 
 # The SQLite store needs no extra; this module, the PostgreSQL one, needs psycopg.
 try:
@@ -29,8 +29,8 @@ try:
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
     from psycopg.rows import TupleRow
-except ImportError as exc:
-    raise MissingExtra("postgres", exc.name or "psycopg") from exc
+except ModuleNotFoundError as exc:
+    raise missing(exc, "postgres") from exc
 
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
