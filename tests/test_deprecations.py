@@ -93,6 +93,7 @@ def test_a_name_that_left_the_follower_warns_naming_its_room(name, home):
 
     assert value is getattr(importlib.import_module(f"{follower.__package__}.{home}"), name)
 
+
 @pytest.mark.parametrize("name", ["OperatorError", "origin_stats", "stats_table"])
 def test_the_operator_view_left_the_client_for_the_command_line(name):
     from invalidation_contracts.cli import operator as home

@@ -2,8 +2,8 @@
 
 Importing a core package (in a fresh interpreter) loads none of its edge modules and no SQL or
 HTTP library: checked against ``sys.modules``, so an edge reached through any chain of imports
-counts, not only a direct one. And the server's modules import each other without a cycle (the
-static import graph, ``tests/support/imports.py``).
+counts, not only a direct one. The static graph and its cycle finder (``tests/support/imports.py``,
+used by tests/test_layering.py to pin 0 cycles per package) are checked here too.
 """
 
 from __future__ import annotations
@@ -36,12 +36,45 @@ EDGE_LIBRARIES = (
 )
 
 
+#: What the agent side's core loads neither: the MCP, terminal, telemetry and signing stacks.
+CLIENT_LIBRARIES = (
+    "httpcore",
+    "mcp",
+    "mcp_types",
+    "anyio",
+    "rich",
+    "opentelemetry",
+    "cryptography",
+)
+#: The project's edges as the agent side sees them: everything but the memory's own core.
+CLIENT_EDGES = (
+    "client.stores",
+    "httpx",
+    "mcp",
+    "server",
+    "bench",
+    "domains",
+    "cli",
+    "observe",
+    "planners",
+    "pydantic_ai",
+    "openai_agents",
+    "langchain",
+    "llama_index",
+    "adk",
+    "header_timeout",
+    "sqlite_schema",
+)
+
+
 @dataclass(frozen=True)
 class Core:
-    """A core package and the project modules (dotted, below ``ROOT``) it must never load."""
+    """A core package, the project modules (dotted, below ``ROOT``) it must never load, and the
+    libraries it must not load beyond ``EDGE_LIBRARIES``."""
 
     package: str
     edges: tuple[str, ...]
+    libraries: tuple[str, ...] = ()
 
 
 #: One line per core package.
@@ -65,16 +98,20 @@ CORES = (
             "observe",
         ),
     ),
+    Core("client", edges=CLIENT_EDGES, libraries=CLIENT_LIBRARIES),
+    Core("client.shared", edges=CLIENT_EDGES, libraries=CLIENT_LIBRARIES),
 )
 
 
-def loaded(package: str, path: Sequence[Path] = (SRC,)) -> frozenset[str]:
-    """The modules a fresh interpreter holds after ``import package`` (``path`` first on its
-    ``sys.path``)."""
+def loaded(
+    package: str, path: Sequence[Path] = (SRC,), *, statements: str | None = None
+) -> frozenset[str]:
+    """The modules a fresh interpreter holds after ``import package`` (or after ``statements``,
+    one line of Python; ``path`` first on its ``sys.path``)."""
     code = (
         "import importlib, json, sys; "
-        f"importlib.import_module({package!r}); "
-        "print(json.dumps(sorted(sys.modules)))"
+        + (statements or f"importlib.import_module({package!r})")
+        + "; print(json.dumps(sorted(sys.modules)))"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in path)}
     done = subprocess.run(
@@ -84,9 +121,14 @@ def loaded(package: str, path: Sequence[Path] = (SRC,)) -> frozenset[str]:
     return frozenset(json.loads(done.stdout))
 
 
-def crossings(modules: frozenset[str], edges: Sequence[str], root: str = ROOT) -> list[str]:
+def crossings(
+    modules: frozenset[str],
+    edges: Sequence[str],
+    root: str = ROOT,
+    libraries: Sequence[str] = (),
+) -> list[str]:
     """The edge modules (``edges``, below ``root``) and edge libraries among ``modules``."""
-    banned = [f"{root}.{edge}" for edge in edges] + list(EDGE_LIBRARIES)
+    banned = [f"{root}.{edge}" for edge in edges] + list(EDGE_LIBRARIES) + list(libraries)
     return sorted(
         module
         for module in modules
@@ -96,13 +138,28 @@ def crossings(modules: frozenset[str], edges: Sequence[str], root: str = ROOT) -
 
 @pytest.mark.parametrize("core", CORES, ids=lambda core: core.package)
 def test_importing_a_core_package_loads_no_edge(core: Core) -> None:
-    assert crossings(loaded(f"{ROOT}.{core.package}"), core.edges) == []
+    assert crossings(loaded(f"{ROOT}.{core.package}"), core.edges, libraries=core.libraries) == []
 
 
-def test_the_server_has_no_import_cycles() -> None:
-    server = graph(SRC, f"{ROOT}.server")
-    assert len(server) > 80, "the graph reads the server's modules"
-    assert cycles(server) == []
+def test_a_default_memory_loads_only_its_in_memory_store() -> None:
+    # The default store is an adapter too, loaded when a memory is made without one: pure Python,
+    # no driver, and no other adapter with it.
+    modules = loaded(
+        ROOT, statements='from invalidation_contracts.client import FixMemory; FixMemory("row")'
+    )
+    assert crossings(modules, CLIENT_EDGES, libraries=CLIENT_LIBRARIES) == [
+        f"{ROOT}.client.stores",
+        f"{ROOT}.client.stores.inmemory",
+    ]
+
+
+def test_the_store_adapters_still_import_from_the_client_on_first_use() -> None:
+    modules = loaded(
+        ROOT,
+        statements="from invalidation_contracts.client import SQLiteStore, InMemoryStore, Store; "
+        "assert issubclass(SQLiteStore, Store) and issubclass(InMemoryStore, Store)",
+    )
+    assert "sqlite3" in modules
 
 
 # -- the checkers themselves ---------------------------------------------------------------------

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tests.support.imports import cycles as import_cycles
+from tests.support.imports import graph as import_graph
 
 SRC = Path(__file__).parents[1] / "src"
 ROOT = "invalidation_contracts"
@@ -37,7 +39,17 @@ EDGE_LIBRARIES = (
 #: integration is the ``httpx`` package beside the other integrations.)
 CLIENT_EDGES = ("client.stores",)
 #: The server's edge packages.
-SERVER_EDGES = ("server.http", "server.sql", "server.store")
+SERVER_EDGES = (
+    "server.app",
+    "server.http",
+    "server.sql",
+    "server.store",
+    "server.worker.contract",
+    "server.worker.follower",
+    "server.worker.runtime",
+    "server.worker.wakeups",
+    "server.worker.watchdog",
+)
 #: The library: what an agent or a provider installs; the harness (bench, domains) is not in it.
 LIBRARY = ("client", "server", "protocol", "mcp")
 HARNESS = ("bench", "domains")
@@ -75,12 +87,6 @@ SHARED_MAY_IMPORT = (
 )
 #: Packages whose own modules import one another without a cycle (issue 40 pins them at 0).
 ACYCLIC = ("protocol", "client", "mcp", "httpx")
-#: Where the server's line is still being drawn (issue 40, helper h40s): these fail today; the
-#: strict xfail fails the run once they pass, so the mark goes with the last break.
-SERVER_PENDING = pytest.mark.xfail(
-    strict=True, reason="issue 40: the server's core/edge line and cycles (h40s)"
-)
-
 #: Known breaks, each named for the issue that removes it: (importing file, imported module).
 #: Empty since issue 28 moved the last edge and harness modules out of the library's core.
 EXCEPTIONS: dict[tuple[str, str], str] = {}
@@ -305,9 +311,7 @@ def core_modules(package: str) -> list[str]:
     )
 
 
-@pytest.mark.parametrize(
-    "package", ["protocol", "client", pytest.param("server", marks=SERVER_PENDING)]
-)
+@pytest.mark.parametrize("package", ["protocol", "client", "server"])
 def test_the_core_reaches_no_edge_of_the_project_however_indirectly(package):
     chains = [chain_to_edge(m, PROJECT_EDGES) for m in core_modules(package)]
     assert [" -> ".join(c) for c in chains if c is not None] == []
@@ -324,65 +328,12 @@ def test_the_transitive_rule_sees_a_chain_through_a_parent_package():
 def cycles(package: str) -> list[list[str]]:
     """The import cycles among ``package``'s own modules (every import counts, function-local
     and ``TYPE_CHECKING`` ones included: a cycle typing hides is still one)."""
-    prefix = f"{ROOT}.{package}"
-    graph: dict[str, set[str]] = {}
-    for i in imports():
-        importer = f"{ROOT}.{_module_of(i.path)}"
-        inside = importer.startswith(prefix + ".") and i.module.startswith(prefix + ".")
-        if inside and i.module != importer:
-            graph.setdefault(importer, set()).add(i.module)
-    return [c for c in _strongly_connected(graph) if len(c) > 1]
+    return import_cycles(import_graph(SRC, f"{ROOT}.{package}"))
 
 
-def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Tarjan's strongly connected components, iteratively."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for root in sorted(graph):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(graph.get(root, ()))))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.get(child, ())))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                found.append(sorted(component))
-    return found
-
-
-@pytest.mark.parametrize("package", [*ACYCLIC, pytest.param("server", marks=SERVER_PENDING)])
+@pytest.mark.parametrize("package", [*ACYCLIC, "server"])
 def test_a_package_has_no_import_cycle(package):
     assert cycles(package) == []
-
-
-def test_the_cycle_count_sees_a_cycle_typing_hides():
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert _strongly_connected(graph) == [["a", "b", "c"], ["d"]]
 
 
 def test_the_shared_store_floor_imports_only_the_memorys_data():
