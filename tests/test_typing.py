@@ -124,7 +124,11 @@ ALLOWED: dict[str, str] = {
     "httpx/exchange.py::MemoryCall.__init__.**kwargs": MEMORY_CALL,
     "httpx/transport.py::contract_client.**client_kwargs": HTTPX_CLIENT,
     "httpx/transport.py::async_contract_client.**client_kwargs": HTTPX_CLIENT,
+    "adk.py::contract_toolset.**connect_options": "forwarded verbatim to mcp.connect",
     "langchain.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
+    "llama_index.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
+    "llama_index.py::ContractToolSpec.__init__.**options": "forwarded verbatim to "
+    "llama-index-tools-mcp's McpToolSpec",
     "mcp/session.py::connect.**client_options": MCP_CLIENT,
     "observe/install.py::metrics_router.**options": API_ROUTER,
     "observe/page.py::operator_router.**options": API_ROUTER,

@@ -59,12 +59,14 @@ class ContractTool(BaseTool):
             name=self.name, description=self.description, parameters_json_schema=self._schema
         )
 
-    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> Any:
+    async def run_async(self, *, args: dict[str, Any], tool_context: ToolContext) -> dict[str, Any]:
         """The call through the contract session; the model view as ADK's ``McpTool`` returns a
-        result (the ``CallToolResult`` dumped by its wire names)."""
+        result (the ``CallToolResult`` dumped by its wire names, without 2.x's ``resultType``)."""
         reply = await self.contract.answer(self.name, args)
         shown = reply.to_call_tool_result()
-        return shown.model_dump(mode="json", by_alias=True, exclude_none=True)
+        result = shown.model_dump(mode="json", by_alias=True, exclude_none=True)
+        result.pop("resultType", None)
+        return result
 
     async def show_fixes(self) -> None:
         """Rewrite the description: the server's, then the fixes the model must apply itself at

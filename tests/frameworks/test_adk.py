@@ -88,7 +88,9 @@ class Scripted(BaseLlm):
     @staticmethod
     def _call(arguments: dict[str, Any]) -> LlmResponse:
         call = genai.FunctionCall(id=f"call_{next(_ids)}", name=TOOL, args=arguments)
-        return LlmResponse(content=genai.Content(role="model", parts=[genai.Part(function_call=call)]))
+        return LlmResponse(
+            content=genai.Content(role="model", parts=[genai.Part(function_call=call)])
+        )
 
 
 def _descriptions(request: LlmRequest) -> str:
@@ -213,7 +215,9 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
 
     async def body() -> Planner:
         async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
-            return await episode(ContractToolset(s), acme.family("governed-partner-growth").draft(), 3)
+            return await episode(
+                ContractToolset(s), acme.family("governed-partner-growth").draft(), 3
+            )
 
     planner = anyio.run(body)
 
