@@ -275,7 +275,7 @@ def test_a_fix_the_client_cannot_patch_into_a_call_is_a_patch_skipped_event(serv
     assert [e.detail for e in skipped] == ["no patch; left to the planner"]  # never silent
 
 
-def test_each_model_request_reads_the_description_as_the_memory_stands_then(server, acme):
+def test_get_tools_renders_each_description_as_the_memory_stands_then(server, acme):
     growth = acme.family("governed-partner-growth").draft()
 
     async def body() -> tuple[str, str]:
