@@ -68,6 +68,7 @@ class ContractToolSpec(McpToolSpec):  # type: ignore[misc]
         return [r for r in listed if not is_contract_uri(_uri(r))]
 
     def _create_tool_fn(self, tool_name: str) -> Callable[..., Coroutine[Any, Any, str]]:
+        """The ``FunctionTool``'s function: the call through the contract session."""
         contract = self.contract
 
         async def call(**arguments: object) -> str:
