@@ -54,7 +54,7 @@ SERVER_EDGES = (
 LIBRARY = ("client", "server", "protocol", "mcp")
 HARNESS = ("bench", "domains")
 #: The integrations: adapters that feed the memory from a transport or an agent framework.
-INTEGRATIONS = ("httpx", "mcp", "langchain", "pydantic_ai", "openai_agents")
+INTEGRATIONS = ("httpx", "mcp", "langchain", "pydantic_ai", "openai_agents", "llama_index", "adk")
 #: The HTTP edges MCP must not depend on: it needs the worker and the need loop, never FastAPI
 #: nor the httpx integration.
 HTTP_EDGES = ("server.http", "cli.admin_client", "httpx")

@@ -124,8 +124,12 @@ ALLOWED: dict[str, str] = {
     "httpx/exchange.py::MemoryCall.__init__.**kwargs": MEMORY_CALL,
     "httpx/transport.py::contract_client.**client_kwargs": HTTPX_CLIENT,
     "httpx/transport.py::async_contract_client.**client_kwargs": HTTPX_CLIENT,
+    "adk.py::contract_toolset.**connect_options": "forwarded verbatim to mcp.connect",
     "langchain.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
     "mcp/session.py::connect.**keywords": SESSION_AND + "the MCP SDK's Client",
+    "llama_index.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
+    "llama_index.py::ContractToolSpec.__init__.**options": "forwarded verbatim to "
+    "llama-index-tools-mcp's McpToolSpec",
     "observe/install.py::metrics_router.**options": API_ROUTER,
     "observe/page.py::operator_router.**options": API_ROUTER,
     "openai_agents.py::ContractServer.__init__.**keywords": SESSION_AND
