@@ -1,6 +1,6 @@
 """Study — what the local memory proxy adds to a host's tool call (issue 36).
 
-One host process (the official Python SDK's ``Client``) holds three stdio sessions at once: one
+One host process (the official Python SDK's ``Client``) holds four stdio sessions at once: one
 straight to ``serve-mcp --domain acme_billing --ephemeral`` (a child process), one through
 ``mcp-proxy`` fronting its own such ``serve-mcp`` (a child and a grandchild), and the library's
 in-process ``ContractSession`` over a third (the memory without the proxy's hop). All make the same
@@ -9,7 +9,9 @@ through the proxy each call is a memory lookup, a patch that changes nothing, th
 result read into the memory and the model view built. The calls take turns one by one (a burst
 of load on the shared machine lands on both); latency is measured at the host, the ratio is the
 median of per-round p50 ratios, and the CPU of every process of each path (host excluded: the
-same code on both) is read from ``/proc`` per call.
+same code on both) is read from ``/proc`` per call. A fourth session goes through
+``benchmarks.relay`` (a process that copies lines and interprets nothing): the floor of one more
+process on the path, which no proxy can go under.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ OPERATION = "POST /v1/subscriptions"
 TOOL = "create_subscription"
 STRAIGHT = "straight to serve-mcp"
 PROXIED = "through mcp-proxy"
+RELAY = "through a relay that interprets nothing (the floor of one more process)"
 LIBRARY = "in process: ContractSession over serve-mcp (the library's memory, no proxy)"
 
 
@@ -97,6 +100,8 @@ async def _measure(size: Size, memory: Path) -> dict[str, Any]:
         *("--memory", str(memory), "--", *_server()),
     ]
     proxied_params = StdioServerParameters(command=proxy_cmd[0], args=proxy_cmd[1:], env=env)
+    relay_cmd = [sys.executable, "-m", "benchmarks.relay", *_server()]
+    relay_params = StdioServerParameters(command=relay_cmd[0], args=relay_cmd[1:], env=env)
     before = set(_children(os.getpid()))
     async with Client(straight_params) as straight:
         straight_pids = sorted(set(_children(os.getpid())) - before)
@@ -109,19 +114,27 @@ async def _measure(size: Size, memory: Path) -> dict[str, Any]:
                 connect(straight_params, kept) as library,
             ):
                 library_pids = sorted(set(_children(os.getpid())) - seen)
-                pids = {STRAIGHT: straight_pids, PROXIED: proxied_pids, LIBRARY: library_pids}
-                return await _rounds(size, straight, proxied, library, draft, pids)
+                seen |= set(library_pids)
+                async with Client(relay_params) as relayed:
+                    relay_pids = sorted(set(_children(os.getpid())) - seen)
+                    pids = {
+                        STRAIGHT: straight_pids,
+                        PROXIED: proxied_pids,
+                        LIBRARY: library_pids,
+                        RELAY: relay_pids,
+                    }
+                    paths = (straight, proxied, library, relayed)
+                    return await _rounds(size, paths, draft, pids)
 
 
 async def _rounds(
     size: Size,
-    straight: Any,
-    proxied: Any,
-    library: Any,
+    paths: tuple[Any, Any, Any, Any],
     draft: dict[str, Any],
     pids: dict[str, list[int]],
 ) -> dict[str, Any]:
-    """The timed calls of each path, in turns (the three sessions are open)."""
+    """The timed calls of each path, in turns (the four sessions are open)."""
+    straight, proxied, library, relayed = paths
     first = await straight.call_tool(TOOL, draft)  # learn the starter's fix ...
     await proxied.call_tool(TOOL, draft)  # ... on every path
     await library.answer(TOOL, draft)
@@ -131,6 +144,7 @@ async def _rounds(
         STRAIGHT: lambda: straight.call_tool(TOOL, request),
         PROXIED: lambda: proxied.call_tool(TOOL, request),
         LIBRARY: lambda: library.answer(TOOL, request),
+        RELAY: lambda: relayed.call_tool(TOOL, request),
     }
     for name, call in sessions.items():
         answer = await call()
@@ -178,6 +192,10 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
     rows.append(["**through / straight**", f"**{ratio:.3f}×**", f"**{cpu_ratio:.3f}×**", "ratio"])
     rows.append(["**added by the proxy**", f"**{added_ms:.2f} ms**", "", ""])
     rows.append(["**through / in process (the hop alone)**", f"**{over_library:.3f}×**", "", ""])
+    relay_ratio = median(
+        _p50(r) / _p50(s) for r, s in zip(rounds[RELAY], rounds[STRAIGHT], strict=True)
+    )
+    rows.append(["**relay / straight (the floor)**", f"**{relay_ratio:.3f}×**", "", ""])
     met = p50[PROXIED] <= TARGET_RATIO * p50[STRAIGHT] + TARGET_ADDED_MS
     check = Check(
         f"a host's tool call through `mcp-proxy` within {TARGET_RATIO:.2f}× plus "
@@ -192,11 +210,12 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
         "cpu_ms_per_call": {k: 1000 * v for k, v in cpu.items()},
         "cpu_ratio": cpu_ratio,
         "ratio_over_library": over_library,
+        "ratio_relay": relay_ratio,
     }
     md = "\n\n".join(
         [
             (
-                f"One host process (the Python SDK's `Client`), three stdio sessions: straight to "
+                f"One host process (the Python SDK's `Client`), four stdio sessions: straight to "
                 f"`serve-mcp --domain {DOMAIN} --ephemeral`, and through `mcp-proxy --memory M -- "
                 f"serve-mcp ...` (its own upstream). The same passing `{TOOL}` call on both (the "
                 "starter draft with its fix in: through the proxy, a lookup, a patch, the call "
@@ -207,7 +226,9 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
                 "Latency at the host; CPU: every process of the path (the server; the "
                 "proxy and its server), from `/proc`, per call; the host's own CPU is the same "
                 "code on every path and is left out (so the in-process path's CPU shows its "
-                "server's only: its memory runs in the host)."
+                "server's only: its memory runs in the host). Fourth path, the floor of any "
+                "proxy: `python -m benchmarks.relay serve-mcp ...`, a process that copies lines "
+                "both ways and interprets nothing."
             ),
             markdown_table(["Path", "p50 (ms)", "CPU per call (ms)", "Calls"], rows),
         ]
