@@ -267,3 +267,20 @@ def test_a_host_reaches_the_proxy_over_streamable_http_on_loopback(tmp_path: Pat
                 served.kill()
 
     assert first.is_error and not second.is_error and shows_no_contract(second)
+
+
+def test_a_fix_it_cannot_patch_is_shown_in_the_tools_description(tmp_path: Path) -> None:
+    upstream = serve_mcp(tmp_path / "registry.sqlite", "tests.support.acme_unpatchable:domain")
+
+    async def session() -> tuple[types.CallToolResult, types.Tool, types.CallToolResult]:
+        async with Client(proxy(upstream, tmp_path / "memory.sqlite")) as host:
+            first = await host.call_tool(TOOL, GROWTH)  # learns a fix it cannot patch in
+            (tool,) = (await host.list_tools()).tools
+            return first, tool, await host.call_tool(TOOL, GROWTH)
+
+    first, tool, again = run(session)
+
+    assert first.is_error
+    assert "SUMMERSALE25" in (tool.description or "")  # shown before the model's next call
+    assert "table_versions" not in (tool.description or "")  # at L2: no contract
+    assert again.is_error and "SUMMERSALE25" in texts(again)[-1]  # not patched; shown again
