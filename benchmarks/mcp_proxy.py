@@ -16,6 +16,7 @@ process on the path, which no proxy can go under.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -40,6 +41,9 @@ TOOL = "create_subscription"
 STRAIGHT = "straight to serve-mcp"
 PROXIED = "through mcp-proxy"
 RELAY = "through a relay that interprets nothing (the floor of one more process)"
+#: Another tree's ``src`` to time its proxy beside this one's (before/after in one run).
+BASELINE_ENV = "IC_PROXY_BASELINE_SRC"
+BASELINE = "through mcp-proxy of the baseline tree (`$IC_PROXY_BASELINE_SRC`)"
 LIBRARY = "in process: ContractSession over serve-mcp (the library's memory, no proxy)"
 
 
@@ -95,56 +99,71 @@ async def _measure(size: Size, memory: Path) -> dict[str, Any]:
     draft = get_catalog(DOMAIN).family("control-partner-starter").draft()
     env = dict(os.environ)
     straight_params = StdioServerParameters(command=_server()[0], args=_server()[1:], env=env)
-    proxy_cmd = [
+    hosts = {
+        STRAIGHT: straight_params,
+        PROXIED: _proxy(memory, env),
+        RELAY: _params([sys.executable, "-m", "benchmarks.relay", *_server()], env),
+    }
+    baseline = os.environ.get(BASELINE_ENV)
+    if baseline:  # the same proxy command, importing another tree (before/after in one run)
+        hosts[BASELINE] = _proxy(
+            memory.with_name("baseline.sqlite"), {**env, "PYTHONPATH": baseline}
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str, Any] = {}
+        pids: dict[str, list[int]] = {}
+        seen = set(_children(os.getpid()))
+        for name, params in hosts.items():
+            clients[name] = await stack.enter_async_context(Client(params))
+            now = set(_children(os.getpid()))
+            pids[name], seen = sorted(now - seen), now
+        kept = await stack.enter_async_context(
+            AsyncFixMemory("row", store=memory.with_name("library.sqlite"))
+        )
+        library = await stack.enter_async_context(connect(straight_params, kept))
+        pids[LIBRARY] = sorted(set(_children(os.getpid())) - seen)
+        return await _rounds(size, clients, library, draft, pids)
+
+
+def _params(argv: list[str], env: dict[str, str]) -> Any:
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+
+
+def _proxy(memory: Path, env: dict[str, str]) -> Any:
+    """``mcp-proxy --memory memory -- serve-mcp ...`` as a host spawns it."""
+    argv = [
         *(sys.executable, "-m", "invalidation_contracts.cli", "mcp-proxy"),
         *("--memory", str(memory), "--", *_server()),
     ]
-    proxied_params = StdioServerParameters(command=proxy_cmd[0], args=proxy_cmd[1:], env=env)
-    relay_cmd = [sys.executable, "-m", "benchmarks.relay", *_server()]
-    relay_params = StdioServerParameters(command=relay_cmd[0], args=relay_cmd[1:], env=env)
-    before = set(_children(os.getpid()))
-    async with Client(straight_params) as straight:
-        straight_pids = sorted(set(_children(os.getpid())) - before)
-        seen = set(_children(os.getpid()))
-        async with Client(proxied_params) as proxied:
-            proxied_pids = sorted(set(_children(os.getpid())) - seen)
-            seen |= set(proxied_pids)
-            async with (
-                AsyncFixMemory("row", store=memory.with_name("library.sqlite")) as kept,
-                connect(straight_params, kept) as library,
-            ):
-                library_pids = sorted(set(_children(os.getpid())) - seen)
-                seen |= set(library_pids)
-                async with Client(relay_params) as relayed:
-                    relay_pids = sorted(set(_children(os.getpid())) - seen)
-                    pids = {
-                        STRAIGHT: straight_pids,
-                        PROXIED: proxied_pids,
-                        LIBRARY: library_pids,
-                        RELAY: relay_pids,
-                    }
-                    paths = (straight, proxied, library, relayed)
-                    return await _rounds(size, paths, draft, pids)
+    return _params(argv, env)
 
 
 async def _rounds(
     size: Size,
-    paths: tuple[Any, Any, Any, Any],
+    clients: dict[str, Any],
+    library: Any,
     draft: dict[str, Any],
     pids: dict[str, list[int]],
 ) -> dict[str, Any]:
-    """The timed calls of each path, in turns (the four sessions are open)."""
-    straight, proxied, library, relayed = paths
-    first = await straight.call_tool(TOOL, draft)  # learn the starter's fix ...
-    await proxied.call_tool(TOOL, draft)  # ... on every path
+    """The timed calls of each path, in turns (every session is open)."""
+    first = await clients[STRAIGHT].call_tool(TOOL, draft)  # learn the starter's fix ...
+    for name, client in clients.items():  # ... on every path
+        if name != STRAIGHT:
+            await client.call_tool(TOOL, draft)
     await library.answer(TOOL, draft)
     fix = json.loads(first.content[0].text)["recovery_feedback"]["suggestions"][0]
     request = {**draft, **fix["parameters"]}
+
+    def call(client: Any) -> Callable[[], Awaitable[Any]]:
+        return lambda: client.call_tool(TOOL, request)
+
     sessions: dict[str, Callable[[], Awaitable[Any]]] = {
-        STRAIGHT: lambda: straight.call_tool(TOOL, request),
-        PROXIED: lambda: proxied.call_tool(TOOL, request),
+        STRAIGHT: call(clients[STRAIGHT]),
+        PROXIED: call(clients[PROXIED]),
         LIBRARY: lambda: library.answer(TOOL, request),
-        RELAY: lambda: relayed.call_tool(TOOL, request),
+        **{name: call(c) for name, c in clients.items() if name not in (STRAIGHT, PROXIED)},
     }
     for name, call in sessions.items():
         answer = await call()
@@ -196,6 +215,12 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
         _p50(r) / _p50(s) for r, s in zip(rounds[RELAY], rounds[STRAIGHT], strict=True)
     )
     rows.append(["**relay / straight (the floor)**", f"**{relay_ratio:.3f}×**", "", ""])
+    baseline_ratio = None
+    if BASELINE in rounds:
+        baseline_ratio = median(
+            _p50(b) / _p50(s) for b, s in zip(rounds[BASELINE], rounds[STRAIGHT], strict=True)
+        )
+        rows.append(["**baseline / straight**", f"**{baseline_ratio:.3f}×**", "", ""])
     met = p50[PROXIED] <= TARGET_RATIO * p50[STRAIGHT] + TARGET_ADDED_MS
     check = Check(
         f"a host's tool call through `mcp-proxy` within {TARGET_RATIO:.2f}× plus "
@@ -211,6 +236,7 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
         "cpu_ratio": cpu_ratio,
         "ratio_over_library": over_library,
         "ratio_relay": relay_ratio,
+        "ratio_baseline": baseline_ratio,
     }
     md = "\n\n".join(
         [
@@ -228,7 +254,9 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
                 "code on every path and is left out (so the in-process path's CPU shows its "
                 "server's only: its memory runs in the host). Fourth path, the floor of any "
                 "proxy: `python -m benchmarks.relay serve-mcp ...`, a process that copies lines "
-                "both ways and interprets nothing."
+                "both ways and interprets nothing. With `$IC_PROXY_BASELINE_SRC` set, a fifth: "
+                "the same proxy command importing that tree (another checkout's `src`), before "
+                "beside after."
             ),
             markdown_table(["Path", "p50 (ms)", "CPU per call (ms)", "Calls"], rows),
         ]
