@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import stat
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any, cast
 
@@ -60,7 +60,10 @@ class _Writer:
 
 
 def _streamable(fd: int) -> bool:
-    """Whether ``fd`` is a pipe or a socket (what the loop can watch without a thread)."""
+    """Whether ``fd`` is a pipe or a socket (what the loop can watch without a thread; on
+    POSIX only)."""
+    if sys.platform == "win32":
+        return False
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -71,6 +74,8 @@ def _streamable(fd: int) -> bool:
 def _claim(fd: int, diversion: Callable[[], int]) -> tuple[int, Callable[[], None]]:
     """A private duplicate of ``fd`` to serve the wire on, ``fd`` pointed at ``diversion``
     meanwhile, and how to point it back."""
+    import fcntl  # POSIX: _streamable said so
+
     private = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
     diverted = diversion()
     try:
