@@ -107,8 +107,28 @@ class SQLSource:
         Installs nothing (and takes no lock) when every table's capture is current; with
         ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
         """
+        self._refuse_pooler_or_replica()
         self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
         self.upgrade(mode=self.install)
+
+    def _refuse_pooler_or_replica(self) -> None:
+        """PostgreSQL: a read replica or a transaction pooler is a ``SourceError`` by name
+        (``store.postgres.session_refusal``), not an unrelated failure later."""
+        if self.engine.dialect.name != "postgresql":
+            return
+        from ..store.postgres import session_refusal
+
+        try:
+            first, second = self.engine.raw_connection(), self.engine.raw_connection()
+            try:
+                refusal = session_refusal(first, second)
+            finally:
+                second.close()
+                first.close()
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot connect ({failure_reason(exc)})") from None
+        if refusal is not None:
+            raise SourceError(f"{self._where()} {refusal}")
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
