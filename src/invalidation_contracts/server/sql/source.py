@@ -107,7 +107,6 @@ class SQLSource:
         Installs nothing (and takes no lock) when every table's capture is current; with
         ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
         """
-        self._refuse_pooler_or_replica()
         self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
         self.upgrade(mode=self.install)
 
@@ -132,6 +131,7 @@ class SQLSource:
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
+        self._refuse_pooler_or_replica()
         if not self.bound:
             self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
         try:
