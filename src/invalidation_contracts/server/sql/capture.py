@@ -391,9 +391,7 @@ class PostgresCapture(CaptureDialect):
 
     @property
     def trigger_names(self) -> tuple[str, str]:
-        """The row and truncate triggers of this capture on a table: ``ic_capture`` and
-        ``ic_capture_truncate`` for the default schema, suffixed with any other schema, so two
-        providers capturing one table keep a trigger each."""
+        """Row and truncate triggers, suffixed outside the default schema (one per capture)."""
         suffix = "" if self.schema == DEFAULT_CAPTURE_SCHEMA else f"_{self.schema}"
         return f"ic_capture{suffix}", f"ic_capture_truncate{suffix}"
 
@@ -413,22 +411,13 @@ class PostgresCapture(CaptureDialect):
         ]
 
     def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
-        # Enabled, and calling a function of this capture's schema: a trigger of the same name
-        # that another capture replaced (it calls that one's function) is not live.
-        (count,) = conn.execute(
-            text(
-                "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid"
-                " WHERE t.tgrelid = to_regclass(:t) AND t.tgname IN (:row, :truncate)"
-                " AND t.tgenabled = 'A' AND p.pronamespace = to_regnamespace(:s)"
-            ),
-            {
-                "t": self.qualified(table),
-                "row": self.trigger_names[0],
-                "truncate": self.trigger_names[1],
-                "s": self.schema,
-            },
-        ).one()
-        return int(count) == 2
+        query = (  # enabled, and calling this capture's function (not another capture's)
+            "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid"
+            " = to_regclass(:t) AND t.tgname = ANY(:n) AND t.tgenabled = 'A'"
+            " AND p.pronamespace = to_regnamespace(:s)"
+        )
+        params = {"t": self.qualified(table), "n": list(self.trigger_names), "s": self.schema}
+        return int(conn.execute(text(query), params).one()[0]) == 2
 
     def _function(self, table: BoundTable, function: str) -> str:
         name = literal(table.name)

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Container
+from collections.abc import Container, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._extras import require_extra
@@ -250,15 +250,25 @@ _CLUSTER = (
 """The cluster: system identifier / current WAL timeline (assigns no transaction id)."""
 
 
+class SessionCursor(Protocol):
+    """What ``session_refusal`` asks of a DB-API cursor."""
+
+    def execute(self, query: str) -> object: ...
+
+    def fetchone(self) -> Sequence[object] | None: ...
+
+    def close(self) -> None: ...
+
+
 class SessionConnection(Protocol):
     """A DB-API connection (psycopg's own, or one SQLAlchemy's pool lends)."""
 
-    def cursor(self) -> Any: ...
+    def cursor(self) -> SessionCursor: ...
 
     def commit(self) -> None: ...
 
 
-def _alone(conn: SessionConnection, statement: str) -> Any:
+def _alone(conn: SessionConnection, statement: str) -> object:
     """``statement``'s one value, in a transaction of its own (none is left open)."""
     cursor = conn.cursor()
     try:
