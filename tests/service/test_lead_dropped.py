@@ -26,7 +26,8 @@ from invalidation_contracts.server.sql import create_tables
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
 from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S
 
-pytestmark = [pytest.mark.postgres, pytest.mark.workers]
+# Two worker processes and two lag-bound waits: ~20 s under load, so a study (CI runs them too).
+pytestmark = [pytest.mark.postgres, pytest.mark.workers, pytest.mark.study]
 
 RETAKE_BOUND_S = 5.0
 """How soon the lead must be held again (a few heartbeats; before, a silently dropped lead

@@ -88,6 +88,7 @@ def test_serve_through_a_transaction_pooler_exits_with_the_reason(
 
 
 @pytest.mark.workers
+@pytest.mark.study  # two worker processes through the pooler: ~25 s under load (CI runs studies)
 def test_workers_through_a_session_pooler_serve_every_write(
     acme: str, session_pooled: str, tmp_path: Path
 ) -> None:
