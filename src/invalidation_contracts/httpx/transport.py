@@ -97,6 +97,11 @@ class ContractTransport(httpx.BaseTransport):
         self.memory.reopened(origin)
         return self.fulfil(self.memory.needs(origin), listener=listener, headers=headers)
 
+    def contract_url(self, origin: str, path: str) -> httpx.URL:
+        """Where ``origin`` serves the contract route ``path`` (``/contract/...``): under the
+        location its responses' ``Link`` named, else at the root."""
+        return self._contract.locations.url(origin, path)
+
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = self._run(self._contract.exchange(request))
         self.watches.ensure(self._contract.origin_of(request.url), request)
@@ -182,6 +187,10 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         self.memory.reopened(origin)
         needs = await self.memory.needs(origin)
         return await self.fulfil(needs, listener=listener, headers=headers)
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL:
+        """The async twin of ``ContractTransport.contract_url``."""
+        return self._contract.locations.url(origin, path)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._run(self._contract.exchange(request))

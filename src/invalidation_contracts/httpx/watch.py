@@ -2,10 +2,11 @@
 
 With ``watch=True`` (or a ``WatchOptions``) a ``ContractTransport`` / ``AsyncContractTransport``
 opens ``GET {origin}/contract/watch?since=&epoch=`` (SPEC §8.4) after its first response from an
-origin, in a background thread (sync) or task (async). Each ``versions`` event past the memory's
-position makes it read ``/contract/versions`` through the transport itself, so the memory
-evicts what the change made stale — and fetches the feed it needs — while the agent is idle,
-before its next request.
+origin, under the contract location that response's ``Link`` named (``/shop/api/contract/watch``
+for a contract mounted there), in a background thread (sync) or task (async). Each ``versions``
+event past the memory's position makes it read ``/contract/versions`` through the transport
+itself, so the memory evicts what the change made stale — and fetches the feed it needs — while
+the agent is idle, before its next request.
 
 What the watch decides (bounds, the events' meaning, the steps, stalls, backoff) is the sans-IO
 ``client.push``; here are the requests, the thread and the task that carry it out, and the
@@ -64,8 +65,12 @@ class AsyncWatched(Protocol):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
 
 
-def stream_request(core: WatchCore, position: Position) -> httpx.Request:
-    """The request that opens ``core``'s stream from the memory's ``position``."""
+VERSIONS_PATH = "/contract/versions"
+
+
+def stream_request(core: WatchCore, position: Position, url: httpx.URL) -> httpx.Request:
+    """The request that opens ``core``'s stream from the memory's ``position`` at ``url`` (the
+    origin's watch route, where its contract lives)."""
     params: dict[str, str] = {"timeout": str(core.options.stream_timeout_s)}
     if position.seq is not None:
         params["since"] = str(position.seq)
@@ -74,18 +79,19 @@ def stream_request(core: WatchCore, position: Position) -> httpx.Request:
     c, stall = core.options.connect_timeout_s, core.options.stall_timeout_s
     return httpx.Request(
         "GET",
-        httpx.URL(core.origin.rstrip("/") + WATCH_PATH),
+        url,
         params=params,
         headers={"accept": "text/event-stream", "cache-control": "no-store", **core.forwarded},
         extensions={"timeout": {"connect": c, "read": stall, "write": c, "pool": c}},
     )
 
 
-def versions_request(core: WatchCore) -> httpx.Request:
-    """The read that brings the memory to the announced position (through the transport)."""
+def versions_request(core: WatchCore, url: httpx.URL) -> httpx.Request:
+    """The read at ``url`` (the origin's ``/contract/versions``) that brings the memory to the
+    announced position (through the transport)."""
     return httpx.Request(
         "GET",
-        httpx.URL(core.origin.rstrip("/") + "/contract/versions"),
+        url,
         headers={"accept": "application/json", **core.forwarded},
     )
 
@@ -160,7 +166,8 @@ class SyncWatch:
     def _stream(self) -> None:
         core = self.core
         position = self.transport.memory.position(core.origin)
-        response = self.transport.wrapped.handle_request(stream_request(core, position))
+        url = self.transport.contract_url(core.origin, WATCH_PATH)
+        response = self.transport.wrapped.handle_request(stream_request(core, position, url))
         self._response = response
         try:
             if self._stop.is_set():
@@ -196,7 +203,8 @@ class SyncWatch:
         return None
 
     def _refresh(self) -> None:
-        self.transport.handle_request(versions_request(self.core)).close()
+        url = self.transport.contract_url(self.core.origin, VERSIONS_PATH)
+        self.transport.handle_request(versions_request(self.core, url)).close()
 
 
 class AsyncWatch:
@@ -262,7 +270,9 @@ class AsyncWatch:
     async def _stream(self) -> None:
         core = self.core
         position = await self.transport.memory.position(core.origin)
-        response = await self.transport.wrapped.handle_async_request(stream_request(core, position))
+        url = self.transport.contract_url(core.origin, WATCH_PATH)
+        request = stream_request(core, position, url)
+        response = await self.transport.wrapped.handle_async_request(request)
         try:
             opened(core, response, position.seq)
             parser = core.parser()
@@ -291,7 +301,8 @@ class AsyncWatch:
         return None
 
     async def _refresh(self) -> None:
-        response = await self.transport.handle_async_request(versions_request(self.core))
+        url = self.transport.contract_url(self.core.origin, VERSIONS_PATH)
+        response = await self.transport.handle_async_request(versions_request(self.core, url))
         await response.aclose()
 
 

@@ -212,7 +212,9 @@ def check_routes(service: Retrofitted, app: Any) -> None:
     """
     served: set[tuple[str, str]] = set()
     retrofitted = False
-    for path, route in effective_routes(getattr(app, "routes", ())):
+    # Paths within each mount: a request's route is matched on its path without the root_path
+    # a mount adds (``route_path``), so start-up checks the very path requests are matched on.
+    for path, route in effective_routes(getattr(app, "routes", ()), mount_paths=False):
         if getattr(route, "service", None) is not service:
             continue
         retrofitted = retrofitted or isinstance(route, ContractRoute)

@@ -238,7 +238,11 @@ def open_runtime(
         )
     if registry is not None:
         return Runtime(registry)
-    source = _source(domain, database) if domain.sql_tables and database is not None else None
+    source = (
+        _source(domain, database, store_schema)
+        if domain.sql_tables and database is not None
+        else None
+    )
     sources = (source,) if source is not None else ()
     owned = False
     opened = None
@@ -288,12 +292,20 @@ def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], 
     return load
 
 
-def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeSource:
+def _source(
+    domain: Domain, database: str | URL | Engine | SQLSource, store_schema: str | None
+) -> ChangeSource:
+    """The SQL source of ``domain``'s tables. Its capture lives in the registry's schema (the
+    default one for a SQLite registry): two providers with registries of their own on one
+    database capture apart (their own lead, consumer and trim), never into one another's."""
+    from ..sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..sql.source import SQLSource
 
     if isinstance(database, SQLSource):
         return database
-    return SQLSource(database, domain.sql_tables)
+    return SQLSource(
+        database, domain.sql_tables, capture_schema=store_schema or DEFAULT_CAPTURE_SCHEMA
+    )
 
 
 def _in_memory(domain: Domain, source: ChangeSource | None, capacity: int) -> Registry:
