@@ -38,6 +38,7 @@ REAL_COMPONENT_MARKERS = (
     "browser",
     "frameworks",
     "tau2",
+    "prometheus",
 )
 
 

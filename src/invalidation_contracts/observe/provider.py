@@ -249,8 +249,8 @@ class ProviderTelemetry:
             self.changes.add(1, (("table", transition.table), ("origin", own)))
         rows: dict[tuple[str, str], int] = {}
         for row in feed.rows:
-            labels = (row.table, origins.get((row.seq, row.table), origin))
-            rows[labels] = rows.get(labels, 0) + 1
+            where = (row.table, origins.get((row.seq, row.table), origin))
+            rows[where] = rows.get(where, 0) + 1
         for (table, own), count in rows.items():
             self.rows_changed.add(count, (("table", table), ("origin", own)))
 
