@@ -231,6 +231,22 @@ def test_answers_by_route_and_status_equal_the_harness_attempts(stack):
     assert {k: v for k, v in served.items() if v} == stack.oracle.responses
 
 
+def test_every_request_s_duration_is_in_the_histogram_of_its_route(stack):
+    counted = stack.by(
+        "sum by (http_route) (invalidation_contracts_http_server_duration_seconds_count)",
+        "http_route",
+    )
+    attempts: Counter[str] = Counter()
+    for (route, _status), count in stack.oracle.responses.items():
+        attempts[route] += count
+    assert {route: counted.get(route) for route in attempts} == attempts
+
+
+def test_each_worker_exports_its_process_metrics(stack):
+    assert len(stack.by("process_cpu_seconds_total", "worker")) >= 4
+    assert all(v > 0 for v in stack.by("process_resident_memory_bytes", "worker").values())
+
+
 def test_refusals_by_suggestion_type_equal_the_harness_records(stack):
     served = stack.by(
         "sum by (http_route, suggestion_type) (invalidation_contracts_http_refusals_total)",

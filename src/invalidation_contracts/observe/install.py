@@ -114,6 +114,10 @@ def instrument(
     if app is not None and hasattr(app, "add_middleware"):
         app.add_middleware(ClientKeyMiddleware, key=client_key)
     if exposition is not None and app is not None:
+        if hasattr(app, "add_middleware"):
+            from .latency import TimedRequests
+
+            app.add_middleware(TimedRequests, durations=exposition.durations)
         app.include_router(metrics_router(service, exposition, prefix=prefix))
     if page and app is not None:
         from .page import operator_router
