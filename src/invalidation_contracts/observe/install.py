@@ -112,7 +112,10 @@ def instrument(
     observed._undo.append(lambda: setattr(service.provider, "telemetry", None))
     observed._undo.append(service.registry.subscribe(telemetry.moved))
     if app is not None and hasattr(app, "add_middleware"):
+        from .tracing import IncomingTrace
+
         app.add_middleware(ClientKeyMiddleware, key=client_key)
+        app.add_middleware(IncomingTrace)
     if exposition is not None and app is not None:
         if hasattr(app, "add_middleware"):
             from .latency import TimedRequests
