@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from tests.observe.test_alert_rules import RULES, alert_names
 from tests.service.conftest import TOKEN
 from tests.service.processes import free_port, serving
@@ -92,18 +93,12 @@ def _start_prometheus(root: Path, target: str) -> tuple[subprocess.Popen[bytes],
         pytest.skip("prometheus is not installed (Debian's prometheus package)")
     token = root / "scrape-token"
     token.write_text(TOKEN)
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "rule_files": [str(RULES)],
-        "scrape_configs": [
-            {
-                "job_name": "invalidation-contracts",
-                "metrics_path": "/contract/metrics",
-                "authorization": {"type": "Bearer", "credentials_file": str(token)},
-                "static_configs": [{"targets": [target]}],
-            }
-        ],
-    }
+    config = documented_config()  # the operators page's, its paths and targets replaced
+    config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+    config["rule_files"] = [str(RULES)]
+    (job,) = config["scrape_configs"]
+    job["authorization"]["credentials_file"] = str(token)
+    job["static_configs"] = [{"targets": [target]}]
     (root / "prometheus.yml").write_text(yaml.safe_dump(config))
     port = free_port()
     log = (root / "prometheus.log").open("wb")
@@ -142,6 +137,7 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
         if "table" in answer and answer.get("new_version") != answer.get("old_version"):
             oracle.changes[answer["table"]] += 1
             oracle.rows[answer["table"]] += sum(len(keys) for keys in answer["diff"].values())
+            _caught_up(url, int(answer["contract_seq"]))
         oracle.seq = max(oracle.seq, int(answer.get("contract_seq", 0)))
         return answer
 
@@ -175,6 +171,27 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
             for kind in attempt["suggestion_types"]:
                 oracle.refusals[(route, kind)] += 1
     return oracle
+
+
+def _caught_up(url: str, seq: int) -> None:
+    """Wait until every worker serves ``seq`` (bounded). The harness assumes the server answers
+    from a drift's state at once; at four workers the next request may reach a worker that has
+    not adopted it yet (milliseconds), and the figures would then differ by that lag, not by a
+    miscount."""
+    deadline = time.monotonic() + 10
+    with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as scraper:
+        while time.monotonic() < deadline:
+            scrape = scraper.get(url + "/contract/metrics").text
+            seqs = [
+                s.value
+                for family in text_string_to_metric_families(scrape)
+                for s in family.samples
+                if s.name == "invalidation_contracts_worker_seq"
+            ]
+            if len(seqs) >= 4 and min(seqs) >= seq:
+                return
+            time.sleep(0.05)
+    raise AssertionError(f"the four workers did not all reach seq {seq} within 10 s")
 
 
 @pytest.fixture(scope="module")
@@ -307,6 +324,13 @@ def test_the_shipped_alert_rules_load_and_none_fires_on_a_healthy_provider(stack
     assert {rule["name"] for rule in rules} == alert_names()
     assert all(rule["health"] == "ok" for rule in rules), rules
     assert [rule["name"] for rule in rules if rule["state"] != "inactive"] == []
+
+
+def documented_config() -> dict[str, Any]:
+    """The Prometheus config docs/operators.md gives (its one ```yaml block)."""
+    (block,) = re.findall(r"```yaml\n(.*?)```", DOCS.read_text("utf-8"), flags=re.S)
+    config: dict[str, Any] = yaml.safe_load(block)
+    return config
 
 
 def documented_queries() -> list[str]:
