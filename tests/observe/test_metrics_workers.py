@@ -121,6 +121,7 @@ def test_each_admin_write_through_postgresql_capture_is_one_change_set_at_four_w
     ``captured`` by a worker whose capture round adopted it)."""
     args = ["--domain", "acme_billing", "--db", postgres_url, "--workers", "4", "--metrics"]
     args += ["--database", postgres_url, "--create-tables"]
+    args += ["--max-lag", "30"]  # a loaded CI host: a worker's heartbeat may run late, not fail
     env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
     writes = 5
     with serving(args, tmp_path / "logs", env=env) as url:
