@@ -17,7 +17,7 @@ import bisect
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._extras import require_extra
 
@@ -96,7 +96,7 @@ class TimedRequests:
         try:
             await self.app(scope, receive, sending)
         finally:
-            route: Any = scope.get("route")
+            route: object = scope.get("route")
             path = getattr(route, "path", None)
             self.durations.observe(
                 path if isinstance(path, str) else OTHER, status[0], time.perf_counter() - start
