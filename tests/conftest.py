@@ -40,6 +40,7 @@ REAL_COMPONENT_MARKERS = (
     "frameworks",
     "tau2",
     "pgbouncer",
+    "prometheus",
 )
 
 

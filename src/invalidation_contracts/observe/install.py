@@ -107,8 +107,15 @@ def instrument(
     observed._undo.append(lambda: setattr(service.provider, "telemetry", None))
     observed._undo.append(service.registry.subscribe(telemetry.moved))
     if app is not None and hasattr(app, "add_middleware"):
+        from .tracing import IncomingTrace
+
         app.add_middleware(ClientKeyMiddleware, key=client_key)
+        app.add_middleware(IncomingTrace)
     if exposition is not None and app is not None:
+        if hasattr(app, "add_middleware"):
+            from .latency import TimedRequests
+
+            app.add_middleware(TimedRequests, durations=exposition.durations)
         app.include_router(metrics_router(service, exposition, prefix=prefix))
     if page and app is not None:
         from .page import operator_router
