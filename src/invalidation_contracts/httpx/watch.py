@@ -53,6 +53,8 @@ class Watched(Protocol):
     memory: FixMemory
     wrapped: httpx.BaseTransport
 
+    def contract_url(self, origin: str, path: str) -> httpx.URL: ...
+
     def handle_request(self, request: httpx.Request) -> httpx.Response: ...
 
 
@@ -61,6 +63,8 @@ class AsyncWatched(Protocol):
 
     memory: AsyncFixMemory
     wrapped: httpx.AsyncBaseTransport
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL: ...
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
 
