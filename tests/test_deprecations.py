@@ -54,3 +54,21 @@ def test_the_version_is_the_installed_distribution_s():
     assert invalidation_contracts.__version__ == importlib.metadata.version(
         "invalidation-contracts"
     )
+
+
+CAPTURE_MOVES = [
+    ("invalidation_contracts.server.ingest", "ingest", "server.capture.steps"),
+    ("invalidation_contracts.server.ingest", "SourceError", "server.capture.steps"),
+    ("invalidation_contracts.server.change_source", "ChangeSource", "server.capture.source"),
+    ("invalidation_contracts.server.sql.images", "CapturedTransaction", "server.capture.records"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "home"), CAPTURE_MOVES)
+def test_a_capture_name_at_its_old_home_warns_and_is_the_cores(module, name, home):
+    old = importlib.import_module(module)
+
+    with pytest.warns(DeprecationWarning, match=rf"use invalidation_contracts\.{home}\.{name}"):
+        value = getattr(old, name)
+
+    assert value is getattr(importlib.import_module(f"invalidation_contracts.{home}"), name)

@@ -32,7 +32,7 @@ from ...protocol.models import Problem, WireModel
 from ...protocol.problems import ProblemType, ProtocolError, problem
 from ..config import DEFAULT_MAX_BODY_BYTES as DEFAULT_MAX_BODY_BYTES
 from ..faults import PolicyError
-from ..ingest import SourceError
+from ..capture.steps import SourceError
 from ..provider import Outcome, validation_errors
 from ..store import StorageError
 from ..tables import MAX_SAFE_INTEGER as SAFE_INTEGER

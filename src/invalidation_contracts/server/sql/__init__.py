@@ -10,7 +10,7 @@ does no I/O. Needs the ``sql`` extra (and ``postgres`` for PostgreSQL).
 from __future__ import annotations
 
 from ..domain import SQLTable
-from ..ingest import SourceError
+from ..capture.steps import SourceError
 from .declare import BoundTable, DeclarationError, bind
 from .seed import create_tables, read_declarations, sql_domain
 from .source import SQLSource

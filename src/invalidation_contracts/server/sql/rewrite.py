@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from .capture import CaptureDialect
 from .declare import BoundTable
-from .images import DELETE, TRUNCATE, UPSERT, Captured
+from ..capture.records import DELETE, TRUNCATE, UPSERT, Captured
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

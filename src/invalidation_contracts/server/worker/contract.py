@@ -34,7 +34,7 @@ from ..asked import PLAIN, Asked
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
 from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig
 from ..domain import Domain, Route
-from ..ingest import SourceError
+from ..capture.steps import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule

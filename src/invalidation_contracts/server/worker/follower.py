@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Literal, TypeGuard
 
-from ..ingest import ingest
+from ..capture.steps import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
 from ..store.inotify import FileWakeup
 
 if TYPE_CHECKING:
-    from ..change_source import ChangeSource, LeadWakeup, Wakeup
+    from ..capture.source import ChangeSource, LeadWakeup, Wakeup
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
 

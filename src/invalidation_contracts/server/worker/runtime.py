@@ -18,7 +18,7 @@ from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
 from ..config import WorkerConfig
 from ..domain import Domain
-from ..ingest import SourceError, consume, ingest, trim
+from ..capture.steps import SourceError, consume, ingest, trim
 from ..origin import change_origin
 from ..registry import Registry
 from ..tables import Snapshot
@@ -28,9 +28,8 @@ from ..versions import check_version
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-    from ..change_source import ChangeSource
-    from ..sql.images import QuarantineEntry
-    from ..sql.source import SQLSource
+    from ..capture.records import QuarantineEntry
+    from ..capture.source import ChangeSource
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
 from .follower import (
@@ -172,7 +171,7 @@ class Runtime:
         return result
 
     def quarantined(self) -> list[QuarantineEntry]:
-        """Every SQL source's quarantined rows (``sql.images.QuarantineEntry``; reads the
+        """Every SQL source's quarantined rows (``capture.records.QuarantineEntry``; reads the
         database)."""
         return [entry for source in self.sources for entry in source.quarantined()]
 
@@ -226,7 +225,7 @@ def open_runtime(
 
     ``config.store``: where the shared history lives — a SQLite path, a ``postgresql://`` URL, or
     an open store (the caller closes it); ``config.database``: the provider's database holding the
-    domain's ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an
+    domain's ``SQLTable``\\ s (a URL, an engine, or any ``ChangeSource``); ``registry``: serve an
     existing in-memory registry instead (no store, no SQL tables). With neither store nor
     registry, a fresh in-memory registry.
     """
@@ -293,11 +292,15 @@ def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], 
     return load
 
 
-def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeSource:
+def _source(domain: Domain, database: str | URL | Engine | ChangeSource) -> ChangeSource:
+    """``database`` itself when it is a ``ChangeSource`` (any: triggers, logical decoding, a
+    provider's own), else the trigger capture over that URL or engine."""
+    from ..capture.source import ChangeSource
+
+    if isinstance(database, ChangeSource):
+        return database
     from ..sql.source import SQLSource
 
-    if isinstance(database, SQLSource):
-        return database
     return SQLSource(database, domain.sql_tables)
 
 
