@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
     from .capture.source import ChangeSource
-
     from .store.base import SQLRegistryStore
     from .store.dialect import Connection
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
+from ..capture.steps import SourceError, consume, ingest, trim
 from ..config import WorkerConfig
 from ..domain import Domain
-from ..capture.steps import SourceError, consume, ingest, trim
 from ..origin import change_origin
 from ..registry import Registry
 from ..tables import Snapshot
