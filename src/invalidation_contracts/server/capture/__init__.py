@@ -3,7 +3,7 @@
 ``records``: captured rows, change sets, gaps, quarantine entries (and a PostgreSQL reader's
 frontier); ``steps``: consuming a source into the registry and reconciling it with the tables;
 ``source``: the ``ChangeSource`` protocol a worker takes (``server.sql.SQLSource``, triggers, the
-default; ``server.sql.LogicalSource``, PostgreSQL logical decoding; or a provider's own);
+default; ``server.sql.logical.LogicalSource``, PostgreSQL logical decoding; or a provider's own);
 ``pgoutput``: PostgreSQL's logical replication messages, decoded from bytes. No SQL, no I/O here:
 the sources (``server.sql``) read the database and hand this core their batches.
 """

@@ -1,12 +1,12 @@
 """What a worker needs from a provider's database (sans-IO): the ``ChangeSource`` Protocol.
 
 ``steps.ingest`` consumes a source's captured changes into the registry, the follower wakes on it
-or polls it, ``worker.runtime`` opens, loads, writes through and closes it. ``server.sql.SQLSource``
-(triggers; SQLite or PostgreSQL) and ``server.sql.LogicalSource`` (PostgreSQL logical decoding)
-implement it, and a provider may pass its own to ``WorkerConfig.database``; the core types
-against this Protocol so it never imports the SQL edge. ``Wakeup`` and ``CommitProbe`` are what a
-database (a source or the registry's store) offers a worker to learn, cheaply, that something
-committed.
+or polls it, ``worker.runtime`` opens, loads, writes through and closes it.
+``server.sql.SQLSource`` (triggers; SQLite or PostgreSQL) and ``server.sql.logical.LogicalSource``
+(PostgreSQL logical decoding) implement it, and a provider may pass its own to
+``WorkerConfig.database``; the core types against this Protocol so it never imports the SQL edge.
+``Wakeup`` and ``CommitProbe`` are what a database (a source or the registry's store) offers a
+worker to learn, cheaply, that something committed.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ def ingest(
             before = tx.state
             more = _consume(tx, source, verify=verify, batched=True)[1]
             moved = moved or tx.state is not before
-        trim(source, tx.positions[source.name])
+        trim(source, tx.positions.get(source.name))
         if more is False:
             return moved
         if progress is not None:
@@ -116,7 +116,8 @@ def _consume(
         source.mark_verified(
             {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
         )
-    tx.set_position(source.name, batch.head)
+    if batch.head != after:  # an unchanged position is not written (nor committed)
+        tx.set_position(source.name, batch.head)
     return applied, batch.backlog if batch.more else False
 
 
@@ -154,8 +155,10 @@ def reconcile(
     )
 
 
-def trim(source: ChangeSource, position: int) -> None:
+def trim(source: ChangeSource, position: int | None) -> None:
     """Delete the records consumed up to ``position``; a failure is logged, not raised."""
+    if position is None:
+        return
     try:
         source.trim(position)
     except Exception as exc:  # the records are consumed; trimming again later is harmless

@@ -167,7 +167,7 @@ class Runtime:
                     ProblemType.INTERNAL, f"the write to {table!r} was not captured"
                 )
             result = mine[-1][table]
-        trim(source, tx.positions[source.name])
+        trim(source, tx.positions.get(source.name))
         return result
 
     def quarantined(self) -> list[QuarantineEntry]:
