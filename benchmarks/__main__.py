@@ -29,6 +29,7 @@ from . import (
     dependencies,
     harness_throughput,
     learned_cost,
+    logical_capture,
     mcp_conditional,
     mcp_keepalive,
     mcp_proxy,
@@ -72,6 +73,7 @@ MODULES: tuple[ModuleType, ...] = (
     stale_transports,
     consumer_cost,
     learned_cost,
+    logical_capture,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -116,7 +116,8 @@ def _consume(
         source.mark_verified(
             {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
         )
-    if batch.head != after:  # an unchanged position is not written (nor committed)
+    if batch.head != after or batch.records or batch.contents is not None:
+        # a read that consumed nothing and stayed put writes (and commits) nothing
         tx.set_position(source.name, batch.head)
     return applied, batch.backlog if batch.more else False
 
