@@ -196,8 +196,24 @@ class LogicalSource(SQLSource):
         transactions) and, with ``full`` or a lost slot, every table in the same snapshot."""
         if full and marks is not None:
             self._heal()
-        lost = self._ensure_slot() if after is not None else None
-        full = full or lost is not None
+        try:
+            return self._read(after, full=full, marks=marks, limit=limit, lost=None)
+        except _SlotGone:
+            lost = self._ensure_slot()
+        try:
+            return self._read(after, full=True, marks=marks, limit=limit, lost=lost)
+        except _SlotGone:
+            raise SourceError(f"{self._where()}: the slot {self.slot!r} keeps vanishing") from None
+
+    def _read(
+        self,
+        after: int | None,
+        *,
+        full: bool,
+        marks: Mapping[str, str] | None,
+        limit: int | None,
+        lost: str | None,
+    ) -> CaptureBatch:
         try:
             with self._connect() as conn, conn.begin():
                 head, records, more = self._changes(conn, after, limit)
@@ -277,12 +293,14 @@ class LogicalSource(SQLSource):
         to consume before it) if it is behind; the slot's confirmed position."""
         row = conn.execute(
             text(
-                "SELECT (confirmed_flush_lsn - '0/0')::bigint FROM pg_replication_slots"
-                " WHERE slot_name = :slot"
+                "SELECT (confirmed_flush_lsn - '0/0')::bigint, coalesce(wal_status, '')"
+                " FROM pg_replication_slots WHERE slot_name = :slot"
             ),
             {"slot": self.slot},
         ).first()
-        confirmed = int(row[0]) if row is not None and row[0] is not None else 0
+        if row is None or row[1] == "lost":
+            raise _SlotGone
+        confirmed = int(row[0]) if row[0] is not None else 0
         if position is not None and position > confirmed:
             conn.execute(
                 text("SELECT pg_replication_slot_advance(:slot, CAST(:to AS pg_lsn))"),
@@ -330,6 +348,8 @@ class LogicalSource(SQLSource):
         try:
             with self._connect(write=True) as conn, conn.begin():
                 self._advance(conn, upto)
+        except _SlotGone:
+            return  # the next read creates it again and reconciles
         except SQLAlchemyError as exc:
             if "is active for PID" not in str(exc):
                 raise SourceError(
@@ -356,6 +376,10 @@ class LogicalSource(SQLSource):
                 ),
                 {"slot": self.slot},
             )
+
+
+class _SlotGone(Exception):
+    """The slot does not exist (dropped) or lost the WAL it needs (invalidated)."""
 
 
 def _visible(commits: list[Commit], xmax: int, xip: set[int]) -> list[Commit]:
