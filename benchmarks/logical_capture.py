@@ -18,10 +18,12 @@ Propagation: ``workers`` ``serve`` processes over acme billing with ``--capture 
 from __future__ import annotations
 
 import asyncio
+import json
 import multiprocessing as mp
 import os
 import random
 import statistics
+import sys
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -31,8 +33,9 @@ from typing import Any
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server import SQLTable
 
+from . import loadgen
 from .common import Check, StudyResult, _commit, markdown_table
-from .production import DOMAIN, _propagate, _quantile, _writer
+from .production import DOMAIN, _quantile, _Writer, _writer
 from .servers import serve_command
 from .two_writers import TABLES, _make
 
@@ -50,7 +53,7 @@ class Size:
     workers: int = 4
 
 
-FULL = Size(rows=10_000, seconds=5.0, rounds=3, trials=200)
+FULL = Size(rows=10_000, seconds=5.0, rounds=3, trials=100)
 QUICK = Size(rows=1_000, seconds=1.0, rounds=1, trials=10, workers=2)
 
 
@@ -119,6 +122,66 @@ def _propagation(database: str, capture: str, size: Size) -> dict[str, Any]:
     }
 
 
+async def _propagate(ports: list[int], writer: _Writer, trials: int) -> list[list[float]]:
+    """Per trial, each worker's seconds from the writer's COMMIT to its versions moving."""
+    conns = [await asyncio.open_connection(loadgen.LOOPBACK, port) for port in ports]
+    loop = asyncio.get_running_loop()
+    samples = []
+    try:
+        for trial in range(trials):
+            before = await _settled(*conns[0])
+
+            def commit(code: str = f"LOGICAL{trial}") -> float:
+                writer.commit(code)
+                return time.perf_counter()
+
+            committed = await loop.run_in_executor(None, commit)
+            seen = await asyncio.gather(*(_until_moved(r, w, before) for r, w in conns))
+            samples.append([t - committed for t in seen])
+            await asyncio.sleep(0.05)
+    finally:
+        for _, w in conns:
+            w.close()
+    return samples
+
+
+async def _settled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+    """The version once the worker answers (a loaded machine may make it answer 503 a while)."""
+    deadline = time.perf_counter() + 60
+    while (version := await _version(reader, writer)) is None:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("a worker never answered")
+        await asyncio.sleep(0.05)
+    return version
+
+
+async def _until_moved(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, before: str
+) -> float:
+    deadline = time.perf_counter() + 30
+    while time.perf_counter() < deadline:
+        version = await _version(reader, writer)
+        if version is not None and version != before:
+            return time.perf_counter()
+        await asyncio.sleep(0.001)
+    raise TimeoutError("a worker never saw the change")
+
+
+async def _version(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str | None:
+    """``active_csm_codes``' version, or None when the worker answers without one (503)."""
+    writer.write(b"GET /contract/versions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    body = json.loads(await reader.readexactly(length))
+    versions = body.get("table_versions") if isinstance(body, dict) else None
+    return str(versions["active_csm_codes"]) if versions else None
+
+
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     from tests.support.postgres import PostgresCluster
 
@@ -145,6 +208,7 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
                 rate, cpu = _round(urls[name], size)
                 rates[name].append(rate)
                 cpus[name].append(cpu)
+                print(f"[{NAME}] {name}: {rate:.0f} commits/s, {1e6 * cpu:.1f} µs", file=sys.stderr)
         propagation = {
             capture: _propagation(cluster.database(), capture, size)
             for capture in ("triggers", "logical")
