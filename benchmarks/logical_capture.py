@@ -53,7 +53,7 @@ class Size:
     workers: int = 4
 
 
-FULL = Size(rows=10_000, seconds=5.0, rounds=3, trials=100)
+FULL = Size(rows=10_000, seconds=3.0, rounds=6, trials=100)
 QUICK = Size(rows=1_000, seconds=1.0, rounds=1, trials=10, workers=2)
 
 
