@@ -31,15 +31,17 @@ class ProviderDB:
         self.logical = logical
         """PostgreSQL read by logical decoding (``LogicalSource``) instead of triggers."""
 
-    def source(self, domain: Domain, **options: Any) -> ChangeSource:
+    def source(self, domain: Domain, *, reconcile_interval_s: float | None = 60.0) -> ChangeSource:
         """The change source a worker is opened with: triggers, or logical decoding."""
         if self.logical:
             from invalidation_contracts.server.sql.logical import LogicalSource
 
-            return LogicalSource(self.url, domain.sql_tables, **options)
+            return LogicalSource(
+                self.url, domain.sql_tables, reconcile_interval_s=reconcile_interval_s
+            )
         from invalidation_contracts.server.sql import SQLSource
 
-        return SQLSource(self.url, domain.sql_tables, **options)
+        return SQLSource(self.url, domain.sql_tables, reconcile_interval_s=reconcile_interval_s)
 
     def bypass(self, table: str) -> tuple[str, str]:
         """Statements that stop, then restart, capturing ``table``'s writes (PostgreSQL): its

@@ -28,7 +28,6 @@ import json
 import logging
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from ..._extras import require_extra
 from ..capture.pgoutput import VERSION_PREFIX, Commit, Declared, decode, lsn_text
@@ -39,8 +38,9 @@ from ..domain import SQLTable
 from .capture import DEFAULT_CAPTURE_SCHEMA, PostgresCapture, literal
 from .declare import BoundTable
 from .engine import failure_reason
+from .install import DEFAULT_LOCK_TIMEOUT_S, InstallMode
 from .rewrite import current_images
-from .source import SQLSource, read_tables
+from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource, read_tables
 from .upsert import RowWriter
 
 require_extra("postgres", "psycopg")
@@ -142,11 +142,24 @@ class LogicalSource(SQLSource):
         slot: str | None = None,
         publication: str | None = None,
         capture_schema: str = DEFAULT_CAPTURE_SCHEMA,
-        **options: Any,
+        name: str = "sql",
+        install: InstallMode = "auto",
+        lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
+        reconcile_interval_s: float | None = DEFAULT_RECONCILE_INTERVAL_S,
+        batch_records: int = DEFAULT_BATCH_RECORDS,
     ) -> None:
         """``slot``, ``publication``: their names (default: derived from the database and the
         capture schema; a slot's name is unique in the cluster). Other options as ``SQLSource``."""
-        super().__init__(database, tables, capture_schema=capture_schema, **options)
+        super().__init__(
+            database,
+            tables,
+            name=name,
+            capture_schema=capture_schema,
+            install=install,
+            lock_timeout_s=lock_timeout_s,
+            reconcile_interval_s=reconcile_interval_s,
+            batch_records=batch_records,
+        )
         if self.engine.dialect.name != "postgresql":
             raise ValueError("logical decoding needs PostgreSQL, not " + self.engine.dialect.name)
         default = hashlib.sha256(
