@@ -29,6 +29,7 @@ from . import (
     dependencies,
     harness_throughput,
     learned_cost,
+    logical_capture,
     mcp_conditional,
     mcp_keepalive,
     mcp_proxy,
@@ -74,6 +75,7 @@ MODULES: tuple[ModuleType, ...] = (
     consumer_cost,
     learned_cost,
     mcp_proxy_stale,
+    logical_capture,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

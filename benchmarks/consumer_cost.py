@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from invalidation_contracts.protocol.models import TableTransition
+from invalidation_contracts.server.capture.records import CapturedTransaction
 from invalidation_contracts.server.changelog import LogRecord
 from invalidation_contracts.server.registry import Registry, RegistryTransaction, initial_state
-from invalidation_contracts.server.sql.images import CapturedTransaction
 from invalidation_contracts.server.tables import Snapshot
 from invalidation_contracts.server.transitions import apply_changes
 

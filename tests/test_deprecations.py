@@ -103,3 +103,21 @@ def test_the_operator_view_left_the_client_for_the_command_line(name):
         value = getattr(old, name)
 
     assert value is getattr(home, name)
+
+
+CAPTURE_MOVES = [
+    ("invalidation_contracts.server.ingest", "ingest", "server.capture.steps"),
+    ("invalidation_contracts.server.ingest", "SourceError", "server.capture.steps"),
+    ("invalidation_contracts.server.change_source", "ChangeSource", "server.capture.source"),
+    ("invalidation_contracts.server.sql.images", "CapturedTransaction", "server.capture.records"),
+]
+
+
+@pytest.mark.parametrize(("module", "name", "home"), CAPTURE_MOVES)
+def test_a_capture_name_at_its_old_home_warns_and_is_the_cores(module, name, home):
+    old = importlib.import_module(module)
+
+    with pytest.warns(DeprecationWarning, match=rf"use invalidation_contracts\.{home}\.{name}"):
+        value = getattr(old, name)
+
+    assert value is getattr(importlib.import_module(f"invalidation_contracts.{home}"), name)

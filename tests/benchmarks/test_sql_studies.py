@@ -51,3 +51,16 @@ def test_the_consumer_study_compares_the_index_with_the_scan_and_times_a_backlog
         "no-op, scan (before)",
     }
     assert result.data["backlog"]["seconds"] > 0
+
+
+@pytest.mark.postgres
+@pytest.mark.workers
+def test_the_logical_capture_study_compares_both_sources_with_uncaptured_writers(
+    tmp_path: Path,
+) -> None:
+    from benchmarks import logical_capture
+
+    result = logical_capture.run(quick=True, out_dir=tmp_path)
+    assert "|---" in result.markdown
+    assert set(result.data["rates"]) == {"uncaptured", "triggers", "logical"}
+    assert set(result.data["propagation"]) == {"triggers", "logical"}

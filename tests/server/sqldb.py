@@ -11,16 +11,55 @@ from typing import Any
 
 import pytest
 
+from invalidation_contracts.server import Domain
+from invalidation_contracts.server.capture import ChangeSource
+
 BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+#: The backends and, on PostgreSQL, both change sources: triggers (default) and logical decoding.
+SOURCES = [*BACKENDS, pytest.param("logical", marks=pytest.mark.postgres)]
+#: PostgreSQL with each change source.
+PG_SOURCES = [pytest.param(k, marks=pytest.mark.postgres) for k in ("postgres", "logical")]
 
 
 class ProviderDB:
     """One database: ``url`` for the library, ``run``/``script`` for an outside writer."""
 
-    def __init__(self, kind: str, url: str, raw: str) -> None:
+    def __init__(self, kind: str, url: str, raw: str, *, logical: bool = False) -> None:
         self.kind = kind
         self.url = url
         self.raw = raw
+        self.logical = logical
+        """PostgreSQL read by logical decoding (``LogicalSource``) instead of triggers."""
+
+    def source(self, domain: Domain, *, reconcile_interval_s: float | None = 60.0) -> ChangeSource:
+        """The change source a worker is opened with: triggers, or logical decoding."""
+        if self.logical:
+            from invalidation_contracts.server.sql.logical import LogicalSource
+
+            return LogicalSource(
+                self.url, domain.sql_tables, reconcile_interval_s=reconcile_interval_s
+            )
+        from invalidation_contracts.server.sql import SQLSource
+
+        return SQLSource(self.url, domain.sql_tables, reconcile_interval_s=reconcile_interval_s)
+
+    def bypass(self, table: str) -> tuple[str, str]:
+        """Statements that stop, then restart, capturing ``table``'s writes (PostgreSQL): its
+        trigger disabled, or the table taken out of the publication logical decoding reads."""
+        if self.logical:
+            return (
+                f"ALTER PUBLICATION ic_capture DROP TABLE {table}",
+                f"ALTER PUBLICATION ic_capture ADD TABLE {table}",
+            )
+        return (
+            f"ALTER TABLE {table} DISABLE TRIGGER ic_capture",
+            f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER ic_capture",
+        )
+
+    def skip_triggers_only(self, why: str) -> None:
+        """Skip a test of the trigger capture's own machinery under logical decoding."""
+        if self.logical:
+            pytest.skip(f"triggers only: {why}")
 
     def script(self, *statements: str) -> None:
         """Run ``statements`` in one transaction, as another program would."""
@@ -64,4 +103,4 @@ def provider_db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Prov
         yield ProviderDB("sqlite", f"sqlite:///{path}", str(path))
     else:
         url = request.getfixturevalue("postgres_url")
-        yield ProviderDB("postgres", url, url)
+        yield ProviderDB("postgres", url, url, logical=request.param == "logical")

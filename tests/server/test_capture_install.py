@@ -14,7 +14,7 @@ from tests.server.sqldb import ProviderDB
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.server import Domain, SQLTable
-from invalidation_contracts.server.ingest import SourceError
+from invalidation_contracts.server.capture.steps import SourceError
 from invalidation_contracts.server.sql import DeclarationError, SQLSource
 from invalidation_contracts.server.worker.runtime import open_runtime
 

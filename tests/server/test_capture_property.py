@@ -127,7 +127,7 @@ def test_a_frontier_consumes_every_committed_transaction_once_and_skips_none(
     with a batch limit or none. A frontier
     never counts as consumed a transaction whose records were not returned, and once every
     transaction has ended an unlimited read leaves nothing unreturned."""
-    from invalidation_contracts.server.sql.images import Frontier
+    from invalidation_contracts.server.capture.records import Frontier
 
     ends = {i + 1: i + span + 1 for i, (span, _, _) in enumerate(lives)}
     committed = {i + 1 for i, (_, ok, _) in enumerate(lives) if ok}

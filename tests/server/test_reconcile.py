@@ -11,10 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
+from tests.server.sqldb import PG_SOURCES, SOURCES, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
-from invalidation_contracts.server.sql import SQLSource
 from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 SCHEMA = (
@@ -34,14 +33,19 @@ def shipping() -> Domain:
     )
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=SOURCES)
 def pdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
+    yield from provider_db(request, tmp_path)
+
+
+@pytest.fixture(params=PG_SOURCES)
+def pg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
     yield from provider_db(request, tmp_path)
 
 
 class Worker:
     def __init__(self, pdb: ProviderDB, store: str, interval: float | None) -> None:
-        self.source = SQLSource(pdb.url, shipping().sql_tables, reconcile_interval_s=interval)
+        self.source = pdb.source(shipping(), reconcile_interval_s=interval)
         self.runtime: Runtime = open_runtime(shipping(), store=store, database=self.source)
 
     @property
@@ -76,18 +80,17 @@ def assert_reconciled(worker: Worker, since: int, epoch: str, rows: list[tuple[s
 
 @pytest.mark.postgres
 def test_a_write_with_the_trigger_disabled_is_reconciled_with_the_exact_row_diff(
-    postgres_url: str, tmp_path: Path
+    pg: ProviderDB,
 ) -> None:
-    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+    pdb = pg
     pdb.script(*SCHEMA)
-    worker = Worker(pdb, postgres_url, interval=None)
+    worker = Worker(pdb, pdb.url, interval=None)
     try:
         before = worker.state
-        pdb.script(
-            "ALTER TABLE zones DISABLE TRIGGER ic_capture",
-            "UPDATE zones SET surcharge = 1999 WHERE country = 'NO'",
-            "ALTER TABLE zones ENABLE ALWAYS TRIGGER ic_capture",
-        )
+        stop, restart = pdb.bypass("zones")
+        pdb.script(stop)
+        pdb.script("UPDATE zones SET surcharge = 1999 WHERE country = 'NO'")
+        pdb.script(restart)
         assert ingest(worker.runtime.registry, worker.source) is False, "the capture missed it"
         assert reconcile(worker) is True
         assert_reconciled(worker, before.seq, before.epoch, [("NO", "changed")])
@@ -97,13 +100,10 @@ def test_a_write_with_the_trigger_disabled_is_reconciled_with_the_exact_row_diff
         worker.close()
 
 
-@pytest.mark.postgres
-def test_a_write_under_session_replication_role_replica_is_captured(
-    postgres_url: str,
-) -> None:
-    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+def test_a_write_under_session_replication_role_replica_is_captured(pg: ProviderDB) -> None:
+    pdb = pg
     pdb.script(*SCHEMA)
-    worker = Worker(pdb, postgres_url, interval=None)
+    worker = Worker(pdb, pdb.url, interval=None)
     try:
         before = worker.state
         pdb.script(
@@ -117,13 +117,12 @@ def test_a_write_under_session_replication_role_replica_is_captured(
         worker.close()
 
 
-@pytest.mark.postgres
 def test_a_drop_and_recreate_table_swap_is_reconciled_and_the_capture_reinstalled(
-    postgres_url: str,
+    pg: ProviderDB,
 ) -> None:
-    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+    pdb = pg
     pdb.script(*SCHEMA)
-    worker = Worker(pdb, postgres_url, interval=None)
+    worker = Worker(pdb, pdb.url, interval=None)
     try:
         before = worker.state
         pdb.script(
@@ -172,9 +171,10 @@ def test_a_running_worker_reconciles_periodically_by_itself(
         drop = (
             "DROP TRIGGER ic_capture_zones_delete"
             if pdb.kind == "sqlite"
-            else "ALTER TABLE zones DISABLE TRIGGER ic_capture"
+            else pdb.bypass("zones")[0]
         )
-        pdb.script(drop, "DELETE FROM zones WHERE country = 'DE'")
+        pdb.script(drop)
+        pdb.script("DELETE FROM zones WHERE country = 'DE'")
         deadline = time.monotonic() + 30
         while worker.state.seq == before.seq and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -190,22 +190,17 @@ def test_an_unchanged_table_is_reconciled_without_a_change(worker: Worker) -> No
     assert worker.state is before or worker.state.seq == before.seq
 
 
-@pytest.mark.postgres
-def test_a_verified_digest_spares_reading_a_table_and_a_bypass_still_shows(
-    postgres_url: str,
-) -> None:
-    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+def test_a_verified_digest_spares_reading_a_table_and_a_bypass_still_shows(pg: ProviderDB) -> None:
+    pdb = pg
     pdb.script(*SCHEMA)
-    worker = Worker(pdb, postgres_url, interval=None)
+    worker = Worker(pdb, pdb.url, interval=None)
     try:
         reconcile(worker)  # digests verified at the registry's versions
         marks = {n: f"{worker.state.epoch}/{t.version}" for n, t in worker.state.tables.items()}
         batch = worker.source.read(worker.runtime.registry.position("sql"), full=True, marks=marks)
         assert batch.skipped == {"zones", "carriers"}
-        pdb.script(
-            "ALTER TABLE carriers DISABLE TRIGGER ic_capture",
-            "UPDATE carriers SET successor = 'ups' WHERE code = 'dhl'",
-        )
+        pdb.script(pdb.bypass("carriers")[0])
+        pdb.script("UPDATE carriers SET successor = 'ups' WHERE code = 'dhl'")
         batch = worker.source.read(worker.runtime.registry.position("sql"), full=True, marks=marks)
         assert batch.skipped == {"zones"}, "the bypassed table's digest moved: its rows are read"
     finally:

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from tests.server.sqldb import BACKENDS, ProviderDB, provider_db
+from tests.server.sqldb import PG_SOURCES, SOURCES, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
 from invalidation_contracts.server.worker.runtime import Runtime, open_runtime
@@ -34,8 +34,15 @@ def with_funding() -> Domain:
     )
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=SOURCES)
 def pdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
+    db = next(provider_db(request, tmp_path))
+    db.script(*SCHEMA)
+    yield db
+
+
+@pytest.fixture(params=PG_SOURCES)
+def pg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
     db = next(provider_db(request, tmp_path))
     db.script(*SCHEMA)
     yield db
@@ -43,7 +50,7 @@ def pdb(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
 
 def opened(pdb: ProviderDB, tmp_path: Path, domain: Domain) -> Runtime:
     store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
-    return open_runtime(domain, store=store, database=pdb.url)
+    return open_runtime(domain, store=store, database=pdb.source(domain))
 
 
 def reopen(pdb: ProviderDB, tmp_path: Path, first: Domain, then: Domain) -> tuple[object, Runtime]:
@@ -120,12 +127,10 @@ def test_a_column_added_to_a_declared_table_is_a_change_set_of_changed_rows(
         runtime.close()
 
 
-@pytest.mark.postgres
 def test_a_column_dropped_from_a_declared_table_is_a_change_set_on_postgresql(
-    postgres_url: str, tmp_path: Path
+    pg: ProviderDB, tmp_path: Path
 ) -> None:
-    pdb = ProviderDB("postgres", postgres_url, postgres_url)
-    pdb.script(*SCHEMA)
+    pdb = pg
     runtime = opened(pdb, tmp_path, plans_only())
     before = runtime.registry.state
     runtime.close()

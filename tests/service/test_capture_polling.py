@@ -56,8 +56,18 @@ def rotate(code: str) -> str:
     return f"UPDATE active_csm_codes SET code = '{code}' WHERE key = 'plan_partner_growth'"
 
 
-def serve_workers(stack: ExitStack, database: str, logs: Path) -> str:
+#: Both change sources: the lead and its hand-over work the same way for each.
+CAPTURES = ["triggers", "logical"]
+
+
+def lead_of(capture: str) -> str:
+    """The advisory lock the worker leading ``capture`` holds."""
+    return LEAD if capture == "triggers" else f"ic-ingest:{DEFAULT_CAPTURE_SCHEMA}_logical"
+
+
+def serve_workers(stack: ExitStack, database: str, logs: Path, capture: str = "triggers") -> str:
     args = ["--domain", "acme_billing", "--database", database, "--db", database]
+    args += ["--capture", capture]
     return stack.enter_context(serving([*args, "--workers", "2"], logs))
 
 
@@ -129,11 +139,12 @@ def test_a_captured_write_sends_no_notification(acme_postgres: str) -> None:
 
 
 @pytest.mark.workers
+@pytest.mark.parametrize("capture", CAPTURES)
 def test_a_plain_sql_write_reaches_every_worker_with_no_writer_notify(
-    acme_postgres: str, tmp_path: Path
+    acme_postgres: str, tmp_path: Path, capture: str
 ) -> None:
     with ExitStack() as stack:
-        url = serve_workers(stack, acme_postgres, tmp_path / "logs")
+        url = serve_workers(stack, acme_postgres, tmp_path / "logs", capture)
         assert len(leaders(ready_reports(url, 2, 0))) == 1  # one worker polls the capture
         assert [b for b in capture_functions(acme_postgres) if "notify" in b.lower()] == []
         commit(acme_postgres, rotate("POLLED1"))
@@ -143,11 +154,12 @@ def test_a_plain_sql_write_reaches_every_worker_with_no_writer_notify(
 
 
 @pytest.mark.workers
+@pytest.mark.parametrize("capture", CAPTURES)
 def test_a_write_committed_while_the_capture_leader_is_replaced_reaches_every_worker(
-    acme_postgres: str, tmp_path: Path
+    acme_postgres: str, tmp_path: Path, capture: str
 ) -> None:
     with ExitStack() as stack:
-        url = serve_workers(stack, acme_postgres, tmp_path / "logs")
+        url = serve_workers(stack, acme_postgres, tmp_path / "logs", capture)
         before = ready_reports(url, 2, 0)
         [leader] = leaders(before)
         with psycopg.connect(acme_postgres, autocommit=True) as lead:
@@ -155,11 +167,11 @@ def test_a_write_committed_while_the_capture_leader_is_replaced_reaches_every_wo
             os.kill(leader, signal.SIGKILL)
             # Hold the lead as soon as the dead leader's session lets go of it: no worker can
             # take it over, so the write below commits while the capture has no leader.
-            lead.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (LEAD,))
+            lead.execute("SELECT pg_advisory_lock(hashtextextended(%s, 0))", (lead_of(capture),))
             commit(acme_postgres, rotate("HANDOVER1"))
             commit(acme_postgres, "INSERT INTO active_csm_codes VALUES ('k_handover', 'H', 'x')")
             time.sleep(1.5)  # past a heartbeat: the workers look at the capture themselves
-            lead.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (LEAD,))
+            lead.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (lead_of(capture),))
             after = ready_reports(url, 2, 2)
         assert leader not in after and set(after) - set(before), "a new worker replaced it"
         assert set(feed_keys(url)) == {"plan_partner_growth", "k_handover"}

@@ -73,8 +73,11 @@ def acme_postgres(postgres_url: str) -> str:
     return postgres_url
 
 
-def serve_workers(stack: ExitStack, database: str, workers: int, logs: Path) -> str:
+def serve_workers(
+    stack: ExitStack, database: str, workers: int, logs: Path, capture: str = "triggers"
+) -> str:
     args = ["--domain", "acme_billing", "--database", database, "--db", database]
+    args += ["--capture", capture]
     return stack.enter_context(serving([*args, "--workers", str(workers)], logs))
 
 
@@ -126,13 +129,14 @@ def own_cluster() -> Iterator[PostgresCluster]:
 
 @pytest.mark.workers
 @pytest.mark.postgres
+@pytest.mark.parametrize("capture", ["triggers", "logical"])
 def test_workers_answer_503_while_postgresql_restarts_then_recover_by_themselves(
-    own_cluster: PostgresCluster, tmp_path: Path
+    own_cluster: PostgresCluster, tmp_path: Path, capture: str
 ) -> None:
     database = own_cluster.database()
     create_tables(database, get_domain("acme_billing"))
     with ExitStack() as stack:
-        url = serve_workers(stack, database, 2, tmp_path / "logs")
+        url = serve_workers(stack, database, 2, tmp_path / "logs", capture)
         wait_every_worker_ready(url, 2, 0)
         with Probe(url) as probe:
             time.sleep(0.5)

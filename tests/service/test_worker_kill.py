@@ -105,6 +105,8 @@ class Store:
     params=[
         ("sqlite", "kill"),
         pytest.param(("postgres", "kill"), marks=pytest.mark.postgres),
+        # PostgreSQL read by logical decoding (serve --capture logical), killed the same way
+        pytest.param(("logical", "kill"), marks=pytest.mark.postgres),
         # Each named step, at full scale: grid-sized, so in CI's study step (`pytest -m study`);
         # test_registry_crash.py kills a writer at every step of both stores in the default run.
         *[pytest.param(("sqlite", step), marks=pytest.mark.study) for step in STEPS],
@@ -177,6 +179,8 @@ def test_a_worker_killed_with_sigkill_under_writes_serves_no_unverified_stamp_an
 ) -> None:
     catalog = get_catalog("acme_billing")
     args = ["--domain", "acme_billing", "--database", store.database, "--db", store.registry]
+    if store.kind == "logical":
+        args += ["--capture", "logical"]
     token = tmp_path / "crash-token"  # the one crash: taken by the first worker to get there
     env = {}
     if store.death != "kill":

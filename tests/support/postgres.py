@@ -55,7 +55,27 @@ class PostgresCluster:
         except Exception as exc:
             shutil.rmtree(tmp, ignore_errors=True)
             raise PostgresUnavailable(f"embedded PostgreSQL did not start: {exc}") from exc
-        return cls(server.get_uri(), server, tmp)
+        cluster = cls(server.get_uri(), server, tmp)
+        try:
+            cluster.enable_logical_decoding()
+        except Exception:
+            cluster.stop()
+            raise
+        return cluster
+
+    def enable_logical_decoding(self) -> None:
+        """``wal_level = logical`` (and room for a slot per test database), for the logical
+        decoding source's tests: set with ``ALTER SYSTEM``, then the server restarts once."""
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            row = conn.execute("SHOW wal_level").fetchone()
+            if row is not None and row[0] == "logical":
+                return
+            conn.execute("ALTER SYSTEM SET wal_level = logical")
+            conn.execute("ALTER SYSTEM SET max_replication_slots = 200")
+        self.halt()
+        self.resume()
 
     def database(self) -> str:
         """Create a fresh, empty database and return its URL."""
@@ -73,6 +93,12 @@ class PostgresCluster:
 
         name = url.rsplit("/", 1)[1].split("?", 1)[0]
         with psycopg.connect(self.url, autocommit=True) as conn:
+            # A logical replication slot keeps its database from being dropped.
+            slots = "FROM pg_replication_slots WHERE database = %s"
+            conn.execute(
+                f"SELECT pg_terminate_backend(active_pid, 5000) {slots} AND active", (name,)
+            )
+            conn.execute(f"SELECT pg_drop_replication_slot(slot_name) {slots}", (name,))
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         if name in self._databases:
             self._databases.remove(name)

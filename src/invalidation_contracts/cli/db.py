@@ -47,7 +47,7 @@ def register(sub: Subparsers) -> None:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from ..domains import get_domain
-    from ..server.ingest import SourceError
+    from ..server.capture.steps import SourceError
     from ..server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
     from ..server.sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..server.sql.install import DEFAULT_LOCK_TIMEOUT_S

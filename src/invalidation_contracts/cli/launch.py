@@ -34,6 +34,9 @@ class AppSpec:
     level: int = 6
     store: str | None = None
     database: str | None = None
+    capture: str = "triggers"
+    """How the database's writes are captured: ``triggers`` (``SQLSource``, the default) or
+    ``logical`` (``LogicalSource``: PostgreSQL logical decoding, ``wal_level = logical``)."""
     declarations: str | None = None
     admin_token_env: str = ADMIN_TOKEN_ENV
     protect_graph: bool = False
@@ -63,7 +66,12 @@ class AppSpec:
 
             declared = read_declarations(self.declarations) if self.declarations else None
             domain = sql_domain(domain, declared)
-        app = create_app(domain, self.config(), allowed_hosts=self.allowed_hosts)
+        config = self.config()
+        if self.database is not None and self.capture == "logical":
+            from ..server.sql.logical import LogicalSource
+
+            config = config.replace(database=LogicalSource(self.database, domain.sql_tables))
+        app = create_app(domain, config, allowed_hosts=self.allowed_hosts)
         if self.max_watch_streams is not None:
             app.state.service.watch_max_streams = self.max_watch_streams
         if self.max_watch_per_client is not None:

@@ -52,6 +52,14 @@ def register(sub: Subparsers) -> None:
         "are read from its SQL tables, and every committed write to them is captured",
     )
     p.add_argument(
+        "--capture",
+        choices=("triggers", "logical"),
+        default="triggers",
+        help="with --database: how its writes are captured: triggers (default; SQLite or "
+        "PostgreSQL) or logical (PostgreSQL logical decoding: no trigger on a writer's path; "
+        "needs wal_level = logical)",
+    )
+    p.add_argument(
         "--declare",
         type=Path,
         default=None,
@@ -218,6 +226,8 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
     if (args.declare or args.create_tables) and args.database is None:
         raise UsageError("--declare and --create-tables need --database")
+    if args.capture != "triggers" and args.database is None:
+        raise UsageError("--capture needs --database")
     _known_domain(args.domain)  # an unknown domain is the error to show, before any warning
     require_extra("server", "fastapi", "uvicorn")  # a missing extra is the one line, before any
     store, notice = _history(args)
@@ -233,6 +243,7 @@ def _serve(args: argparse.Namespace) -> int:
         level=args.level,
         store=store,
         database=args.database,
+        capture=args.capture,
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
         protect_graph=args.protect_graph,

@@ -30,7 +30,7 @@ from .worker.timing import (
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-    from .sql.source import SQLSource
+    from .capture.source import ChangeSource
     from .store.base import SQLRegistryStore
     from .store.dialect import Connection
 
@@ -44,7 +44,8 @@ class WorkerConfig:
 
     ``store``: the shared history (SQLite path, ``postgresql://`` URL or an open store; many
     workers point at one) in ``store_schema`` (PostgreSQL); ``database``: the provider's database
-    holding the domain's ``SQLTable``\\ s; ``admin_token``: defaults to
+    holding the domain's ``SQLTable``\\ s (a URL or an engine: a ``SQLSource``, triggers), or any
+    ``ChangeSource`` (``LogicalSource``, a provider's own); ``admin_token``: defaults to
     ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` (with neither, admin routes answer 401);
     ``protect_graph``: ``/contract/graph`` needs the admin token; ``max_body_bytes``: the request
     body cap; ``log_capacity``: changes the registry keeps for ``/contract/changes`` (None: the
@@ -58,7 +59,7 @@ class WorkerConfig:
     level: Level | int | str = Level.RULES_FINGERPRINT
     store: str | Path | SQLRegistryStore[Connection] | None = None
     store_schema: str | None = None
-    database: str | URL | Engine | SQLSource | None = None
+    database: str | URL | Engine | ChangeSource | None = None
     admin_token: str | None = None
     protect_graph: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
@@ -102,7 +103,7 @@ class WorkerOptions(TypedDict, total=False):
     level: Level | int | str
     store: str | Path | SQLRegistryStore[Connection] | None
     store_schema: str | None
-    database: str | URL | Engine | SQLSource | None
+    database: str | URL | Engine | ChangeSource | None
     admin_token: str | None
     protect_graph: bool
     max_body_bytes: int

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .change_source import ChangeSource, CommitProbe
+    from .capture.source import ChangeSource, CommitProbe
 
 
 class QuietCheck:

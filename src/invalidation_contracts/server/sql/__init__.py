@@ -9,8 +9,8 @@ does no I/O. Needs the ``sql`` extra (and ``postgres`` for PostgreSQL).
 
 from __future__ import annotations
 
+from ..capture.steps import SourceError
 from ..domain import SQLTable
-from ..ingest import SourceError
 from .declare import BoundTable, DeclarationError, bind
 from .seed import create_tables, read_declarations, sql_domain
 from .source import SQLSource

@@ -26,9 +26,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
 from ..._extras import require_extra
+from ..capture.records import Captured, Frontier
 from .declare import BoundTable, Column
 from .guards import pg_declared_check, pg_value_checks, sqlite_checks
-from .images import Captured, Frontier
 from .quarantine import QuarantineTable
 
 require_extra("sql", "sqlalchemy")

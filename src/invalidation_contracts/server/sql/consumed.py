@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..capture.records import Captured, Frontier
 from .capture import PostgresCapture
-from .images import Captured, Frontier
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Connection

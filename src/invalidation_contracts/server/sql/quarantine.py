@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable
 
 from ..._extras import require_extra
-from .images import QuarantineEntry
+from ..capture.records import QuarantineEntry
 
 require_extra("sql", "sqlalchemy")
 

@@ -15,9 +15,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ..capture.records import DELETE, TRUNCATE, UPSERT, Captured
 from .capture import CaptureDialect
 from .declare import BoundTable
-from .images import DELETE, TRUNCATE, UPSERT, Captured
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection

@@ -17,15 +17,15 @@ from typing import Any
 
 from ..._extras import require_extra
 from ...protocol.problems import ProtocolError
-from ..change_source import CommitProbe, Wakeup
+from ..capture.records import CaptureBatch, QuarantineEntry, key_text, row_value
+from ..capture.source import CommitProbe, Wakeup
+from ..capture.steps import SourceError
 from ..domain import SQLTable
-from ..ingest import SourceError
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .consumed import ConsumedCapture
 from .declare import BoundTable, bind
 from .engine import failure_reason, make_engine
-from .images import CaptureBatch, QuarantineEntry, key_text, row_value
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
 from .upsert import RowWriter

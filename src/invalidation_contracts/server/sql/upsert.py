@@ -25,7 +25,7 @@ from sqlalchemy.exc import (
 )
 
 from ...protocol.problems import ProblemType, ProtocolError
-from ..ingest import SourceError
+from ..capture.steps import SourceError
 from .capture import CaptureDialect
 from .declare import BoundTable
 from .engine import failure_reason

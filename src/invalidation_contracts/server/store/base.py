@@ -38,7 +38,7 @@ from .dialect import Connection, DB_co, Dialect, SQLLoader, Statements, StorageE
 from .highwater import HighWater, Mark
 
 if TYPE_CHECKING:
-    from ..change_source import Wakeup
+    from ..capture.source import Wakeup
 
 DEFAULT_LOG_CAPACITY = 10_000
 

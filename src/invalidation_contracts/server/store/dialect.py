@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from ..tables import Snapshot
 
 if TYPE_CHECKING:
-    from ..change_source import Wakeup
+    from ..capture.source import Wakeup
 
 TABLES = ("meta", "tables", "rows", "rules", "log", "positions")
 

@@ -1,6 +1,6 @@
 """A wake-up on commits to a SQLite file (Linux ``inotify``), so a worker sleeps instead of polling.
 
-``FileWakeup`` is a ``change_source.Wakeup`` whose ``fileno`` is an inotify descriptor watching
+``FileWakeup`` is a ``capture.source.Wakeup`` whose ``fileno`` is an inotify descriptor watching
 the database's directory; the follower ``select``s on it like on a PostgreSQL ``LISTEN``
 connection. A commit by any process writes the file, its ``-wal`` or its ``-journal`` (or creates,
 renames or deletes one of them), which queues an event; ``drain`` consumes the queue without
@@ -79,7 +79,7 @@ class FileWakeup:
 
 
 class CaptureWakeup(FileWakeup):
-    """A SQLite capture's wake-up and the worker's bid for its lead (``change_source.LeadWakeup``
+    """A SQLite capture's wake-up and the worker's bid for its lead (``capture.source.LeadWakeup``
     without ``changed``): the worker that holds ``flock`` on ``<database>-lead`` (released by the
     kernel when it dies) consumes the capture when a commit wakes it; the others ignore the
     capture's events — the leader's registry commit wakes them — so a commit does not send every

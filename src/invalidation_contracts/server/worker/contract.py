@@ -32,9 +32,9 @@ from ...protocol.models import (
 from ...protocol.problems import ProblemType, ProtocolError
 from ..asked import PLAIN, Asked
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
+from ..capture.steps import SourceError
 from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig, WorkerOptions
 from ..domain import Domain, Route
-from ..ingest import SourceError
 from ..provider import Outcome, Provider
 from ..registry import Registry
 from ..rules import Rule

@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._deprecation import moved_names
-from ..ingest import ingest
+from ..capture.steps import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
 from .health import FollowerState, Health, HealthRecord
@@ -40,7 +40,7 @@ from .wakeups import Wakeups
 from .watchdog import Watchdog
 
 if TYPE_CHECKING:
-    from ..change_source import ChangeSource
+    from ..capture.source import ChangeSource
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
 

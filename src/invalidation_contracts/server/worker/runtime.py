@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
+from ..capture.steps import SourceError, consume, ingest, trim
 from ..config import WorkerConfig, WorkerOptions
 from ..domain import Domain
-from ..ingest import SourceError, consume, ingest, trim
 from ..origin import change_origin
 from ..registry import Registry
 from ..tables import Snapshot
@@ -28,9 +28,8 @@ from ..versions import check_version
 if TYPE_CHECKING:
     from sqlalchemy.engine import URL, Engine
 
-    from ..change_source import ChangeSource
-    from ..sql.images import QuarantineEntry
-    from ..sql.source import SQLSource
+    from ..capture.records import QuarantineEntry
+    from ..capture.source import ChangeSource
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
 from .follower import Follower, FollowerState
@@ -163,11 +162,11 @@ class Runtime:
                     ProblemType.INTERNAL, f"the write to {table!r} was not captured"
                 )
             result = mine[-1][table]
-        trim(source, tx.positions[source.name])
+        trim(source, tx.positions.get(source.name))
         return result
 
     def quarantined(self) -> list[QuarantineEntry]:
-        """Every SQL source's quarantined rows (``sql.images.QuarantineEntry``; reads the
+        """Every SQL source's quarantined rows (``capture.records.QuarantineEntry``; reads the
         database)."""
         return [entry for source in self.sources for entry in source.quarantined()]
 
@@ -221,7 +220,7 @@ def open_runtime(
 
     ``config.store``: where the shared history lives — a SQLite path, a ``postgresql://`` URL, or
     an open store (the caller closes it); ``config.database``: the provider's database holding the
-    domain's ``SQLTable``\\ s (a URL, an engine or a ``SQLSource``); ``registry``: serve an
+    domain's ``SQLTable``\\ s (a URL, an engine, or any ``ChangeSource``); ``registry``: serve an
     existing in-memory registry instead (no store, no SQL tables). With neither store nor
     registry, a fresh in-memory registry.
     """
@@ -293,16 +292,19 @@ def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], 
 
 
 def _source(
-    domain: Domain, database: str | URL | Engine | SQLSource, store_schema: str | None
+    domain: Domain, database: str | URL | Engine | ChangeSource, store_schema: str | None
 ) -> ChangeSource:
-    """The SQL source of ``domain``'s tables. Its capture lives in the registry's schema (the
-    default one for a SQLite registry): two providers with registries of their own on one
-    database capture apart (their own lead, consumer and trim), never into one another's."""
+    """``database`` itself when it is a ``ChangeSource`` (any: triggers, logical decoding, a
+    provider's own), else the trigger capture over that URL or engine. That capture lives in the
+    registry's schema (the default one for a SQLite registry): two providers with registries of
+    their own on one database capture apart (their own lead, consumer and trim)."""
+    from ..capture.source import ChangeSource
+
+    if isinstance(database, ChangeSource):
+        return database
     from ..sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..sql.source import SQLSource
 
-    if isinstance(database, SQLSource):
-        return database
     return SQLSource(
         database, domain.sql_tables, capture_schema=store_schema or DEFAULT_CAPTURE_SCHEMA
     )

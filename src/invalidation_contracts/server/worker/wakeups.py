@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeGuard
 from ..store.inotify import FileWakeup
 
 if TYPE_CHECKING:
-    from ..change_source import LeadWakeup, Wakeup
+    from ..capture.source import LeadWakeup, Wakeup
 
 SETTLE_POLLS = 5
 """After an event on a SQLite file, a worker looks again for this many poll intervals: a WAL
