@@ -178,6 +178,10 @@ def one_run(where: str, work: Path, entries: int, writers: int, kill: bool) -> d
     during = sorted(
         t1 - t0 for log in logs for t0, t1 in log["calls"] if move.get("t0", 0) <= t0 <= end
     )
+    start = move.get("t0", 0.0)
+    before = sorted(
+        t1 - t0 for log in logs for t0, t1 in log["calls"] if start - 2.0 <= t0 < start
+    )
     final = open_memory(where, entries, "lazy")
     left = on_catalog(final.entries(ORIGIN))
     final.close()
@@ -191,6 +195,7 @@ def one_run(where: str, work: Path, entries: int, writers: int, kill: bool) -> d
         "p50_s": _pct(during, 0.5),
         "p99_s": _pct(during, 0.99),
         "max_s": during[-1] if during else None,
+        "p99_before_s": _pct(before, 0.99),
         "giveups": sum(log["giveups"] for log in logs),
         "stale": sum(log["stale"] for log in logs),
         "served_after": sum(log["served_after"] for log in logs),
@@ -244,6 +249,7 @@ def report(results: list[dict[str, Any]]) -> str:
             str(r["calls"]),
             _ms(r["p50_s"]),
             f"**{_ms(r['p99_s'])}**",
+            _ms(r["p99_before_s"]),
             _ms(r["max_s"]),
             str(r["giveups"]),
             f"{r['stale']} / {r['served_after']:,}",
@@ -264,6 +270,7 @@ def report(results: list[dict[str, Any]]) -> str:
                 "writer calls during the move",
                 "p50 (ms)",
                 "p99 (ms)",
+                "p99 in the 2 s before (ms)",
                 "max (ms)",
                 "give-ups",
                 "stale / served after commit",
