@@ -106,7 +106,7 @@ def writer(where: str, entries: int, idx: int, out: str, moved: str, stop: str) 
                 found = memory.lookup(ORIGIN, DRAFT, operation="op").entries
                 log["served_after"] += len(found)
                 log["stale"] += on_catalog(found)
-            if i % 50 == 0:
+            if i % 20 == 0:
                 Path(out).write_text(json.dumps(log))
     finally:
         Path(out).write_text(json.dumps(log))
@@ -130,9 +130,7 @@ def seed(where: str, entries: int) -> int:
     memory = open_memory(where, entries)
     for start in range(0, entries, 250):
         names = [f"c{start + k}" for k in range(min(250, entries - start))]
-        memory.observe(
-            ORIGIN, observed([suggestion(n, "catalog") for n in names]), operation="op"
-        )
+        memory.observe(ORIGIN, observed([suggestion(n, "catalog") for n in names]), operation="op")
     held = on_catalog(memory.entries(ORIGIN))
     memory.close()
     return held
@@ -150,7 +148,12 @@ def one_run(where: str, work: Path, entries: int, writers: int, kill: bool) -> d
     ]
     for p in procs:
         p.start()
-    time.sleep(3.0)  # the writers' imports and first writes
+    deadline = time.monotonic() + 60  # the writers' imports and first writes (≥ 20 calls each)
+    while time.monotonic() < deadline and not all(
+        (work / f"w{i}.json").exists() for i in range(writers)
+    ):
+        time.sleep(0.05)
+    time.sleep(2.0)  # the baseline: writers' calls in the 2 s before the move
     mv = SPAWN.Process(target=mover, args=(where, entries, str(work / "mover.json"), moved))
     mv.start()
     if kill:
@@ -179,9 +182,7 @@ def one_run(where: str, work: Path, entries: int, writers: int, kill: bool) -> d
         t1 - t0 for log in logs for t0, t1 in log["calls"] if move.get("t0", 0) <= t0 <= end
     )
     start = move.get("t0", 0.0)
-    before = sorted(
-        t1 - t0 for log in logs for t0, t1 in log["calls"] if start - 2.0 <= t0 < start
-    )
+    before = sorted(t1 - t0 for log in logs for t0, t1 in log["calls"] if start - 2.0 <= t0 < start)
     final = open_memory(where, entries, "lazy")
     left = on_catalog(final.entries(ORIGIN))
     final.close()

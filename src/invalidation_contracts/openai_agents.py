@@ -38,7 +38,6 @@ from mcp.client.session import ClientSession  # noqa: E402
 
 from .client.memory import FixMemory  # noqa: E402
 from .mcp.calls import check_apply  # noqa: E402
-from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
 from .mcp.origins import target_origin  # noqa: E402
 from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
 
@@ -71,6 +70,12 @@ class ContractServer(Generic[_Params]):
         watch_listener: Listener | None = None,
         **options: Any,
     ) -> None:
+        origin = origin or self._origin_of(params)
+        if not origin:
+            raise ValueError(
+                f"{type(self).__name__} cannot tell which server it talks to (no url, no "
+                "command): pass origin=, e.g. origin=target_origin(url) (mcp.origins)"
+            )
         options["message_handler"] = message_handler(
             lambda: self.contract, options.get("message_handler")
         )
@@ -79,7 +84,7 @@ class ContractServer(Generic[_Params]):
         self.contract = None
         self._contract_options: dict[str, Any] = {
             "apply": check_apply(apply),
-            "origin": origin or self._origin_of(params) or _BY_SERVER_NAME,
+            "origin": origin,
             "watch": watch,
             "listener": listener,
             "watch_listener": watch_listener,
