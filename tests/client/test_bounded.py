@@ -148,7 +148,6 @@ def test_the_depth_of_any_bytes_is_what_a_byte_by_byte_scan_finds(content):
     assert json_depth(content) == scanned_depth(content)
 
 
-
 def test_the_depth_scan_holds_no_copy_of_a_body_of_many_short_strings():
     keys = [f"r{n:05d}" for n in range(64_000)]  # issue 38, H2: 64 suggestions × 1,000 keys
     body = json.dumps({"tables": [{"keys": keys}]}).encode()
@@ -160,6 +159,7 @@ def test_the_depth_scan_holds_no_copy_of_a_body_of_many_short_strings():
         tracemalloc.stop()
 
     assert peak < len(body) // 10  # re.sub held a piece per string: 20× the body
+
 
 @settings(max_examples=25, deadline=timedelta(seconds=2))
 @example(motif=b'\\"', tail=b"[" * 129)  # the audit's body: '"' + '\\"' * n + '[' * 129
