@@ -235,6 +235,10 @@ def run(stores: list[str], entries: int, runs: int) -> list[dict[str, Any]]:
     return results
 
 
+def _ratio(during: float | None, before: float | None) -> str:
+    return "—" if not during or not before else f"{during / before:.2f}×"
+
+
 def _ms(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds * 1000:,.0f}"
 
@@ -251,6 +255,7 @@ def report(results: list[dict[str, Any]]) -> str:
             _ms(r["p50_s"]),
             f"**{_ms(r['p99_s'])}**",
             _ms(r["p99_before_s"]),
+            _ratio(r["p99_s"], r["p99_before_s"]),
             _ms(r["max_s"]),
             str(r["giveups"]),
             f"{r['stale']} / {r['served_after']:,}",
@@ -272,6 +277,7 @@ def report(results: list[dict[str, Any]]) -> str:
                 "p50 (ms)",
                 "p99 (ms)",
                 "p99 in the 2 s before (ms)",
+                "p99 during / before",
                 "max (ms)",
                 "give-ups",
                 "stale / served after commit",
