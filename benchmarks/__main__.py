@@ -32,6 +32,7 @@ from . import (
     mcp_conditional,
     mcp_keepalive,
     mcp_proxy,
+    mcp_proxy_stale,
     observe_overhead,
     pg_replica,
     production,
@@ -72,6 +73,7 @@ MODULES: tuple[ModuleType, ...] = (
     stale_transports,
     consumer_cost,
     learned_cost,
+    mcp_proxy_stale,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from invalidation_contracts.client.events import Evicted, FetchChanges
-from invalidation_contracts.client.index import OriginIndex
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.memory import FixMemory
+from invalidation_contracts.client.shared.index import OriginIndex
 from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol.models import ChangesFeed, RowChange, TableTransition
 

@@ -1,6 +1,6 @@
 """Study — what the local memory proxy adds to a host's tool call (issue 36).
 
-One host process (the official Python SDK's ``Client``) holds three stdio sessions at once: one
+One host process (the official Python SDK's ``Client``) holds four stdio sessions at once: one
 straight to ``serve-mcp --domain acme_billing --ephemeral`` (a child process), one through
 ``mcp-proxy`` fronting its own such ``serve-mcp`` (a child and a grandchild), and the library's
 in-process ``ContractSession`` over a third (the memory without the proxy's hop). All make the same
@@ -9,11 +9,14 @@ through the proxy each call is a memory lookup, a patch that changes nothing, th
 result read into the memory and the model view built. The calls take turns one by one (a burst
 of load on the shared machine lands on both); latency is measured at the host, the ratio is the
 median of per-round p50 ratios, and the CPU of every process of each path (host excluded: the
-same code on both) is read from ``/proc`` per call.
+same code on both) is read from ``/proc`` per call. A fourth session goes through
+``benchmarks.relay`` (a process that copies lines and interprets nothing): the floor of one more
+process on the path, which no proxy can go under.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -37,6 +40,10 @@ OPERATION = "POST /v1/subscriptions"
 TOOL = "create_subscription"
 STRAIGHT = "straight to serve-mcp"
 PROXIED = "through mcp-proxy"
+RELAY = "through a relay that interprets nothing (the floor of one more process)"
+#: Another tree's ``src`` to time its proxy beside this one's (before/after in one run).
+BASELINE_ENV = "IC_PROXY_BASELINE_SRC"
+BASELINE = "through mcp-proxy of the baseline tree (`$IC_PROXY_BASELINE_SRC`)"
 LIBRARY = "in process: ContractSession over serve-mcp (the library's memory, no proxy)"
 
 
@@ -92,45 +99,71 @@ async def _measure(size: Size, memory: Path) -> dict[str, Any]:
     draft = get_catalog(DOMAIN).family("control-partner-starter").draft()
     env = dict(os.environ)
     straight_params = StdioServerParameters(command=_server()[0], args=_server()[1:], env=env)
-    proxy_cmd = [
+    hosts = {
+        STRAIGHT: straight_params,
+        PROXIED: _proxy(memory, env),
+        RELAY: _params([sys.executable, "-m", "benchmarks.relay", *_server()], env),
+    }
+    baseline = os.environ.get(BASELINE_ENV)
+    if baseline:  # the same proxy command, importing another tree (before/after in one run)
+        hosts[BASELINE] = _proxy(
+            memory.with_name("baseline.sqlite"), {**env, "PYTHONPATH": baseline}
+        )
+    async with contextlib.AsyncExitStack() as stack:
+        clients: dict[str, Any] = {}
+        pids: dict[str, list[int]] = {}
+        seen = set(_children(os.getpid()))
+        for name, params in hosts.items():
+            clients[name] = await stack.enter_async_context(Client(params))
+            now = set(_children(os.getpid()))
+            pids[name], seen = sorted(now - seen), now
+        kept = await stack.enter_async_context(
+            AsyncFixMemory("row", store=memory.with_name("library.sqlite"))
+        )
+        library = await stack.enter_async_context(connect(straight_params, kept))
+        pids[LIBRARY] = sorted(set(_children(os.getpid())) - seen)
+        return await _rounds(size, clients, library, draft, pids)
+
+
+def _params(argv: list[str], env: dict[str, str]) -> Any:
+    from mcp import StdioServerParameters
+
+    return StdioServerParameters(command=argv[0], args=argv[1:], env=env)
+
+
+def _proxy(memory: Path, env: dict[str, str]) -> Any:
+    """``mcp-proxy --memory memory -- serve-mcp ...`` as a host spawns it."""
+    argv = [
         *(sys.executable, "-m", "invalidation_contracts.cli", "mcp-proxy"),
         *("--memory", str(memory), "--", *_server()),
     ]
-    proxied_params = StdioServerParameters(command=proxy_cmd[0], args=proxy_cmd[1:], env=env)
-    before = set(_children(os.getpid()))
-    async with Client(straight_params) as straight:
-        straight_pids = sorted(set(_children(os.getpid())) - before)
-        seen = set(_children(os.getpid()))
-        async with Client(proxied_params) as proxied:
-            proxied_pids = sorted(set(_children(os.getpid())) - seen)
-            seen |= set(proxied_pids)
-            async with (
-                AsyncFixMemory("row", store=memory.with_name("library.sqlite")) as kept,
-                connect(straight_params, kept) as library,
-            ):
-                library_pids = sorted(set(_children(os.getpid())) - seen)
-                pids = {STRAIGHT: straight_pids, PROXIED: proxied_pids, LIBRARY: library_pids}
-                return await _rounds(size, straight, proxied, library, draft, pids)
+    return _params(argv, env)
 
 
 async def _rounds(
     size: Size,
-    straight: Any,
-    proxied: Any,
+    clients: dict[str, Any],
     library: Any,
     draft: dict[str, Any],
     pids: dict[str, list[int]],
 ) -> dict[str, Any]:
-    """The timed calls of each path, in turns (the three sessions are open)."""
-    first = await straight.call_tool(TOOL, draft)  # learn the starter's fix ...
-    await proxied.call_tool(TOOL, draft)  # ... on every path
+    """The timed calls of each path, in turns (every session is open)."""
+    first = await clients[STRAIGHT].call_tool(TOOL, draft)  # learn the starter's fix ...
+    for name, client in clients.items():  # ... on every path
+        if name != STRAIGHT:
+            await client.call_tool(TOOL, draft)
     await library.answer(TOOL, draft)
     fix = json.loads(first.content[0].text)["recovery_feedback"]["suggestions"][0]
     request = {**draft, **fix["parameters"]}
+
+    def call(client: Any) -> Callable[[], Awaitable[Any]]:
+        return lambda: client.call_tool(TOOL, request)
+
     sessions: dict[str, Callable[[], Awaitable[Any]]] = {
-        STRAIGHT: lambda: straight.call_tool(TOOL, request),
-        PROXIED: lambda: proxied.call_tool(TOOL, request),
+        STRAIGHT: call(clients[STRAIGHT]),
+        PROXIED: call(clients[PROXIED]),
         LIBRARY: lambda: library.answer(TOOL, request),
+        **{name: call(c) for name, c in clients.items() if name not in (STRAIGHT, PROXIED)},
     }
     for name, call in sessions.items():
         answer = await call()
@@ -178,6 +211,16 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
     rows.append(["**through / straight**", f"**{ratio:.3f}×**", f"**{cpu_ratio:.3f}×**", "ratio"])
     rows.append(["**added by the proxy**", f"**{added_ms:.2f} ms**", "", ""])
     rows.append(["**through / in process (the hop alone)**", f"**{over_library:.3f}×**", "", ""])
+    relay_ratio = median(
+        _p50(r) / _p50(s) for r, s in zip(rounds[RELAY], rounds[STRAIGHT], strict=True)
+    )
+    rows.append(["**relay / straight (the floor)**", f"**{relay_ratio:.3f}×**", "", ""])
+    baseline_ratio = None
+    if BASELINE in rounds:
+        baseline_ratio = median(
+            _p50(b) / _p50(s) for b, s in zip(rounds[BASELINE], rounds[STRAIGHT], strict=True)
+        )
+        rows.append(["**baseline / straight**", f"**{baseline_ratio:.3f}×**", "", ""])
     met = p50[PROXIED] <= TARGET_RATIO * p50[STRAIGHT] + TARGET_ADDED_MS
     check = Check(
         f"a host's tool call through `mcp-proxy` within {TARGET_RATIO:.2f}× plus "
@@ -192,11 +235,13 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
         "cpu_ms_per_call": {k: 1000 * v for k, v in cpu.items()},
         "cpu_ratio": cpu_ratio,
         "ratio_over_library": over_library,
+        "ratio_relay": relay_ratio,
+        "ratio_baseline": baseline_ratio,
     }
     md = "\n\n".join(
         [
             (
-                f"One host process (the Python SDK's `Client`), three stdio sessions: straight to "
+                f"One host process (the Python SDK's `Client`), four stdio sessions: straight to "
                 f"`serve-mcp --domain {DOMAIN} --ephemeral`, and through `mcp-proxy --memory M -- "
                 f"serve-mcp ...` (its own upstream). The same passing `{TOOL}` call on both (the "
                 "starter draft with its fix in: through the proxy, a lookup, a patch, the call "
@@ -207,7 +252,11 @@ def run(quick: bool = False, out_dir: Any = None) -> StudyResult:
                 "Latency at the host; CPU: every process of the path (the server; the "
                 "proxy and its server), from `/proc`, per call; the host's own CPU is the same "
                 "code on every path and is left out (so the in-process path's CPU shows its "
-                "server's only: its memory runs in the host)."
+                "server's only: its memory runs in the host). Fourth path, the floor of any "
+                "proxy: `python -m benchmarks.relay serve-mcp ...`, a process that copies lines "
+                "both ways and interprets nothing. With `$IC_PROXY_BASELINE_SRC` set, a fifth: "
+                "the same proxy command importing that tree (another checkout's `src`), before "
+                "beside after."
             ),
             markdown_table(["Path", "p50 (ms)", "CPU per call (ms)", "Calls"], rows),
         ]

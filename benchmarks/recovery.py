@@ -29,7 +29,7 @@ import httpx
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
-from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S
+from invalidation_contracts.server.worker.timing import DEFAULT_MAX_LAG_S
 
 from .common import Check, StudyResult, markdown_table
 from .servers import serve_command

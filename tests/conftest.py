@@ -2,7 +2,8 @@
 
 - Under CI, property tests draw the same examples on every run.
 - Tests of real components carry a marker (``postgres``, ``real_model``, ``workers``, ``mcp``,
-  ``frameworks``, ``tau2``: τ²-bench's package, installed without its dependency list).
+  ``frameworks``, ``tau2``: τ²-bench's package, installed without its dependency list;
+  ``pgbouncer``: Debian's binary).
   Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
   prove the real path, not skip it.
 - ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
@@ -38,6 +39,8 @@ REAL_COMPONENT_MARKERS = (
     "browser",
     "frameworks",
     "tau2",
+    "pgbouncer",
+    "prometheus",
 )
 
 

@@ -54,3 +54,52 @@ def test_the_version_is_the_installed_distribution_s():
     assert invalidation_contracts.__version__ == importlib.metadata.version(
         "invalidation-contracts"
     )
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "home"),
+    [
+        ("server.signing", "SigningMiddleware", "server.http.signing.SigningMiddleware"),
+        ("server.store", "RegistryStore", "server.store.base.SQLRegistryStore"),
+        ("server.http.service", "RETRY_AFTER_S", "server.worker.contract.RETRY_AFTER_S"),
+        ("server.http.service", "unavailable", "server.worker.contract.unavailable"),
+    ],
+)
+def test_a_server_name_that_moved_warns_naming_its_home_and_still_imports(module, name, home):
+    # Issue 40: the ASGI adapter left the sans-IO signer; aliases and re-exports left.
+    old = importlib.import_module(f"invalidation_contracts.{module}")
+    new_module, _, new_name = f"invalidation_contracts.{home}".rpartition(".")
+
+    with pytest.warns(DeprecationWarning, match=rf"use invalidation_contracts\.{home} instead"):
+        value = getattr(old, name)
+
+    assert value is getattr(importlib.import_module(new_module), new_name)
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("DEFAULT_STALL_TIMEOUT_S", "timing"),
+        ("STUCK_AFTER_S", "timing"),
+        ("SETTLE_POLLS", "wakeups"),
+        ("open_listeners", "wakeups"),
+    ],
+)
+def test_a_name_that_left_the_follower_warns_naming_its_room(name, home):
+    from invalidation_contracts.server.worker import follower
+
+    with pytest.warns(DeprecationWarning, match=rf"server\.worker\.{home}\.{name} instead"):
+        value = getattr(follower, name)
+
+    assert value is getattr(importlib.import_module(f"{follower.__package__}.{home}"), name)
+
+
+@pytest.mark.parametrize("name", ["OperatorError", "origin_stats", "stats_table"])
+def test_the_operator_view_left_the_client_for_the_command_line(name):
+    from invalidation_contracts.cli import operator as home
+    from invalidation_contracts.client import operator as old
+
+    with pytest.warns(DeprecationWarning, match=r"use invalidation_contracts\.cli\.operator\."):
+        value = getattr(old, name)
+
+    assert value is getattr(home, name)

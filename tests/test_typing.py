@@ -25,10 +25,10 @@ UVICORN = "forwarded verbatim to uvicorn.Config (its keyword options)"
 H11 = "forwarded verbatim to uvicorn's H11Protocol"
 API_ROUTER = "forwarded verbatim to fastapi.APIRouter (its keyword options)"
 SQLALCHEMY = "forwarded verbatim to sqlalchemy.create_engine (its keyword options)"
-MCP_CLIENT = "forwarded verbatim to the MCP SDK's Client (its keyword options)"
-WORKER_OPTIONS = (
-    "WorkerConfig field names of several types, checked by name at runtime "
-    "(WorkerConfig.of / replace); a TypedDict would restate the dataclass"
+
+SESSION_AND = (
+    "SessionOptions' names (checked by the dataclass: mcp.options.split_options), the rest "
+    "forwarded verbatim to "
 )
 MEMORY_CALL = (
     "a memory verb's arguments, forwarded verbatim: the surface is bound by name (_Call), each "
@@ -124,20 +124,22 @@ ALLOWED: dict[str, str] = {
     "httpx/exchange.py::MemoryCall.__init__.**kwargs": MEMORY_CALL,
     "httpx/transport.py::contract_client.**client_kwargs": HTTPX_CLIENT,
     "httpx/transport.py::async_contract_client.**client_kwargs": HTTPX_CLIENT,
+    "adk.py::contract_toolset.**connect_options": "forwarded verbatim to mcp.connect",
     "langchain.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
-    "mcp/session.py::connect.**client_options": MCP_CLIENT,
+    "mcp/session.py::connect.**keywords": SESSION_AND + "the MCP SDK's Client",
+    "llama_index.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
+    "llama_index.py::ContractToolSpec.__init__.**options": "forwarded verbatim to "
+    "llama-index-tools-mcp's McpToolSpec",
     "observe/install.py::metrics_router.**options": API_ROUTER,
     "observe/page.py::operator_router.**options": API_ROUTER,
-    "openai_agents.py::ContractServer.__init__.**options": "forwarded verbatim to the Agents "
-    "SDK's server class",
-    "pydantic_ai.py::ContractToolset.__init__.**options": "forwarded verbatim to Pydantic AI's "
-    "MCP toolset",
+    "openai_agents.py::ContractServer.__init__.**keywords": SESSION_AND
+    + "the Agents SDK's server class",
+    "pydantic_ai.py::ContractToolset.__init__.**keywords": SESSION_AND
+    + "Pydantic AI's MCP toolset",
     "pydantic_ai.py::ContractToolset.__aexit__.*args": "the exception triple, forwarded verbatim "
     "to the toolset's own __aexit__",
-    "server/config.py::WorkerConfig.replace.**changes": WORKER_OPTIONS,
     "server/domain.py::Domain.registry.**options": "forwarded verbatim to Registry",
     "server/http/admin_routes.py::admin_router.**options": API_ROUTER,
-    "server/http/app.py::create_app.**options": WORKER_OPTIONS,
     "server/http/contract_routes.py::contract_router.**options": API_ROUTER,
     "server/http/domain_routes.py::domain_router.**options": API_ROUTER,
     "server/http/headers.py::strict_position.scope": RETROFIT,
@@ -159,8 +161,6 @@ ALLOWED: dict[str, str] = {
     "server/sql/engine.py::make_engine.**options": SQLALCHEMY,
     "server/store/reader.py::decode_row.data": "a column value as the DB-API driver returns it "
     "(text, or whatever a damaged row holds: json.loads refuses it)",
-    "server/worker/contract.py::ContractWorker.open.**options": WORKER_OPTIONS,
-    "server/worker/runtime.py::open_runtime.**options": WORKER_OPTIONS,
     # Returns.
     "bench/framework_channel.py::_openai_agents.Relaying.stream_response.->": SDK_OVERRIDE,
     "client/events.py::_plain.->": JSON_OUT,

@@ -2,7 +2,15 @@
 
 The core (protocol and client) installs alone; every edge (the FastAPI service, SQL and
 PostgreSQL, the harness and its figures, vendor and local LLMs, MCP, signing, Stripe) is an extra.
-Edge modules call :func:`require_extra` before importing their third-party dependencies.
+Each edge package guards its extra once, where its third-party imports are (hishel's pattern; no
+import waits behind a check, so no ``E402``)::
+
+    try:
+        import httpx
+    except ModuleNotFoundError as exc:
+        raise missing(exc, "httpx") from exc
+
+:func:`require_extra` checks an extra without importing it (a command before it starts).
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Mapping
 
-__all__ = ["MissingExtra", "lazy_exports", "require_extra", "require_extras"]
+__all__ = ["MissingExtra", "lazy_exports", "missing", "require_extra", "require_extras"]
 
 
 class MissingExtra(ImportError):
@@ -43,6 +51,14 @@ class MissingExtras(MissingExtra):
         self.extra = extras
         self.module = next(iter(missing.values()))
         self.missing = dict(missing)
+
+
+def missing(exc: ModuleNotFoundError, extra: str, **extras: str) -> MissingExtra:
+    """What an edge's guard raises for ``exc``: a ``MissingExtra`` naming the absent module and
+    the extra that ships it, ``extra`` unless ``extras`` names another for its top-level
+    package (``missing(exc, "otel", fastapi="server")``)."""
+    module = exc.name or extra
+    return MissingExtra(extras.get(module.partition(".")[0], extra), module)
 
 
 def _importable(module: str) -> bool:

@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._extras import require_extra
+from ._extras import missing
 from .protocol.problems import ProblemType, problem
 from .sockets import (
     BODY_TIMEOUT_ENV,
@@ -42,11 +42,12 @@ from .sockets import header_timeout as parse_header_timeout
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
 
-require_extra("server", "uvicorn")
-
-import h11  # noqa: E402
-import uvicorn  # noqa: E402
-from uvicorn.protocols.http.h11_impl import H11Protocol  # noqa: E402
+try:
+    import h11
+    import uvicorn
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+except ModuleNotFoundError as exc:
+    raise missing(exc, "server") from exc
 
 __all__ = [
     "DEFAULT_BODY_DEADLINE_S",

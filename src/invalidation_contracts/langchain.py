@@ -23,15 +23,15 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from ._extras import require_extra
+from ._extras import missing
 
-require_extra("langchain", "langchain_core")
-require_extra("mcp", "mcp")
+try:
+    from langchain_core.tools import StructuredTool, ToolException
+except ModuleNotFoundError as exc:
+    raise missing(exc, "langchain", mcp="mcp") from exc
 
-from langchain_core.tools import StructuredTool, ToolException  # noqa: E402
-
-from .client.memory import FixMemory  # noqa: E402
-from .mcp.session import ContractSession, ServerTarget, connect  # noqa: E402
+from .client.memory import FixMemory
+from .mcp.session import ContractSession, ServerTarget, connect
 
 __all__ = ["contract_tools", "load_contract_tools", "show_fixes"]
 

@@ -21,25 +21,25 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Generic, TypeVar
 
-from ._extras import require_extra
+from ._extras import missing
 
-require_extra("openai-agents", "agents")
-require_extra("mcp", "mcp")
+try:
+    import mcp_types as types
+    from agents.mcp import (
+        MCPServerStdio,
+        MCPServerStdioParams,
+        MCPServerStreamableHttp,
+        MCPServerStreamableHttpParams,
+    )
+    from mcp import StdioServerParameters
+    from mcp.client.session import ClientSession
+except ModuleNotFoundError as exc:
+    raise missing(exc, "openai-agents", mcp="mcp") from exc
 
-import mcp_types as types  # noqa: E402
-from agents.mcp import (  # noqa: E402
-    MCPServerStdio,
-    MCPServerStdioParams,
-    MCPServerStreamableHttp,
-    MCPServerStreamableHttpParams,
-)
-from mcp import StdioServerParameters  # noqa: E402
-from mcp.client.session import ClientSession  # noqa: E402
-
-from .client.memory import FixMemory  # noqa: E402
-from .mcp.calls import check_apply  # noqa: E402
-from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
+from .client.memory import FixMemory
+from .mcp.options import SessionOptions, split_options
+from .mcp.origins import target_origin
+from .mcp.session import ContractSession, message_handler
 
 __all__ = ["ContractMCPServerStdio", "ContractMCPServerStreamableHttp", "ContractServer"]
 
@@ -63,32 +63,23 @@ class ContractServer(Generic[_Params]):
         params: _Params,
         *,
         memory: FixMemory,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
+        options: SessionOptions | None = None,
+        **keywords: Any,
     ) -> None:
-        origin = origin or self._origin_of(params)
+        chosen, sdk_options = split_options(options, keywords)
+        origin = chosen.origin or self._origin_of(params)
         if not origin:
             raise ValueError(
                 f"{type(self).__name__} cannot tell which server it talks to (no url, no "
                 "command): pass origin=, e.g. origin=target_origin(url) (mcp.origins)"
             )
-        options["message_handler"] = message_handler(
-            lambda: self.contract, options.get("message_handler")
+        sdk_options["message_handler"] = message_handler(
+            lambda: self.contract, sdk_options.get("message_handler")
         )
-        self._sdk.__init__(self, params, **options)
+        self._sdk.__init__(self, params, **sdk_options)
         self.memory = memory
         self.contract = None
-        self._contract_options: dict[str, Any] = {
-            "apply": check_apply(apply),
-            "origin": origin,
-            "watch": watch,
-            "listener": listener,
-            "watch_listener": watch_listener,
-        }
+        self.session_options = chosen.but(origin=origin)
 
     @staticmethod
     def _origin_of(params: _Params) -> str | None:
@@ -127,7 +118,7 @@ class ContractServer(Generic[_Params]):
     async def _open_contract(self) -> None:
         if self.session is None:
             raise RuntimeError("the SDK's connect opened no session")
-        contract = ContractSession(self.session, self.memory, **self._contract_options)
+        contract = ContractSession(self.session, self.memory, self.session_options)
         await contract.__aenter__()
         self.contract = contract
 
@@ -150,9 +141,9 @@ class ContractServer(Generic[_Params]):
 class ContractMCPServerStreamableHttp(
     ContractServer[MCPServerStreamableHttpParams], MCPServerStreamableHttp
 ):
-    """``MCPServerStreamableHttp`` bound to ``memory`` (``apply``, ``origin``, ``watch``,
-    ``listener``, ``watch_listener``: as for ``ContractSession``; the origin defaults to the
-    URL's, ``mcp.origins``)."""
+    """``MCPServerStreamableHttp`` bound to ``memory``; ``options`` (or ``SessionOptions``' names
+    as keywords): the contract session's, the origin defaulting to the URL's (``mcp.origins``);
+    other keywords go to the SDK's class."""
 
     _sdk = MCPServerStreamableHttp
 

@@ -20,65 +20,56 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from ._extras import require_extra
+from ._extras import missing
 
-require_extra("pydantic-ai", "pydantic_ai", "fastmcp")
-require_extra("mcp", "mcp")
+try:
+    from mcp import StdioServerParameters
+    from pydantic_ai import ModelRetry, RunContext
+    from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient
+except ModuleNotFoundError as exc:
+    raise missing(exc, "pydantic-ai", mcp="mcp") from exc
 
-from mcp import StdioServerParameters  # noqa: E402
-from pydantic_ai import ModelRetry, RunContext  # noqa: E402
-from pydantic_ai.mcp import CallToolFunc, MCPToolset, MCPToolsetClient  # noqa: E402
-
-from .client.memory import FixMemory  # noqa: E402
-from .mcp.calls import check_apply, warn_bypass  # noqa: E402
-from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME  # noqa: E402
-from .mcp.origins import target_origin  # noqa: E402
-from .mcp.session import ContractSession, Listener, message_handler  # noqa: E402
+from .client.memory import FixMemory
+from .mcp.calls import warn_bypass
+from .mcp.options import SessionOptions, split_options
+from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME
+from .mcp.origins import target_origin
+from .mcp.session import ContractSession, message_handler
 
 __all__ = ["ContractToolset", "model_value"]
 
 
 class ContractToolset(MCPToolset[Any]):
     """``MCPToolset`` over ``client`` (a URL, a FastMCP transport or client, ...) bound to
-    ``memory``. ``apply``: ``"client"`` patches the relevant fixes into the model's arguments
-    and lists in the toolset's instructions those it cannot patch; ``"model"`` lists every fix
-    there instead. ``origin``, ``watch``, ``listener``, ``watch_listener``: as for
-    ``ContractSession`` (the origin defaults to the target: the URL, or a stdio transport's
-    command line, ``mcp.origins``). Other keyword arguments go to ``MCPToolset``."""
+    ``memory``. ``options`` (or ``SessionOptions``' names as keywords): the contract session's;
+    ``apply="client"`` patches the relevant fixes into the model's arguments and lists in the
+    toolset's instructions those it cannot patch, ``"model"`` lists every fix there instead; the
+    origin defaults to the target (the URL, or a stdio transport's command line,
+    ``mcp.origins``). Other keyword arguments go to ``MCPToolset``."""
 
     def __init__(
         self,
         client: MCPToolsetClient,
         memory: FixMemory,
-        *,
-        apply: str = "client",
-        origin: str | None = None,
-        watch: bool = True,
-        listener: Listener | None = None,
-        watch_listener: Listener | None = None,
-        **options: Any,
+        options: SessionOptions | None = None,
+        **keywords: Any,
     ) -> None:
-        if "process_tool_call" in options:
+        chosen, toolset_options = split_options(options, keywords)
+        if "process_tool_call" in toolset_options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
         _check_shape(client)
-        origin = origin or _origin_of(client)
+        origin = chosen.origin or _origin_of(client)
         if not origin:
             raise ValueError(_NO_ORIGIN.format(shape=type(client).__name__))
-        self._own_handler = options.pop("message_handler", None)
+        self._own_handler = toolset_options.pop("message_handler", None)
         on_message = message_handler(lambda: self.contract, self._own_handler)
         super().__init__(
-            client, process_tool_call=self._process, message_handler=on_message, **options
+            client, process_tool_call=self._process, message_handler=on_message, **toolset_options
         )
         self.memory = memory
-        self.apply_mode = check_apply(apply)
+        self.session_options = chosen.but(origin=origin)
+        self.apply_mode = chosen.mode
         self.contract: ContractSession | None = None
-        self._contract_options: dict[str, Any] = {
-            "origin": origin,
-            "watch": watch,
-            "listener": listener,
-            "watch_listener": watch_listener,
-            "apply": apply,
-        }
 
     async def for_run(self, ctx: RunContext[Any]) -> ContractToolset:
         """PydanticAI's toolset for a run: a copy of its own when ``auth`` or ``headers`` is a
@@ -105,7 +96,7 @@ class ContractToolset(MCPToolset[Any]):
     async def __aenter__(self) -> ContractToolset:
         await super().__aenter__()
         if self.contract is None and self.is_running:
-            contract = ContractSession(self.client.session, self.memory, **self._contract_options)
+            contract = ContractSession(self.client.session, self.memory, self.session_options)
             try:
                 await contract.__aenter__()
             except BaseException:
@@ -125,7 +116,7 @@ class ContractToolset(MCPToolset[Any]):
     ) -> Any:
         """The toolset's ``process_tool_call``: the call through the contract session."""
         if self.contract is None:  # not entered with a session: the call cannot be followed
-            origin = self._contract_options["origin"]
+            origin = self.session_options.origin
             origin = self.label if origin == _BY_SERVER_NAME else origin
             warn_bypass(str(origin), f"{name} called outside a contract session")
             return await call_tool(name, args)

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client.entries import MemoryEntry, MemoryKey, Provenance
-from invalidation_contracts.client.index import OriginIndex
+from invalidation_contracts.client.shared.index import OriginIndex
 from invalidation_contracts.protocol.models import Action, Suggestion
 from invalidation_contracts.server.tables import Snapshot, diff
 

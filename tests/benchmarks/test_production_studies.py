@@ -62,5 +62,24 @@ def test_the_proxy_study_times_a_call_through_mcp_proxy_straight_and_in_process(
 
     result = mcp_proxy.run(quick=True, out_dir=tmp_path)
     assert "|---" in result.markdown and len(result.checks) == 1
-    assert set(result.data["p50_ms"]) == {mcp_proxy.STRAIGHT, mcp_proxy.PROXIED, mcp_proxy.LIBRARY}
+    assert set(result.data["p50_ms"]) == {
+        mcp_proxy.STRAIGHT,
+        mcp_proxy.PROXIED,
+        mcp_proxy.LIBRARY,
+        mcp_proxy.RELAY,
+    }
     assert result.data["cpu_ms_per_call"][mcp_proxy.PROXIED] > 0
+
+
+@pytest.mark.mcp
+@pytest.mark.study  # two harness runs over serve-mcp children: CI's study step
+def test_the_proxy_stale_study_runs_the_harness_through_the_proxy_and_in_process(
+    tmp_path: Path,
+) -> None:
+    from benchmarks import mcp_proxy_stale
+
+    result = mcp_proxy_stale.run(quick=True, out_dir=tmp_path)
+    cells = result.data["cells"]
+    assert set(cells) == {mcp_proxy_stale.IN_PROCESS, mcp_proxy_stale.PROXIED}
+    assert all(cell["runs"] == 1 and cell["episodes"] > 0 for cell in cells.values())
+    assert [check.met for check in result.checks] == [True, True]

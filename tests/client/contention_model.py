@@ -62,7 +62,7 @@ def open_store(where: str) -> Any:
     if where.startswith("postgres"):
         from invalidation_contracts.client.stores import PostgresStore
 
-        return PostgresStore(where)
+        return PostgresStore(where, listen=False)
     return SQLiteStore(where, synchronous="NORMAL")
 
 
@@ -74,7 +74,7 @@ def memory(where: str, store: Store | None = None) -> FixMemory:
 class StallBeforeRecord(Store):
     """A store that, asked to commit an eviction record, writes the time to ``flag`` and hangs
     there (until the process is killed): a mover stopped between announcing its move (the turn,
-    ``client.turn``) and committing it."""
+    ``client.shared.turn``) and committing it."""
 
     def __init__(self, inner: Store, flag: Path) -> None:
         self.inner, self.flag = inner, Path(flag)

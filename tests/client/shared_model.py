@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from invalidation_contracts.client import FixMemory, Observation, Store
 from invalidation_contracts.client.events import Evicted, Restamped, Served, Stored
-from invalidation_contracts.client.index import OriginIndex
 from invalidation_contracts.client.limits import Limits
+from invalidation_contracts.client.shared.index import OriginIndex
 from invalidation_contracts.client.values import Answer, Observed
 
 ORIGIN = "https://shared.test"

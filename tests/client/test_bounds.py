@@ -20,8 +20,8 @@ from invalidation_contracts.client import (
     Refused,
     Stored,
 )
-from invalidation_contracts.client.layout import namespace
 from invalidation_contracts.client.limits import Limits
+from invalidation_contracts.client.shared.layout import namespace
 from invalidation_contracts.client.stores import InMemoryStore
 from invalidation_contracts.client.values import Answer, Observed
 

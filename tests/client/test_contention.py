@@ -29,9 +29,9 @@ from tests.client.contention_model import (
     writer,
 )
 
-from invalidation_contracts.client.layout import namespace
+from invalidation_contracts.client.shared.layout import namespace
+from invalidation_contracts.client.shared.turn import TURN_KEY, TURN_TTL_S, free, new_turn
 from invalidation_contracts.client.stores import CheckOp, PutOp
-from invalidation_contracts.client.turn import TURN_KEY, TURN_TTL_S, free, new_turn
 from invalidation_contracts.client.values import Observed
 
 ENTRIES = 2000

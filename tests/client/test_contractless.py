@@ -278,7 +278,7 @@ def test_only_a_contract_less_policy_can_be_chosen_for_an_origin():
 
 
 def test_the_memory_says_which_policy_governs_an_origin_in_its_stats(tmp_path):
-    from invalidation_contracts.client.operator import origin_stats
+    from invalidation_contracts.cli.operator import origin_stats
 
     path = tmp_path / "memory.db"
     with FixMemory("row", store=path, contractless="ttl") as memory:

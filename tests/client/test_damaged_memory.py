@@ -8,10 +8,10 @@ from __future__ import annotations
 import logging
 import sqlite3
 
+from invalidation_contracts.cli.operator import origin_stats
 from invalidation_contracts.client import FixMemory, MemorySetAside, Unreadable
-from invalidation_contracts.client.layout import namespace
-from invalidation_contracts.client.operator import origin_stats
-from invalidation_contracts.client.stores.base import encode
+from invalidation_contracts.client.shared.layout import namespace
+from invalidation_contracts.client.shared.store import encode
 from invalidation_contracts.client.values import Observed
 
 ORIGIN = "https://damaged.example"

@@ -1,4 +1,4 @@
-"""A large eviction recorded once (``client.moves``, issue 22 item 8): one small record every
+"""A large eviction recorded once (``client.shared.moves``, issue 22 item 8): one small record every
 reader applies before serving, instead of a delete and a tombstone per entry — and the same
 memory, entry for entry and tombstone for tombstone, as the eager rewrite (a brute-force oracle)."""
 
@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from invalidation_contracts.client import FixMemory, InMemoryStore, StoreError
-from invalidation_contracts.client import moves as moves_module
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import FetchChanges
-from invalidation_contracts.client.layout import TURN_KEY, namespace
 from invalidation_contracts.client.limits import Limits
-from invalidation_contracts.client.moves import EvictionRecord, Group
+from invalidation_contracts.client.shared import moves as moves_module
+from invalidation_contracts.client.shared.layout import TURN_KEY, namespace
+from invalidation_contracts.client.shared.moves import EvictionRecord, Group
 from invalidation_contracts.client.stores import CheckOp, PutOp
 from invalidation_contracts.client.values import Answer, Observed
 

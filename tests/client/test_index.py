@@ -16,8 +16,8 @@ from invalidation_contracts.client.entries import (
     MemoryKey,
     Provenance,
 )
-from invalidation_contracts.client.index import OriginIndex
-from invalidation_contracts.client.overlay import IndexOverlay
+from invalidation_contracts.client.shared.index import OriginIndex
+from invalidation_contracts.client.shared.overlay import IndexOverlay
 from invalidation_contracts.protocol.models import Action, Suggestion
 
 TABLES = ("t0", "t1")

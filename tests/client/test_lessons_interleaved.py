@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from invalidation_contracts.client import Evicted, FixMemory, Stored
 from invalidation_contracts.client import calls as memory_calls
 from invalidation_contracts.client.events import FetchChanges, Observation
-from invalidation_contracts.client.steps import Wait
+from invalidation_contracts.client.shared.steps import Wait
 from invalidation_contracts.client.stores import StoreError
 from invalidation_contracts.client.values import Answer, Observed
 

@@ -79,6 +79,13 @@ def listening(store: Counting) -> Any:
     return listener
 
 
+def _store_in_another_process(url: str) -> None:
+    from invalidation_contracts.client.stores import PostgresStore
+
+    with FixMemory("row", store=PostgresStore(url, listen=False), close_store=True) as writer:
+        writer.observe(ORIGIN, Observed(REQUEST, 422, failure(["W"])))
+
+
 def _evict(url: str, entry_id: str) -> None:
     memory, _ = open_memory(url, listen=False)
     with memory:
@@ -120,6 +127,29 @@ def until(condition: Any, what: str) -> None:
     while not condition():
         assert time.monotonic() < deadline, what
         time.sleep(0.01)
+
+
+def test_a_fleet_memory_opened_with_defaults_sees_another_writers_entry(postgres_url):
+    # The fast path is the default: a plain ``PostgresStore(url)`` listens, and a write by
+    # another process still reaches its replica (the notification moves the token).
+    from invalidation_contracts.client.stores import PostgresStore
+
+    store = Counting(PostgresStore(postgres_url))
+    with FixMemory("row", store=store, close_store=True) as memory:
+        listening(store)
+        assert served(memory) == []
+        token = store.version()
+        assert token is not None
+
+        process = multiprocessing.get_context("fork").Process(
+            target=_store_in_another_process, args=(postgres_url,)
+        )
+        process.start()
+        process.join(60)
+        assert process.exitcode == 0
+
+        until(lambda: store.version() != token, "no notification of the other writer's commit")
+        assert served(memory) == ["e1"]
 
 
 def test_lookups_make_no_round_trip_while_the_listener_says_nothing_changed(postgres_url):

@@ -20,9 +20,9 @@ from tests.trust.test_hostile_sizes import failure, suggestion
 
 from invalidation_contracts.client import FixMemory, Ignored, MemoryFailed, PositionDropped
 from invalidation_contracts.client.events import Stored
-from invalidation_contracts.client.layout import namespace
+from invalidation_contracts.client.shared.layout import namespace
+from invalidation_contracts.client.shared.store import GetOp, PutOp
 from invalidation_contracts.client.stores import SQLiteStore
-from invalidation_contracts.client.stores.base import GetOp, PutOp
 from invalidation_contracts.httpx import ContractTransport
 from invalidation_contracts.protocol.position import parse_seq, valid_epoch, valid_seq
 

@@ -80,16 +80,20 @@ def test_processes_sharing_a_postgresql_database_lose_nothing_and_serve_nothing_
 ):
     from invalidation_contracts.client.stores import PostgresStore
 
-    PostgresStore(postgres_url).close()
+    PostgresStore(postgres_url, listen=False).close()
 
     @settings(CONCURRENT, max_examples=15)
     @given(scripts=scripts, steps=history)
     def run(scripts, steps):
         with tempfile.TemporaryDirectory() as work:
-            with PostgresStore(postgres_url) as store:
+            with PostgresStore(postgres_url, listen=False) as store:
                 _wipe(store)
-            records = run_processes(lambda: PostgresStore(postgres_url), scripts, steps, Path(work))
-            with FixMemory("row", store=PostgresStore(postgres_url), close_store=True) as reader:
+            records = run_processes(
+                lambda: PostgresStore(postgres_url, listen=False), scripts, steps, Path(work)
+            )
+            with FixMemory(
+                "row", store=PostgresStore(postgres_url, listen=False), close_store=True
+            ) as reader:
                 check_against_the_model(records, reader)
 
     run()
@@ -306,7 +310,7 @@ def test_the_async_memory_shares_the_store_with_a_sync_one(tmp_path):
 
 
 def test_an_operator_eviction_is_seen_by_a_running_agent(tmp_path):
-    from invalidation_contracts.client import operator
+    from invalidation_contracts.cli import operator
 
     path = tmp_path / "m.sqlite"
     with FixMemory("row", store=path) as agent:
@@ -322,10 +326,12 @@ def test_an_operator_eviction_is_seen_by_a_running_agent(tmp_path):
 def test_an_async_memory_and_a_sync_one_share_a_postgresql_database(postgres_url):
     from invalidation_contracts.client.stores import PostgresStore
 
-    sync = FixMemory("row", store=PostgresStore(postgres_url), close_store=True)
+    sync = FixMemory("row", store=PostgresStore(postgres_url, listen=False), close_store=True)
 
     async def agent():
-        memory = AsyncFixMemory("row", store=PostgresStore(postgres_url), close_store=True)
+        memory = AsyncFixMemory(
+            "row", store=PostgresStore(postgres_url, listen=False), close_store=True
+        )
         learned = await memory.observe(ORIGIN, Observed(None, 422, failure(0)))
         before = list((await memory.lookup(ORIGIN, {"item": "s0"})).entries)
         sync.evict(ORIGIN, entry_ids=["e1"])

@@ -280,8 +280,8 @@ def test_the_async_transport_survives_a_hostile_stream_too(scenario):
     events: list = []
 
     async def agent(url: str) -> list[int]:
-        async with async_contract_client(
-            memory, base_url=url, watch=OPTIONS, listener=events.append
+        async with async_contract_client(  # a generous connect bound: the host may be loaded
+            memory, base_url=url, watch=OPTIONS, listener=events.append, timeout=30.0
         ) as client:
             statuses = [(await client.get("/v1/plans")).status_code]
             for _ in range(1000):

@@ -53,18 +53,21 @@ def test_every_example_names_the_extras_it_is_listed_with(name):
         assert "pip install ." in head, head
 
 
-def venv_key(extras: list[str]) -> str:
-    """The cache key of a venv: its extras, ``pyproject.toml`` (the dependencies) and Python."""
+def venv_key(extras: list[str], also: tuple[str, ...] = ()) -> str:
+    """The cache key of a venv: its extras and other requirements, ``pyproject.toml`` (the
+    dependencies) and Python."""
     digest = hashlib.sha256()
     digest.update(",".join(sorted(extras)).encode())
+    digest.update(",".join(also).encode())
     digest.update((ROOT / "pyproject.toml").read_bytes())
     digest.update(sys.version.encode())
-    return f"{'-'.join(sorted(extras)) or 'core'}-{digest.hexdigest()[:12]}"
+    return f"{'-'.join(sorted(extras)) or 'core'}{'+' if also else ''}-{digest.hexdigest()[:12]}"
 
 
-def venv_with(extras: list[str]) -> Path:
-    """The ``python`` of a venv holding the checkout with exactly ``extras`` (made once)."""
-    home = cache_dir() / "example-venvs" / venv_key(extras)
+def venv_with(extras: list[str], also: tuple[str, ...] = ()) -> Path:
+    """The ``python`` of a venv holding the checkout with exactly ``extras``, and ``also`` (other
+    requirements, e.g. a test runner), made once."""
+    home = cache_dir() / "example-venvs" / venv_key(extras, also)
     python = home / "bin" / "python"
     if (home / "ready").exists():
         return python
@@ -72,7 +75,7 @@ def venv_with(extras: list[str]) -> Path:
     venv.EnvBuilder(with_pip=False).create(home)
     target = f"{ROOT}[{','.join(extras)}]" if extras else str(ROOT)
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", target],
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet", target, *also],
         capture_output=True,
         text=True,
         timeout=INSTALL_TIMEOUT_S,

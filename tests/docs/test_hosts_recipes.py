@@ -28,7 +28,7 @@ from .snippets import ROOT, blocks
 
 PAGE = ROOT / "docs" / "hosts.md"
 #: The hosts the page gives a configuration for (each must have one).
-HOSTS = ("Claude Desktop", "Claude Code", "Cursor", "VS Code", "TypeScript agent")
+HOSTS = ("Claude Desktop", "Claude Code", "Cursor", "VS Code", "TypeScript agent", "CrewAI")
 #: The tool ``serve-mcp`` names the Acme domain's subscription route by default.
 TOOL = "post_v1_subscriptions"
 

@@ -31,7 +31,7 @@ URL = "http://127.0.0.1:9/mcp"
 def test_a_toolset_takes_its_origin_from_the_shape_s_url_or_command(shape, origin):
     toolset = ContractToolset(shape, FixMemory("row"))
 
-    assert toolset._contract_options["origin"] == origin
+    assert toolset.session_options.origin == origin
 
 
 def test_a_prebuilt_fastmcp_client_is_refused_at_construction_naming_its_transport():
@@ -47,7 +47,7 @@ def test_a_shape_without_url_or_command_is_refused_before_the_framework_sees_it(
 def test_a_named_origin_wins_over_the_one_derived_from_the_shape():
     named = ContractToolset(StreamableHttpTransport(URL), FixMemory("row"), origin="mcp://a")
 
-    assert named._contract_options["origin"] == "mcp://a"
+    assert named.session_options.origin == "mcp://a"
 
 
 def test_an_agents_sdk_server_without_a_url_is_refused_at_construction():

@@ -267,3 +267,55 @@ def test_a_host_reaches_the_proxy_over_streamable_http_on_loopback(tmp_path: Pat
                 served.kill()
 
     assert first.is_error and not second.is_error and shows_no_contract(second)
+
+
+def test_a_fix_it_cannot_patch_is_shown_in_the_tools_description(tmp_path: Path) -> None:
+    upstream = serve_mcp(tmp_path / "registry.sqlite", "tests.support.acme_unpatchable:domain")
+
+    async def session() -> tuple[types.CallToolResult, types.Tool, types.CallToolResult]:
+        async with Client(proxy(upstream, tmp_path / "memory.sqlite")) as host:
+            first = await host.call_tool(TOOL, GROWTH)  # learns a fix it cannot patch in
+            (tool,) = (await host.list_tools()).tools
+            return first, tool, await host.call_tool(TOOL, GROWTH)
+
+    first, tool, again = run(session)
+
+    assert first.is_error
+    assert "SUMMERSALE25" in (tool.description or "")  # shown before the model's next call
+    assert "table_versions" not in (tool.description or "")  # at L2: no contract
+    assert again.is_error and "SUMMERSALE25" in texts(again)[-1]  # not patched; shown again
+
+
+@pytest.mark.study  # a proxy and an upstream process more: CI's study step
+def test_stdio_that_is_a_file_is_served_by_the_sdks_threaded_reader(tmp_path: Path) -> None:
+    """The proxy reads pipes on its event loop; a regular file (``< requests.jsonl``) cannot be
+    watched so, and is read as the SDK reads it."""
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "file", "version": "1"},
+        },
+    }
+    requests, answers = tmp_path / "requests.jsonl", tmp_path / "answers.jsonl"
+    requests.write_text(json.dumps(initialize) + "\n")
+    command = proxy(plain_mcp(), tmp_path / "m.sqlite")
+    with requests.open() as stdin, answers.open("w") as stdout:
+        subprocess.run(
+            [command.command, *command.args],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.DEVNULL,
+            env=command.env,
+            timeout=60,
+            check=True,
+        )
+
+    (answer,) = [json.loads(line) for line in answers.read_text().splitlines()]
+    assert (
+        answer["id"] == 1
+        and answer["result"]["serverInfo"]["name"] == "invalidation-contracts-proxy"
+    )

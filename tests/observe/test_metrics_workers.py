@@ -110,3 +110,57 @@ def test_every_worker_keys_a_client_under_the_secret_serve_was_given(tmp_path):
 
     expected = hmac.new(b"shared-secret-of-the-fleet", b"agent-7", hashlib.sha256).hexdigest()
     assert keys == {"token:" + expected[:16]}
+
+
+@pytest.mark.postgres
+def test_each_admin_write_through_postgresql_capture_is_one_change_set_at_four_workers(
+    tmp_path, postgres_url
+):
+    """History and tables in PostgreSQL: each admin write is committed to the database, captured,
+    and consumed or adopted by every worker; it was counted twice (once ``admin``, once
+    ``captured`` by a worker whose capture round adopted it)."""
+    args = ["--domain", "acme_billing", "--db", postgres_url, "--workers", "4", "--metrics"]
+    args += ["--database", postgres_url, "--create-tables"]
+    args += ["--max-lag", "30"]  # a loaded CI host: a worker's heartbeat may run late, not fail
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    writes = 5
+    with serving(args, tmp_path / "logs", env=env) as url:
+        for i in range(writes):
+            row = {f"plan_x{i}": {"code": f"X{i}", "csm": "csm_avery_chen"}}
+            answer = httpx.post(
+                url + "/admin/patch-table",
+                json={"table": "active_csm_codes", "upsert": row},
+                headers=ADMIN,
+                timeout=20.0,
+            )
+            assert answer.status_code == 200, answer.text
+        with httpx.Client(headers=ADMIN, timeout=20.0) as scraper:
+            deadline = time.monotonic() + BOUND_S
+            while True:
+                text = scraper.get(url + "/contract/metrics").text
+                adopted = _by_worker(text, "invalidation_contracts_worker_adopted_changes_total")
+                if sum(adopted.values()) >= 3 * writes or time.monotonic() > deadline:
+                    break
+                time.sleep(0.3)
+    changes: dict[str, float] = {}
+    for (name, labels), value in samples(text).items():
+        if name == "invalidation_contracts_contract_changes_total" and value:
+            origin = dict(labels)["origin"]
+            changes[origin] = changes.get(origin, 0.0) + value
+
+    assert changes == {"admin": writes}
+    assert sum(adopted.values()) == 3 * writes  # the three other workers adopt each one
+
+
+def test_a_gone_worker_keeps_its_counters_in_the_merge_but_not_its_gauges():
+    """A worker the supervisor replaced: its counts stay (sums never drop), its last seq and
+    readiness leave (a dead worker is neither behind nor not ready)."""
+    text = (
+        "# HELP c_total C.\n# TYPE c_total counter\nc_total 4.0\n"
+        "# HELP seq Seq.\n# TYPE seq gauge\nseq 3.0\n"
+    )
+
+    merged = merge({"7": text, "8": text}, gone=frozenset({"7"})).decode()
+
+    assert _by_worker(merged, "c_total") == {"7": 4.0, "8": 4.0}
+    assert _by_worker(merged, "seq") == {"8": 3.0}

@@ -181,3 +181,21 @@ def test_change_counters_are_exported_at_zero_before_the_first_change():
     assert changes == {"captured": 0, "admin": 0, "reconciled": 0, "direct": 0}
     assert value(scrape, "invalidation_contracts_telemetry_dropped_total") == 0
     assert ("invalidation_contracts_telemetry_dropped_total", frozenset()) not in found
+
+
+def test_request_durations_are_a_histogram_by_route_and_status_beside_process_metrics():
+    with running(instrumented_app()) as url:
+        for _ in range(3):
+            assert httpx.post(url + ORDERS, json=ENTERPRISE).status_code == 422
+        httpx.get(url + "/no/such/path")
+        scrape = httpx.get(url + "/contract/metrics", headers=ADMIN).text
+    name = "invalidation_contracts_http_server_duration_seconds"
+    families = {f.name: f for f in text_string_to_metric_families(scrape)}
+
+    assert families[name].type == "histogram"
+    assert value(scrape, name + "_count", http_route=ORDERS, http_status_code="422") == 3
+    assert value(scrape, name + "_bucket", http_route=ORDERS, le="+Inf") == 3
+    assert 0 < value(scrape, name + "_sum", http_route=ORDERS) < 30
+    assert value(scrape, name + "_count", http_route="other", http_status_code="404") == 1
+    assert value(scrape, "process_cpu_seconds_total") > 0
+    assert value(scrape, "process_open_fds") > 0

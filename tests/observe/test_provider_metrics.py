@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from fastapi.testclient import TestClient
 from tests.observe.conftest import ADMIN, ORDERS
 from tests.service.conftest import make_domain
@@ -86,6 +87,24 @@ def test_policy_evaluation_spans_carry_the_position(observed_client, readings):
     assert span.attributes["contract.epoch"] == epoch
     assert span.attributes["contract.seq"] == seq
     assert span.attributes["http.route"] == ORDERS
+
+
+@pytest.mark.parametrize("header", ["00-{trace}-{parent}-01", "not a traceparent"])
+def test_an_incoming_traceparent_makes_the_policy_span_its_child(observed_client, readings, header):
+    trace, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    traceparent = header.format(trace=trace, parent=parent)
+    observed_client().post(ORDERS, json=ENTERPRISE, headers={"traceparent": traceparent})
+    (span,) = [
+        s
+        for s in readings.spans.get_finished_spans()
+        if s.name == "invalidation_contracts.policy_evaluation"
+    ]
+    if traceparent.startswith("00-"):
+        assert span.context.trace_id == int(trace, 16)
+        assert span.parent is not None and span.parent.span_id == int(parent, 16)
+        assert span.parent.is_remote
+    else:  # a malformed header is ignored: a root span, the request answered as always
+        assert span.parent is None
 
 
 def test_worker_gauges_report_position_and_availability(observed_client, readings):

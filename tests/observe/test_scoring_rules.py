@@ -172,3 +172,38 @@ def test_the_totals_are_exported_as_counters_and_outlive_forgotten_clients(readi
     assert len(scores.snapshot()) == 1
     assert readings.value("invalidation_contracts.clients.episodes") == 2
     assert readings.value("invalidation_contracts.clients.first_try") == 2
+
+
+def test_the_busiest_clients_are_exported_per_client_and_a_key_flood_only_counts_as_forgotten(
+    readings,
+):
+    """Per-client series for each worker's busiest clients: real clients keep their series
+    while a flood of one-request keys churns below them, counted in ``clients.forgotten``."""
+    app = create_app(make_domain(), admin_token=TOKEN)
+    scores = ClientScores(max_clients=5)
+    instrument(
+        app,
+        app.state.service,
+        prometheus=False,
+        meter_provider=readings.meter_provider,
+        scores=scores,
+        client_key=ClientKey.header("X-Client", secret=b"k"),
+    )
+    with TestClient(app) as client:
+        for _ in range(3):
+            for name in ("alice", "bob"):
+                client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+        client.post(ORDERS, json=BAD, headers={"X-Client": "bob"})
+        for i in range(40):
+            client.post(ORDERS, json=GOOD, headers={"X-Client": f"flood-{i}"})
+
+    per_client = {
+        point.attributes["client"]: point.value
+        for point in readings.points("invalidation_contracts.client.requests")
+    }
+    assert per_client[_key("alice")] == 3 and per_client[_key("bob")] == 4
+    assert len(per_client) == 5  # the kept clients (fewer than the top 20)
+    assert readings.value("invalidation_contracts.client.first_try", client=_key("bob")) == 3
+    assert readings.value("invalidation_contracts.clients.kept") == 5
+    assert readings.value("invalidation_contracts.clients.forgotten") == 37
+    assert [key for key, _ in scores.busiest(2)] == [_key("bob"), _key("alice")]

@@ -98,7 +98,7 @@ def test_the_protocol_and_the_client_import_and_ship_py_typed(slim):
         ("invalidation_contracts.server.http.app", "server"),
         ("invalidation_contracts.bench.figures", "bench"),
         ("invalidation_contracts.bench.grid", "cli"),
-        ("invalidation_contracts.client.operator", "cli"),
+        ("invalidation_contracts.cli.operator", "cli"),
         ("invalidation_contracts.planners.anthropic", "anthropic"),
         ("invalidation_contracts.planners.openai", "openai"),
     ],

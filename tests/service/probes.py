@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 
 from invalidation_contracts.protocol.problems import PROBLEM_BASE
-from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S
+from invalidation_contracts.server.worker.timing import DEFAULT_MAX_LAG_S
 
 UNAVAILABLE = PROBLEM_BASE + "registry-unavailable"
 RECOVERY_BOUND_S = 60.0

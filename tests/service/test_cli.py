@@ -14,7 +14,7 @@ import pytest
 
 from invalidation_contracts import cli, domains
 from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.worker.follower import DEFAULT_POLL_INTERVAL_S
+from invalidation_contracts.server.worker.timing import DEFAULT_POLL_INTERVAL_S
 
 TOKEN = "s3cret-admin-token"
 TOKEN_ENV = "INVALIDATION_CONTRACTS_ADMIN_TOKEN"

@@ -13,7 +13,7 @@ from tests.service.conftest import TOKEN, make_domain
 
 from invalidation_contracts.server import Registry
 from invalidation_contracts.server.http.app import create_app
-from invalidation_contracts.server.worker.follower import Follower, Health
+from invalidation_contracts.server.worker.follower import Follower
 from invalidation_contracts.server.worker.runtime import open_runtime
 
 
@@ -46,9 +46,9 @@ def test_the_heartbeat_deadline_runs_from_the_last_confirmation() -> None:
     """A wait that starts late in the heartbeat (rounds a NOTIFY woke confirm nothing) ends at
     the heartbeat after the last confirmation, so the next round confirms within the bound."""
     follower = Follower(Registry({"t": {}}), heartbeat_s=1.0, max_lag_s=2.0)
-    follower.health = Health(True, None, time.monotonic() - 0.9)
+    last_ok = time.monotonic() - 0.9
     started = time.monotonic()
-    everything, _ = follower._wait()
+    everything, _ = follower.wakeups.wait(last_ok)
     assert everything, "a heartbeat round: it reads every database and confirms"
     assert time.monotonic() - started < 0.5, "not a whole heartbeat after this wait began"
 

@@ -34,7 +34,7 @@ from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.http.app import create_app
 from invalidation_contracts.server.sql import create_tables
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
-from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S, backoff
+from invalidation_contracts.server.worker.timing import DEFAULT_MAX_LAG_S, backoff
 
 KEY = "plan_partner_growth"
 

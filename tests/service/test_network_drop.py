@@ -28,7 +28,7 @@ from tests.support.relay import Relay, unix_socket
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.config import WorkerConfig
 from invalidation_contracts.server.sql import create_tables
-from invalidation_contracts.server.worker.follower import (
+from invalidation_contracts.server.worker.timing import (
     DEFAULT_MAX_LAG_S,
     DEFAULT_STALL_TIMEOUT_S,
     stall_bound,

@@ -75,7 +75,7 @@ def test_a_commit_by_another_process_wakes_a_sqlite_worker_at_once(
         commit(acme, "WOKEN2")
         assert served_within(url, first, 20.0) > first
         follower = follower_of(app)
-        assert not follower._polling()
+        assert not follower.wakeups.polling()
         ready = httpx.get(url + "/contract/ready").json()
         assert ready["ready"] is True and ready["capture_leader"] == {"sql": True}
 
@@ -86,7 +86,7 @@ def test_a_sqlite_worker_listens_to_the_registry_and_the_provider_database(
     app, _ = acme_on_sqlite(tmp_path)
     with serve(app) as url:
         assert seq(url) == 0
-        listeners = follower_of(app)._listeners or {}
+        listeners = follower_of(app).wakeups.listeners or {}
         assert set(listeners) == {"", "sql"}
         assert all(isinstance(x, FileWakeup) for x in listeners.values())
         assert isinstance(listeners["sql"], CaptureWakeup), "the capture's lead"
@@ -105,7 +105,7 @@ def test_a_sqlite_worker_that_cannot_watch_its_files_polls_and_serves_every_chan
             now = served_within(url, before, 20.0)
             assert now > before
             before = now
-        assert follower._listeners == {} and follower._polling()
+        assert follower.wakeups.listeners == {} and follower.wakeups.polling()
         assert httpx.get(url + "/contract/ready").json()["ready"] is True
 
 
@@ -118,7 +118,7 @@ def test_a_sqlite_worker_turned_off_inotify_by_the_environment_polls(
         before = seq(url)
         commit(acme, "POLLED")
         assert served_within(url, before, 20.0) > before
-        assert follower_of(app)._listeners == {}
+        assert follower_of(app).wakeups.listeners == {}
 
 
 def test_commits_of_a_writer_that_keeps_its_connection_open_wake_the_worker(

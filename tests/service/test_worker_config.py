@@ -11,6 +11,7 @@ from fastapi.testclient import TestClient
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server import WorkerConfig
+from invalidation_contracts.server.config import OPTION_NAMES, WorkerOptions
 from invalidation_contracts.server.http import ContractService
 from invalidation_contracts.server.http.app import create_app
 
@@ -23,8 +24,17 @@ def test_a_config_is_frozen_and_replace_gives_a_variant() -> None:
 
 
 def test_an_unknown_option_is_a_type_error_naming_it() -> None:
+    # mypy refuses it too (``**options: Unpack[WorkerOptions]``, tests/packaging).
     with pytest.raises(TypeError, match=r"option\(s\) max_lag;"):
-        create_app(get_domain("acme_billing"), max_lag=3)
+        create_app(get_domain("acme_billing"), max_lag=3)  # type: ignore[call-arg]
+
+
+def test_the_keyword_options_are_the_config_s_fields_with_their_types() -> None:
+    options = {name: ref.__forward_arg__ for name, ref in WorkerOptions.__annotations__.items()}
+    fields = {field.name: field.type for field in dataclasses.fields(WorkerConfig)}
+    assert set(options) == OPTION_NAMES
+    assert options == fields
+    assert WorkerOptions.__required_keys__ == frozenset(), "each option is optional"
 
 
 @pytest.mark.parametrize("options", [{"max_lag_s": 0.5}, {"level": "L9"}, {"max_body_bytes": 0}])

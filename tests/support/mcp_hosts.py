@@ -1,10 +1,14 @@
 """Plain MCP hosts for the conformance suite: the official TypeScript SDK, the Inspector CLI and
-the Python SDK, each as a real process, and ``serve-mcp`` as a real process too.
+the Python SDK (v2, and v1 in its own environment), each as a real process, and ``serve-mcp`` as a
+real process too.
 
 The npm packages are pinned by ``node/package.json`` + ``node/package-lock.json`` and installed
 once (``npm ci``) into the cache directory (``$INVALIDATION_CONTRACTS_CACHE``, else the platform's
 per-user cache: where the local model is kept), under a folder named for the lock file's digest,
-so a changed pin installs afresh and an unchanged one is reused. Node is the machine's.
+so a changed pin installs afresh and an unchanged one is reused. Node is the machine's. The
+Python SDK v1 (which shares the import name ``mcp`` with v2) is installed the same way: a virtual
+environment from ``python_v1/requirements.txt`` (every package pinned), under a folder named for
+that file's digest.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +33,8 @@ from invalidation_contracts.planners.local.assembly import cache_dir
 NODE_DIR = Path(__file__).parent / "node"
 TS_HOST = NODE_DIR / "mcp_host.mjs"
 PY_HOST = Path(__file__).parent / "mcp_host.py"
+PY_V1_HOST = Path(__file__).parent / "mcp_host_v1.py"
+PY_V1_PINS = Path(__file__).parent / "python_v1" / "requirements.txt"
 #: Seconds one host command may take (a connect spawns a server; a wait is bounded by its own).
 ANSWER_TIMEOUT_S = 60.0
 #: Seconds ``npm ci`` may take on a cold cache.
@@ -39,37 +45,58 @@ class Unavailable(RuntimeError):
     """Node, npm or the pinned packages cannot be had on this machine (the test skips)."""
 
 
-def node_modules() -> Path:
-    """The folder whose ``node_modules`` holds the pinned packages (installed on first use)."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        raise Unavailable("node and npm are not on PATH (.ci/run installs Debian's nodejs, npm)")
-    lock = (NODE_DIR / "package-lock.json").read_bytes()
-    target = cache_dir() / "npm" / hashlib.sha256(lock).hexdigest()[:16]
+def _installed_once(kind: str, pins: bytes, install: Callable[[Path], None]) -> Path:
+    """The cache folder ``kind/<digest of pins>``, ``install``-ed into on first use: one install
+    however many test processes ask (a file lock), reused while the pins are unchanged."""
+    target = cache_dir() / kind / hashlib.sha256(pins).hexdigest()[:16]
     done = target / "installed"
     if done.exists():
         return target
     target.mkdir(parents=True, exist_ok=True)
     with open(target / ".lock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)  # one install, however many test processes ask
+        fcntl.flock(guard, fcntl.LOCK_EX)
         if done.exists():
             return target
-        for name in ("package.json", "package-lock.json"):
-            shutil.copyfile(NODE_DIR / name, target / name)
         try:
-            subprocess.run(
-                [npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"],
-                cwd=target,
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=INSTALL_TIMEOUT_S,
-            )
+            install(target)
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             stderr = getattr(exc, "stderr", "") or ""
-            raise Unavailable(f"npm ci of tests/support/node failed: {stderr[-400:]}") from exc
+            raise Unavailable(f"installing the {kind} hosts failed: {stderr[-400:]}") from exc
         done.write_text("ok\n")
     return target
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> None:
+    subprocess.run(
+        argv, cwd=cwd, check=True, capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S
+    )
+
+
+def node_modules() -> Path:
+    """The folder whose ``node_modules`` holds the pinned packages (installed on first use)."""
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        raise Unavailable("node and npm are not on PATH (.ci/run installs Debian's nodejs, npm)")
+
+    def install(target: Path) -> None:
+        for name in ("package.json", "package-lock.json"):
+            shutil.copyfile(NODE_DIR / name, target / name)
+        _run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], target)
+
+    return _installed_once("npm", (NODE_DIR / "package-lock.json").read_bytes(), install)
+
+
+def v1_python() -> Path:
+    """The interpreter of a virtual environment holding the Python SDK v1 as pinned by
+    ``python_v1/requirements.txt`` (built with this interpreter's ``venv`` on first use)."""
+
+    def install(target: Path) -> None:
+        _run([sys.executable, "-m", "venv", "--clear", str(target / "venv")])
+        pip = [str(target / "venv" / "bin" / "python"), "-m", "pip", "--disable-pip-version-check"]
+        _run([*pip, "install", "--quiet", "--no-deps", "-r", str(PY_V1_PINS)])
+        _run([*pip, "check"])  # the pins are whole: nothing was left to resolve
+
+    return _installed_once("pyvenv", PY_V1_PINS.read_bytes(), install) / "venv" / "bin" / "python"
 
 
 def inspector(
@@ -160,6 +187,13 @@ def ts_host(modules: Path) -> LineHost:
 def py_host() -> LineHost:
     """A Python SDK host (``mcp_host.py``), with this interpreter and path."""
     return LineHost([sys.executable, str(PY_HOST)], env=dict(os.environ))
+
+
+def py_v1_host() -> LineHost:
+    """A Python SDK v1 host (``mcp_host_v1.py``) in its own environment (``v1_python``); the
+    project's path is left out so that ``mcp`` is v1's."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    return LineHost([str(v1_python()), str(PY_V1_HOST)], env=env)
 
 
 def serve_mcp_args(registry: Path, *extra: str) -> list[str]:

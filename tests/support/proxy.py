@@ -20,11 +20,12 @@ TOOL = "create_subscription"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def serve_mcp(registry: Path) -> list[str]:
-    """The command line of the Acme contract server, its history in ``registry``."""
+def serve_mcp(registry: Path, domain: str = "acme_billing") -> list[str]:
+    """The command line of the Acme contract server (or ``domain``'s), its history in
+    ``registry``."""
     return [
         *(sys.executable, "-m", "invalidation_contracts.cli", "serve-mcp"),
-        *("--domain", "acme_billing", "--db", str(registry)),
+        *("--domain", domain, "--db", str(registry)),
         *("--tool-name", f"{OPERATION}={TOOL}"),
     ]
 

@@ -7,12 +7,7 @@ PNG, and as SVG or PDF beside it when asked (``FORMATS``). A point is drawn at i
 that coincide are told apart by marker size, never moved along the axis.
 """
 
-# ruff: noqa: E402 (the extra is checked before the imports that need it)
 from __future__ import annotations
-
-from .._extras import require_extra
-
-require_extra("bench", "matplotlib")
 
 import math
 import re
@@ -27,6 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+from .._extras import require_extra
 from .artifacts import read_runs
 from .frontier import draw_frontier, frontier, has_withheld
 from .metrics import (
@@ -38,6 +34,9 @@ from .metrics import (
     rotation_count,
     series_label,
 )
+
+# Checked at import, though matplotlib is imported only where a figure is drawn.
+require_extra("bench", "matplotlib")
 
 #: matplotlib's tab10, so colors do not depend on the user's rc settings.
 COLORS = (

@@ -29,7 +29,9 @@ from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
 from ..client.modelview import model_text, model_view
 from ..domains.catalog import DomainCatalog
-from ..mcp.session import ContractSession, ToolReply
+from ..mcp.options import SessionOptions
+from ..mcp.reply import ToolReply
+from ..mcp.session import ContractSession
 from ..protocol.levels import Level
 from .channels import Listener, Outgoing, Reply
 from .errors import HarnessError
@@ -105,21 +107,25 @@ async def framework_agent(
     events = _Events()
     provider = mcp_provider(catalog, level=level, token=token, wire="http", domain=domain)
     async with provider as (url, admin):
-        opened = _OPENERS[framework](url, memory, events)
+        # The planner applied the fixes (``apply="model"``); the run chooses ``conditional``.
+        options = SessionOptions(
+            apply="model", watch=False, listener=events, conditional=conditional
+        )
+        opened = _OPENERS[framework](url, memory, options)
         async with opened as (contract, relay):
-            contract.conditional = conditional  # the run's choice, not the integration's default
             channel = FrameworkChannel(contract, tools_of(contract, catalog), relay, events)
             yield channel, contract.origin, admin
 
 
 Opener = Callable[
-    [str, FixMemory, _Events], contextlib.AbstractAsyncContextManager[tuple[ContractSession, Relay]]
+    [str, FixMemory, SessionOptions],
+    contextlib.AbstractAsyncContextManager[tuple[ContractSession, Relay]],
 ]
 
 
 @contextlib.asynccontextmanager
 async def _pydantic_ai(
-    url: str, memory: FixMemory, events: _Events
+    url: str, memory: FixMemory, options: SessionOptions
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from pydantic_ai import Agent
     from pydantic_ai.messages import (
@@ -134,7 +140,7 @@ async def _pydantic_ai(
 
     from ..pydantic_ai import ContractToolset
 
-    toolset = ContractToolset(url, memory, apply="model", watch=False, listener=events)
+    toolset = ContractToolset(url, memory, options)
 
     async def relay(tool: str, request: dict[str, Any]) -> str:
         shown: list[str] = []
@@ -158,7 +164,7 @@ async def _pydantic_ai(
 
 @contextlib.asynccontextmanager
 async def _openai_agents(
-    url: str, memory: FixMemory, events: _Events
+    url: str, memory: FixMemory, options: SessionOptions
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from agents import Agent, Runner, set_tracing_disabled
     from agents.items import ModelResponse, TResponseInputItem
@@ -213,7 +219,7 @@ async def _openai_agents(
             raise NotImplementedError("the harness does not stream")
 
     server = ContractMCPServerStreamableHttp(
-        {"url": url, "timeout": 30}, memory=memory, apply="model", watch=False, listener=events
+        {"url": url, "timeout": 30}, memory=memory, options=options
     )
 
     async def relay(tool: str, request: dict[str, Any]) -> str:
@@ -228,7 +234,7 @@ async def _openai_agents(
 
 @contextlib.asynccontextmanager
 async def _langchain(
-    url: str, memory: FixMemory, events: _Events
+    url: str, memory: FixMemory, options: SessionOptions
 ) -> AsyncIterator[tuple[ContractSession, Relay]]:
     from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
@@ -266,9 +272,7 @@ async def _langchain(
                 message = AIMessage(content="", tool_calls=[call])
             return ChatResult(generations=[ChatGeneration(message=message)])
 
-    opened = connect(
-        url, memory, apply="model", watch=False, listener=events, read_timeout_seconds=30
-    )
+    opened = connect(url, memory, options, read_timeout_seconds=30)
     async with opened as contract:
         tools = load_contract_tools(contract)
 

@@ -1,11 +1,13 @@
 """The grid: planners × arms × seeds × scenarios, run over the cores, with a bound, resumably."""
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("cli", "rich")
+try:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+except ModuleNotFoundError as exc:
+    raise missing(exc, "cli") from exc
 
 import asyncio
 import itertools
@@ -17,8 +19,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from .arms import LADDER, RULES_ARMS, Arm
 from .artifacts import is_complete, paths

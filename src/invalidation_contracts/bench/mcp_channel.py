@@ -30,26 +30,27 @@ from typing import Any
 import anyio
 import httpx
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("mcp", "mcp")
+try:
+    from mcp.client.stdio import (
+        StdioServerParameters,
+        get_default_environment,
+        stdio_client,
+    )
+except ModuleNotFoundError as exc:
+    raise missing(exc, "mcp") from exc
 
-from mcp.client.stdio import (  # noqa: E402
-    StdioServerParameters,
-    get_default_environment,
-    stdio_client,
-)
-
-from ..client.events import MemoryEvent, Need  # noqa: E402
-from ..client.memory import FixMemory  # noqa: E402
-from ..domains.catalog import DomainCatalog  # noqa: E402
-from ..mcp import names  # noqa: E402
-from ..mcp.session import ContractSession, ToolReply, connect  # noqa: E402
-from ..protocol.levels import Level  # noqa: E402
-from ..protocol.wirecost import wire_cost  # noqa: E402
-from ..server import Route  # noqa: E402
-from .channels import Listener, Outgoing, Reply, route_operation  # noqa: E402
-from .errors import ServerUnavailable  # noqa: E402
+from ..client.events import MemoryEvent, Need
+from ..client.memory import FixMemory
+from ..domains.catalog import DomainCatalog
+from ..mcp import names
+from ..mcp.session import ContractSession, ToolReply, connect
+from ..protocol.levels import Level
+from ..protocol.wirecost import wire_cost
+from ..server import Route
+from .channels import Listener, Outgoing, Reply, route_operation
+from .errors import ServerUnavailable
 
 #: Seconds a child server may take to start (imports, opening the store) and to settle a drift.
 START_TIMEOUT_S = 60.0

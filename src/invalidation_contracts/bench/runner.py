@@ -33,6 +33,7 @@ from .. import __version__
 from ..client.detection import Detection
 from ..client.events import MemoryEvent
 from ..client.memory import FixMemory
+from ..client.patching import ApplyMode
 from ..client.strategies import strategy_for
 from ..client.trust import TrustPolicy
 from ..domains import get_catalog
@@ -283,9 +284,8 @@ async def _drive(
     meta.planner_served = meta.preflight.get("served_model")
     driver = DriftDriver(admin, plan.catalog, shadow.registry, plan.token)
     oracle = Oracle(plan.catalog, shadow.registry)
-    loop = EpisodeLoop(
-        scenario, spec.seed, spec.arm.apply_mode, plan.catalog, agent, planner, writer, oracle
-    )
+    mode = ApplyMode(spec.arm.apply_mode)
+    loop = EpisodeLoop(scenario, spec.seed, mode, plan.catalog, agent, planner, writer, oracle)
     if plan.server_url is not None:
         await driver.reset(shadow.registry.state)
     for episode in range(1, scenario.episodes + 1):

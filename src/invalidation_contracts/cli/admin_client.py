@@ -10,14 +10,15 @@ from typing import Any, Self, TypeVar
 
 from pydantic import ValidationError
 
-from .._extras import require_extra
+from .._extras import missing
 from ..protocol.models import GraphListing, Problem, ReloadRequest, ReloadResult, WireModel
 from ..protocol.problems import ProblemType
 from ..server.auth import ADMIN_TOKEN_ENV
 
-require_extra("cli", "httpx")
-
-import httpx  # noqa: E402
+try:
+    import httpx
+except ModuleNotFoundError as exc:
+    raise missing(exc, "cli") from exc
 
 W = TypeVar("W", bound=WireModel)
 

@@ -26,6 +26,13 @@ def register(sub: Subparsers) -> None:
     up.add_argument("--database", required=True, metavar="URL", help="the provider's database")
     up.add_argument("--declare", type=Path, default=None, metavar="TOML", help="as for serve")
     up.add_argument(
+        "--schema",
+        default=None,
+        metavar="NAME",
+        help="the provider's registry schema (PostgreSQL, default invalidation_contracts): its "
+        "capture lives there too, apart from other providers' on the same database",
+    )
+    up.add_argument(
         "--lock-timeout",
         type=float,
         default=None,
@@ -42,6 +49,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     from ..domains import get_domain
     from ..server.ingest import SourceError
     from ..server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
+    from ..server.sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..server.sql.install import DEFAULT_LOCK_TIMEOUT_S
     from . import CommandError, UsageError
 
@@ -58,6 +66,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         args.database,
         domain.sql_tables,
         lock_timeout_s=args.lock_timeout or DEFAULT_LOCK_TIMEOUT_S,
+        capture_schema=args.schema or DEFAULT_CAPTURE_SCHEMA,
     )
     try:
         done = source.upgrade(mode="check" if args.check else "auto")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from ..server.auth import ADMIN_TOKEN_ENV
 from ..server.config import WorkerConfig
 from ..server.trust import TrustOptions
-from ..server.worker.follower import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
+from ..server.worker.timing import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

@@ -44,7 +44,7 @@ def register(sub: Subparsers) -> None:
 
 
 def _memory_stats(args: argparse.Namespace) -> int:
-    from ..client import operator
+    from . import operator
 
     try:
         rows = operator.origin_stats(args.db, args.origin)
@@ -58,7 +58,7 @@ def _memory_stats(args: argparse.Namespace) -> int:
 
 
 def _memory_list(args: argparse.Namespace) -> int:
-    from ..client import operator
+    from . import operator
 
     try:
         rows = operator.entry_rows(args.db, args.origin, tombstones=args.tombstones)
@@ -72,7 +72,7 @@ def _memory_list(args: argparse.Namespace) -> int:
 
 
 def _memory_evict(args: argparse.Namespace) -> int:
-    from ..client import operator
+    from . import operator
 
     try:
         evicted = operator.evict(

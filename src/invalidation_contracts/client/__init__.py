@@ -1,7 +1,9 @@
 """The agent side: fix memory, invalidation strategies, prompting, patch application.
 
-The core (``FixMemory`` and the strategies) is sans-IO; ``stores`` holds the persistence adapters
-(in memory, SQLite shared by processes, PostgreSQL for fleets). The adapters that feed the memory
+The core (``FixMemory`` and the strategies) is sans-IO; ``shared`` is how a memory lives in a
+store shared by threads, processes and machines (the store interface, the layout, the replicas,
+the conditional commit); ``stores`` holds the adapters of that interface (in memory, SQLite shared
+by processes, PostgreSQL for fleets), imported on first use. The adapters that feed the memory
 live beside the other integrations: ``invalidation_contracts.httpx`` (the httpx transports, the
 ``httpx`` extra) and ``invalidation_contracts.mcp`` (the MCP session). See ``memory`` for the
 event/need protocol and ``limits`` for the bounds on what a server controls.
@@ -11,7 +13,10 @@ the prompt helpers, ``OriginState``/``OriginStats``, the httpx clients, ...) sti
 until 0.3.0, with a ``DeprecationWarning`` naming their home (``_MOVED``).
 """
 
+from typing import TYPE_CHECKING
+
 from .._deprecation import moved_names as _moved_names
+from .._extras import lazy_exports as _lazy_exports
 from .detection import Detection, DetectionName
 from .entries import EvictionReason, MemoryEntry, MemoryKey, Tombstone
 from .events import (
@@ -45,10 +50,14 @@ from .limits import Limits
 from .memory import AsyncFixMemory, FixMemory, Lookup, PatchOutcome
 from .patching import ApplyMode, PatchRefused
 from .prompting import consumption
-from .stores import InMemoryStore, SQLiteStore, Store, StoreError
+from .shared.store import Store, StoreError
 from .strategies import Strategy, StrategyName, strategy_for
 from .trust import TrustPolicy
 from .values import Answer, Observed, Position
+
+if TYPE_CHECKING:
+    from .stores.inmemory import InMemoryStore
+    from .stores.sqlite import SQLiteStore
 
 __all__ = [
     "Answer",
@@ -130,4 +139,8 @@ _MOVED = {
     "contract_client": "invalidation_contracts.httpx",
 }
 
-__getattr__ = _moved_names(__name__, _MOVED)
+#: The store adapters (``client.stores``), imported on first use: importing the client loads no
+#: adapter and no database driver (tests/test_import_boundary_client.py).
+_ADAPTERS = {"InMemoryStore": ".stores.inmemory", "SQLiteStore": ".stores.sqlite"}
+
+__getattr__ = _moved_names(__name__, _MOVED, _lazy_exports(__name__, _ADAPTERS))

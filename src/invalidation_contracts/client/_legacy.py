@@ -13,7 +13,7 @@ from typing import Any
 from . import calls
 from .core import MemoryCore
 from .entries import MemoryEntry
-from .steps import Steps
+from .shared.steps import Steps
 from .values import Observed
 
 __all__ = ["OBSERVE", "Spelling", "fixes_for", "observe_arguments", "relevant"]

@@ -11,11 +11,10 @@ its parameters show, the trust policy's parameter guard, and room in the origin.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from ..protocol.canonical import canonical_json
-from ..protocol.models import CacheHint, ContractFields, Suggestion, field_pointer
+from ..protocol.models import CacheHint, Suggestion, field_pointer
 from .budget import budgeted
 from .entries import (
     Dependency,
@@ -30,29 +29,13 @@ from .entries import (
 )
 from .events import NotStored
 from .invalidation import Invalidation
-from .ledger import Ledger
+from .lesson import Lesson
 from .limits import Limits
 from .patching import ALLOWED_OPS
 from .policies import Policies
+from .shared.ledger import Ledger
 from .trust import TrustPolicy
 from .wire import json_size, refuse
-
-
-@dataclass(frozen=True, slots=True)
-class Lesson:
-    """What one failure response teaches: its fixes, and the injected entries it contradicted.
-
-    Held back (deferred) while the memory awaits a diff that must judge the old entries first.
-    """
-
-    suggestions: tuple[Suggestion, ...]
-    contract: ContractFields | None
-    derived_from: tuple[str, ...]
-    response_id: str | None
-    contradicted: tuple[str, ...] = ()
-    operation: str = ""
-    request: Mapping[str, Any] | None = None
-    """The request that drew the failure, when the caller gave it."""
 
 
 class Admission:

@@ -17,9 +17,9 @@ from pydantic import ValidationError
 from ..protocol.models import ChangesFeed, RulesListing
 from .events import FetchChanges, FetchFailed, Need, Observation
 from .invalidation import Invalidation
-from .ledger import Ledger
 from .limits import Limits, Refusal
-from .steps import Steps
+from .shared.ledger import Ledger
+from .shared.steps import Steps
 from .transaction import CallRunner
 from .values import Answer
 from .wire import feed_items, position_error, refuse

@@ -12,8 +12,8 @@ from __future__ import annotations
 from ..protocol.models import Suggestion
 from .entries import Dependency
 from .events import Coarsened
-from .ledger import Ledger
 from .limits import Limits
+from .shared.ledger import Ledger
 
 
 def budgeted(

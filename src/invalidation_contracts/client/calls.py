@@ -15,13 +15,13 @@ from ..protocol.position import valid_epoch, valid_seq
 from .core import MemoryCore
 from .entries import EvictionReason, MemoryEntry, Tombstone
 from .events import Need, Observation
-from .layout import load_tombstones, stored_origins
-from .ledger import Ledger
 from .policies import contractless_policy
 from .serving import Lookup, PatchOutcome
+from .shared.layout import load_tombstones, stored_origins
+from .shared.ledger import Ledger
+from .shared.steps import Steps
 from .state import OriginState
 from .stats import OriginStats
-from .steps import Steps
 from .strategies import Strategy
 from .values import Answer, Observed, Position
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import threading
 
 from .events import FetchChanges
-from .ledger import Ledger
+from .shared.ledger import Ledger
 from .state import OriginState
 
 #: An announced change: the position it announced, or None when the announcement carried none.

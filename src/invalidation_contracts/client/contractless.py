@@ -25,8 +25,8 @@ from typing import ClassVar
 from .entries import EvictionReason, MemoryEntry
 from .events import PolicyStateReset, Probing
 from .learner import Learner, fresh
-from .ledger import Ledger
-from .strategies import NaiveMemory
+from .shared.ledger import Ledger
+from .strategy_base import NaiveMemory
 
 #: Default lifetimes: in episodes when ticks are episodes, else in seconds (28 days, as GitHub
 #: Copilot's memory expires).

@@ -24,11 +24,10 @@ from .invalidation import Invalidation
 from .limits import DEFAULT_LIMITS, Limits
 from .policies import Policies, contractless_policy
 from .readers import SuggestionReader
-from .replica import Replicas
 from .responses import Responses
 from .serving import Serving
-from .stores import InMemoryStore, Store
-from .stores.sqlite import open_or_set_aside
+from .shared.replica import Replicas
+from .shared.store import Store
 from .strategies import Strategy, StrategyName, strategy_for
 from .transaction import CallRunner
 from .trust import TrustPolicy
@@ -66,8 +65,12 @@ class MemoryCore:
         self.owns_store = not isinstance(store, Store) if close_store is None else close_store
         aside: Path | None = None
         if store is None:
+            from .stores.inmemory import InMemoryStore  # the adapters load on first use
+
             store = InMemoryStore()
         elif not isinstance(store, Store):
+            from .stores.sqlite import open_or_set_aside
+
             store, aside = open_or_set_aside(store)
             if aside is not None:
                 logger.warning(

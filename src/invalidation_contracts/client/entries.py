@@ -1,4 +1,4 @@
-"""Memory entries: key, cached suggestion, dependency vector; and tombstones (DESIGN.md §4, §7).
+"""Memory entries: key, cached suggestion, dependency vector; and tombstones (SPEC §7, §9).
 
 An entry is keyed by ``(origin, operation, type, canonical JSON of scope)``: the operation is the
 method and route template (or the MCP tool name) the fix was learned on, so a fix never crosses

@@ -14,7 +14,7 @@ from ..protocol.models import ChangesFeed, ContractFields, RulesListing, Suggest
 from .entries import EvictionReason, MemoryEntry, later
 from .events import Evicted, FetchChanges, FetchRules, Ignored, Need, NotStored
 from .fold import ContractFold, Move
-from .ledger import Ledger
+from .shared.ledger import Ledger
 from .strategies import Strategy, evict_changed_rows, resolve_held, restamp_unchanged
 from .trust import TrustPolicy
 

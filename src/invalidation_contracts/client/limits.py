@@ -1,4 +1,4 @@
-"""Client-side bounds on everything a server controls (DESIGN.md §7, threat model T15–T19).
+"""Client-side bounds on everything a server controls (docs/threat-model.md, T15–T19).
 
 A server decides how many suggestions a response carries, how large their values are, how many
 fixes an origin accumulates and how long a changes feed is. Each has a cap here; input over a cap

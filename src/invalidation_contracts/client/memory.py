@@ -42,8 +42,8 @@ from .detection import Detection, DetectionName
 from .limits import Limits
 from .readers import SuggestionReader
 from .serving import Lookup, PatchOutcome
-from .steps import Steps, run_async, run_sync
-from .stores import Store
+from .shared.steps import Steps, run_async, run_sync
+from .shared.store import Store
 from .strategies import Strategy, StrategyName
 from .trust import TrustPolicy
 

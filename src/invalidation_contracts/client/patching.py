@@ -16,7 +16,7 @@ import copy
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 import jsonpatch
 import jsonpointer
@@ -35,6 +35,23 @@ class ApplyMode(str, Enum):  # noqa: UP042 - keeps str() and f-string output as 
     """The model applies it, from the memory block (as in the paper)."""
     CLIENT = "client"
     """The client applies the cached JSON Patch to the planned request, on patchable paths only."""
+
+    @classmethod
+    def parse(cls, value: ApplyMode | ApplyModeName) -> ApplyMode:
+        """``value`` as an ``ApplyMode``: ``"model"`` is the MCP adapters' spelling of
+        ``PLANNER`` (the model applies the fixes it was shown); else ``ValueError``."""
+        if value == "model":
+            return cls.PLANNER
+        try:
+            return cls(value)
+        except ValueError:
+            spellings = ", ".join(repr(name) for name in APPLY_MODE_NAMES)
+            raise ValueError(f"apply must be one of {spellings}, not {value!r}") from None
+
+
+#: How an apply mode may be spelt where it is given as a string.
+ApplyModeName = Literal["client", "model", "planner"]
+APPLY_MODE_NAMES: tuple[ApplyModeName, ...] = ("client", "model", "planner")
 
 
 class PatchRefused(ValueError):

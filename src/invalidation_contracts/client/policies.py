@@ -17,7 +17,7 @@ from typing import Any
 from ..protocol.models import Suggestion
 from .contractless import ContractlessPolicy
 from .events import PolicyChosen
-from .ledger import Ledger
+from .shared.ledger import Ledger
 from .strategies import Strategy, strategy_for
 from .wire import carries_contract
 

@@ -22,7 +22,7 @@ from ..protocol.levels import Level
 from ..protocol.models import Action, Suggestion
 from .entries import MemoryEntry
 
-#: The Level 2 sentence added to the system prompt (DESIGN.md §4, paper §3.4).
+#: The Level 2 sentence added to the system prompt (SPEC §2, paper §3.4).
 L2_SENTENCE = (
     "Merge the suggestion parameters into your next request verbatim; do not paraphrase or omit "
     "fields."

@@ -13,16 +13,17 @@ from typing import Any
 
 from ..protocol.models import ContractFields
 from . import telemetry
-from .admission import Admission, Lesson
+from .admission import Admission
 from .detection import Detection
 from .entries import EvictionReason
 from .events import FetchChanges, Need, NotStored, Observation
 from .invalidation import Invalidation
-from .ledger import Ledger
+from .lesson import Lesson
 from .limits import Limits
 from .readers import SuggestionReader
+from .shared.ledger import Ledger
+from .shared.steps import Steps
 from .stats import contract_bytes as measure_contract_bytes
-from .steps import Steps
 from .transaction import CallRunner
 from .values import Observed
 from .wire import (

@@ -16,10 +16,10 @@ from typing import Any
 from ..protocol.models import PatchOperation, field_pointer
 from .entries import EvictionReason, MemoryEntry
 from .events import MemoryEvent, Need, Served
-from .ledger import Ledger
 from .patching import PatchRefused, apply_patch, as_pointer
 from .policies import Policies
-from .steps import Steps
+from .shared.ledger import Ledger
+from .shared.steps import Steps
 from .strategies import Strategy
 from .transaction import CallRunner
 from .trust import TrustPolicy
@@ -105,7 +105,7 @@ class Serving:
     def _serves(self, tx: Ledger, entry: MemoryEntry) -> bool:
         """Whether a lookup may serve a matching entry (quarantining or evicting it otherwise)."""
         if entry.id in tx.announced:
-            return False  # another writer is committing its eviction (``client.turn``)
+            return False  # another writer is committing its eviction (``client.shared.turn``)
         if not entry.key.scope_items and not entry.suggestion.origin_wide:
             tx.quarantine(entry.id, "its scope is empty and the server did not mark it origin_wide")
             return False

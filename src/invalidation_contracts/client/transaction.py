@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from ..protocol.position import valid_epoch, valid_seq
 from . import telemetry
-from .admission import Admission, Lesson
+from .admission import Admission
 from .confirmation import Confirmations
 from .events import (
     FetchChanges,
@@ -33,13 +33,14 @@ from .events import (
     Unreadable,
 )
 from .invalidation import Invalidation
-from .layout import commit_ops, plan_commit
-from .ledger import Ledger
-from .overlay import IndexOverlay
-from .replica import Replica, Replicas
-from .steps import Steps
-from .stores import StoreConflict, StoreError
-from .turn import take as take_turn
+from .lesson import Lesson
+from .shared.layout import commit_ops, plan_commit
+from .shared.ledger import Ledger
+from .shared.overlay import IndexOverlay
+from .shared.replica import Replica, Replicas
+from .shared.steps import Steps
+from .shared.store import StoreConflict, StoreError
+from .shared.turn import take as take_turn
 
 logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
@@ -121,7 +122,7 @@ class CallRunner:
         operation: str | None = None,
     ) -> Steps[Call[T]]:
         """Compute ``work`` on a current replica and commit it; again if another writer won —
-        then holding the origin's turn (``client.turn``), so it commits next: no starvation."""
+        then holding the origin's turn (``shared.turn``), so it commits next: no starvation."""
         turn: dict[str, Any] | None = None
         for _ in range(MAX_CONFLICTS):
             replica = yield from self.fresh(origin)
@@ -148,7 +149,7 @@ class CallRunner:
                 limits = self.admission.limits
                 plan = plan_commit(tx, base, replica.records, limits)
             if plan.record is not None and turn is None:
-                # a large eviction: announced in the turn before it commits (``client.turn``)
+                # a large eviction: announced in the turn before it commits (``client.shared.turn``)
                 turn = yield from take_turn(origin, self.clock, None, plan.record)
             try:
                 yield commit_ops(tx, base, total, turn, limits, plan)

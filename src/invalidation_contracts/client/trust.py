@@ -1,4 +1,4 @@
-"""The client's trust policy (DESIGN.md §6): how far the memory believes a server about itself.
+"""The client's trust policy (SPEC §10): how far the memory believes a server about itself.
 
 The paper evaluated only an honest server (§6.5). Each defence here is opt-in and off by default,
 and with every one off the memory behaves exactly as without a policy:

@@ -17,8 +17,8 @@ from ..protocol.models import ContractFields, Suggestion
 from ..protocol.position import valid_epoch, valid_seq
 from ..protocol.wirecost import ENVELOPE_FIELDS
 from .events import Ignored, NotStored, Refused
-from .ledger import Ledger
 from .limits import Limits
+from .shared.ledger import Ledger
 
 
 def contract_of(body: Mapping[str, Any]) -> ContractFields | None:

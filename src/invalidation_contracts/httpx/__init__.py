@@ -16,12 +16,18 @@ origin's contract routes live) and ``watch`` (the watch stream's requests, threa
 it decides is the sans-IO ``client.push``).
 """
 
-from .._extras import require_extra
+from importlib import import_module
 
-require_extra("httpx", "httpx")
+from .._extras import missing
 
-from ..client.push import WatchOptions  # noqa: E402
-from .extensions import (  # noqa: E402
+# The package's one guard: each of its modules imports httpx freely after it.
+try:
+    import_module("httpx")
+except ModuleNotFoundError as exc:
+    raise missing(exc, "httpx") from exc
+
+from ..client.push import WatchOptions
+from .extensions import (
     EPISODE_EXTENSION,
     INJECTED_EXTENSION,
     LISTENER_EXTENSION,
@@ -32,13 +38,13 @@ from .extensions import (  # noqa: E402
     default_origin,
     operation_of,
 )
-from .transport import (  # noqa: E402
+from .transport import (
     AsyncContractTransport,
     ContractTransport,
     async_contract_client,
     contract_client,
 )
-from .watch import Watches, watches  # noqa: E402
+from .watch import Watches, watches
 
 __all__ = [
     "AsyncContractTransport",

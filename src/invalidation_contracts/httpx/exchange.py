@@ -25,7 +25,7 @@ from ..client.limits import Refusal, parse_json
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.needs import need_loop
 from ..client.published import PublishedPatchable
-from ..client.stores import StoreError
+from ..client.shared.store import StoreError
 from ..client.values import Answer, Observed, Position
 from ..protocol.headers import (
     CONTRACT_SIGN,

@@ -38,7 +38,7 @@ import httpx
 from ..client.events import MemoryEvent, Need
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.push import WatchOptions, watch_options
-from ..client.steps import adrive, drive
+from ..client.shared.steps import adrive, drive
 from .exchange import (
     FORWARDED_HEADERS,
     THROWN,
@@ -96,6 +96,11 @@ class ContractTransport(httpx.BaseTransport):
         origin's entries stay withheld)."""
         self.memory.reopened(origin)
         return self.fulfil(self.memory.needs(origin), listener=listener, headers=headers)
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL:
+        """Where ``origin`` serves the contract route ``path`` (``/contract/...``): under the
+        location its responses' ``Link`` named, else at the root."""
+        return self._contract.locations.url(origin, path)
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = self._run(self._contract.exchange(request))
@@ -182,6 +187,10 @@ class AsyncContractTransport(httpx.AsyncBaseTransport):
         self.memory.reopened(origin)
         needs = await self.memory.needs(origin)
         return await self.fulfil(needs, listener=listener, headers=headers)
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL:
+        """The async twin of ``ContractTransport.contract_url``."""
+        return self._contract.locations.url(origin, path)
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         response = await self._run(self._contract.exchange(request))

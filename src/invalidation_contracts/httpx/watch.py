@@ -2,10 +2,11 @@
 
 With ``watch=True`` (or a ``WatchOptions``) a ``ContractTransport`` / ``AsyncContractTransport``
 opens ``GET {origin}/contract/watch?since=&epoch=`` (SPEC §8.4) after its first response from an
-origin, in a background thread (sync) or task (async). Each ``versions`` event past the memory's
-position makes it read ``/contract/versions`` through the transport itself, so the memory
-evicts what the change made stale — and fetches the feed it needs — while the agent is idle,
-before its next request.
+origin, under the contract location that response's ``Link`` named (``/shop/api/contract/watch``
+for a contract mounted there), in a background thread (sync) or task (async). Each ``versions``
+event past the memory's position makes it read ``/contract/versions`` through the transport
+itself, so the memory evicts what the change made stale — and fetches the feed it needs — while
+the agent is idle, before its next request.
 
 What the watch decides (bounds, the events' meaning, the steps, stalls, backoff) is the sans-IO
 ``client.push``; here are the requests, the thread and the task that carry it out, and the
@@ -20,11 +21,12 @@ import socket
 import threading
 import time
 from collections.abc import AsyncIterable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 import httpx
 
 from ..client.events import MemoryEvent
+from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.push import (
     WATCH_PATH,
     Known,
@@ -36,17 +38,43 @@ from ..client.push import (
     WatchStep,
     Withhold,
 )
-from ..client.steps import adrive, drive
+from ..client.shared.steps import adrive, drive
 from ..client.values import Position
 from .extensions import describe
 
 if TYPE_CHECKING:
     from .extensions import Listener
-    from .transport import AsyncContractTransport, ContractTransport
 
 
-def stream_request(core: WatchCore, position: Position) -> httpx.Request:
-    """The request that opens ``core``'s stream from the memory's ``position``."""
+class Watched(Protocol):
+    """What a watch thread uses of its ``transport.ContractTransport`` (typed here, so the
+    transport imports its watches and the watches never import the transport)."""
+
+    memory: FixMemory
+    wrapped: httpx.BaseTransport
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL: ...
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response: ...
+
+
+class AsyncWatched(Protocol):
+    """What a watch task uses of its ``transport.AsyncContractTransport``."""
+
+    memory: AsyncFixMemory
+    wrapped: httpx.AsyncBaseTransport
+
+    def contract_url(self, origin: str, path: str) -> httpx.URL: ...
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response: ...
+
+
+VERSIONS_PATH = "/contract/versions"
+
+
+def stream_request(core: WatchCore, position: Position, url: httpx.URL) -> httpx.Request:
+    """The request that opens ``core``'s stream from the memory's ``position`` at ``url`` (the
+    origin's watch route, where its contract lives)."""
     params: dict[str, str] = {"timeout": str(core.options.stream_timeout_s)}
     if position.seq is not None:
         params["since"] = str(position.seq)
@@ -55,18 +83,19 @@ def stream_request(core: WatchCore, position: Position) -> httpx.Request:
     c, stall = core.options.connect_timeout_s, core.options.stall_timeout_s
     return httpx.Request(
         "GET",
-        httpx.URL(core.origin.rstrip("/") + WATCH_PATH),
+        url,
         params=params,
         headers={"accept": "text/event-stream", "cache-control": "no-store", **core.forwarded},
         extensions={"timeout": {"connect": c, "read": stall, "write": c, "pool": c}},
     )
 
 
-def versions_request(core: WatchCore) -> httpx.Request:
-    """The read that brings the memory to the announced position (through the transport)."""
+def versions_request(core: WatchCore, url: httpx.URL) -> httpx.Request:
+    """The read at ``url`` (the origin's ``/contract/versions``) that brings the memory to the
+    announced position (through the transport)."""
     return httpx.Request(
         "GET",
-        httpx.URL(core.origin.rstrip("/") + "/contract/versions"),
+        url,
         headers={"accept": "application/json", **core.forwarded},
     )
 
@@ -79,7 +108,7 @@ def opened(core: WatchCore, response: httpx.Response, since: int | None) -> None
 class SyncWatch:
     """One origin's watch in a daemon thread, for ``ContractTransport``."""
 
-    def __init__(self, transport: ContractTransport, core: WatchCore) -> None:
+    def __init__(self, transport: Watched, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._stop = threading.Event()
@@ -141,7 +170,8 @@ class SyncWatch:
     def _stream(self) -> None:
         core = self.core
         position = self.transport.memory.position(core.origin)
-        response = self.transport.wrapped.handle_request(stream_request(core, position))
+        url = self.transport.contract_url(core.origin, WATCH_PATH)
+        response = self.transport.wrapped.handle_request(stream_request(core, position, url))
         self._response = response
         try:
             if self._stop.is_set():
@@ -177,13 +207,14 @@ class SyncWatch:
         return None
 
     def _refresh(self) -> None:
-        self.transport.handle_request(versions_request(self.core)).close()
+        url = self.transport.contract_url(self.core.origin, VERSIONS_PATH)
+        self.transport.handle_request(versions_request(self.core, url)).close()
 
 
 class AsyncWatch:
     """One origin's watch in an asyncio task, for ``AsyncContractTransport``."""
 
-    def __init__(self, transport: AsyncContractTransport, core: WatchCore) -> None:
+    def __init__(self, transport: AsyncWatched, core: WatchCore) -> None:
         self.transport = transport
         self.core = core
         self._task: asyncio.Task[None] | None = None
@@ -243,7 +274,9 @@ class AsyncWatch:
     async def _stream(self) -> None:
         core = self.core
         position = await self.transport.memory.position(core.origin)
-        response = await self.transport.wrapped.handle_async_request(stream_request(core, position))
+        url = self.transport.contract_url(core.origin, WATCH_PATH)
+        request = stream_request(core, position, url)
+        response = await self.transport.wrapped.handle_async_request(request)
         try:
             opened(core, response, position.seq)
             parser = core.parser()
@@ -272,7 +305,8 @@ class AsyncWatch:
         return None
 
     async def _refresh(self) -> None:
-        response = await self.transport.handle_async_request(versions_request(self.core))
+        url = self.transport.contract_url(self.core.origin, VERSIONS_PATH)
+        response = await self.transport.handle_async_request(versions_request(self.core, url))
         await response.aclose()
 
 
@@ -294,7 +328,7 @@ class Watches:
 
     def __init__(
         self,
-        transport: ContractTransport | AsyncContractTransport,
+        transport: Watched | AsyncWatched,
         options: WatchOptions | None,
         listener: Listener | None,
     ) -> None:
@@ -320,9 +354,9 @@ class Watches:
                 return
             core = WatchCore(origin, options, request.headers, self._emit)
             watch: SyncWatch | AsyncWatch = (
-                AsyncWatch(cast("AsyncContractTransport", self.transport), core)
+                AsyncWatch(cast("AsyncWatched", self.transport), core)
                 if asynchronous
-                else SyncWatch(cast("ContractTransport", self.transport), core)
+                else SyncWatch(cast("Watched", self.transport), core)
             )
             self._by_origin[origin] = watch
         watch.start()

@@ -8,19 +8,28 @@ the contract resources; ``connect`` opens one. ``names`` holds the URIs and ``_m
 ends agree on.
 """
 
-from .._extras import require_extra
+from importlib import import_module
 
-require_extra("mcp", "mcp")
+from .._extras import missing
 
-from . import names  # noqa: E402
-from .backend import ContractBackend, ProviderBackend  # noqa: E402
-from .server import contract_server, run_stdio  # noqa: E402
-from .session import ContractSession, ToolReply, connect  # noqa: E402
+# The package's one guard: each of its modules imports mcp freely after it.
+try:
+    import_module("mcp")
+except ModuleNotFoundError as exc:
+    raise missing(exc, "mcp") from exc
+
+from . import names
+from .backend import ContractBackend, ProviderBackend
+from .options import SessionOptions
+from .reply import ToolReply
+from .server import contract_server, run_stdio
+from .session import ContractSession, connect
 
 __all__ = [
     "ContractBackend",
     "ContractSession",
     "ProviderBackend",
+    "SessionOptions",
     "ToolReply",
     "connect",
     "contract_server",

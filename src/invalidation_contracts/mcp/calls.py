@@ -13,30 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .._deprecation import warn_moved
 from ..client.entries import MemoryEntry
 from ..client.events import MemoryEvent, PatchSkipped
 from ..client.memory import AsyncFixMemory, Lookup, PatchOutcome
-from ..client.patching import is_patchable, written_paths
+from ..client.patching import ApplyMode, ApplyModeName, is_patchable, written_paths
 from ..client.prompting import Consumption, consumption
 from ..protocol.levels import Level
-
-if TYPE_CHECKING:
-    from .session import ToolReply
+from .reply import ToolReply
 
 logger = logging.getLogger("invalidation_contracts.client")
-
-#: How an adapter uses the relevant fixes: patched into the arguments, or shown to the model.
-APPLY_MODES = ("client", "model")
-
-
-def check_apply(apply: str) -> str:
-    """``apply`` if it is one of ``APPLY_MODES``; else ``ValueError``."""
-    if apply not in APPLY_MODES:
-        raise ValueError(f"apply must be one of {APPLY_MODES}, not {apply!r}")
-    return apply
 
 
 class AgentCalls:
@@ -46,7 +34,7 @@ class AgentCalls:
     """
 
     memory: AsyncFixMemory
-    apply: str
+    apply: ApplyMode
 
     @property
     def origin(self) -> str:
@@ -85,7 +73,7 @@ class AgentCalls:
         """The fixes of ``tool`` the model must be shown: every one in model apply mode; in
         client mode those the client cannot patch in (no patch, or a field not patchable)."""
         fixes = list((await self.lookup(tool)).entries)
-        if self.apply == "model" or not fixes:
+        if self.apply is ApplyMode.PLANNER or not fixes:
             return fixes
         patchable = (await self.memory.state(self.origin)).patchable
         return [fix for fix in fixes if not client_patches(fix, patchable)]
@@ -147,7 +135,7 @@ class AgentCalls:
         tool: str,
         arguments: Mapping[str, Any] | None = None,
         *,
-        apply: str | None = None,
+        apply: ApplyMode | ApplyModeName | None = None,
         episode: int | None = None,
         meta: Mapping[str, Any] | None = None,
     ) -> ToolReply:
@@ -167,17 +155,17 @@ async def answer(
     contract: AgentCalls,
     tool: str,
     arguments: Mapping[str, Any] | None,
-    apply: str,
+    apply: ApplyMode | ApplyModeName,
     episode: int | None = None,
     *,
     meta: Mapping[str, Any] | None = None,
 ) -> ToolReply:
     """Call ``tool`` with ``arguments`` through ``contract`` in ``apply`` mode."""
-    check_apply(apply)
+    apply = ApplyMode.parse(apply)
     request = dict(arguments or {})
     fixes = list((await contract.lookup(tool, request, episode=episode)).entries)
     injected = fixes
-    if fixes and apply == "client":
+    if fixes and apply is ApplyMode.CLIENT:
         try:
             patched = await contract.apply_patches(tool, request, fixes, episode=episode)
         except ValueError as exc:  # the server publishes no patchable fields

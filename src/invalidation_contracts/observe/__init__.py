@@ -9,6 +9,18 @@ Agent side: the fix memory reports through the global meter provider by itself
 
 from __future__ import annotations
 
+from importlib import import_module
+
+from .._extras import missing
+
+# The package's one guard (its modules import OpenTelemetry and FastAPI freely after it); the
+# Prometheus exposition (``prometheus``, ``workers``), loaded on demand, guards its own imports.
+try:
+    import_module("opentelemetry")
+    import_module("fastapi")
+except ModuleNotFoundError as exc:
+    raise missing(exc, "otel", fastapi="server", starlette="server") from exc
+
 from .clients import ClientKey, ClientKeyMiddleware, current_client
 from .install import METRICS_PATH, Observability, instrument, metrics_router
 from .journal import ChangeJournal, ChangeSet, RowDiff, TableMove

@@ -21,16 +21,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .._extras import require_extra
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-require_extra("otel", "opentelemetry")
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
-
-from ..client.stats import contract_bytes  # noqa: E402
-from ..server.domain import Route  # noqa: E402
-from ..server.provider import Outcome  # noqa: E402
-from .totals import Labels  # noqa: E402
+from ..client.stats import contract_bytes
+from ..server.domain import Route
+from ..server.provider import Outcome
+from .totals import Labels
 
 CAPACITY = 512
 """Answer documents (and contract-byte counts) remembered at once."""

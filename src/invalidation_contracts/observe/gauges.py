@@ -3,8 +3,10 @@ request's path.
 
 ``watch_worker`` registers the render cache's hits and misses and the worker's position,
 availability, readiness, liveness and lag; ``watch_scores`` the client figures summed over
-clients (``ClientScores.totals``; the per-client ones stay on the operator page, a label per
-client would be unbounded). Each observation carries the ``worker`` attribute.
+clients (``ClientScores.totals``), the same figures per client for the ``top`` busiest clients
+(label ``client``: a bounded set, which a flood of fresh keys, each less busy, does not enter),
+how many clients are kept and how many were forgotten to make room. Each observation carries the
+``worker`` attribute.
 """
 
 from __future__ import annotations
@@ -12,11 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from .._extras import require_extra
-
-require_extra("otel", "opentelemetry")
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
@@ -35,6 +33,7 @@ _CLIENT_FIGURES = (
         "stale fix shown to a model that ignored it never reaches the provider).",
     ),
 )
+_REQUESTS = ("requests", "{request}", "Requests checked against the policies.")
 
 
 def watch_worker(meter: Meter, service: ContractWorker, worker: str) -> None:
@@ -111,8 +110,16 @@ def watch_worker(meter: Meter, service: ContractWorker, worker: str) -> None:
     )
 
 
-def watch_scores(meter: Meter, scores: ClientScores, worker: str) -> None:
-    """Register ``invalidation_contracts.clients.*``: ``scores``' totals, read when collected."""
+TOP_CLIENTS = 20
+"""Clients whose own figures each worker exports (its busiest; the operator page shows more)."""
+
+
+def watch_scores(
+    meter: Meter, scores: ClientScores, worker: str, *, top: int = TOP_CLIENTS
+) -> None:
+    """Register ``invalidation_contracts.clients.*`` (``scores``' totals, kept and forgotten
+    clients) and ``invalidation_contracts.client.*`` (the ``top`` busiest clients' own figures),
+    read when collected."""
 
     def total(name: str) -> Callback:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:
@@ -120,10 +127,37 @@ def watch_scores(meter: Meter, scores: ClientScores, worker: str) -> None:
 
         return observe
 
-    for name, unit, description in _CLIENT_FIGURES:
+    def each(name: str) -> Callback:
+        def observe(_options: CallbackOptions) -> Iterable[Observation]:
+            for client, figures in scores.busiest(top):
+                yield Observation(getattr(figures, name), {"worker": worker, "client": client})
+
+        return observe
+
+    for name, unit, description in (*_CLIENT_FIGURES, _REQUESTS):
+        if name != "requests":
+            meter.create_observable_counter(
+                f"invalidation_contracts.clients.{name}",
+                callbacks=[total(name)],
+                unit=unit,
+                description=description,
+            )
         meter.create_observable_counter(
-            f"invalidation_contracts.clients.{name}",
-            callbacks=[total(name)],
+            f"invalidation_contracts.client.{name}",
+            callbacks=[each(name)],
             unit=unit,
-            description=description,
+            description=f"{description} Per client, for this worker's {top} busiest clients.",
         )
+    meter.create_observable_gauge(
+        "invalidation_contracts.clients.kept",
+        callbacks=[lambda _options: [Observation(len(scores), {"worker": worker})]],
+        unit="{client}",
+        description="Clients whose figures this worker keeps (at most max_clients).",
+    )
+    meter.create_observable_counter(
+        "invalidation_contracts.clients.forgotten",
+        callbacks=[lambda _options: [Observation(scores.forgotten, {"worker": worker})]],
+        unit="{client}",
+        description="Clients forgotten to make room for new ones (their figures stay in the "
+        "totals); a fast rise is someone minting client keys.",
+    )

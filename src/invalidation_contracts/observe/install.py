@@ -13,23 +13,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._extras import require_extra
+from fastapi import APIRouter, Depends, FastAPI
+from opentelemetry import metrics, trace
+from starlette.responses import Response
 
-require_extra("otel", "opentelemetry")
-require_extra("server", "fastapi")
-
-from fastapi import APIRouter, Depends, FastAPI  # noqa: E402
-from opentelemetry import metrics, trace  # noqa: E402
-from starlette.responses import Response  # noqa: E402
-
-from ..protocol.models import Problem  # noqa: E402
-from ..server.http.auth import admin_dependency  # noqa: E402
-from ..server.http.errors import problem_route_class  # noqa: E402
-from ..server.http.openapi import AUTH_ERRORS, responses  # noqa: E402
-from .clients import ClientKey, ClientKeyMiddleware, current_client  # noqa: E402
-from .journal import ChangeJournal  # noqa: E402
-from .provider import ProviderTelemetry  # noqa: E402
-from .scoring import ClientScores  # noqa: E402
+from ..protocol.models import Problem
+from ..server.http.auth import admin_dependency
+from ..server.http.errors import problem_route_class
+from ..server.http.openapi import AUTH_ERRORS, responses
+from .clients import ClientKey, ClientKeyMiddleware, current_client
+from .journal import ChangeJournal
+from .provider import ProviderTelemetry
+from .scoring import ClientScores
 
 if TYPE_CHECKING:
     from ..server.http.service import ContractService
@@ -112,8 +107,15 @@ def instrument(
     observed._undo.append(lambda: setattr(service.provider, "telemetry", None))
     observed._undo.append(service.registry.subscribe(telemetry.moved))
     if app is not None and hasattr(app, "add_middleware"):
+        from .tracing import IncomingTrace
+
         app.add_middleware(ClientKeyMiddleware, key=client_key)
+        app.add_middleware(IncomingTrace)
     if exposition is not None and app is not None:
+        if hasattr(app, "add_middleware"):
+            from .latency import TimedRequests
+
+            app.add_middleware(TimedRequests, durations=exposition.durations)
         app.include_router(metrics_router(service, exposition, prefix=prefix))
     if page and app is not None:
         from .page import operator_router

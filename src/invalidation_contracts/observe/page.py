@@ -19,17 +19,13 @@ from collections.abc import Callable
 from importlib import resources
 from typing import TYPE_CHECKING, Annotated, Any
 
-from .._extras import require_extra
+from fastapi import APIRouter, Depends, Query, Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
 
-require_extra("server", "fastapi")
-
-from fastapi import APIRouter, Depends, Query, Request  # noqa: E402
-from starlette.responses import HTMLResponse, JSONResponse, Response  # noqa: E402
-
-from ..protocol.problems import ProblemType, ProtocolError  # noqa: E402
-from ..server.auth import REALM  # noqa: E402
-from ..server.http.errors import problem_route_class  # noqa: E402
-from .view import operator_view  # noqa: E402
+from ..protocol.problems import ProblemType, ProtocolError
+from ..server.auth import REALM
+from ..server.http.errors import problem_route_class
+from .view import operator_view
 
 if TYPE_CHECKING:
     from ..server.http.service import ContractService

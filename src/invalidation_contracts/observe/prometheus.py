@@ -4,24 +4,28 @@
 Prometheus reader, registered in a ``prometheus_client`` registry of its own (never the process
 global one, so several services in one process do not mix). ``render`` is what the metrics route
 answers. Pull-based: a Prometheus server that is down or slow only misses scrapes; nothing is
-queued or sent on a request's path.
+queued or sent on a request's path. Beside the reader, the registry holds the request-duration
+histogram (``observe.latency``) and the standard ``process_*`` metrics (CPU seconds, resident
+memory, open and maximum file descriptors, start time) of ``prometheus_client``'s collector.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("otel", "opentelemetry.sdk", "opentelemetry.exporter.prometheus", "prometheus_client")
+try:
+    from opentelemetry.exporter.prometheus import PrometheusMetricReader
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+    from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST
+except ModuleNotFoundError as exc:
+    raise missing(exc, "otel") from exc
 
-from opentelemetry.exporter.prometheus import PrometheusMetricReader  # noqa: E402
-from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-from prometheus_client.exposition import CONTENT_TYPE_LATEST  # noqa: E402
-
-from .workers import WorkerFiles  # noqa: E402
+from .latency import RequestDurations
+from .workers import WorkerFiles
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 """The Prometheus text exposition format's media type."""
@@ -37,6 +41,10 @@ class PrometheusExposition:
         then answers every worker's metrics, each series labelled with its ``worker``
         (``observe.workers``)."""
         self.registry = CollectorRegistry(auto_describe=True)
+        self.durations = RequestDurations()
+        """Request seconds by route and status, measured by ``latency.TimedRequests``."""
+        self.registry.register(self.durations)
+        ProcessCollector(registry=self.registry)
         self.reader = PrometheusMetricReader(registry=self.registry)
         self.meter_provider = MeterProvider(
             metric_readers=[self.reader],

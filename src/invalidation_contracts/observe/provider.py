@@ -24,22 +24,19 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
-from .._extras import require_extra
+from opentelemetry import metrics, trace
 
-require_extra("otel", "opentelemetry")
-
-from opentelemetry import metrics, trace  # noqa: E402
-
-from .. import __version__  # noqa: E402
-from ..protocol.problems import ProtocolError  # noqa: E402
-from ..server.domain import Route  # noqa: E402
-from ..server.origin import current_origin  # noqa: E402
-from ..server.provider import Outcome  # noqa: E402
-from ..server.state import RegistryState  # noqa: E402
-from .answers import AnswerCounters  # noqa: E402
-from .gauges import watch_scores, watch_worker  # noqa: E402
-from .journal import ChangeJournal, ChangeSet, change_set  # noqa: E402
-from .totals import Labels, TotalCounter  # noqa: E402
+from .. import __version__
+from ..protocol.models import ChangesFeed
+from ..protocol.problems import ProtocolError
+from ..server.domain import Route
+from ..server.origin import current_origin
+from ..server.provider import Outcome
+from ..server.state import RegistryState
+from .answers import AnswerCounters
+from .gauges import watch_scores, watch_worker
+from .journal import ChangeJournal, ChangeSet, change_set
+from .totals import Labels, TotalCounter
 
 ORIGINS = ("captured", "admin", "reconciled", "direct")
 """Where a change set comes from (``contract.changes``' ``origin``); each is exported at 0."""
@@ -186,10 +183,16 @@ class ProviderTelemetry:
     # -- what the registry tells (Registry.subscribe) -------------------------------------------
 
     def moved(self, before: RegistryState, after: RegistryState) -> None:
-        """A registry listener: count the change set, journal it, tell the change hooks."""
+        """A registry listener: count the change sets, journal the move, tell the change hooks.
+
+        Each change set is counted once, by the worker that made it: the registry announces
+        what a worker adopted from the shared history apart (origin ``adopted``), and a move
+        that holds several change sets (a backlog consumed in one transaction) counts each one
+        from the change log, a reconciled one as ``reconciled``."""
         try:
             origin = current_origin()
             worker = (("worker", self.worker),)
+            feed = self._feed(before, after)
             if origin == "adopted":
                 same = after.epoch == before.epoch
                 self.adopted.add(after.seq - before.seq if same else 1, worker)
@@ -214,32 +217,47 @@ class ProviderTelemetry:
                     before,
                     after,
                     origin,
-                    keys=self._keys(before, after),
+                    keys=None if feed is None else _keys(feed),
                     max_rows=self.journal.max_rows,
                 )
             if origin != "adopted":
-                for move in change.tables:
-                    labels = (("table", move.table), ("origin", origin))
-                    self.changes.add(1, labels)
-                    self.rows_changed.add(move.changed_rows, labels)
+                self._count(change, feed, origin)
             self.journal.add(change)
             for hook in self.change_hooks:
                 hook(change, before, after)
         except Exception:
             self._failed("a registry change")
 
-    def _keys(self, before: RegistryState, after: RegistryState) -> dict[str, list[str]] | None:
-        """The row keys each table's change records name (None: compare whole tables)."""
+    def _count(self, change: ChangeSet, feed: ChangesFeed | None, origin: str) -> None:
+        """Add the change sets of one move to ``contract.changes`` and ``rows_changed``: one per
+        table transition in the log (its own origin when reconciled); without the log (a new
+        epoch), one per table the move changed."""
+        if feed is None:
+            for move in change.tables:
+                labels = (("table", move.table), ("origin", origin))
+                self.changes.add(1, labels)
+                self.rows_changed.add(move.changed_rows, labels)
+            return
+        origins: dict[tuple[int, str], str] = {}
+        for transition in feed.tables:
+            own = "reconciled" if transition.reconciled else origin
+            origins[(transition.seq, transition.table)] = own
+            self.changes.add(1, (("table", transition.table), ("origin", own)))
+        rows: dict[tuple[str, str], int] = {}
+        for row in feed.rows:
+            where = (row.table, origins.get((row.seq, row.table), origin))
+            rows[where] = rows.get(where, 0) + 1
+        for (table, own), count in rows.items():
+            self.rows_changed.add(count, (("table", table), ("origin", own)))
+
+    def _feed(self, before: RegistryState, after: RegistryState) -> ChangesFeed | None:
+        """The change log between the two states (None: another epoch, or beyond the log)."""
         if before.epoch != after.epoch:
             return None
         try:
-            feed = self.service.registry.log.since(before.seq, after.seq, after.epoch)
+            return self.service.registry.log.since(before.seq, after.seq, after.epoch)
         except ProtocolError:
             return None
-        keys: dict[str, list[str]] = {t.table: [] for t in feed.tables}
-        for row in feed.rows:
-            keys.setdefault(row.table, []).append(row.key)
-        return keys
 
     def watch_scores(self, scores: ClientScores) -> None:
         """Export the per-client figures summed over clients (``observe.gauges.watch_scores``)."""
@@ -253,3 +271,11 @@ class ProviderTelemetry:
         if not self._warned:
             self._warned = True
             logger.exception("telemetry could not record %s; the request is unaffected", what)
+
+
+def _keys(feed: ChangesFeed) -> dict[str, list[str]]:
+    """The row keys each table's change records name."""
+    keys: dict[str, list[str]] = {t.table: [] for t in feed.tables}
+    for row in feed.rows:
+        keys.setdefault(row.table, []).append(row.key)
+    return keys

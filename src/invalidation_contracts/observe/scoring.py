@@ -34,6 +34,7 @@ in the totals.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -126,6 +127,8 @@ class ClientScores:
         """Client keys by ``busy``, least recently seen first (eviction's order)."""
         self._forgotten = ClientFigures()
         """The figures of clients no longer kept (``totals`` adds the kept ones when read)."""
+        self.forgotten = 0
+        """Clients forgotten to make room (many: someone mints client keys)."""
         self._lessons = Lessons(max_fixes)
         self._judge = _Judgements(max_fixes)
         self._lock = threading.Lock()
@@ -158,6 +161,18 @@ class ClientScores:
         with self._lock:
             found = self._clients.get(client)
             return None if found is None else ClientFigures(**vars(found.figures))
+
+    def __len__(self) -> int:
+        """Clients kept now."""
+        return len(self._clients)
+
+    def busiest(self, n: int) -> list[tuple[str, ClientFigures]]:
+        """The ``n`` clients kept with the most requests (ties: by key), with their figures."""
+        with self._lock:
+            top = heapq.nsmallest(
+                n, self._clients.items(), key=lambda item: (-item[1].figures.requests, item[0])
+            )
+            return [(key, ClientFigures(**vars(c.figures))) for key, c in top]
 
     def snapshot(self) -> dict[str, ClientFigures]:
         """Every client's figures now, by client key."""
@@ -219,6 +234,7 @@ class ClientScores:
         if not keys:
             del self._ranks[rank]
         _add(self._forgotten, self._clients.pop(key).figures)
+        self.forgotten += 1
 
     def _teach(self, client: _Client, fix: Taught) -> None:
         """Remember ``fix``, not taught to ``client`` before, as taught (its time is set)."""

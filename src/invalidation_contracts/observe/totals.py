@@ -11,11 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 
-from .._extras import require_extra
-
-require_extra("otel", "opentelemetry")
-
-from opentelemetry.metrics import CallbackOptions, Meter, Observation  # noqa: E402
+from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 Labels = tuple[tuple[str, str | int], ...]
 

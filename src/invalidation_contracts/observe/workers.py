@@ -6,8 +6,9 @@ what it served. So each worker publishes its own exposition into a folder the wo
 from a daemon thread, and at each scrape it answers. The scraped worker merges every file: each
 sample gains a ``worker`` label (the publishing worker's pid) unless it has one, so every series
 is one process's, ``sum without (worker)`` is the provider's total, and a worker restarted by
-the supervisor is a new series (its predecessor's file stays, so no count is lost). What the
-other workers did reaches a scrape within ``refresh_s``.
+the supervisor is a new series (its predecessor's file stays, so no count is lost; its gauges
+are left out once its process is gone: a dead worker serves no seq and is not "not ready"). What
+the other workers did reaches a scrape within ``refresh_s``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,15 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
-from .._extras import require_extra
+from .._extras import missing
 
-require_extra("otel", "prometheus_client")
-
-from prometheus_client import CollectorRegistry, generate_latest  # noqa: E402
-from prometheus_client.metrics_core import Metric  # noqa: E402
-from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
-from prometheus_client.samples import Sample  # noqa: E402
+try:
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.metrics_core import Metric
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.samples import Sample
+except ModuleNotFoundError as exc:
+    raise missing(exc, "otel") from exc
 
 METRICS_DIR_ENV = "INVALIDATION_CONTRACTS_METRICS_DIR"
 """The folder ``serve --workers N --metrics`` gives its workers to share their metrics in."""
@@ -33,8 +35,9 @@ REFRESH_S = 1.0
 SUFFIX = ".prom"
 
 
-def merge(texts: Mapping[str, str]) -> bytes:
-    """The expositions ``texts`` (by worker) as one, each sample labelled with its worker."""
+def merge(texts: Mapping[str, str], gone: frozenset[str] = frozenset()) -> bytes:
+    """The expositions ``texts`` (by worker) as one, each sample labelled with its worker;
+    the gauges of the workers in ``gone`` (no longer running) are left out."""
     families: dict[str, Metric] = {}
     for worker, text in sorted(texts.items()):
         try:
@@ -42,6 +45,8 @@ def merge(texts: Mapping[str, str]) -> bytes:
         except ValueError:  # a file torn by a crash: that worker is left out of this scrape
             continue
         for family in parsed:
+            if worker in gone and family.type == "gauge":
+                continue
             merged = families.get(family.name)
             if merged is None:
                 merged = Metric(family.name, family.documentation, family.type, family.unit)
@@ -55,6 +60,17 @@ def merge(texts: Mapping[str, str]) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Families(list(families.values())))
     return generate_latest(registry)
+
+
+def _running(worker: str) -> bool:
+    """Whether the process named ``worker`` (a pid) still runs (a name that is not one: yes)."""
+    try:
+        os.kill(int(worker), 0)
+    except ProcessLookupError:
+        return False
+    except (ValueError, OverflowError, PermissionError):
+        return True
+    return True
 
 
 class _Families:
@@ -118,7 +134,7 @@ class WorkerFiles:
                 if worker != self.worker:
                     with contextlib.suppress(OSError, UnicodeDecodeError):
                         texts[worker] = path.read_text(encoding="utf-8")
-        return merge(texts)
+        return merge(texts, frozenset(w for w in texts if w != self.worker and not _running(w)))
 
     def _run(self) -> None:
         while not self._stop.wait(self._refresh_s):

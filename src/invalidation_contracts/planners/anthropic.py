@@ -9,24 +9,25 @@ are retried by the SDK itself (exponential backoff from 0.5 s, capped at 8 s, ho
 counted in :attr:`Plan.retries`, and what still fails raises :class:`PlannerCallError`.
 """
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
 import json
 import os
 from typing import Any
 
-from .._extras import require_extra
+from .._extras import missing, require_extra
 
-require_extra("anthropic", "anthropic", "jsonschema_rs")
+try:
+    require_extra("anthropic", "jsonschema_rs")  # used, not imported, here
+    import anthropic
+except ModuleNotFoundError as exc:
+    raise missing(exc, "anthropic") from exc
 
-import anthropic  # noqa: E402
-
-from .base import Plan, PlanningContext, Usage  # noqa: E402
-from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError  # noqa: E402
-from .rendering import render_prompt  # noqa: E402
-from .sends import count_send, counting_sends  # noqa: E402
-from .validation import check_request  # noqa: E402
+from .base import Plan, PlanningContext, Usage
+from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError
+from .rendering import render_prompt
+from .sends import count_send, counting_sends
+from .validation import check_request
 
 API_KEY_ENV = "ANTHROPIC_API_KEY"
 TOOL_NAME = "submit_request"

@@ -14,7 +14,6 @@ and connection errors are retried by the SDK itself (exponential backoff, honour
 :attr:`Plan.retries`, and what still fails raises :class:`PlannerCallError`.
 """
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
 from __future__ import annotations
 
 import json
@@ -22,18 +21,20 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .._extras import require_extra
+from .._extras import missing, require_extra
 
-require_extra("openai", "openai", "jsonschema_rs")
+try:
+    require_extra("openai", "jsonschema_rs")  # used, not imported, here
+    import openai
+    from openai.types.chat import ChatCompletion
+except ModuleNotFoundError as exc:
+    raise missing(exc, "openai") from exc
 
-import openai  # noqa: E402
-from openai.types.chat import ChatCompletion  # noqa: E402
-
-from .base import Plan, PlanningContext, Usage  # noqa: E402
-from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError  # noqa: E402
-from .rendering import estimate_tokens, render_prompt  # noqa: E402
-from .sends import count_send, counting_sends  # noqa: E402
-from .validation import check_request  # noqa: E402
+from .base import Plan, PlanningContext, Usage
+from .errors import PlannerCallError, PlannerConfigError, PlannerResponseError
+from .rendering import estimate_tokens, render_prompt
+from .sends import count_send, counting_sends
+from .validation import check_request
 
 API_KEY_ENV = "OPENAI_API_KEY"
 #: Sent as the key to a compatible server when none is set; local servers ignore it.

@@ -1,4 +1,4 @@
-"""Pydantic v2 models of every wire object (DESIGN.md §3).
+"""Pydantic v2 models of every wire object (SPEC §3–§8).
 
 Field names the paper defines are kept exactly; the extensions (``keys``, ``scope``, ``patch``,
 ``rules``, ``max_age_s``, ``contract_seq``, ``contract_epoch``) are optional. Unknown fields are

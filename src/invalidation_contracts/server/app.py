@@ -7,11 +7,10 @@ Importing this module warns (``DeprecationWarning``) and gives the new module's 
 from __future__ import annotations
 
 from .._deprecation import warn_moved
+from .http.app import create_app, serve
 
 warn_moved(
     "invalidation_contracts.server.app", "invalidation_contracts.server.http.app", stacklevel=3
 )
-
-from .http.app import create_app, serve  # noqa: E402
 
 __all__ = ["create_app", "serve"]

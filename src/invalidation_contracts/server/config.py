@@ -1,8 +1,9 @@
 """One provider worker's configuration, as one frozen value (issue 21).
 
 ``create_app``, ``ContractService.open`` and ``open_runtime`` take a ``WorkerConfig`` (or the same
-names as keyword options, which override it), so an option is spelled out once: here. Build one,
-pass it around, derive variants with ``replace``:
+names as keyword options, which override it: ``WorkerOptions``, so a type checker refuses a
+misspelt or mistyped one), so an option is spelled out here. Build one, pass it around, derive
+variants with ``replace``:
 
     config = WorkerConfig(store="postgresql://api@db/api", database="postgresql://api@db/api")
     app = create_app(domain, config)
@@ -12,14 +13,13 @@ pass it around, derive variants with ``replace``:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, Unpack
 
 from ..protocol.levels import Level
 from .trust import TrustOptions
-from .worker.follower import (
+from .worker.timing import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
     DEFAULT_POLL_INTERVAL_S,
@@ -76,7 +76,7 @@ class WorkerConfig:
         if self.max_body_bytes <= 0:
             raise ValueError(f"max_body_bytes must be positive, not {self.max_body_bytes}")
 
-    def replace(self, **changes: Any) -> WorkerConfig:
+    def replace(self, **changes: Unpack[WorkerOptions]) -> WorkerConfig:
         """A copy with ``changes`` (``TypeError`` naming an unknown option)."""
         if not changes:
             return self
@@ -89,9 +89,29 @@ class WorkerConfig:
         return dataclasses.replace(self, **changes)
 
     @classmethod
-    def of(cls, config: WorkerConfig | None, options: Mapping[str, Any]) -> WorkerConfig:
+    def of(cls, config: WorkerConfig | None, options: WorkerOptions) -> WorkerConfig:
         """``config`` (default: all defaults) with the keyword ``options`` applied over it."""
         return (config if config is not None else cls()).replace(**options)
+
+
+class WorkerOptions(TypedDict, total=False):
+    """``WorkerConfig``'s fields as keyword options (``**options: Unpack[WorkerOptions]``), each
+    optional: what the entry points accept over a config. The same names and types as
+    ``WorkerConfig`` (a test holds them equal)."""
+
+    level: Level | int | str
+    store: str | Path | SQLRegistryStore[Connection] | None
+    store_schema: str | None
+    database: str | URL | Engine | SQLSource | None
+    admin_token: str | None
+    protect_graph: bool
+    max_body_bytes: int
+    log_capacity: int | None
+    trust: TrustOptions | None
+    poll_interval_s: float
+    heartbeat_s: float
+    max_lag_s: float
+    stall_timeout_s: float | None
 
 
 OPTION_NAMES = frozenset(field.name for field in dataclasses.fields(WorkerConfig))

@@ -97,7 +97,11 @@ def advance(state: RegistryState, step: Advance) -> RegistryState:
     rules = step.rules if step.rules is not None else state.rules
     graph = state.graph
     for name, head in step.tables.items():
-        old = state.snapshot(name)
+        if name not in state.tables:
+            # A table another version of the domain declares (a rolling deploy's new workers
+            # added it): this worker never serves it, and its position still moves.
+            continue
+        old = state.tables[name]
         upsert = {key: row for key, row in head.rows.items() if row is not None}
         delete = [key for key, row in head.rows.items() if row is None and key in old.rows]
         new = old.with_changes(head.version, upsert, delete)

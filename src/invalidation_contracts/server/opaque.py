@@ -1,4 +1,4 @@
-"""Opaque names: the contract without schema disclosure (DESIGN.md §6).
+"""Opaque names: the contract without schema disclosure (SPEC §10.6).
 
 With a server secret, every table name, row key and rule relation a client can see is replaced
 by a keyed tag — HMAC-SHA256, truncated, stable for the key — in ``table_versions``, in

@@ -11,7 +11,7 @@ given; reading the change log is a registry read in memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from ..protocol.levels import Level
 from ..protocol.models import ChangesFeed, ContractFields, GraphListing, RulesListing
@@ -19,7 +19,8 @@ from ..protocol.problems import ProblemType, ProtocolError
 from .state import RegistryState
 
 if TYPE_CHECKING:
-    from .provider import Provider
+    from .opaque import OpaqueNames
+    from .registry import Registry
 
 ReadName = Literal["versions", "changes", "rules", "graph"]
 #: The level each read is served from.
@@ -77,8 +78,25 @@ def require_level(level: Level, read: ContractRead, what: str | None = None) -> 
         )
 
 
+class Answerer(Protocol):
+    """What a read is answered from (a ``Provider``): its level, names, registry and fields."""
+
+    @property
+    def level(self) -> Level: ...
+
+    @property
+    def opaque(self) -> OpaqueNames | None: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def contract(
+        self, state: RegistryState, since: int | None = None, epoch: str | None = None
+    ) -> ContractFields: ...
+
+
 def answer(
-    provider: Provider, read: ContractRead, state: RegistryState, what: str | None = None
+    provider: Answerer, read: ContractRead, state: RegistryState, what: str | None = None
 ) -> ReadAnswer:
     """The wire answer to ``read`` from ``state`` (the state at ``read.catch_up``)."""
     require_level(provider.level, read, what)

@@ -269,9 +269,12 @@ class Registry(TableVerbs):
 
     @contextmanager
     def transaction(self) -> Iterator[RegistryTransaction]:
-        """Hold the writers' lock (and the history's) at the head; commit the changes on exit."""
+        """Hold the writers' lock (and the history's) at the head; commit the changes on exit.
+
+        What the catch-up at the head adopts (other workers' changes) is announced apart, as
+        ``adopted``, before this transaction's own changes: a listener counts each once."""
         with self._lock:
-            before = self._state
+            before = adopted = self._state
             history = self._history
             if history is None:
                 tx = RegistryTransaction(self._state, None, self._positions, self._log)
@@ -279,6 +282,7 @@ class Registry(TableVerbs):
             else:
                 with history.writing() as store:
                     self._adopt(store.catch_up(self._state))
+                    adopted = self._state
                     tx = RegistryTransaction(self._state, store, {}, self._log)
                     yield tx
                     if tx.changed:
@@ -286,7 +290,10 @@ class Registry(TableVerbs):
             self._publish(tx)
             for callback in tx.committed:
                 callback()
-            self._announce(before)
+            if adopted is not before:
+                with change_origin("adopted"):
+                    self._announce(before, adopted)
+            self._announce(adopted)
 
     def apply(self, changes: Mapping[str, TableChange]) -> Mapping[str, ReloadResult]:
         """One change set over several tables, under one ``seq``."""
@@ -338,8 +345,9 @@ class Registry(TableVerbs):
                 self._log.append(record)
             self._state = state
 
-    def _announce(self, before: RegistryState) -> None:
-        after = self._state
+    def _announce(self, before: RegistryState, after: RegistryState | None = None) -> None:
+        """Tell every listener the state moved from ``before`` to ``after`` (default: now)."""
+        after = self._state if after is None else after
         if after is before:
             return
         for listener in list(self._listeners.values()):

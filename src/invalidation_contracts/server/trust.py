@@ -1,4 +1,4 @@
-"""The provider's trust options (DESIGN.md §6): signed freshness and opaque names, each opt-in."""
+"""The provider's trust options (SPEC §10): signed freshness and opaque names, each opt-in."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Plain MCP hosts, no contract code, against ``serve-mcp`` processes: the official TypeScript SDK
 (``client.callTool``, as every TypeScript host calls it) at every protocol revision it offers, and
-the official Python SDK on both eras (the ``initialize`` handshake, and 2026-07-28's
-``server/discover``), over stdio and streamable HTTP on 127.0.0.1.
+the official Python SDK v2 on both eras (the ``initialize`` handshake, and 2026-07-28's
+``server/discover``), and the Python SDK v1 (``mcp`` 1.x, in its own environment: the two share
+the import name) at every revision it offers, over stdio and streamable HTTP on 127.0.0.1.
 
 Each host lists the tools, makes a passing call, reads the suggestions of a rejected call from
 the text (the model's view) and the contract from ``_meta`` (a contract client's), fixes the
@@ -29,7 +30,14 @@ from tests.mcp.conformance.conftest import (
     TOOL,
     drift,
 )
-from tests.support.mcp_hosts import LineHost, py_host, serve_mcp_args, ts_host
+from tests.support.mcp_hosts import (
+    LineHost,
+    Unavailable,
+    py_host,
+    py_v1_host,
+    serve_mcp_args,
+    ts_host,
+)
 
 from invalidation_contracts.mcp import events
 
@@ -43,6 +51,8 @@ SERVER_HANDSHAKE_LATEST = "2025-11-25"
 #: only one its client offers), and its default ``auto``: a ``server/discover`` probe, then
 #: 2026-07-28's per-request envelope.
 PY_REVISIONS = ("legacy", "auto")
+#: What mcp 1.30.0 offers (mcp.shared.version.SUPPORTED_PROTOCOL_VERSIONS), latest first.
+PY_V1_REVISIONS = ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05")
 MODERN = "2026-07-28"
 IC = "io.github.invalidation-contracts/"
 EVENTS = "contract://events"
@@ -57,12 +67,18 @@ CONNECTIONS = [
         for revision in PY_REVISIONS
         for transport in ("stdio", "http")
     ),
+    *(
+        ("py-sdk-v1", revision, transport)
+        for revision in PY_V1_REVISIONS
+        for transport in ("stdio", "http")
+    ),
 ]
 
 
 def _marks(sdk: str, revision: str, transport: str) -> list[pytest.MarkDecorator]:
     """``node`` for the TypeScript hosts; a stdio connection spawns its own server (seconds), so
-    the default run takes stdio at each SDK's latest revision only and the rest under ``study``
+    the default run takes stdio at each SDK's latest revision only (2025-11-25 is both the
+    TypeScript SDK's and v1's) and the rest under ``study``
     (every revision runs over HTTP, which shares one server)."""
     marks = [pytest.mark.node] if sdk == "ts-sdk" else []
     if transport == "stdio" and revision not in (TS_REVISIONS[0], *PY_REVISIONS):
@@ -84,10 +100,21 @@ class Connected:
     answer: dict[str, Any]
 
 
+def _host(request: pytest.FixtureRequest, sdk: str) -> LineHost:
+    if sdk == "ts-sdk":
+        return ts_host(request.getfixturevalue("npm_modules"))
+    if sdk == "py-sdk-v1":
+        try:
+            return py_v1_host()
+        except Unavailable as exc:
+            pytest.skip(str(exc))
+    return py_host()
+
+
 @pytest.fixture(scope="module", params=PARAMS)
 def connected(request: pytest.FixtureRequest, registry: Path, http_url: str) -> Iterator[Connected]:
     sdk, revision, transport = request.param
-    host = ts_host(request.getfixturevalue("npm_modules")) if sdk == "ts-sdk" else py_host()
+    host = _host(request, sdk)
     target: dict[str, Any] = (
         {
             "command": sys.executable,

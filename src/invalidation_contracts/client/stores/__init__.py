@@ -1,13 +1,15 @@
 """Where the fix memory lives: one store API (LangGraph ``BaseStore`` shape), three stores.
 
 ``InMemoryStore`` (one process), ``SQLiteStore`` (one file, shared by processes) and
-``PostgresStore`` (a fleet; the ``postgres`` extra, imported on first use).
+``PostgresStore`` (a fleet; the ``postgres`` extra): the adapters of the store interface the
+memory's core defines (``client.shared.store``, re-exported here). ``SQLiteStore`` and
+``PostgresStore`` are imported on first use, so importing this package loads no database driver.
 """
 
 from typing import TYPE_CHECKING
 
 from ..._extras import lazy_exports
-from .base import (
+from ..shared.store import (
     UNREADABLE,
     CheckOp,
     GetOp,
@@ -23,10 +25,10 @@ from .base import (
     StoreError,
 )
 from .inmemory import InMemoryStore
-from .sqlite import SQLiteStore
 
 if TYPE_CHECKING:
     from .postgres import PostgresStore
+    from .sqlite import SQLiteStore
 
 __all__ = [
     "CheckOp",
@@ -48,4 +50,4 @@ __all__ = [
 ]
 
 
-__getattr__ = lazy_exports(__name__, {"PostgresStore": ".postgres"})
+__getattr__ = lazy_exports(__name__, {"PostgresStore": ".postgres", "SQLiteStore": ".sqlite"})

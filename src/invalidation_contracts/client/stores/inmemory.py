@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .base import (
+from ..shared.store import (
     CheckOp,
     GetOp,
     Item,

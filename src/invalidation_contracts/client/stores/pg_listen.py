@@ -5,7 +5,7 @@ the notification is delivered when, and only if, the batch commits. A ``Listener
 connection of its own LISTENing on that channel, in a daemon thread, and counts what arrives. Its
 ``token()`` is ``(connection epoch, notifications received)`` — it moves whenever any process
 commits a write — and is what ``PostgresStore.version()`` returns, so a memory serves from its
-replica (``client.replica``) with no I/O while nothing was committed, as it does on SQLite.
+replica (``client.shared.replica``) with no I/O while nothing was committed, as it does on SQLite.
 
 Never a token it cannot stand behind: ``token()`` is None — and the memory falls back to reading
 the origin's generation, one round trip, before it serves — while the connection is not

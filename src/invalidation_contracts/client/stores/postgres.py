@@ -5,15 +5,15 @@ at ``SERIALIZABLE`` isolation and is retried on a serialization failure or a dea
 self-contained: its ``CheckOp`` s carry every assumption it makes, so re-running it is safe); a
 read batch runs at ``REPEATABLE READ, READ ONLY``, so its reads see one snapshot.
 
-``version()``: by default None, so a memory reads the origin's generation (one primary-key
-read) before it serves — never an entry another machine has evicted, once that eviction
-returned. With ``listen=True`` a ``Listener`` (``pg_listen``: one more connection, LISTENing in
-a daemon thread) counts the notifications every write batch sends in its own transaction, so the
-token moves whenever any process commits and a memory serves from its replica without a round
-trip while nothing was — current as of the last notification read, which lags a commit by its
-delivery (sub-millisecond at the median on one host); while the listening connection is down
-the token is None again. Writes through any store of this process to the same URL move every
-such store's token at once.
+``version()``: a ``Listener`` (``pg_listen``: one more connection, LISTENing in a daemon thread)
+counts the notifications every write batch sends in its own transaction, so the token moves
+whenever any process commits and a memory serves from its replica without a round trip while
+nothing was — current as of the last notification read, which lags a commit by its delivery
+(sub-millisecond at the median on one host); while the listening connection is down the token is
+None, and a memory reads the origin's generation (one primary-key read) before it serves. Writes
+through any store of this process to the same URL move every such store's token at once. With
+``listen=False`` the token is always None: every read makes that round trip and sees every commit
+that returned before it, never an entry another machine has evicted once that eviction returned.
 
 The tables are created on first use; ``ic_memory_schema`` records their version, and a database
 of another version is refused.
@@ -21,26 +21,36 @@ of another version is refused.
 
 from __future__ import annotations
 
-# ruff: noqa: E402 (the extra is checked before the third-party imports)
-from ..._extras import require_extra
-
-require_extra("postgres", "psycopg")
-
 import random
 import threading
 import time
 from collections.abc import Hashable, Iterable, Sequence
 from datetime import UTC, datetime
 
-import psycopg
-from psycopg import errors
+from ..._extras import missing
 
-from .base import Op, Prepared, Result, Store, StoreConflict, StoreError, Write, encode, prepare
+try:
+    import psycopg
+    from psycopg import errors
+except ModuleNotFoundError as exc:
+    raise missing(exc, "postgres") from exc
+
+from ..shared.store import (
+    Op,
+    Prepared,
+    Result,
+    Store,
+    StoreConflict,
+    StoreError,
+    Write,
+    encode,
+    prepare,
+)
 from .pg_listen import CHANNEL, Listener
 from .sql_items import COLUMNS, SQLItems
 
 SCHEMA_VERSION = 2
-"""2: a memory may hold eviction records (``client.moves``) whose entries' rows stay stored,
+"""2: a memory may hold eviction records (``client.shared.moves``) whose entries' rows stay stored,
 dead; a library that reads version 1 would serve them, so it refuses a version 2 database. A
 version 1 database needs no rewrite: it is marked 2 when this version opens it."""
 KIND = "fix memory"
@@ -75,13 +85,13 @@ class PostgresStore(Store):
 
     ``url``: a libpq connection string or URI. ``retries``: how many times a write batch is run
     again after a serialization failure before the store gives up with ``StoreError``.
-    ``listen``: keep a LISTEN connection for ``version()`` (``pg_listen``), so a memory's reads
-    make no round trip while nothing was committed; without it (the default) every read of a
-    memory makes one round trip first and sees every commit that returned before it.
+    ``listen``: keep a LISTEN connection for ``version()`` (``pg_listen``, the default), so a
+    memory's reads make no round trip while nothing was committed; with ``listen=False`` every
+    read of a memory makes one round trip first and sees every commit that returned before it.
     """
 
     def __init__(
-        self, url: str, *, connect_timeout: int = 10, retries: int = 100, listen: bool = False
+        self, url: str, *, connect_timeout: int = 10, retries: int = 100, listen: bool = True
     ) -> None:
         if retries < 1:
             raise ValueError("retries must be at least 1")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from .base import (
+from ..shared.store import (
     CheckOp,
     GetOp,
     Item,

@@ -24,7 +24,17 @@ from os import PathLike
 from pathlib import Path
 
 from ...sqlite_schema import SchemaMismatch, SQLiteSchema
-from .base import SEPARATOR, Op, Prepared, Result, Store, StoreError, Write, encode, prepare
+from ..shared.store import (
+    SEPARATOR,
+    Op,
+    Prepared,
+    Result,
+    Store,
+    StoreError,
+    Write,
+    encode,
+    prepare,
+)
 from .sql_items import SQLItems
 
 SCHEMA_VERSION = 3
@@ -63,8 +73,8 @@ def _keyed_by_operation(db: sqlite3.Connection) -> None:
 
 def _eviction_records(db: sqlite3.Connection) -> None:
     """Version 2 → 3: nothing to rewrite. Version 3 may hold eviction records
-    (``records/<generation>``, ``client.moves``) whose entries' rows stay stored, dead; a library
-    that reads version 2 would serve them, so it must refuse a version 3 file."""
+    (``records/<generation>``, ``client.shared.moves``) whose entries' rows stay stored, dead; a
+    library that reads version 2 would serve them, so it must refuse a version 3 file."""
 
 
 SCHEMA = SQLiteSchema(

@@ -3,7 +3,9 @@
 Tool calls of a contract-speaking upstream go through the memory: the relevant valid fixes are
 patched into the arguments (client apply mode), the call is made with them recorded as
 injected, its result feeds the memory, and the host is shown the model view (``view``), with
-the fixes it could not patch as the L2 instruction list when the call failed. An upstream that
+the fixes it could not patch as the L2 instruction list when the call failed. The valid fixes
+of a tool that client mode cannot patch in are also shown in its description when the host
+lists the tools (at L2, as a model must read them before its first call). An upstream that
 speaks no contract has its tool calls passed through unchanged. Listings, resources, prompts and
 completions are passed through (the contract's own resources are kept from the host); a feature
 the upstream lacks is answered by the upstream's own MCP error.
@@ -65,8 +67,11 @@ class ProxyHandlers:
         self._seen(ctx)
         async with self.link.using() as conn:
             if conn.contract is not None:
-                tools = await conn.contract.list_tools()
-                return types.ListToolsResult(tools=[host_tool(tool) for tool in tools])
+                contract = conn.contract
+                tools = await contract.list_tools()
+                return types.ListToolsResult(
+                    tools=[host_tool(tool, await contract.tool_prompt(tool.name)) for tool in tools]
+                )
             return await conn.session.list_tools(params=_page(params))
 
     async def call_tool(
@@ -98,7 +103,7 @@ class ProxyHandlers:
         self, contract: ContractSession, params: types.CallToolRequestParams, meta: dict[str, Any]
     ) -> types.CallToolResult:
         tool, request = params.name, dict(params.arguments or {})
-        fixes = await contract.relevant(tool, request)
+        fixes = list((await contract.lookup(tool, request)).entries)
         unpatched: list[MemoryEntry] = list(fixes)
         if fixes:
             try:

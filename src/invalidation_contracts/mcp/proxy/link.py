@@ -75,7 +75,12 @@ class UpstreamConnection:
 class BoundedSession:
     """The upstream's ``ClientSession`` as the contract session uses it: each tool result over
     the size bound is refused before the memory reads it, and the host's progress callback
-    (``PROGRESS``) rides on the call. Everything else is the session's."""
+    (``PROGRESS``) rides on the call. Everything else is the session's.
+
+    A tool call is sent as a plain ``tools/call`` request: the SDK's ``call_tool`` would also
+    check the result's structured content against the tool's output schema (and list the tools
+    first to learn it), work the proxy need not do on every call, since the host's own client
+    checks what it is given."""
 
     def __init__(self, session: ClientSession, max_result_bytes: int) -> None:
         self._session = session
@@ -93,15 +98,14 @@ class BoundedSession:
         *,
         meta: types.RequestParamsMeta | None = None,
     ) -> types.CallToolResult:
-        result = await self._session.call_tool(
-            name,
-            arguments,
-            read_timeout_seconds,
-            progress_callback or PROGRESS.get(),
-            meta=meta,
+        result = await self._session.send_request(
+            types.CallToolRequest(
+                params=types.CallToolRequestParams(name=name, arguments=arguments, _meta=meta)
+            ),
+            types.CallToolResult,
+            request_read_timeout_seconds=read_timeout_seconds,
+            progress_callback=progress_callback or PROGRESS.get(),
         )
-        if not isinstance(result, types.CallToolResult):
-            raise MCPError(types.INTERNAL_ERROR, f"{name} answered no tool result")
         size = result_size(result)
         if size > self._max:
             raise Oversized(f"a result of {size} bytes, over the proxy's bound of {self._max}")

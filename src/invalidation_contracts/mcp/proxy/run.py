@@ -8,14 +8,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+import anyio
+from mcp.server.lowlevel import Server
+
 from ...client.memory import AsyncFixMemory, FixMemory
-from ...client.stores.base import StoreError
+from ...client.shared.store import StoreError
 from ...client.stores.sqlite import SQLiteStore
 from ...sqlite_schema import SchemaMismatch
 from ..http import HttpOptions
 from ..serve import serve_server
 from .host import proxy_server
 from .link import LinkOptions, UpstreamLink
+from .stdio import host_stdio
 from .target import UpstreamTarget
 
 
@@ -64,7 +68,17 @@ def serve_proxy(
     (HTTP) ends it; the memory stays open (the caller closes it)."""
     link = UpstreamLink(target, AsyncFixMemory.over(memory), _no_forward, options)
     server, _ = proxy_server(link)
+    if transport == "stdio":
+        anyio.run(_run_stdio, server)
+        return
     serve_server(server, transport=transport, host=host, port=port, http=http, announce=announce)
+
+
+async def _run_stdio(server: Server[Any]) -> None:
+    """Serve one host over this process's stdin and stdout until it closes them (``stdio``:
+    on the event loop, without the SDK's worker threads)."""
+    async with host_stdio() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
 
 
 async def _no_forward(message: object) -> None:  # replaced by the host's notifier

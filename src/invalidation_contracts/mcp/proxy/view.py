@@ -7,7 +7,7 @@ replaced by its model view (``client.modelview``). A contract-speaking tool's er
 no ``structuredContent``: the tool's ``outputSchema`` describes its success view, and hosts on the
 official TypeScript SDK reject an error whose structured content does not match it. Fixes the
 proxy could not patch into a call are shown to the model as the L2 instruction list
-(``client.prompting``), one extra text block of the result.
+(``client.prompting``), one extra text block of the result, and after the tool's description.
 """
 
 from __future__ import annotations
@@ -37,12 +37,15 @@ def without_contract(meta: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return kept or None
 
 
-def host_tool(tool: types.Tool) -> types.Tool:
-    """An upstream tool as the host lists it: its contract ``_meta`` keys dropped."""
+def host_tool(tool: types.Tool, shown: str = "") -> types.Tool:
+    """An upstream tool as the host lists it: its contract ``_meta`` keys dropped, and ``shown``
+    (the L2 text of its valid fixes the proxy cannot patch in; empty: none) after its
+    description."""
     meta = without_contract(tool.meta)
-    if meta == tool.meta:
-        return tool
-    return tool.model_copy(update={"meta": meta})
+    update: dict[str, Any] = {} if meta == tool.meta else {"meta": meta}
+    if shown:
+        update["description"] = f"{tool.description}\n\n{shown}" if tool.description else shown
+    return tool.model_copy(update=update) if update else tool
 
 
 def host_result(

@@ -14,15 +14,12 @@ import sys
 from pathlib import Path
 
 from ..._extras import require_extra
-
-require_extra("local", "openai", "xllamacpp", "jsonschema_rs")
-
-from ..base import Plan, PlanningContext  # noqa: E402
-from ..errors import PlannerCallError, PlannerUnavailableError  # noqa: E402
-from ..openai import OpenAIPlanner  # noqa: E402
-from .assembly import check_gguf, ensure_model, resolve_model  # noqa: E402
-from .models import NamedModel  # noqa: E402
-from .server import (  # noqa: E402
+from ..base import Plan, PlanningContext
+from ..errors import PlannerCallError, PlannerUnavailableError
+from ..openai import OpenAIPlanner
+from .assembly import check_gguf, ensure_model, resolve_model
+from .models import NamedModel
+from .server import (
     DEFAULT_CONTEXT,
     DEFAULT_START_TIMEOUT_S,
     POOL,
@@ -30,6 +27,9 @@ from .server import (  # noqa: E402
     ServerConfig,
     ServerPool,
 )
+
+# openai and jsonschema_rs are the openai planner's (guarded there); xllamacpp runs in the child.
+require_extra("local", "openai", "xllamacpp", "jsonschema_rs")
 
 #: A local server neither rate-limits nor drops calls; a re-send only helps after a timeout.
 DEFAULT_MAX_RETRIES = 1

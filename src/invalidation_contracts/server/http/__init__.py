@@ -15,16 +15,21 @@
 
 from __future__ import annotations
 
-from ..._extras import require_extra
+from ..._extras import missing
 
-require_extra("server", "fastapi", "uvicorn")
+# The package's one guard: every module below may import FastAPI, Starlette and uvicorn.
+try:
+    import fastapi  # noqa: F401
+    import uvicorn  # noqa: F401
+except ModuleNotFoundError as exc:
+    raise missing(exc, "server") from exc
 
-from .errors import ProblemRoute, install_problem_handlers  # noqa: E402
-from .headers import CONTRACT_EPOCH, CONTRACT_SINCE  # noqa: E402
-from .retrofit import ContractRoute  # noqa: E402
-from .serve import listen, serve  # noqa: E402
-from .service import ContractService  # noqa: E402
-from .snapshot import STATE_ATTRIBUTE, ContractSnapshot, ReferenceData  # noqa: E402
+from .errors import ProblemRoute, install_problem_handlers
+from .headers import CONTRACT_EPOCH, CONTRACT_SINCE
+from .retrofit import ContractRoute
+from .serve import listen, serve
+from .service import ContractService
+from .snapshot import STATE_ATTRIBUTE, ContractSnapshot, ReferenceData
 
 __all__ = [
     "CONTRACT_EPOCH",

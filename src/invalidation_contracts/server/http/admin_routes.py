@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.concurrency import run_in_threadpool
@@ -28,15 +28,41 @@ from ...protocol.models import (
     WireModel,
 )
 from ..rules import Rule
-from .auth import admin_dependency
-from .errors import problem_route_class, read_model, wire
+from .auth import Guarded, admin_dependency
+from .errors import Answering, problem_route_class, read_model, wire
 from .openapi import AUTH_ERRORS, BODY_ERRORS, request_body, responses
 from .routing import LiteralRouter
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from collections.abc import Mapping
 
 M = TypeVar("M", bound=BaseModel)
+
+
+class Administered(Answering, Guarded, Protocol):
+    """What the admin routes need: the worker's writes, its quarantine, its body cap, and what
+    the admin dependency and problem answers need."""
+
+    @property
+    def max_body_bytes(self) -> int: ...
+
+    def reload(
+        self, table: str, rows: Mapping[str, Any], version: str | None = None
+    ) -> ReloadResult: ...
+
+    def patch(
+        self,
+        table: str,
+        upsert: Mapping[str, Any],
+        delete: list[str],
+        version: str | None = None,
+    ) -> ReloadResult: ...
+
+    def change_set(self, request: ChangeSetRequest) -> ChangeSetResult: ...
+
+    def set_rules(self, rules: list[Rule]) -> RulesResult: ...
+
+    def quarantined(self) -> QuarantineListing: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,22 +78,22 @@ class _Change(Generic[M]):
     result: type[WireModel]
     described: str
     errors: tuple[int, ...]
-    act: Callable[[ContractService, M], WireModel]
+    act: Callable[[Administered, M], WireModel]
 
 
-def _reload(service: ContractService, body: ReloadRequest) -> WireModel:
+def _reload(service: Administered, body: ReloadRequest) -> WireModel:
     return service.reload(body.table, body.rows, body.version)
 
 
-def _patch(service: ContractService, body: PatchTableRequest) -> WireModel:
+def _patch(service: Administered, body: PatchTableRequest) -> WireModel:
     return service.patch(body.table, body.upsert, body.delete, body.version)
 
 
-def _change_set(service: ContractService, body: ChangeSetRequest) -> WireModel:
+def _change_set(service: Administered, body: ChangeSetRequest) -> WireModel:
     return service.change_set(body)
 
 
-def _set_rules(service: ContractService, body: RulesRequest) -> WireModel:
+def _set_rules(service: Administered, body: RulesRequest) -> WireModel:
     return service.set_rules([Rule.from_declaration(declaration) for declaration in body.rules])
 
 
@@ -115,7 +141,7 @@ _CHANGES: tuple[_Change[Any], ...] = (
 )
 
 
-def admin_router(service: ContractService, **options: Any) -> APIRouter:
+def admin_router(service: Administered, **options: Any) -> APIRouter:
     """The admin routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
     admin = [Depends(admin_dependency(service))]
@@ -150,7 +176,7 @@ def admin_router(service: ContractService, **options: Any) -> APIRouter:
 
 
 def _endpoint(
-    service: ContractService, change: _Change[M]
+    service: Administered, change: _Change[M]
 ) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint of ``change``: read and check the body, do the change, answer its result."""
 

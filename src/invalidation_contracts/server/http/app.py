@@ -1,4 +1,4 @@
-"""The standalone provider service: a FastAPI app serving a domain with the contract (DESIGN.md §3).
+"""The standalone provider service: a FastAPI app serving a domain with the contract (SPEC §3).
 
 A thin user of the pieces in ``server.http``: the service (``ContractService``), its domain,
 admin and contract routers, and app-wide problem handlers (every error of this app, routing
@@ -9,22 +9,22 @@ contract to an existing app instead, include those routers in it (docs/providers
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Unpack
 
 from fastapi import Depends, FastAPI, Header
 
 from ... import __version__
 from ...protocol.problems import ProblemType, ProtocolError
 from ...protocol.signing import CONTRACT_SIGN
-from ..config import WorkerConfig
+from ..config import WorkerConfig, WorkerOptions
 from ..domain import Domain
 from ..registry import Registry
-from ..signing import SigningMiddleware
 from .errors import install_problem_handlers
 from .hosts import HostCheck
 from .openapi import install_openapi
 from .serve import serve
 from .service import ContractService
+from .signing import SigningMiddleware
 
 __all__ = ["create_app", "serve"]
 
@@ -35,7 +35,7 @@ def create_app(
     *,
     registry: Registry | None = None,
     allowed_hosts: Iterable[str] | None = None,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> FastAPI:
     """The ASGI app serving ``domain`` as ``config`` says (``WorkerConfig``; keyword
     ``options`` of the same names override it, e.g. ``create_app(domain, store="r.sqlite")``).

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from fastapi import Depends
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -11,10 +11,17 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ..auth import ADMIN_TOKEN_ENV
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ..auth import BearerAuth
 
 
-def admin_dependency(service: ContractService) -> Callable[..., None]:
+class Guarded(Protocol):
+    """What the admin dependency needs: the worker's bearer-token check."""
+
+    @property
+    def auth(self) -> BearerAuth: ...
+
+
+def admin_dependency(service: Guarded) -> Callable[..., None]:
     """A dependency that lets a request through only with the service's admin token."""
     bearer = HTTPBearer(
         auto_error=False, description=f"The admin token (server side: ${ADMIN_TOKEN_ENV})."

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import fastapi.routing
 from fastapi import Request
@@ -29,17 +29,24 @@ from ..asked import Asked
 from ..domain import Route
 from ..state import RegistryState
 from .discovery import add_link
-from .errors import answer, outcome_response, problem_of
+from .errors import Answering, answer, outcome_response, problem_of
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ..provider import Provider
+
+
+class Checking(Answering, Protocol):
+    """What checking a validated model needs: the provider's policies, and problem answers."""
+
+    @property
+    def provider(self) -> Provider: ...
 
 
 @dataclass(slots=True)
 class Pending:
     """One request's check, set by the route handler for the endpoint's wrapper to run."""
 
-    service: ContractService
+    service: Checking
     route: Route[Any]
     parameter: str
     state: RegistryState

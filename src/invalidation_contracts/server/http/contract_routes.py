@@ -3,7 +3,7 @@ the worker's probes ``/contract/live`` and ``/contract/ready`` (``health``)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import WithJsonSchema
@@ -12,20 +12,36 @@ from starlette.responses import Response
 from ...protocol.models import ChangesFeed, ContractFields, GraphListing, RulesListing
 from ..reads import ContractRead, require_level
 from ..tables import MAX_SAFE_INTEGER
-from .auth import admin_dependency
-from .errors import problem_route_class, wire
+from .auth import Guarded, admin_dependency
+from .errors import Answering, problem_route_class, wire
 from .headers import ContractEpoch, ContractPosition, ContractSince
-from .health import add_health_routes
+from .health import Probed, add_health_routes
 from .openapi import AUTH_ERRORS, responses
 from .routing import LiteralRouter
-from .watch_routes import add_watch_route
+from .watch_routes import Watched, add_watch_route
 
 if TYPE_CHECKING:
+    from ...protocol.levels import Level
+    from ..provider import Provider
     from ..reads import ReadAnswer
-    from .service import ContractService
 
 
-def contract_router(service: ContractService, **options: Any) -> APIRouter:
+class Readable(Answering, Guarded, Probed, Watched, Protocol):
+    """What the contract routes need: the level, the provider's one read API at the state a
+    client's position needs, whether the graph is behind the admin token, and what the probes,
+    the watch route and the admin dependency need."""
+
+    @property
+    def level(self) -> Level: ...
+
+    @property
+    def provider(self) -> Provider: ...
+
+    @property
+    def protect_graph(self) -> bool: ...
+
+
+def contract_router(service: Readable, **options: Any) -> APIRouter:
     """The contract routes of ``service``; ``options`` go to ``APIRouter`` (e.g. ``prefix``)."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
 

@@ -9,7 +9,7 @@ and cached. An app that does not include the contract router advertises nothing.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -17,13 +17,21 @@ from starlette.responses import Response
 from ...protocol.links import link_header
 from .routing import effective_routes
 
-if TYPE_CHECKING:
-    from .service import ContractService
+
+class Discoverable(Protocol):
+    """What finding the contract's location needs: the per-app caches it fills."""
+
+    @property
+    def contract_bases(self) -> dict[int, str | None]: ...
+
+    @property
+    def contract_links(self) -> dict[tuple[int, str], bytes | None]: ...
+
 
 _VERSIONS = "/versions"
 
 
-def contract_base(service: ContractService, request: Request) -> str | None:
+def contract_base(service: Discoverable, request: Request) -> str | None:
     """The absolute path the contract routes of ``service`` hang from in this request's app."""
     app = request.scope.get("app")
     cache: dict[int, str | None] = service.contract_bases
@@ -35,7 +43,7 @@ def contract_base(service: ContractService, request: Request) -> str | None:
     return None if base is None else str(request.scope.get("root_path", "")) + base
 
 
-def add_link(service: ContractService, request: Request, response: Response) -> Response:
+def add_link(service: Discoverable, request: Request, response: Response) -> Response:
     """``response`` with the contract's ``Link`` (when the app serves the contract routes)."""
     scope = request.scope
     key = (id(scope.get("app")), str(scope.get("root_path", "")))
@@ -66,7 +74,7 @@ _ENCODED: dict[str, bytes] = {}
 _ENCODED_BOUND = 256
 
 
-def _find(routes: Iterable[Any], service: ContractService) -> str | None:
+def _find(routes: Iterable[Any], service: Discoverable) -> str | None:
     for path, route in effective_routes(routes):
         if (
             getattr(route, "service", None) is service

@@ -3,27 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Request
 from fastapi.concurrency import run_in_threadpool
 from starlette.responses import Response
 
 from ...protocol.models import SuccessResponse
-from ..asked import Asked
+from ..asked import PLAIN, Asked
 from ..domain import Route
-from .errors import outcome_response, problem_route_class, read_json
+from .errors import Answering, outcome_response, problem_route_class, read_json
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
 from .routing import LiteralRouter
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ..domain import Domain
+    from ..provider import Outcome
+
+
+class DomainServing(Answering, Protocol):
+    """What the domain's routes need: the domain, the worker's handling of one request, the
+    body cap, and problem answers."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def max_body_bytes(self) -> int: ...
+
+    def handle(self, route: Route[Any], payload: object, asked: Asked = PLAIN) -> Outcome: ...
+
 
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-def domain_router(service: ContractService, **options: Any) -> APIRouter:
+def domain_router(service: DomainServing, **options: Any) -> APIRouter:
     """Every route of ``service.domain``; each answer's stamps and suggestions share one state."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
     domain = service.domain
@@ -54,7 +69,7 @@ def domain_router(service: ContractService, **options: Any) -> APIRouter:
     return router
 
 
-def _endpoint(service: ContractService, route: Route[Any], patchable: str) -> Callable[..., Any]:
+def _endpoint(service: DomainServing, route: Route[Any], patchable: str) -> Callable[..., Any]:
     async def endpoint(
         request: Request, since: ContractSince = None, epoch: ContractEpoch = None
     ) -> Response:

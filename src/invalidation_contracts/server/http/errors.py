@@ -17,7 +17,7 @@ import math
 import re
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -36,11 +36,29 @@ from ..ingest import SourceError
 from ..provider import Outcome, validation_errors
 from ..store import StorageError
 from ..tables import MAX_SAFE_INTEGER as SAFE_INTEGER
-from .discovery import add_link
+from .discovery import Discoverable, add_link
 from .headers import CONTRACT_SINCE, lenient_epoch, lenient_since
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ...protocol.models import ContractFields
+    from ..registry import Registry
+    from ..state import RegistryState
+
+
+class Answering(Discoverable, Protocol):
+    """What answering a problem needs: whether the worker vouches for its state, that state's
+    contract fields, and the contract's location (``discovery``)."""
+
+    @property
+    def available(self) -> bool: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def contract(
+        self, state: RegistryState, since: int | None = None, epoch: str | None = None
+    ) -> ContractFields: ...
+
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 MAX_JSON_DEPTH = 64
@@ -277,7 +295,7 @@ def outcome_response(outcome: Outcome, since: int | None) -> Response:
 
 
 def answer(
-    service: ContractService,
+    service: Answering,
     request: Request,
     body: Problem,
     headers: Mapping[str, str] | None = None,
@@ -343,7 +361,7 @@ HANDLED: tuple[type[Exception], ...] = (
 class ProblemRoute(APIRoute):
     """A route whose protocol errors are answered as problem documents by the route itself."""
 
-    service: ContractService
+    service: Answering
 
     def get_route_handler(self) -> Handler:
         original = super().get_route_handler()
@@ -359,11 +377,11 @@ class ProblemRoute(APIRoute):
         return handler
 
 
-def problem_route_class(service: ContractService) -> type[ProblemRoute]:
+def problem_route_class(service: Answering) -> type[ProblemRoute]:
     return type("ContractProblemRoute", (ProblemRoute,), {"service": service})
 
 
-def install_problem_handlers(app: FastAPI, service: ContractService) -> None:
+def install_problem_handlers(app: FastAPI, service: Answering) -> None:
     """App-wide: every error of the standalone app is a problem document (``create_app``)."""
 
     async def on_error(request: Request, exc: Exception) -> Response:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter
 from pydantic import Field
@@ -20,13 +20,15 @@ from starlette.responses import Response
 
 from ...protocol.models import WireModel
 from ...protocol.problems import ProblemType, problem
+from ..worker.contract import RETRY_AFTER_S
 from ..worker.runtime import WorkerHealth
 from .errors import PROBLEM_MEDIA_TYPE
 
-if TYPE_CHECKING:
-    from .service import ContractService
 
-RETRY_AFTER_S = 1
+class Probed(Protocol):
+    """What the probes need: the worker's health, known without I/O."""
+
+    def health(self) -> WorkerHealth: ...
 
 
 class HealthReport(WireModel):
@@ -87,7 +89,7 @@ def report(health: WorkerHealth, ok: bool, detail: str) -> Response:
     )
 
 
-def add_health_routes(router: APIRouter, service: ContractService) -> None:
+def add_health_routes(router: APIRouter, service: Probed) -> None:
     """``/contract/live`` and ``/contract/ready`` on ``router``."""
     unavailable: dict[int | str, dict[str, Any]] = {
         503: {

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import Request
 from pydantic import ValidationError
@@ -32,21 +32,37 @@ from ...protocol.problems import ProtocolError
 from ..asked import Asked
 from ..domain import Route
 from ..state import RegistryState
-from .checked import PENDING, Pending, checking, model_parameters
+from .checked import PENDING, Checking, Pending, checking, model_parameters
 from .discovery import add_link
 from .errors import PROBLEM_MEDIA_TYPE, Handler, ProblemRoute, answer, outcome_response, problem_of
 from .headers import CONTRACT_SINCE, POSITION_HEADERS, first_headers, position_of
 from .openapi import STATUS_DESCRIPTIONS, ref
 from .routing import effective_routes, path_matches, route_path
 from .snapshot import STATE_ATTRIBUTE
-from .stamping import stamp
+from .stamping import Stamping, stamp
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ..domain import Domain
+
+
+class Retrofitted(Checking, Stamping, Protocol):
+    """What the contract on an app's own routes needs: the domain, the state to answer from
+    (the client's position's, or the vouched one), the policy check and the stamps."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    async def state_for(
+        self, since: int | None = None, epoch: str | None = None
+    ) -> RegistryState: ...
+
+    def vouched(self) -> RegistryState: ...
 
 
 class ContractRoute(ProblemRoute):
     """A route of an existing app that carries the contract (see the module docstring)."""
+
+    service: Retrofitted
 
     def __init__(self, path: str, endpoint: Any, **kwargs: Any) -> None:
         documented = dict(kwargs.pop("responses", None) or {})
@@ -148,7 +164,7 @@ def _implementation(
 
 
 async def _check(
-    service: ContractService,
+    service: Retrofitted,
     route: Route[Any],
     request: Request,
     state: RegistryState,
@@ -186,17 +202,19 @@ def _share_parsed(request: Request, payload: Any) -> None:
     vars(request).setdefault("_json", payload)
 
 
-def contract_route_class(service: ContractService) -> type[ContractRoute]:
+def contract_route_class(service: Retrofitted) -> type[ContractRoute]:
     return type("ContractRoute", (ContractRoute,), {"service": service})
 
 
-def check_routes(service: ContractService, app: Any) -> None:
+def check_routes(service: Retrofitted, app: Any) -> None:
     """Refuse to start an app that carries the contract on some of its own routes but serves a
     domain route at no endpoint (a prefix that moved it, a typo): its policies would never run.
     """
     served: set[tuple[str, str]] = set()
     retrofitted = False
-    for path, route in effective_routes(getattr(app, "routes", ())):
+    # Paths within each mount: a request's route is matched on its path without the root_path
+    # a mount adds (``route_path``), so start-up checks the very path requests are matched on.
+    for path, route in effective_routes(getattr(app, "routes", ()), mount_paths=False):
         if getattr(route, "service", None) is not service:
             continue
         retrofitted = retrofitted or isinstance(route, ContractRoute)

@@ -20,17 +20,23 @@ from starlette.routing import Match, Mount, Route, WebSocketRoute, compile_path
 from starlette.types import Scope
 
 
-def effective_routes(routes: Iterable[Any], prefix: str = "") -> Iterator[tuple[str, Any]]:
+def effective_routes(
+    routes: Iterable[Any], prefix: str = "", *, mount_paths: bool = True
+) -> Iterator[tuple[str, Any]]:
     """``(full path, route)`` for every route under ``routes``, included routers and mounts
-    walked (bounded by the app's own structure)."""
+    walked (bounded by the app's own structure). ``mount_paths=False``: a route under a mount
+    gets its path within the mount, the path ``route_path`` gives its requests (a mount adds its
+    path to the request's ``root_path``)."""
     for route in routes:
         original = getattr(route, "original_router", None)
         if original is not None:
             context = getattr(route, "include_context", None)
             inner = str(getattr(context, "prefix", "") or "")
-            yield from effective_routes(getattr(original, "routes", ()), prefix + inner)
+            routes_in = getattr(original, "routes", ())
+            yield from effective_routes(routes_in, prefix + inner, mount_paths=mount_paths)
         elif isinstance(route, Mount):
-            yield from effective_routes(route.routes, prefix + route.path)
+            within = prefix + route.path if mount_paths else ""
+            yield from effective_routes(route.routes, within, mount_paths=mount_paths)
         else:
             yield prefix + str(getattr(route, "path", "")), route
 

@@ -15,7 +15,10 @@ import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
 
-from ..._extras import require_extra
+import uvicorn
+from starlette.types import ASGIApp
+from uvicorn.supervisors import Multiprocess
+
 from ...header_timeout import server_config
 from ...sockets import (
     DEFAULT_BODY_DEADLINE_S,
@@ -25,12 +28,6 @@ from ...sockets import (
     raise_file_limit,
 )
 from ...sockets import listen as tcp_listener
-
-require_extra("server", "fastapi", "uvicorn")
-
-import uvicorn  # noqa: E402
-from starlette.types import ASGIApp  # noqa: E402
-from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5

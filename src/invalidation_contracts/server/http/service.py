@@ -15,9 +15,16 @@ from fastapi import APIRouter
 from fastapi.routing import APIRoute
 from starlette.applications import Starlette
 
-from ..worker.contract import RETRY_AFTER_S as RETRY_AFTER_S
+from ..._deprecation import moved_names
 from ..worker.contract import ContractWorker
-from ..worker.contract import unavailable as unavailable
+
+__getattr__ = moved_names(
+    __name__,
+    {
+        "RETRY_AFTER_S": "invalidation_contracts.server.worker.contract",
+        "unavailable": "invalidation_contracts.server.worker.contract",
+    },
+)
 
 
 class ContractService(ContractWorker):

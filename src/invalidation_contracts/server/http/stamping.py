@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.responses import Response
 
@@ -38,8 +38,14 @@ from ...protocol.headers import CONTRACT_SINCE, is_json_media_type
 from ...protocol.models import ContractFields
 from ..state import RegistryState
 
-if TYPE_CHECKING:
-    from .service import ContractService
+
+class Stamping(Protocol):
+    """What stamping an answer needs: the contract fields of a state."""
+
+    def contract(
+        self, state: RegistryState, since: int | None = None, epoch: str | None = None
+    ) -> ContractFields: ...
+
 
 _COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 _DECODER = json.JSONDecoder()
@@ -69,7 +75,7 @@ _encode = _compact_encoder()
 
 
 def stamp(
-    service: ContractService,
+    service: Stamping,
     response: Response,
     state: RegistryState,
     since: int | None,
@@ -153,7 +159,7 @@ def _spliced(body: bytes, members: bytes, own: bool) -> bytes:
 
 
 def _fields(
-    service: ContractService, state: RegistryState, since: int | None, epoch: str | None
+    service: Stamping, state: RegistryState, since: int | None, epoch: str | None
 ) -> Fields:
     """``_encoded(service.contract(state, since, epoch))``, the last one kept: the contract
     fields are a function of these four (a new registry state is a new object), and most
@@ -191,4 +197,4 @@ def _encoded(fields: ContractFields) -> Fields:
 
 _ENCODED: dict[int, tuple[ContractFields, Fields]] = {}
 _ENCODED_BOUND = 256
-_LAST: list[tuple[ContractService, RegistryState, int | None, str | None, Fields] | None] = [None]
+_LAST: list[tuple[Stamping, RegistryState, int | None, str | None, Fields] | None] = [None]

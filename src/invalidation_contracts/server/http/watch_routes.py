@@ -1,5 +1,6 @@
 """``GET /contract/watch``: the registry's moves as Server-Sent Events (SPEC §8.4).
 
+
 Push over plain HTTP: an idle agent hears of a change as it commits and evicts what it made stale
 before its next request. The stream itself is ``server.watch``; this module is its HTTP edge —
 validating the position (410 for another epoch or a position past the head, before any byte is
@@ -10,7 +11,7 @@ and documenting the route.
 from __future__ import annotations
 
 import weakref
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 from fastapi import APIRouter, Query, Request
 from pydantic import WithJsonSchema
@@ -31,7 +32,26 @@ from ..watch import (
 from .openapi import STATUS_DESCRIPTIONS
 
 if TYPE_CHECKING:
-    from .service import ContractService
+    from ..registry import Registry
+    from ..state import RegistryState
+
+
+class Watched(Protocol):
+    """What the watch route needs: the registry, whether the worker vouches for it, the level
+    check, and the state at a client's position."""
+
+    @property
+    def registry(self) -> Registry: ...
+
+    @property
+    def available(self) -> bool: ...
+
+    def require_level(self, level: Level, what: str) -> None: ...
+
+    async def state_for(
+        self, since: int | None = None, epoch: str | None = None
+    ) -> RegistryState: ...
+
 
 EVENT_STREAM = "text/event-stream"
 
@@ -42,7 +62,7 @@ _DESCRIPTION = (
 )
 
 
-def add_watch_route(router: APIRouter, service: ContractService) -> None:
+def add_watch_route(router: APIRouter, service: Watched) -> None:
     """Add ``GET /contract/watch`` to ``router`` (one hub per router, fed by the registry).
 
     The hub's caps are the service's ``watch_max_streams`` and ``watch_max_per_client`` (set by

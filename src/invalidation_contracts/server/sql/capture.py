@@ -389,29 +389,35 @@ class PostgresCapture(CaptureDialect):
             " digest text NOT NULL, mark text NOT NULL)"
         )
 
+    @property
+    def trigger_names(self) -> tuple[str, str]:
+        """Row and truncate triggers, suffixed outside the default schema (one per capture)."""
+        suffix = "" if self.schema == DEFAULT_CAPTURE_SCHEMA else f"_{self.schema}"
+        return f"ic_capture{suffix}", f"ic_capture_truncate{suffix}"
+
     def table_ddl(self, table: BoundTable) -> list[str]:
         function = f"{self._quote(self.schema)}.{self._quote('capture_' + _digest(table))}"
         target = self.qualified(table)
+        row, truncate = (self._quote(name) for name in self.trigger_names)
         # ENABLE ALWAYS: the triggers fire under session_replication_role = replica too.
         return [
             self._function(table, function),
-            f"CREATE OR REPLACE TRIGGER ic_capture AFTER INSERT OR UPDATE OR DELETE ON "
+            f"CREATE OR REPLACE TRIGGER {row} AFTER INSERT OR UPDATE OR DELETE ON "
             f"{target} FOR EACH ROW EXECUTE FUNCTION {function}()",
-            f"CREATE OR REPLACE TRIGGER ic_capture_truncate AFTER TRUNCATE ON {target} "
+            f"CREATE OR REPLACE TRIGGER {truncate} AFTER TRUNCATE ON {target} "
             f"FOR EACH STATEMENT EXECUTE FUNCTION {function}()",
-            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture",
-            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER ic_capture_truncate",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER {row}",
+            f"ALTER TABLE {target} ENABLE ALWAYS TRIGGER {truncate}",
         ]
 
     def triggers_live(self, conn: Connection, table: BoundTable) -> bool:
-        (count,) = conn.execute(
-            text(
-                "SELECT count(*) FROM pg_trigger WHERE tgrelid = to_regclass(:t)"
-                " AND tgname IN ('ic_capture', 'ic_capture_truncate') AND tgenabled = 'A'"
-            ),
-            {"t": self.qualified(table)},
-        ).one()
-        return int(count) == 2
+        query = (  # enabled, and calling this capture's function (not another capture's)
+            "SELECT count(*) FROM pg_trigger t JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid"
+            " = to_regclass(:t) AND t.tgname = ANY(:n) AND t.tgenabled = 'A'"
+            " AND p.pronamespace = to_regnamespace(:s)"
+        )
+        params = {"t": self.qualified(table), "n": list(self.trigger_names), "s": self.schema}
+        return int(conn.execute(text(query), params).one()[0]) == 2
 
     def _function(self, table: BoundTable, function: str) -> str:
         name = literal(table.name)

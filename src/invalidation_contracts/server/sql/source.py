@@ -112,6 +112,7 @@ class SQLSource:
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
+        refuse_pooler_or_replica(self.engine, self._where())
         if not self.bound:
             self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
         try:
@@ -343,6 +344,26 @@ class SQLSource:
 
     def _where(self) -> str:
         return self.engine.url.render_as_string(hide_password=True)
+
+
+def refuse_pooler_or_replica(engine: Engine, where: str) -> None:
+    """PostgreSQL: a read replica or a transaction pooler behind ``engine`` is a ``SourceError``
+    by name (``store.postgres.session_refusal``), not an unrelated failure later."""
+    if engine.dialect.name != "postgresql":
+        return
+    from ..store.postgres import session_refusal
+
+    try:
+        first, second = engine.raw_connection(), engine.raw_connection()
+        try:
+            refusal = session_refusal(first, second)
+        finally:
+            second.close()
+            first.close()
+    except SQLAlchemyError as exc:
+        raise SourceError(f"{where}: cannot connect ({failure_reason(exc)})") from None
+    if refusal is not None:
+        raise SourceError(f"{where} {refusal}")
 
 
 def read_tables(

@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..._deprecation import moved_names
 from .base import DEFAULT_LOG_CAPACITY, SQLRegistryStore
 from .dialect import Connection, SQLLoader, StorageError
 from .sqlite import SQLiteRegistryStore
 
-RegistryStore = SQLRegistryStore
+__getattr__ = moved_names(
+    __name__, {"RegistryStore": "invalidation_contracts.server.store.base:SQLRegistryStore"}
+)
 
 __all__ = [
     "Connection",
     "DEFAULT_LOG_CAPACITY",
-    "RegistryStore",
     "SQLLoader",
     "SQLRegistryStore",
     "SQLiteRegistryStore",

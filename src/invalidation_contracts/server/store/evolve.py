@@ -4,7 +4,9 @@
   for a SQL table (the reconciliation that runs when the worker opens then records its rows as a
   change set: rows added, version bump, ``seq``) or with its declared rows for an in-memory one
   (no client can hold a fix that read a table that did not exist). The domain's rules that name it
-  are added.
+  are added. A table the retained log already knows (removed by a rollback, re-added by a
+  redeploy) comes back by a change set of its own, at a version past every one the log gave it,
+  so the log still tells each table's version and the epoch holds.
 - A stored table the domain no longer declares is removed by one change set that removes every
   row (version bump, the row removals in the feed, so clients evict the fixes that read it), then
   leaves the state; stored rules that name it go with it.
@@ -27,6 +29,17 @@ from .dialect import Connection, Statements
 from .records import encode_record, encode_row
 
 logger = logging.getLogger(__name__)
+
+
+def _transitions(s: Statements[Connection]) -> dict[str, list[TableTransition]]:
+    """Each table's version transitions in the retained log, in seq order."""
+    from .reader import read_log
+
+    out: dict[str, list[TableTransition]] = {}
+    for record in read_log(s, -1):
+        for transition in record.transitions:
+            out.setdefault(transition.table, []).append(transition)
+    return out
 
 
 def evolve(s: Statements[Connection], domain: Domain, stored: Mapping[str, Snapshot]) -> None:
@@ -62,12 +75,38 @@ def evolve(s: Statements[Connection], domain: Domain, stored: Mapping[str, Snaps
         s.run("DELETE FROM {rows} WHERE table_name = ?", (name,))
         s.run("DELETE FROM {tables} WHERE name = ?", (name,))
         s.run("DELETE FROM {rules} WHERE from_table = ? OR to_table = ?", (name, name))
+    history = _transitions(s) if added else {}
     for name in added:
         spec = domain.tables[name]
         rows = getattr(spec, "rows", None) or {}
+        version, changed_at = spec.version, 0
+        earlier = history.get(name)
+        if earlier:  # re-added (a rollback, then a redeploy): a change set the log can tell
+            seq += 1
+            old = earlier[-1].new_version
+            version = fresh_version(
+                old, {v for t in earlier for v in (t.old_version, t.new_version)}
+            )
+            changed_at = seq
+            record = LogRecord(
+                seq,
+                (TableTransition(seq=seq, table=name, old_version=old, new_version=version),),
+                tuple(
+                    RowChange(
+                        seq=seq,
+                        table=name,
+                        key=key,
+                        op="added",
+                        old_version=old,
+                        new_version=version,
+                    )
+                    for key in sorted(rows)
+                ),
+            )
+            s.run("INSERT INTO {log} (seq, record) VALUES (?, ?)", (seq, encode_record(record)))
         s.run(
             "INSERT INTO {tables} (name, version, changed_at) VALUES (?, ?, ?)",
-            (name, spec.version, 0),
+            (name, version, changed_at),
         )
         s.run_many(
             "INSERT INTO {rows} (table_name, key, data) VALUES (?, ?, ?)",
@@ -82,7 +121,7 @@ def evolve(s: Statements[Connection], domain: Domain, stored: Mapping[str, Snaps
             if r.from_table in new or r.to_table in new
         ],
     )
-    if removed:
+    if seq != int(meta.get("seq", "0")):
         s.set_meta(seq=seq)
     logger.warning(
         "%s: domain %r evolved: tables added %s, removed %s (same history, seq %d)",

@@ -18,20 +18,23 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Container
-from typing import TYPE_CHECKING, Any
+from collections.abc import Container, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..._extras import require_extra
+from ..._extras import missing
+
+# The SQLite store needs no extra; this module, the PostgreSQL one, needs psycopg.
+try:
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import TupleRow
+except ModuleNotFoundError as exc:
+    raise missing(exc, "postgres") from exc
+
 from .base import SQLRegistryStore
 from .dialect import Dialect, StorageError
 from .highwater import Identity, identity_discontinuity
-
-require_extra("postgres", "psycopg")
-
-import psycopg  # noqa: E402
-from psycopg import sql  # noqa: E402
-from psycopg.conninfo import conninfo_to_dict  # noqa: E402
-from psycopg.rows import TupleRow  # noqa: E402
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -115,6 +118,10 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
         return not (db.closed or db.broken)
 
     def prepare(self, db: psycopg.Connection[TupleRow]) -> None:
+        with self.connect() as second:
+            refusal = session_refusal(db, second)
+        if refusal is not None:
+            raise StorageError(f"{self.where} {refusal}")
         s = sql.Identifier(self.schema)
         statements = [
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
@@ -244,6 +251,71 @@ _CLUSTER = (
     " || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) FROM pg_control_system()"
 )
 """The cluster: system identifier / current WAL timeline (assigns no transaction id)."""
+
+
+class SessionCursor(Protocol):
+    """What ``session_refusal`` asks of a DB-API cursor."""
+
+    def execute(self, query: str) -> object: ...
+
+    def fetchone(self) -> Sequence[object] | None: ...
+
+    def close(self) -> None: ...
+
+
+class SessionConnection(Protocol):
+    """A DB-API connection (psycopg's own, or one SQLAlchemy's pool lends)."""
+
+    def cursor(self) -> SessionCursor: ...
+
+    def commit(self) -> None: ...
+
+
+def _alone(conn: SessionConnection, statement: str) -> object:
+    """``statement``'s one value, in a transaction of its own (none is left open)."""
+    cursor = conn.cursor()
+    try:
+        cursor.execute(statement)
+        row = cursor.fetchone()
+    finally:
+        cursor.close()
+    conn.commit()
+    return None if row is None else row[0]
+
+
+def session_refusal(first: SessionConnection, second: SessionConnection) -> str | None:
+    """Why a worker cannot use the server behind these two fresh connections of one URL, or None.
+
+    - A read replica (``pg_is_in_recovery``): a worker writes its registry and capture, and a
+      standby's state trails its primary's, so it is never a worker's source or store.
+    - A transaction (or statement) pooler, such as PgBouncer's ``pool_mode = transaction``: the
+      lead's session advisory lock and the wake-ups' ``LISTEN`` need a session of their own. Two
+      connections open at once always have two backends on a direct or session-pooled path; a
+      transaction pooler hands the second the backend the first just released (its pool is
+      last-in first-out), or the first another backend for its next transaction."""
+    if _alone(first, "SELECT pg_is_in_recovery()"):
+        return "is a read replica (pg_is_in_recovery() is true): point the worker at the primary"
+    backend = _alone(first, "SELECT pg_backend_pid()")
+    explicit = bool(getattr(second, "autocommit", False))
+    cursor = second.cursor()
+    try:
+        if explicit:
+            cursor.execute("BEGIN")
+        cursor.execute("SELECT pg_backend_pid()")  # in a transaction: its backend stays pinned
+        other = cursor.fetchone()
+        again = _alone(first, "SELECT pg_backend_pid()")
+    finally:
+        if explicit:
+            cursor.execute("COMMIT")
+        cursor.close()
+        second.commit()
+    if (other is not None and other[0] == backend) or again != backend:
+        return (
+            "hands one session several server connections (a transaction pooler, e.g. "
+            "PgBouncer's pool_mode = transaction): the capture lead's advisory lock and LISTEN "
+            "need a session of their own; connect directly or through pool_mode = session"
+        )
+    return None
 
 
 class PostgresRegistryStore(SQLRegistryStore[psycopg.Connection[TupleRow]]):

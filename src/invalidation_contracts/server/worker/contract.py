@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 from anyio import to_thread
 
@@ -32,7 +32,7 @@ from ...protocol.models import (
 from ...protocol.problems import ProblemType, ProtocolError
 from ..asked import PLAIN, Asked
 from ..auth import ADMIN_TOKEN_ENV, BearerAuth
-from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig
+from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig, WorkerOptions
 from ..domain import Domain, Route
 from ..ingest import SourceError
 from ..provider import Outcome, Provider
@@ -77,7 +77,7 @@ class ContractWorker:
         config: WorkerConfig | None = None,
         *,
         registry: Registry | None = None,
-        **options: Any,
+        **options: Unpack[WorkerOptions],
     ) -> Self:
         """Open the registry of ``domain`` and build the worker around it, as ``config`` (with
         keyword ``options`` over it: ``WorkerConfig`` names, e.g. ``store=``, ``database=``,

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
-from ..config import WorkerConfig
+from ..config import WorkerConfig, WorkerOptions
 from ..domain import Domain
 from ..ingest import SourceError, consume, ingest, trim
 from ..origin import change_origin
@@ -33,13 +33,8 @@ if TYPE_CHECKING:
     from ..sql.source import SQLSource
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
-from .follower import (
-    DEFAULT_HEARTBEAT_S,
-    DEFAULT_MAX_LAG_S,
-    DEFAULT_POLL_INTERVAL_S,
-    Follower,
-    FollowerState,
-)
+from .follower import Follower, FollowerState
+from .timing import DEFAULT_HEARTBEAT_S, DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
 
 __all__ = [
     "DEFAULT_HEARTBEAT_S",
@@ -219,7 +214,7 @@ def open_runtime(
     config: WorkerConfig | None = None,
     *,
     registry: Registry | None = None,
-    **options: Any,
+    **options: Unpack[WorkerOptions],
 ) -> Runtime:
     """Open the registry ``domain`` is served from, as ``config`` (with keyword ``options``
     over it, ``WorkerConfig`` names) says.
@@ -243,7 +238,11 @@ def open_runtime(
         )
     if registry is not None:
         return Runtime(registry)
-    source = _source(domain, database) if domain.sql_tables and database is not None else None
+    source = (
+        _source(domain, database, store_schema)
+        if domain.sql_tables and database is not None
+        else None
+    )
     sources = (source,) if source is not None else ()
     owned = False
     opened = None
@@ -293,12 +292,20 @@ def _loader(source: ChangeSource) -> Callable[[], tuple[Mapping[str, Snapshot], 
     return load
 
 
-def _source(domain: Domain, database: str | URL | Engine | SQLSource) -> ChangeSource:
+def _source(
+    domain: Domain, database: str | URL | Engine | SQLSource, store_schema: str | None
+) -> ChangeSource:
+    """The SQL source of ``domain``'s tables. Its capture lives in the registry's schema (the
+    default one for a SQLite registry): two providers with registries of their own on one
+    database capture apart (their own lead, consumer and trim), never into one another's."""
+    from ..sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..sql.source import SQLSource
 
     if isinstance(database, SQLSource):
         return database
-    return SQLSource(database, domain.sql_tables)
+    return SQLSource(
+        database, domain.sql_tables, capture_schema=store_schema or DEFAULT_CAPTURE_SCHEMA
+    )
 
 
 def _in_memory(domain: Domain, source: ChangeSource | None, capacity: int) -> Registry:

@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Generator, Iterable
 from typing import Any, TypeVar
 
-from .stores import Op, Result, Store, StoreError
+from .store import Op, Result, Store, StoreError
 
 T = TypeVar("T")
 E = TypeVar("E")
@@ -24,7 +24,7 @@ E = TypeVar("E")
 
 class Wait(tuple[Op, ...]):
     """Not a batch: a pause of ``seconds`` the runner makes before sending back ``[]`` (a call
-    waiting for another writer's turn, ``client.turn``)."""
+    waiting for another writer's turn, ``client.shared.turn``)."""
 
     seconds: float
 

@@ -15,7 +15,7 @@ detail and first tombstone sequence of each group. The entries stay in the store
   below the origin's floor, a later commit deletes its entry row (``SWEEP_MAX`` a commit,
   ``sweep``), and the record itself once nothing of it is left.
 
-Pure logic: ``client.layout`` persists and fetches records, stores know nothing of them. The
+Pure logic: ``client.shared.layout`` persists and fetches records, stores know nothing of them. The
 record names exact ids (as runs), not a rule such as "every entry of ``t0`` not at version 2":
 versions are opaque and may come back, and an entry restamped after the record could then match a
 rule it did not match when the record was written.
@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .entries import EvictionReason, MemoryEntry, Tombstone, serial_of
+from ..entries import EvictionReason, MemoryEntry, Tombstone, serial_of
 from .index import OriginIndex
 
 #: A call evicting at least this many committed entries writes a record instead of rewriting them.

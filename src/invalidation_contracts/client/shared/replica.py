@@ -5,8 +5,8 @@ replica is current: if the store's ``version()`` token has not moved, nothing wa
 anywhere and no I/O happens at all; otherwise it reads the origin's generation, and if that moved,
 reads only what the journal says changed (or the whole origin, when the journal no longer reaches
 back) — eviction records included: a large eviction another process recorded once
-(``client.moves``) is applied to the replica before anything is served from it, and so is the
-turn, which may announce one about to commit (``client.turn``). A call's batch is written on the
+(``shared.moves``) is applied to the replica before anything is served from it, and so is the
+turn, which may announce one about to commit (``shared.turn``). A call's batch is written on the
 condition that the generation is still the one it was computed at, and folded into the replica
 only once it is committed.
 
@@ -23,7 +23,9 @@ import threading
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 
-from .entries import MemoryEntry
+from ..entries import MemoryEntry
+from ..state import OriginState
+from ..stats import OriginStats
 from .index import OriginIndex
 from .layout import (
     JOURNAL_KEEP,
@@ -44,10 +46,8 @@ from .layout import (
 )
 from .ledger import Ledger
 from .moves import EvictionRecord, apply
-from .state import OriginState
-from .stats import OriginStats
 from .steps import Steps
-from .stores import Store
+from .store import Store
 
 #: How many times a reader chases a generation that keeps moving before it reloads the origin.
 _CATCH_UP_ROUNDS = 8
@@ -71,7 +71,7 @@ class Replica:
     records: dict[int, EvictionRecord] = field(default_factory=dict)
     """The origin's eviction records as committed (their entries are out of ``index``)."""
     announced: frozenset[str] = frozenset()
-    """Ids a writer announced it is evicting, as last read (withheld: ``client.turn``)."""
+    """Ids a writer announced it is evicting, as last read (withheld: ``client.shared.turn``)."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """Entry rows of the origin that could not be read (``{id: why}``), left out of ``index``."""
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..protocol.canonical import canonical_json
-from ..protocol.models import RuleTriple
-from .entries import MemoryEntry, MemoryKey
+from ...protocol.canonical import canonical_json
+from ...protocol.models import RuleTriple
+from ..entries import MemoryEntry, MemoryKey
 
 #: An entry's operation, its first scope field and the canonical JSON of that field's value.
 ScopeToken = tuple[str, str, bytes]

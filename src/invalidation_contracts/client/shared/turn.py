@@ -17,7 +17,7 @@ or one in another PID namespace (its pid names nothing here; issue 38, item 4). 
 live holder's turn costs fairness only: that holder's commit then fails its turn check and
 recomputes. Readers never wait: lookups read the replica.
 
-A call that evicts many entries (a version move, a resync: ``client.moves``) takes the turn
+A call that evicts many entries (a version move, a resync: ``client.shared.moves``) takes the turn
 *before* it commits, and the turn then **announces** the eviction (``evicting``: the record it is
 about to commit). Every reader reads the turn with the generation, before it serves, and withholds
 the entries an announced eviction names — so from the announcement until the commit (or, if the
@@ -38,7 +38,7 @@ from typing import Any
 from .layout import TURN_KEY, namespace
 from .moves import EvictionRecord
 from .steps import Steps, Wait
-from .stores import CheckOp, GetOp, Item, PutOp, StoreConflict
+from .store import CheckOp, GetOp, Item, PutOp, StoreConflict
 
 __all__ = ["TURN_KEY", "TURN_POLL_S", "TURN_TTL_S", "free", "new_turn", "take"]
 

@@ -11,7 +11,7 @@
 - ``journal/<generation>``: the ids each batch wrote and removed, and the eviction records it
   wrote or swept (the last ``JOURNAL_KEEP`` batches), so a process that sees the generation move
   reads only what changed.
-- ``records/<generation>``: a large eviction written once (``client.moves``): the entries it
+- ``records/<generation>``: a large eviction written once (``client.shared.moves``): the entries it
   names stay stored, dead, and every reader leaves them out; their rows are the tombstones.
 
 The memory core never spells a namespace; everything it reads or writes is built here.
@@ -26,16 +26,16 @@ from urllib.parse import unquote
 
 from pydantic import ValidationError
 
+from ..entries import MemoryEntry, Tombstone
+from ..limits import DEFAULT_LIMITS, Limits
+from ..retention import dropped, tombstone_key
+from ..state import OriginState
+from ..stats import OriginStats
 from . import moves
-from .entries import MemoryEntry, Tombstone
 from .index import OriginIndex
 from .ledger import Ledger
-from .limits import DEFAULT_LIMITS, Limits
 from .moves import EvictionRecord, Sweep, covered, kept_ids, record_of, sweep, tombstones
-from .retention import dropped, tombstone_key
-from .state import OriginState
-from .stats import OriginStats
-from .stores import (
+from .store import (
     UNREADABLE,
     CheckOp,
     GetOp,
@@ -50,7 +50,7 @@ from .stores import (
 
 #: The first label of every namespace the memory writes.
 ROOT = "invalidation-contracts"
-#: The item of an origin's ``meta`` namespace that holds its writers' turn (``client.turn``).
+#: The item of an origin's ``meta`` namespace that holds its writers' turn (``client.shared.turn``).
 TURN_KEY = "turn"
 #: How many batches the journal keeps; a process further behind reloads the origin.
 JOURNAL_KEEP = 1024
@@ -85,7 +85,7 @@ class CommittedOrigin:
     records: dict[int, EvictionRecord]
     """The origin's eviction records, by generation."""
     announced: frozenset[str] = frozenset()
-    """Ids the writer holding the turn announced it is evicting (``client.turn``)."""
+    """Ids the writer holding the turn announced it is evicting (``client.shared.turn``)."""
     unreadable: dict[str, str] = field(default_factory=dict)
     """Entry rows that could not be read (``{id: why}``): left out of the index (issue 38)."""
 
@@ -375,9 +375,9 @@ def commit_ops(
     plan: CommitPlan | None = None,
 ) -> Iterator[Op]:
     """One call as one batch, valid only at ``generation`` and while no other writer holds the
-    origin's turn (``turn``: the one this call holds, released by the batch; ``client.turn``):
+    origin's turn (``turn``: the one this call holds, released by the batch; ``shared.turn``):
     entries, tombstones (pruned to ``limits``, ``client.retention``) or one eviction record
-    (``plan``, ``client.moves``), meta, journal.
+    (``plan``, ``client.shared.moves``), meta, journal.
 
     A generator: each entry's dict is made as the store encodes it and dropped right after, so a
     batch of 10⁵ restamps never holds 10⁵ dicts at once.

@@ -9,16 +9,13 @@ this call alone.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING
 
-from .entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
-from .events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
+from ..entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
+from ..events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
+from ..lesson import Lesson
+from ..state import OriginState
+from ..stats import OriginStats
 from .overlay import IndexOverlay
-from .state import OriginState
-from .stats import OriginStats
-
-if TYPE_CHECKING:
-    from .admission import Lesson
 
 
 class Ledger:
@@ -58,7 +55,7 @@ class Ledger:
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
         self.announced: frozenset[str] = frozenset()
-        """Ids a writer announced it is evicting (``client.turn``): not served meanwhile."""
+        """Ids a writer announced it is evicting (``client.shared.turn``): not served meanwhile."""
 
     def emit(self, event: MemoryEvent) -> None:
         self.events.append(event)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..protocol.models import RuleTriple
-from .entries import MemoryEntry, MemoryKey
+from ...protocol.models import RuleTriple
+from ..entries import MemoryEntry, MemoryKey
 from .index import OriginIndex
 
 

@@ -1,0 +1,292 @@
+"""Google ADK: ``ContractToolset`` serves ADK's ``LlmAgent`` under its ``InMemoryRunner``, driven
+by a scripted implementation of ADK's own ``BaseLlm``, real tool calls to a real MCP server; the
+memory learns, reuses, and drops what a rotation made stale."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from collections.abc import AsyncGenerator
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import StdioServerParameters
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.mcp.scripted import scripted_server
+
+pytest.importorskip("google.adk")
+
+from google.adk.agents import LlmAgent  # noqa: E402
+from google.adk.models.base_llm import BaseLlm  # noqa: E402
+from google.adk.models.llm_request import LlmRequest  # noqa: E402
+from google.adk.models.llm_response import LlmResponse  # noqa: E402
+from google.adk.runners import InMemoryRunner  # noqa: E402
+from google.genai import types as genai  # noqa: E402
+
+from invalidation_contracts.adk import ContractToolset, contract_toolset  # noqa: E402
+from invalidation_contracts.client import FixMemory  # noqa: E402
+from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
+from invalidation_contracts.client.events import (  # noqa: E402
+    Evicted,
+    Ignored,
+    MemoryEvent,
+    PatchSkipped,
+    Restamped,
+)
+from invalidation_contracts.mcp import connect  # noqa: E402
+from invalidation_contracts.mcp.serve import running_http  # noqa: E402
+
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.mcp,
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore::UserWarning"),  # ADK's experimental-feature notices
+]
+_ids = itertools.count(1)
+IC_CONTRACT = "io.github.invalidation-contracts/contract"
+
+
+def shown_text(response: dict[str, Any]) -> str:
+    """What the model reads of a tool's response: the text of its content."""
+    content = response.get("content") or ()
+    return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+
+
+class Scripted(BaseLlm):
+    """ADK's model interface playing ``planner``: it reads the declarations' descriptions and the
+    function responses' text."""
+
+    model: str = "scripted"
+    planner: Any = None
+    rounds: int = 0
+    blind: bool = False
+    """A model that does not read the tool descriptions (it sends its draft as it is)."""
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        planner: Planner = self.planner
+        self.rounds += 1
+        parts = llm_request.contents[-1].parts or []
+        answered = [p.function_response for p in parts if p.function_response is not None]
+        if not answered:
+            shown = "" if self.blind else _descriptions(llm_request)
+            yield self._call(planner.first(shown))
+            return
+        response = answered[-1].response or {}
+        text = shown_text(response)
+        if response.get("isError"):
+            yield self._call(planner.retry(text))
+            return
+        planner.shown.append(text)
+        done = genai.Content(role="model", parts=[genai.Part(text="done")])
+        yield LlmResponse(content=done)
+
+    @staticmethod
+    def _call(arguments: dict[str, Any]) -> LlmResponse:
+        call = genai.FunctionCall(id=f"call_{next(_ids)}", name=TOOL, args=arguments)
+        return LlmResponse(
+            content=genai.Content(role="model", parts=[genai.Part(function_call=call)])
+        )
+
+
+def _descriptions(request: LlmRequest) -> str:
+    tools = request.config.tools if request.config is not None else None
+    return "\n".join(
+        declaration.description or ""
+        for tool in tools or ()
+        for declaration in getattr(tool, "function_declarations", None) or ()
+    )
+
+
+async def episode(
+    toolset: ContractToolset, draft: dict[str, Any], turns: int = 6, blind: bool = False
+) -> Planner:
+    """One run of ADK's agent under its runner: the task ``draft``, at most ``turns`` model
+    requests."""
+    planner = Planner(draft)
+    model = Scripted(planner=planner, blind=blind)
+    agent = LlmAgent(name="billing", model=model, tools=[toolset])
+    runner = InMemoryRunner(agent=agent, app_name="billing")
+    session = await runner.session_service.create_session(app_name="billing", user_id="u")
+    ask = genai.Content(role="user", parts=[genai.Part(text="subscribe the customer")])
+    async for _ in runner.run_async(user_id="u", session_id=session.id, new_message=ask):
+        if model.rounds >= turns:
+            break
+    await runner.close()
+    return planner
+
+
+def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                toolset = ContractToolset(contract)
+                runs = [await episode(toolset, growth), await episode(toolset, growth)]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                runs += [await episode(toolset, growth), await episode(toolset, growth)]
+                return runs
+
+    learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert len(after.calls) == 2 and len(relearned.calls) == 1
+    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "WINTERLAUNCH26"}
+    ]
+
+
+def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
+    memory = FixMemory("row")
+
+    async def body() -> Planner:
+        async with running_http(server) as url, contract_toolset(url, memory) as toolset:
+            return await episode(toolset, acme.family("governed-partner-growth").draft())
+
+    failure, success = anyio.run(body).shown
+    assert "SUMMERSALE25" in failure and '"success": true' in success
+    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
+        assert member not in failure and member not in success
+
+
+def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> list[Planner]:
+        params = StdioServerParameters(command=PYTHON, args=SERVE_MCP)
+        async with contract_toolset(params, memory) as toolset:
+            return [await episode(toolset, growth), await episode(toolset, growth)]
+
+    learn, reuse = anyio.run(body)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                toolset = ContractToolset(contract)
+                learned = [await episode(toolset, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                after = [await episode(toolset, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+@pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
+def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract):
+    memory = FixMemory("row")
+    heard: list[MemoryEvent] = []
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        text = types.TextContent(type="text", text="declined: card blocked")
+        meta = {IC_CONTRACT: contract} if contract is not None else None
+        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
+
+    async def body() -> Planner:
+        async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
+            return await episode(
+                ContractToolset(s), acme.family("governed-partner-growth").draft(), 3
+            )
+
+    planner = anyio.run(body)
+
+    assert planner.calls and len(planner.calls) >= 2  # the model read the rejection, retried
+    assert memory.entries("mcp://scripted") == []
+    if contract is not None:
+        assert any(isinstance(e, Ignored) for e in heard)
+
+
+def reuse_runs(
+    server: Any, draft: dict[str, Any], apply: str, heard: list[MemoryEvent], blind: bool = False
+) -> list[Planner]:
+    """Two runs of ``draft``'s task with ``apply``, each on a toolset connected afresh (a new
+    agent process would): one to learn, one to reuse."""
+    memory = FixMemory("row")
+
+    async def body() -> list[Planner]:
+        runs = []
+        async with running_http(server) as url:
+            for _ in range(2):
+                options = {"apply": apply, "listener": heard.append}
+                async with contract_toolset(url, memory, **options) as toolset:
+                    runs.append(await episode(toolset, draft, blind=blind))
+        return runs
+
+    return anyio.run(body)
+
+
+def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    learn, reuse = reuse_runs(server, growth, "model", [])
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+
+
+def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+
+    learn, reuse = reuse_runs(server, funding, "client", [])
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"  # read, applied
+
+
+def test_a_fix_the_client_cannot_patch_into_a_call_is_a_patch_skipped_event(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+    heard: list[MemoryEvent] = []
+
+    learn, reuse = reuse_runs(server, funding, "client", heard, blind=True)
+
+    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
+    assert (len(learn.calls), len(reuse.calls)) == (2, 2)  # sent unpatched, rejected, retried
+    assert [e.detail for e in skipped] == ["no patch; left to the planner"]  # never silent
+
+
+def test_get_tools_renders_each_description_as_the_memory_stands_then(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[str, str]:
+        async with running_http(server) as url:
+            async with contract_toolset(url, FixMemory("row"), apply="model") as toolset:
+                (before,) = await toolset.get_tools()
+                first = before.description
+                await episode(toolset, growth)
+                (after,) = await toolset.get_tools()
+                return first, after.description
+
+    before, after = anyio.run(body)
+
+    assert "SUMMERSALE25" not in before and "SUMMERSALE25" in after

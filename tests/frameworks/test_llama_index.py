@@ -1,0 +1,289 @@
+"""LlamaIndex: ``ContractToolSpec``'s tools serve LlamaIndex's ``FunctionAgent``, driven by
+LlamaIndex's own ``MockFunctionCallingLLM`` playing a scripted planner, real tool calls to a real
+MCP server; the memory learns, reuses, and drops what a rotation made stale."""
+
+from __future__ import annotations
+
+import itertools
+import shlex
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import mcp_types as types
+import pytest
+from mcp import StdioServerParameters
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.mcp.scripted import scripted_server
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.tools.mcp")
+
+from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
+from llama_index.core.base.llms.types import (  # noqa: E402
+    ChatMessage,
+    MessageRole,
+    ToolCallBlock,
+)
+from llama_index.core.llms.mock import MockFunctionCallingLLM  # noqa: E402
+from llama_index.core.tools import FunctionTool  # noqa: E402
+from workflows.errors import WorkflowRuntimeError  # noqa: E402
+
+from invalidation_contracts.client import FixMemory  # noqa: E402
+from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
+from invalidation_contracts.client.events import (  # noqa: E402
+    Evicted,
+    Ignored,
+    MemoryEvent,
+    PatchSkipped,
+    Restamped,
+)
+from invalidation_contracts.llama_index import (  # noqa: E402
+    ContractToolError,
+    ContractToolSpec,
+    contract_tools,
+)
+from invalidation_contracts.mcp import connect  # noqa: E402
+from invalidation_contracts.mcp.serve import running_http  # noqa: E402
+
+pytestmark = [
+    pytest.mark.frameworks,
+    pytest.mark.mcp,
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+]
+_ids = itertools.count(1)
+IC_CONTRACT = "io.github.invalidation-contracts/contract"
+
+
+def scripted(planner: Planner, blind: bool = False) -> MockFunctionCallingLLM:
+    """LlamaIndex's mock function-calling LLM playing ``planner``: it reads the tools'
+    descriptions (unless ``blind``) and the tool messages' text."""
+
+    def respond(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        last = messages[-1]
+        if last.role != MessageRole.TOOL:
+            tools = kwargs.get("tools") or ()
+            shown = "" if blind else "\n".join(t.metadata.description for t in tools)
+            return call(planner.first(shown))
+        text = str(last.content)
+        if '"success": true' not in text:
+            return call(planner.retry(text))
+        planner.shown.append(text)
+        return ChatMessage(role=MessageRole.ASSISTANT, content="done")
+
+    return MockFunctionCallingLLM(response_generator=respond)
+
+
+def call(arguments: dict[str, Any]) -> ChatMessage:
+    block = ToolCallBlock(tool_call_id=f"call_{next(_ids)}", tool_name=TOOL, tool_kwargs=arguments)
+    return ChatMessage(role=MessageRole.ASSISTANT, blocks=[block])
+
+
+async def episode(
+    tools: list[FunctionTool], draft: dict[str, Any], turns: int = 6, blind: bool = False
+) -> Planner:
+    """One run of LlamaIndex's ``FunctionAgent``: the task ``draft``, at most ``turns`` steps."""
+    planner = Planner(draft)
+    agent = FunctionAgent(tools=tools, llm=scripted(planner, blind))
+    await agent.run(user_msg="subscribe the customer", max_iterations=turns)
+    return planner
+
+
+def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+    heard: list[MemoryEvent] = []
+
+    async def body() -> list[Planner]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                tools = await ContractToolSpec(contract).to_tool_list_async()
+                runs = [await episode(tools, growth), await episode(tools, growth)]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                runs += [await episode(tools, growth), await episode(tools, growth)]
+                return runs
+
+    learn, reuse, after, relearned = anyio.run(body)
+    (origin,) = memory.origins()
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert len(after.calls) == 2 and len(relearned.calls) == 1
+    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
+    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
+        {"promo_code": "WINTERLAUNCH26"}
+    ]
+
+
+def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
+    memory = FixMemory("row")
+
+    async def body() -> Planner:
+        async with running_http(server) as url, contract_tools(url, memory) as tools:
+            return await episode(tools, acme.family("governed-partner-growth").draft())
+
+    failure, success = anyio.run(body).shown
+    assert "SUMMERSALE25" in failure and '"success": true' in success
+    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
+        assert member not in failure and member not in success
+
+
+def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
+    memory = FixMemory("row")
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> list[Planner]:
+        params = StdioServerParameters(command=PYTHON, args=SERVE_MCP)
+        async with contract_tools(params, memory) as tools:
+            return [await episode(tools, growth), await episode(tools, growth)]
+
+    learn, reuse = anyio.run(body)
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+
+
+def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
+    server, provider, acme
+):
+    memory = FixMemory("row")
+    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
+    drafts = [acme.family(name).draft() for name in families]
+    heard: list[MemoryEvent] = []
+
+    async def body() -> tuple[list[Planner], list[Planner]]:
+        async with running_http(server) as url:
+            async with connect(url, memory, watch_listener=heard.append) as contract:
+                tools = await ContractToolSpec(contract).to_tool_list_async()
+                learned = [await episode(tools, d) for d in drafts]
+                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
+                await contract.caught_up(seq)
+                after = [await episode(tools, d) for d in drafts]
+                return learned, after
+
+    learned, after = anyio.run(body)
+
+    assert [len(p.calls) for p in learned] == [2, 2, 2]
+    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
+    restamped = [e for e in heard if isinstance(e, Restamped)]
+    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
+    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+
+
+@pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
+def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract):
+    memory = FixMemory("row")
+    heard: list[MemoryEvent] = []
+
+    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
+        text = types.TextContent(type="text", text="declined: card blocked")
+        meta = {IC_CONTRACT: contract} if contract is not None else None
+        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
+
+    planner = Planner(acme.family("governed-partner-growth").draft())
+
+    async def body() -> None:
+        async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
+            agent = FunctionAgent(
+                tools=await ContractToolSpec(s).to_tool_list_async(), llm=scripted(planner)
+            )
+            with pytest.raises(WorkflowRuntimeError):  # the model keeps retrying
+                await agent.run(user_msg="go", max_iterations=3)
+
+    anyio.run(body)
+
+    assert planner.shown and "declined: card blocked" in planner.shown[0]
+    assert memory.entries("mcp://scripted") == []
+    if contract is not None:
+        assert any(isinstance(e, Ignored) for e in heard)
+
+
+def test_a_rejected_call_raises_contract_tool_error_carrying_the_model_view(server, acme):
+    async def body() -> str:
+        async with running_http(server) as url, contract_tools(url, FixMemory("row")) as tools:
+            (tool,) = tools
+            with pytest.raises(ContractToolError) as raised:
+                await tool.acall(**acme.family("governed-partner-growth").draft())
+            return str(raised.value)
+
+    shown = anyio.run(body)
+
+    assert "SUMMERSALE25" in shown and "table_versions" not in shown
+
+
+def test_the_contracts_resources_are_never_made_tools(server):
+    async def body() -> list[str]:
+        async with connect(server, FixMemory("row")) as contract:
+            spec = ContractToolSpec(contract, include_resources=True)
+            return [str(tool.metadata.name) for tool in await spec.to_tool_list_async()]
+
+    assert anyio.run(body) == [TOOL]
+
+
+def reuse_runs(
+    server: Any, draft: dict[str, Any], apply: str, heard: list[MemoryEvent], blind: bool = False
+) -> list[Planner]:
+    """Two runs of ``draft``'s task with ``apply``, each with tools loaded afresh (a new agent
+    process would): one to learn, one to reuse."""
+    memory = FixMemory("row")
+
+    async def body() -> list[Planner]:
+        runs = []
+        async with running_http(server) as url:
+            for _ in range(2):
+                options = {"apply": apply, "listener": heard.append}
+                async with contract_tools(url, memory, **options) as tools:
+                    runs.append(await episode(tools, draft, blind=blind))
+        return runs
+
+    return anyio.run(body)
+
+
+def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
+    growth = acme.family("governed-partner-growth").draft()
+
+    learn, reuse = reuse_runs(server, growth, "model", [])
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+
+
+def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+
+    learn, reuse = reuse_runs(server, funding, "client", [])
+
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"  # read, applied
+
+
+def test_a_fix_the_client_cannot_patch_into_a_call_is_a_patch_skipped_event(server, acme):
+    funding = acme.family("funding-enterprise-annual").draft()
+    heard: list[MemoryEvent] = []
+
+    learn, reuse = reuse_runs(server, funding, "client", heard, blind=True)
+
+    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
+    assert (len(learn.calls), len(reuse.calls)) == (2, 2)  # sent unpatched, rejected, retried
+    assert [e.detail for e in skipped] == ["no patch; left to the planner"]  # never silent
+
+
+def test_a_call_rewrites_the_description_so_the_next_model_request_shows_what_it_taught(
+    server, acme
+):
+    growth = acme.family("governed-partner-growth").draft()
+
+    async def body() -> tuple[str, str]:
+        async with running_http(server) as url:
+            async with contract_tools(url, FixMemory("row"), apply="model") as tools:
+                (tool,) = tools
+                before = tool.metadata.description
+                await episode(tools, growth)
+                return before, tool.metadata.description
+
+    before, after = anyio.run(body)
+
+    assert "SUMMERSALE25" not in before and "SUMMERSALE25" in after
