@@ -38,7 +38,6 @@ except ModuleNotFoundError as exc:
 
 from .client.memory import FixMemory
 from .mcp.options import SessionOptions, split_options
-from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME
 from .mcp.origins import target_origin
 from .mcp.session import ContractSession, message_handler
 
@@ -68,15 +67,19 @@ class ContractServer(Generic[_Params]):
         **keywords: Any,
     ) -> None:
         chosen, sdk_options = split_options(options, keywords)
+        origin = chosen.origin or self._origin_of(params)
+        if not origin:
+            raise ValueError(
+                f"{type(self).__name__} cannot tell which server it talks to (no url, no "
+                "command): pass origin=, e.g. origin=target_origin(url) (mcp.origins)"
+            )
         sdk_options["message_handler"] = message_handler(
             lambda: self.contract, sdk_options.get("message_handler")
         )
         self._sdk.__init__(self, params, **sdk_options)
         self.memory = memory
         self.contract = None
-        self.session_options = chosen.but(
-            origin=chosen.origin or self._origin_of(params) or _BY_SERVER_NAME
-        )
+        self.session_options = chosen.but(origin=origin)
 
     @staticmethod
     def _origin_of(params: _Params) -> str | None:

@@ -57,15 +57,17 @@ class ContractToolset(MCPToolset[Any]):
         chosen, toolset_options = split_options(options, keywords)
         if "process_tool_call" in toolset_options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
+        _check_shape(client)
+        origin = chosen.origin or _origin_of(client)
+        if not origin:
+            raise ValueError(_NO_ORIGIN.format(shape=type(client).__name__))
         self._own_handler = toolset_options.pop("message_handler", None)
         on_message = message_handler(lambda: self.contract, self._own_handler)
         super().__init__(
             client, process_tool_call=self._process, message_handler=on_message, **toolset_options
         )
         self.memory = memory
-        self.session_options = chosen.but(
-            origin=chosen.origin or _origin_of(client) or _BY_SERVER_NAME
-        )
+        self.session_options = chosen.but(origin=origin)
         self.apply_mode = chosen.mode
         self.contract: ContractSession | None = None
 
@@ -137,11 +139,36 @@ class ContractToolset(MCPToolset[Any]):
         return [part for part in (own, shown) if part]
 
 
+_NO_ORIGIN = (
+    "ContractToolset cannot tell which server a {shape} talks to (no URL, no command line): "
+    "pass origin=, e.g. origin=target_origin(url) (mcp.origins), so two servers of one name "
+    "keep their fixes apart; origin=BY_SERVER_NAME keys them by the server's name (a server "
+    "run in process)"
+)
+
+
+def _check_shape(client: object) -> None:
+    """Refuse a pre-built ``fastmcp.Client``: PydanticAI takes no message handler beside one,
+    and without it the contract never hears of a change (issue 38)."""
+    from fastmcp import Client
+
+    if isinstance(client, Client):
+        raise TypeError(
+            "ContractToolset needs to route the client's notifications to the contract, which "
+            "a pre-built fastmcp.Client does not allow: pass its target instead (the URL, or "
+            "the transport: ContractToolset(client.transport, memory)), with the Client's "
+            "options as ContractToolset's keyword arguments"
+        )
+
+
 def _origin_of(client: object) -> str | None:
-    """The origin of a toolset's target (``mcp.origins``): a URL, or a stdio transport's
-    command line; None (the server's name) for anything else."""
+    """The origin of a toolset's target (``mcp.origins``): a URL (or an HTTP transport's), or a
+    stdio transport's command line; None for anything else (refused without ``origin=``)."""
     if isinstance(client, str):
         return target_origin(client)
+    url = getattr(client, "url", None)  # FastMCP's StreamableHttpTransport, SSETransport
+    if isinstance(url, str) and url:
+        return target_origin(url)
     command, args = getattr(client, "command", None), getattr(client, "args", None)
     if isinstance(command, str) and isinstance(args, list):
         cwd = getattr(client, "cwd", None)

@@ -97,16 +97,25 @@ class Refusal:
 
 def json_depth(content: bytes) -> int:
     """How deeply a JSON text nests arrays and objects (strings skipped, an unterminated one to the
-    end), without parsing it; linear in ``len(content)``."""
-    brackets = _STRING.sub(b"", content).translate(None, _NOT_BRACKETS)
-    depth = deepest = 0
-    for byte in brackets:
+    end), without parsing it; linear in ``len(content)``. The text between two strings is scanned
+    as it is reached, so the scan holds one such gap at a time, never a copy of the body
+    (``re.sub`` held a piece per string: 14 MB for 64,000 short keys; issue 38, H2)."""
+    depth = deepest = start = 0
+    for string in _STRING.finditer(content):
+        depth, deepest = _brackets(content[start : string.start()], depth, deepest)
+        start = string.end()
+    return _brackets(content[start:], depth, deepest)[1]
+
+
+def _brackets(gap: bytes, depth: int, deepest: int) -> tuple[int, int]:
+    """``depth`` and ``deepest`` after the brackets of ``gap`` (text outside strings)."""
+    for byte in gap.translate(None, _NOT_BRACKETS):
         if byte in _OPENERS:
             depth += 1
             deepest = max(deepest, depth)
         else:
             depth -= 1
-    return deepest
+    return depth, deepest
 
 
 def parse_json(content: bytes, max_depth: int) -> tuple[Any, Refusal | None]:
