@@ -348,11 +348,9 @@ def test_the_shared_store_floor_imports_only_the_memorys_data():
 def test_no_import_waits_behind_an_extras_check():
     # One guard per edge package, where its third-party imports are (hishel's try/except);
     # an ``E402`` exemption would mean an import waits behind a check again.
-    pending = ("server/",)  # issue 40, h40s
     waiting = [
         f"{path.relative_to(SRC)}:{n}"
         for path in sorted((SRC / ROOT).rglob("*.py"))
-        if not path.relative_to(SRC / ROOT).as_posix().startswith(pending)
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
         if re.search(r"noqa: E402", line)
     ]

@@ -1,6 +1,6 @@
 """Google ADK: a toolset built from a ``ContractSession`` (the ``adk`` extra).
 
-``ContractToolset`` is an ADK ``BaseToolset`` holding one ``BaseTool`` per tool of the session,
+``ContractMcpToolset`` is an ADK ``BaseToolset`` holding one ``BaseTool`` per tool of the session,
 declared with the tool's input schema. Calling one goes through ``ContractSession.answer``: the
 relevant fixes are patched into the model's arguments (``apply="client"``, the default;
 ``"model"`` sends them as the model wrote them), the result feeds the memory, and ADK is handed
@@ -14,7 +14,7 @@ Adoption on top of ADK's example::
     async with contract_toolset(url, memory) as toolset:
         agent = LlmAgent(name="billing", model=model, tools=[toolset])
 
-``ContractToolset(contract)`` builds it on a session already entered. ADK's ``McpToolset`` is
+``ContractMcpToolset(contract)`` builds it on a session already entered. ADK's ``McpToolset`` is
 not the seam: it opens its sessions in tasks of its own, pooled per header set and reopened at
 will, so no contract session (one confirmed connection, one watcher) can be bound to them.
 """
@@ -40,7 +40,7 @@ except ModuleNotFoundError as exc:
 from .client.memory import FixMemory
 from .mcp.session import ContractSession, ServerTarget, connect
 
-__all__ = ["ContractTool", "ContractToolset", "contract_toolset"]
+__all__ = ["ContractMcpToolset", "ContractTool", "contract_toolset"]
 
 
 class ContractTool(BaseTool):
@@ -78,7 +78,7 @@ class ContractTool(BaseTool):
         )
 
 
-class ContractToolset(BaseToolset):
+class ContractMcpToolset(BaseToolset):
     """ADK's toolset for the tools of ``contract`` (an entered ``ContractSession``), in name
     order; ``tool_filter`` and ``tool_name_prefix`` as for any ADK toolset. The session is the
     caller's: ``close`` leaves it open (``contract_toolset`` closes the one it opened)."""
@@ -111,9 +111,9 @@ class ContractToolset(BaseToolset):
 @contextlib.asynccontextmanager
 async def contract_toolset(
     server: ServerTarget, memory: FixMemory, **connect_options: Any
-) -> AsyncIterator[ContractToolset]:
+) -> AsyncIterator[ContractMcpToolset]:
     """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
     ``memory`` and yield its toolset; ``connect_options`` go to ``connect`` (``apply``,
     ``watch_listener``, ...)."""
     async with connect(server, memory, **connect_options) as contract:
-        yield ContractToolset(contract)
+        yield ContractMcpToolset(contract)

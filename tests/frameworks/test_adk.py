@@ -1,4 +1,4 @@
-"""Google ADK: ``ContractToolset`` serves ADK's ``LlmAgent`` under its ``InMemoryRunner``, driven
+"""Google ADK: ``ContractMcpToolset`` serves ADK's ``LlmAgent`` under its ``InMemoryRunner``, driven
 by a scripted implementation of ADK's own ``BaseLlm``, real tool calls to a real MCP server; the
 memory learns, reuses, and drops what a rotation made stale."""
 
@@ -25,7 +25,7 @@ from google.adk.models.llm_response import LlmResponse  # noqa: E402
 from google.adk.runners import InMemoryRunner  # noqa: E402
 from google.genai import types as genai  # noqa: E402
 
-from invalidation_contracts.adk import ContractToolset, contract_toolset  # noqa: E402
+from invalidation_contracts.adk import ContractMcpToolset, contract_toolset  # noqa: E402
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
 from invalidation_contracts.client.events import (  # noqa: E402
@@ -103,7 +103,7 @@ def _descriptions(request: LlmRequest) -> str:
 
 
 async def episode(
-    toolset: ContractToolset, draft: dict[str, Any], turns: int = 6, blind: bool = False
+    toolset: ContractMcpToolset, draft: dict[str, Any], turns: int = 6, blind: bool = False
 ) -> Planner:
     """One run of ADK's agent under its runner: the task ``draft``, at most ``turns`` model
     requests."""
@@ -130,7 +130,7 @@ def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rot
     async def body() -> list[Planner]:
         async with running_http(server) as url:
             async with connect(url, memory, watch_listener=heard.append) as contract:
-                toolset = ContractToolset(contract)
+                toolset = ContractMcpToolset(contract)
                 runs = [await episode(toolset, growth), await episode(toolset, growth)]
                 seq = await anyio.to_thread.run_sync(rotate, acme, provider)
                 await contract.caught_up(seq)
@@ -187,7 +187,7 @@ def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     async def body() -> tuple[list[Planner], list[Planner]]:
         async with running_http(server) as url:
             async with connect(url, memory, watch_listener=heard.append) as contract:
-                toolset = ContractToolset(contract)
+                toolset = ContractMcpToolset(contract)
                 learned = [await episode(toolset, d) for d in drafts]
                 seq = await anyio.to_thread.run_sync(rotate, acme, provider)
                 await contract.caught_up(seq)
@@ -216,7 +216,7 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
     async def body() -> Planner:
         async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
             return await episode(
-                ContractToolset(s), acme.family("governed-partner-growth").draft(), 3
+                ContractMcpToolset(s), acme.family("governed-partner-growth").draft(), 3
             )
 
     planner = anyio.run(body)

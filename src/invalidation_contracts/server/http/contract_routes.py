@@ -18,7 +18,7 @@ from .headers import ContractEpoch, ContractPosition, ContractSince
 from .health import Probed, add_health_routes
 from .openapi import AUTH_ERRORS, responses
 from .routing import LiteralRouter
-from .watch_routes import Watched, add_watch_route
+from .watch_routes import Watchable, add_watch_route
 
 if TYPE_CHECKING:
     from ...protocol.levels import Level
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..reads import ReadAnswer
 
 
-class Readable(Answering, Guarded, Probed, Watched, Protocol):
+class Readable(Answering, Guarded, Probed, Watchable, Protocol):
     """What the contract routes need: the level, the provider's one read API at the state a
     client's position needs, whether the graph is behind the admin token, and what the probes,
     the watch route and the admin dependency need."""

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..state import RegistryState
 
 
-class Watched(Protocol):
+class Watchable(Protocol):
     """What the watch route needs: the registry, whether the worker vouches for it, the level
     check, and the state at a client's position."""
 
@@ -62,7 +62,7 @@ _DESCRIPTION = (
 )
 
 
-def add_watch_route(router: APIRouter, service: Watched) -> None:
+def add_watch_route(router: APIRouter, service: Watchable) -> None:
     """Add ``GET /contract/watch`` to ``router`` (one hub per router, fed by the registry).
 
     The hub's caps are the service's ``watch_max_streams`` and ``watch_max_per_client`` (set by

@@ -9,6 +9,14 @@ does no I/O. Needs the ``sql`` extra (and ``postgres`` for PostgreSQL).
 
 from __future__ import annotations
 
+from ..._extras import missing
+
+# The package's one guard: every module below may import SQLAlchemy (the ``sql`` extra).
+try:
+    import sqlalchemy  # noqa: F401
+except ModuleNotFoundError as exc:
+    raise missing(exc, "sql") from exc
+
 from ..capture.steps import SourceError
 from ..domain import SQLTable
 from .declare import BoundTable, DeclarationError, bind

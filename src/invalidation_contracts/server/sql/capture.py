@@ -25,16 +25,13 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 
-from ..._extras import require_extra
+from sqlalchemy import text
+from sqlalchemy.engine import Connection, Engine
+
 from ..capture.records import Captured, Frontier
 from .declare import BoundTable, Column
 from .guards import pg_declared_check, pg_value_checks, sqlite_checks
 from .quarantine import QuarantineTable
-
-require_extra("sql", "sqlalchemy")
-
-from sqlalchemy import text  # noqa: E402
-from sqlalchemy.engine import Connection, Engine  # noqa: E402
 
 DEFAULT_CAPTURE_SCHEMA = "invalidation_contracts"
 CAPTURE_FORMAT = "ic-capture/4"

@@ -12,14 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..._extras import require_extra
+import sqlalchemy as sa
+from sqlalchemy.engine import Engine
+from sqlalchemy.types import TypeEngine
+
 from ..domain import SQLTable
-
-require_extra("sql", "sqlalchemy")
-
-import sqlalchemy as sa  # noqa: E402
-from sqlalchemy.engine import Engine  # noqa: E402
-from sqlalchemy.types import TypeEngine  # noqa: E402
 
 #: Most row columns one declaration may read (SQLite's json_object takes at most 127 arguments).
 MAX_COLUMNS = 60

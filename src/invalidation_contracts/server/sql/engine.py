@@ -12,13 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import sqlalchemy as sa
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+
 from ..._extras import require_extra
-
-require_extra("sql", "sqlalchemy")
-
-import sqlalchemy as sa  # noqa: E402
-from sqlalchemy import event  # noqa: E402
-from sqlalchemy.engine import URL, Connection, Engine, make_url  # noqa: E402
 
 if TYPE_CHECKING:
     import sqlite3

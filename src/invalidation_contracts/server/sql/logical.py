@@ -29,7 +29,11 @@ import logging
 import time
 from collections.abc import Mapping
 
-from ..._extras import require_extra
+from sqlalchemy import text
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..._extras import missing
 from ..capture.pgoutput import VERSION_PREFIX, Commit, Declared, decode, lsn_text
 from ..capture.records import CaptureBatch, Captured
 from ..capture.source import Wakeup
@@ -43,11 +47,10 @@ from .rewrite import current_images
 from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource, read_tables
 from .upsert import RowWriter
 
-require_extra("postgres", "psycopg")
-
-from sqlalchemy import text  # noqa: E402
-from sqlalchemy.engine import URL, Connection, Engine  # noqa: E402
-from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
+try:  # logical decoding reads PostgreSQL only: its driver is this module's extra
+    import psycopg  # noqa: F401
+except ModuleNotFoundError as exc:
+    raise missing(exc, "postgres") from exc
 
 logger = logging.getLogger(__name__)
 

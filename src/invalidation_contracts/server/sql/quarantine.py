@@ -13,13 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ..._extras import require_extra
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+
 from ..capture.records import QuarantineEntry
-
-require_extra("sql", "sqlalchemy")
-
-from sqlalchemy import text  # noqa: E402
-from sqlalchemy.engine import Connection  # noqa: E402
 
 logger = logging.getLogger(__name__)
 

@@ -14,16 +14,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..._extras import require_extra
+import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
+from sqlalchemy.engine import URL, Engine
+
 from ..domain import Domain, SQLTable, TableSpec
-
-require_extra("sql", "sqlalchemy")
-
-import sqlalchemy as sa  # noqa: E402
-from sqlalchemy.dialects import postgresql  # noqa: E402
-from sqlalchemy.engine import URL, Engine  # noqa: E402
-
-from .engine import make_engine  # noqa: E402
+from .engine import make_engine
 
 KEY_COLUMN = "key"
 

@@ -15,7 +15,9 @@ import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..._extras import require_extra
+from sqlalchemy.engine import URL, Connection, Engine
+from sqlalchemy.exc import SQLAlchemyError
+
 from ...protocol.problems import ProtocolError
 from ..capture.records import CaptureBatch, QuarantineEntry, key_text, row_value
 from ..capture.source import CommitProbe, Wakeup
@@ -30,8 +32,6 @@ from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensur
 from .rewrite import current_images
 from .upsert import RowWriter
 
-require_extra("sql", "sqlalchemy")
-
 logger = logging.getLogger(__name__)
 DEFAULT_RECONCILE_INTERVAL_S = 60.0
 """How often a worker compares each declared table with its registry (a digest in the database,
@@ -39,9 +39,6 @@ then the rows of a table whose digest moved)."""
 DEFAULT_BATCH_RECORDS = 2_000
 """Capture records consumed per registry transaction while a worker catches up (each batch
 commits: the watchdog never undoes finished work, and readers see progress)."""
-
-from sqlalchemy.engine import URL, Connection, Engine  # noqa: E402
-from sqlalchemy.exc import SQLAlchemyError  # noqa: E402
 
 
 class SQLSource:
