@@ -56,11 +56,6 @@ class ProviderDB:
             f"ALTER TABLE {table} ENABLE ALWAYS TRIGGER ic_capture",
         )
 
-    def skip_triggers_only(self, why: str) -> None:
-        """Skip a test of the trigger capture's own machinery under logical decoding."""
-        if self.logical:
-            pytest.skip(f"triggers only: {why}")
-
     def script(self, *statements: str) -> None:
         """Run ``statements`` in one transaction, as another program would."""
         if self.kind == "sqlite":
