@@ -44,7 +44,7 @@ from .declare import BoundTable
 from .engine import failure_reason
 from .install import DEFAULT_LOCK_TIMEOUT_S, InstallMode
 from .rewrite import current_images
-from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource, read_tables
+from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource
 from .upsert import RowWriter
 
 try:  # logical decoding reads PostgreSQL only: its driver is this module's extra
@@ -236,17 +236,9 @@ class LogicalSource(SQLSource):
                 records = current_images(conn, self.dialect, self.bound, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, lost=lost)
-                digests = self.dialect.digests(conn, list(self.bound.values()))
-                skipped: set[str] = set()
-                if marks is not None and digests and lost is None:
-                    verified = self.dialect.verified(conn)
-                    touched = {record.table for record in records}
-                    skipped = {
-                        name
-                        for name, digest in digests.items()
-                        if name not in touched and verified.get(name) == (digest, marks.get(name))
-                    }
-                contents, unreadable = read_tables(conn, self.dialect, self.bound, skipped)
+                # a lost slot trusts no verified digest: every table is read
+                trusted = marks if lost is None else None
+                contents, unreadable, digests, skipped = self._tables(conn, records, trusted)
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()

@@ -19,7 +19,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ...protocol.problems import ProtocolError
-from ..capture.records import CaptureBatch, QuarantineEntry, key_text, row_value
+from ..capture.records import CaptureBatch, Captured, QuarantineEntry, key_text, row_value
 from ..capture.source import CommitProbe, Wakeup
 from ..capture.steps import SourceError
 from ..domain import SQLTable
@@ -150,6 +150,25 @@ class SQLSource:
         except ProtocolError as exc:
             raise SourceError(f"{self.bound[name].where}: {exc.detail}") from None
 
+    def _tables(
+        self, conn: Connection, records: Iterable[Captured], marks: Mapping[str, str] | None
+    ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry], dict[str, str], set[str]]:
+        """Every declared table's rows, its digest, and the rows set aside; with ``marks``, a
+        table whose digest is the one verified at its mark and that no record touches is not
+        read (``skipped``)."""
+        digests = self.dialect.digests(conn, list(self.bound.values()))
+        skipped: set[str] = set()
+        if marks is not None and digests:
+            verified = self.dialect.verified(conn)
+            touched = {record.table for record in records}
+            skipped = {
+                name
+                for name, digest in digests.items()
+                if name not in touched and verified.get(name) == (digest, marks.get(name))
+            }
+        contents, unreadable = read_tables(conn, self.dialect, self.bound, skipped)
+        return contents, unreadable, digests, skipped
+
     def read(
         self,
         after: int | None,
@@ -180,17 +199,7 @@ class SQLSource:
                     records = current_images(conn, self.dialect, self.bound, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
-                digests = self.dialect.digests(conn, list(self.bound.values()))
-                skipped: set[str] = set()
-                if marks is not None and digests:
-                    verified = self.dialect.verified(conn)
-                    touched = {record.table for record in records}
-                    skipped = {
-                        name
-                        for name, digest in digests.items()
-                        if name not in touched and verified.get(name) == (digest, marks.get(name))
-                    }
-                contents, unreadable = read_tables(conn, self.dialect, self.bound, skipped)
+                contents, unreadable, digests, skipped = self._tables(conn, records, marks)
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
