@@ -44,7 +44,8 @@ from .declare import BoundTable
 from .engine import failure_reason
 from .install import DEFAULT_LOCK_TIMEOUT_S, InstallMode
 from .rewrite import current_images
-from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource
+from .slot import ReplicationSlot, SlotGone
+from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource, read_all
 from .upsert import RowWriter
 
 try:  # logical decoding reads PostgreSQL only: its driver is this module's extra
@@ -173,11 +174,12 @@ class LogicalSource(SQLSource):
         )
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
         self._consumed = None
+        self._slot = ReplicationSlot(self.engine, self._logical.slot)
         self._slot_ready = False
 
     @property
     def slot(self) -> str:
-        return self._logical.slot
+        return self._slot.name
 
     @property
     def _logical(self) -> LogicalCapture:
@@ -214,11 +216,11 @@ class LogicalSource(SQLSource):
             self._heal()
         try:
             return self._read(after, full=full, marks=marks, limit=limit, lost=None)
-        except _SlotGone:
+        except SlotGone:
             lost = self._ensure_slot()
         try:
             return self._read(after, full=True, marks=marks, limit=limit, lost=lost)
-        except _SlotGone:
+        except SlotGone:
             raise SourceError(f"{self._where()}: the slot {self.slot!r} keeps vanishing") from None
 
     def _read(
@@ -238,7 +240,9 @@ class LogicalSource(SQLSource):
                     return CaptureBatch(head, tuple(records), more=more, lost=lost)
                 # a lost slot trusts no verified digest: every table is read
                 trusted = marks if lost is None else None
-                contents, unreadable, digests, skipped = self._tables(conn, records, trusted)
+                contents, unreadable, digests, skipped = read_all(
+                    conn, self.dialect, self.bound, records, trusted
+                )
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
@@ -297,54 +301,19 @@ class LogicalSource(SQLSource):
         return max(base, int(upto)), records, False
 
     def _advance(self, conn: Connection, position: int | None) -> int:
-        """Move the slot to ``position`` (a position the registry holds, or one with nothing
-        to consume before it) if it is behind; the slot's confirmed position."""
-        row = conn.execute(
-            text(
-                "SELECT (confirmed_flush_lsn - '0/0')::bigint, coalesce(wal_status, '')"
-                " FROM pg_replication_slots WHERE slot_name = :slot"
-            ),
-            {"slot": self.slot},
-        ).first()
-        if row is None or row[1] == "lost":
-            raise _SlotGone
-        confirmed = int(row[0]) if row[0] is not None else 0
-        if position is not None and position > confirmed:
-            conn.execute(
-                text("SELECT pg_replication_slot_advance(:slot, CAST(:to AS pg_lsn))"),
-                {"slot": self.slot, "to": lsn_text(position)},
-            )
-            return position
-        return confirmed
+        return self._slot.advance(conn, position)
 
     def _ensure_slot(self) -> str | None:
         """Create the slot if it does not exist (or was invalidated); why, when it had to."""
         try:
-            with self.engine.connect() as conn:
-                conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-                row = conn.execute(
-                    text(
-                        "SELECT coalesce(wal_status, '') FROM pg_replication_slots"
-                        " WHERE slot_name = :slot"
-                    ),
-                    {"slot": self.slot},
-                ).first()
-                if row is not None and row[0] != "lost":
-                    self._slot_ready = True
-                    return None
-                if row is not None:
-                    conn.execute(text("SELECT pg_drop_replication_slot(:s)"), {"s": self.slot})
-                conn.execute(
-                    text("SELECT pg_create_logical_replication_slot(:slot, 'pgoutput')"),
-                    {"slot": self.slot},
-                )
+            created = self._slot.ensure()
         except SQLAlchemyError as exc:
             raise SourceError(
                 f"{self._where()}: cannot create the replication slot {self.slot!r}"
                 f" ({failure_reason(exc)})"
             ) from exc
         reason = None
-        if self._slot_ready:
+        if created and self._slot_ready:
             reason = f"the replication slot {self.slot!r} was lost and created again"
             logger.warning("%s: %s; reconciling every table", self.name, reason)
         self._slot_ready = True
@@ -356,7 +325,7 @@ class LogicalSource(SQLSource):
         try:
             with self._connect(write=True) as conn, conn.begin():
                 self._advance(conn, upto)
-        except _SlotGone:
+        except SlotGone:
             return  # the next read creates it again and reconciles
         except SQLAlchemyError as exc:
             if "is active for PID" not in str(exc):
@@ -376,18 +345,7 @@ class LogicalSource(SQLSource):
 
     def drop_slot(self) -> None:
         """Drop the slot (retiring this source: a slot keeps WAL until it is dropped)."""
-        with self.engine.connect() as conn:
-            conn.execution_options(isolation_level="AUTOCOMMIT").execute(
-                text(
-                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots"
-                    " WHERE slot_name = :slot"
-                ),
-                {"slot": self.slot},
-            )
-
-
-class _SlotGone(Exception):
-    """The slot does not exist (dropped) or lost the WAL it needs (invalidated)."""
+        self._slot.drop()
 
 
 def _visible(commits: list[Commit], xmax: int, xip: set[int]) -> list[Commit]:

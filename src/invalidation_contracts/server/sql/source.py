@@ -150,25 +150,6 @@ class SQLSource:
         except ProtocolError as exc:
             raise SourceError(f"{self.bound[name].where}: {exc.detail}") from None
 
-    def _tables(
-        self, conn: Connection, records: Iterable[Captured], marks: Mapping[str, str] | None
-    ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry], dict[str, str], set[str]]:
-        """Every declared table's rows, its digest, and the rows set aside; with ``marks``, a
-        table whose digest is the one verified at its mark and that no record touches is not
-        read (``skipped``)."""
-        digests = self.dialect.digests(conn, list(self.bound.values()))
-        skipped: set[str] = set()
-        if marks is not None and digests:
-            verified = self.dialect.verified(conn)
-            touched = {record.table for record in records}
-            skipped = {
-                name
-                for name, digest in digests.items()
-                if name not in touched and verified.get(name) == (digest, marks.get(name))
-            }
-        contents, unreadable = read_tables(conn, self.dialect, self.bound, skipped)
-        return contents, unreadable, digests, skipped
-
     def read(
         self,
         after: int | None,
@@ -199,7 +180,9 @@ class SQLSource:
                     records = current_images(conn, self.dialect, self.bound, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
-                contents, unreadable, digests, skipped = self._tables(conn, records, marks)
+                contents, unreadable, digests, skipped = read_all(
+                    conn, self.dialect, self.bound, records, marks
+                )
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
@@ -370,6 +353,30 @@ def refuse_pooler_or_replica(engine: Engine, where: str) -> None:
         raise SourceError(f"{where}: cannot connect ({failure_reason(exc)})") from None
     if refusal is not None:
         raise SourceError(f"{where} {refusal}")
+
+
+def read_all(
+    conn: Connection,
+    dialect: CaptureDialect,
+    bound: Mapping[str, BoundTable],
+    records: Iterable[Captured],
+    marks: Mapping[str, str] | None,
+) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry], dict[str, str], set[str]]:
+    """Every declared table's rows, its digest, and the rows set aside; with ``marks``, a table
+    whose digest is the one verified at its mark and that no record touches is not read
+    (``skipped``)."""
+    digests = dialect.digests(conn, list(bound.values()))
+    skipped: set[str] = set()
+    if marks is not None and digests:
+        verified = dialect.verified(conn)
+        touched = {record.table for record in records}
+        skipped = {
+            name
+            for name, digest in digests.items()
+            if name not in touched and verified.get(name) == (digest, marks.get(name))
+        }
+    contents, unreadable = read_tables(conn, dialect, bound, skipped)
+    return contents, unreadable, digests, skipped
 
 
 def read_tables(
