@@ -19,7 +19,13 @@ from tests.docs.snippets import ROOT
 from tests.docs.test_example_extras import venv_with
 
 #: What the checks need beside the ``adk`` extra: the runner, the conftest's imports, mypy.
-RUNNER = ("pytest>=8", "pytest-timeout>=2.3", "hypothesis>=6.100", "mypy>=1.13")
+RUNNER = (
+    "pytest>=8",
+    "pytest-timeout>=2.3",
+    "pytest-xdist>=3.6",  # the suite's addopts run it in worker processes
+    "hypothesis>=6.100",
+    "mypy>=1.13",
+)
 
 QUIET = ("-q", "-p", "no:cacheprovider")
 
