@@ -26,10 +26,6 @@ H11 = "forwarded verbatim to uvicorn's H11Protocol"
 API_ROUTER = "forwarded verbatim to fastapi.APIRouter (its keyword options)"
 SQLALCHEMY = "forwarded verbatim to sqlalchemy.create_engine (its keyword options)"
 
-SESSION_AND = (
-    "SessionOptions' names (checked by the dataclass: mcp.options.split_options), the rest "
-    "forwarded verbatim to "
-)
 MEMORY_CALL = (
     "a memory verb's arguments, forwarded verbatim: the surface is bound by name (_Call), each "
     "verb with its own signature"
@@ -124,18 +120,8 @@ ALLOWED: dict[str, str] = {
     "httpx/exchange.py::MemoryCall.__init__.**kwargs": MEMORY_CALL,
     "httpx/transport.py::contract_client.**client_kwargs": HTTPX_CLIENT,
     "httpx/transport.py::async_contract_client.**client_kwargs": HTTPX_CLIENT,
-    "adk.py::contract_toolset.**connect_options": "forwarded verbatim to mcp.connect",
-    "langchain.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
-    "mcp/session.py::connect.**keywords": SESSION_AND + "the MCP SDK's Client",
-    "llama_index.py::contract_tools.**connect_options": "forwarded verbatim to mcp.connect",
-    "llama_index.py::ContractToolSpec.__init__.**options": "forwarded verbatim to "
-    "llama-index-tools-mcp's McpToolSpec",
     "observe/install.py::metrics_router.**options": API_ROUTER,
     "observe/page.py::operator_router.**options": API_ROUTER,
-    "openai_agents.py::ContractServer.__init__.**keywords": SESSION_AND
-    + "the Agents SDK's server class",
-    "pydantic_ai.py::ContractToolset.__init__.**keywords": SESSION_AND
-    + "Pydantic AI's MCP toolset",
     "pydantic_ai.py::ContractToolset.__aexit__.*args": "the exception triple, forwarded verbatim "
     "to the toolset's own __aexit__",
     "server/domain.py::Domain.registry.**options": "forwarded verbatim to Registry",

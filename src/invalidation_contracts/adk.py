@@ -22,8 +22,8 @@ will, so no contract session (one confirmed connection, one watcher) can be boun
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Unpack
 
 from ._extras import missing
 
@@ -38,6 +38,7 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "adk", mcp="mcp") from exc
 
 from .client.memory import FixMemory
+from .mcp.options import SessionKwargs, SessionOptions, session_and_sdk
 from .mcp.session import ContractSession, ServerTarget, connect
 
 __all__ = ["ContractMcpToolset", "ContractTool", "contract_toolset"]
@@ -110,10 +111,17 @@ class ContractMcpToolset(BaseToolset):
 
 @contextlib.asynccontextmanager
 async def contract_toolset(
-    server: ServerTarget, memory: FixMemory, **connect_options: Any
+    server: ServerTarget,
+    memory: FixMemory,
+    options: SessionOptions | None = None,
+    *,
+    sdk: Mapping[str, Any] | None = None,
+    **session: Unpack[SessionKwargs],
 ) -> AsyncIterator[ContractMcpToolset]:
     """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
-    ``memory`` and yield its toolset; ``connect_options`` go to ``connect`` (``apply``,
-    ``watch_listener``, ...)."""
-    async with connect(server, memory, **connect_options) as contract:
+    ``memory`` and yield its toolset; ``options`` (or ``SessionOptions``' names as keywords:
+    ``apply``, ``watch_listener``, ...) configure the session, ``sdk`` holds the MCP SDK
+    ``Client``'s keywords (as ``connect``)."""
+    chosen, client = session_and_sdk("contract_toolset", options, session, sdk)
+    async with connect(server, memory, chosen, sdk=client) as contract:
         yield ContractMcpToolset(contract)

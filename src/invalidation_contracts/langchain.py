@@ -20,8 +20,8 @@ langchain-mcp-adapters is not used: its releases pin ``mcp<2`` (docs/decisions.m
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Unpack
 
 from ._extras import missing
 
@@ -31,6 +31,7 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "langchain", mcp="mcp") from exc
 
 from .client.memory import FixMemory
+from .mcp.options import SessionKwargs, SessionOptions, session_and_sdk
 from .mcp.session import ContractSession, ServerTarget, connect
 
 __all__ = ["contract_tools", "load_contract_tools", "show_fixes"]
@@ -59,12 +60,19 @@ async def _describe(contract: ContractSession, tool: StructuredTool, base: str) 
 
 @contextlib.asynccontextmanager
 async def contract_tools(
-    server: ServerTarget, memory: FixMemory, **connect_options: Any
+    server: ServerTarget,
+    memory: FixMemory,
+    options: SessionOptions | None = None,
+    *,
+    sdk: Mapping[str, Any] | None = None,
+    **session: Unpack[SessionKwargs],
 ) -> AsyncIterator[list[StructuredTool]]:
     """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
-    ``memory`` and yield its tools; ``connect_options`` go to ``connect`` (``apply``,
-    ``watch_listener``, ...)."""
-    async with connect(server, memory, **connect_options) as contract:
+    ``memory`` and yield its tools; ``options`` (or ``SessionOptions``' names as keywords:
+    ``apply``, ``watch_listener``, ...) configure the session, ``sdk`` holds the MCP SDK
+    ``Client``'s keywords (as ``connect``)."""
+    chosen, client = session_and_sdk("contract_tools", options, session, sdk)
+    async with connect(server, memory, chosen, sdk=client) as contract:
         tools = load_contract_tools(contract)
         await show_fixes(contract, tools)
         yield tools

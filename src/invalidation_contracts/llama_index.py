@@ -23,8 +23,8 @@ session (one confirmed connection, one watcher) can be bound to it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable, Coroutine
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from typing import Any, Unpack
 
 from ._extras import missing
 
@@ -36,6 +36,7 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "llamaindex", mcp="mcp", mcp_types="mcp") from exc
 
 from .client.memory import FixMemory
+from .mcp.options import SessionKwargs, SessionOptions, session_and_sdk
 from .mcp.proxy.notify import is_contract_uri
 from .mcp.session import ContractSession, ServerTarget, connect
 
@@ -47,11 +48,26 @@ class ContractToolError(Exception):
 
 
 class ContractToolSpec(McpToolSpec):  # type: ignore[misc]
-    """``McpToolSpec`` over ``contract`` (an entered ``ContractSession``); other keyword
-    arguments (``allowed_tools``, ``global_partial_params``, ...) go to ``McpToolSpec``."""
+    """``McpToolSpec`` over ``contract`` (an entered ``ContractSession``), with
+    ``McpToolSpec``'s own options: ``allowed_tools``, the partial parameters, and
+    ``include_resources`` (the contract's own resources never listed)."""
 
-    def __init__(self, contract: ContractSession, **options: Any) -> None:
-        super().__init__(contract.session, **options)
+    def __init__(
+        self,
+        contract: ContractSession,
+        *,
+        allowed_tools: list[str] | None = None,
+        global_partial_params: dict[str, Any] | None = None,
+        partial_params_by_tool: dict[str, dict[str, Any]] | None = None,
+        include_resources: bool = False,
+    ) -> None:
+        super().__init__(
+            contract.session,
+            allowed_tools=allowed_tools,
+            global_partial_params=global_partial_params,
+            partial_params_by_tool=partial_params_by_tool,
+            include_resources=include_resources,
+        )
         self.contract = contract
         self._built: dict[str, FunctionTool] = {}
 
@@ -108,10 +124,17 @@ async def _describe(contract: ContractSession, tool: FunctionTool) -> None:
 
 @contextlib.asynccontextmanager
 async def contract_tools(
-    server: ServerTarget, memory: FixMemory, **connect_options: Any
+    server: ServerTarget,
+    memory: FixMemory,
+    options: SessionOptions | None = None,
+    *,
+    sdk: Mapping[str, Any] | None = None,
+    **session: Unpack[SessionKwargs],
 ) -> AsyncIterator[list[FunctionTool]]:
     """Connect to ``server`` (as ``mcp.connect``: a URL, ``StdioServerParameters``, ...) with
-    ``memory`` and yield its tools; ``connect_options`` go to ``connect`` (``apply``,
-    ``watch_listener``, ...)."""
-    async with connect(server, memory, **connect_options) as contract:
+    ``memory`` and yield its tools; ``options`` (or ``SessionOptions``' names as keywords:
+    ``apply``, ``watch_listener``, ...) configure the session, ``sdk`` holds the MCP SDK
+    ``Client``'s keywords (as ``connect``)."""
+    chosen, client = session_and_sdk("contract_tools", options, session, sdk)
+    async with connect(server, memory, chosen, sdk=client) as contract:
         yield await ContractToolSpec(contract).to_tool_list_async()

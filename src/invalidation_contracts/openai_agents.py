@@ -8,6 +8,9 @@ on top of the framework's example::
     async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as server:
         agent = Agent(name="billing", model=model, mcp_servers=[server])
 
+The SDK class's own keywords go in ``sdk={"cache_tools_list": True, ...}``, the contract
+session's as ``options=SessionOptions(...)`` or keywords (``apply="model"``, typed).
+
 Each binds a ``ContractSession`` to the session the SDK opens on ``connect`` and routes every
 ``call_tool`` through it (``ContractSession.answer``): the relevant fixes are patched into the
 model's arguments (``apply="client"``, the default; ``"model"`` sends them as the model wrote
@@ -19,7 +22,8 @@ the memory, and the SDK is handed the model view as a ``CallToolResult``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Generic, TypeVar
+from collections.abc import Mapping
+from typing import Any, ClassVar, Generic, TypeVar, Unpack
 
 from ._extras import missing
 
@@ -37,7 +41,7 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "openai-agents", mcp="mcp") from exc
 
 from .client.memory import FixMemory
-from .mcp.options import SessionOptions, split_options
+from .mcp.options import SessionKwargs, SessionOptions, session_and_sdk
 from .mcp.origins import target_origin
 from .mcp.session import ContractSession, message_handler
 
@@ -64,9 +68,10 @@ class ContractServer(Generic[_Params]):
         *,
         memory: FixMemory,
         options: SessionOptions | None = None,
-        **keywords: Any,
+        sdk: Mapping[str, Any] | None = None,
+        **session: Unpack[SessionKwargs],
     ) -> None:
-        chosen, sdk_options = split_options(options, keywords)
+        chosen, sdk_options = session_and_sdk(type(self).__name__, options, session, sdk)
         origin = chosen.origin or self._origin_of(params)
         if not origin:
             raise ValueError(
@@ -143,7 +148,7 @@ class ContractMCPServerStreamableHttp(
 ):
     """``MCPServerStreamableHttp`` bound to ``memory``; ``options`` (or ``SessionOptions``' names
     as keywords): the contract session's, the origin defaulting to the URL's (``mcp.origins``);
-    other keywords go to the SDK's class."""
+    ``sdk``: the SDK class's own keywords (``{"cache_tools_list": True, ...}``)."""
 
     _sdk = MCPServerStreamableHttp
 

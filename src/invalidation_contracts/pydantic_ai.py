@@ -18,7 +18,8 @@ toolset's session, so a fix a table move made stale is evicted before the next c
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Mapping
+from typing import Any, Unpack, cast
 
 from ._extras import missing
 
@@ -31,7 +32,7 @@ except ModuleNotFoundError as exc:
 
 from .client.memory import FixMemory
 from .mcp.calls import warn_bypass
-from .mcp.options import SessionOptions, split_options
+from .mcp.options import SessionKwargs, SessionOptions, session_and_sdk
 from .mcp.origins import BY_SERVER_NAME as _BY_SERVER_NAME
 from .mcp.origins import target_origin
 from .mcp.session import ContractSession, message_handler
@@ -45,16 +46,19 @@ class ContractToolset(MCPToolset[Any]):
     ``apply="client"`` patches the relevant fixes into the model's arguments and lists in the
     toolset's instructions those it cannot patch, ``"model"`` lists every fix there instead; the
     origin defaults to the target (the URL, or a stdio transport's command line,
-    ``mcp.origins``). Other keyword arguments go to ``MCPToolset``."""
+    ``mcp.origins``). ``sdk``: ``MCPToolset``'s own keywords (``{"headers": ..., "init_timeout":
+    ...}``)."""
 
     def __init__(
         self,
         client: MCPToolsetClient,
         memory: FixMemory,
         options: SessionOptions | None = None,
-        **keywords: Any,
+        *,
+        sdk: Mapping[str, Any] | None = None,
+        **session: Unpack[SessionKwargs],
     ) -> None:
-        chosen, toolset_options = split_options(options, keywords)
+        chosen, toolset_options = session_and_sdk("ContractToolset", options, session, sdk)
         if "process_tool_call" in toolset_options:
             raise TypeError("ContractToolset makes its own tool calls: no process_tool_call")
         _check_shape(client)
@@ -157,7 +161,7 @@ def _check_shape(client: object) -> None:
             "ContractToolset needs to route the client's notifications to the contract, which "
             "a pre-built fastmcp.Client does not allow: pass its target instead (the URL, or "
             "the transport: ContractToolset(client.transport, memory)), with the Client's "
-            "options as ContractToolset's keyword arguments"
+            "options in ContractToolset's sdk={...}"
         )
 
 

@@ -153,7 +153,7 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
     async def body() -> list[Planner]:
         params = {"command": PYTHON, "args": SERVE_MCP}
         timeout = {"client_session_timeout_seconds": 60}  # a cold child on a shared machine
-        async with ContractMCPServerStdio(params, memory=memory, **timeout) as mcp:
+        async with ContractMCPServerStdio(params, memory=memory, sdk=timeout) as mcp:
             return [await episode(mcp, growth), await episode(mcp, growth)]
 
     learn, reuse = anyio.run(body)
@@ -234,7 +234,7 @@ def test_the_sdks_own_request_meta_goes_out_beside_the_contracts(acme):
         ) as url:
             options = {"tool_meta_resolver": lambda context: {"app.example/tenant": "t-1"}}
             async with ContractMCPServerStreamableHttp(
-                {"url": url}, memory=memory, **options
+                {"url": url}, memory=memory, sdk=options
             ) as mcp:
                 planner = Planner(acme.family("governed-partner-growth").draft())
                 agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[mcp])

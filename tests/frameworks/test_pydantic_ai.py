@@ -139,7 +139,7 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
     async def body() -> list[Planner]:
         # a cold child imports the server on a shared machine: allow it time to initialize
         transport = StdioTransport(PYTHON, SERVE_MCP)
-        toolset = ContractToolset(transport, memory, init_timeout=60, read_timeout=60)
+        toolset = ContractToolset(transport, memory, sdk={"init_timeout": 60, "read_timeout": 60})
         async with toolset:
             return [await episode(toolset, growth), await episode(toolset, growth)]
 
@@ -229,7 +229,7 @@ def test_per_run_headers_keep_the_contract_in_each_run_s_own_copy(server, acme):
 
     async def body() -> list[Planner]:
         async with running_http(server) as url:
-            toolset = ContractToolset(url, memory, headers=headers)
+            toolset = ContractToolset(url, memory, sdk={"headers": headers})
             return [await episode(toolset, growth), await episode(toolset, growth)]
 
     learn, reuse = anyio.run(body)

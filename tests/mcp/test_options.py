@@ -9,7 +9,7 @@ import pytest
 
 from invalidation_contracts.client import ApplyMode
 from invalidation_contracts.mcp import SessionOptions
-from invalidation_contracts.mcp.options import SessionKwargs, split_options
+from invalidation_contracts.mcp.options import SessionKwargs, session_and_sdk, split_options
 
 
 def test_the_keyword_form_names_exactly_the_options():
@@ -33,8 +33,24 @@ def test_an_unknown_apply_mode_is_refused_on_construction():
         SessionOptions(apply="server")  # type: ignore[arg-type]
 
 
-def test_keywords_split_into_the_sessions_and_the_sdks():
+def test_the_sessions_keywords_and_the_sdks_arrive_apart():
     base = SessionOptions(origin="mcp://a", watch=False)
-    options, rest = split_options(base, {"apply": "model", "mode": "legacy"})
+    options, sdk = session_and_sdk("connect", base, {"apply": "model"}, {"mode": "legacy"})
+    assert options == SessionOptions(origin="mcp://a", watch=False, apply=ApplyMode.PLANNER)
+    assert sdk == {"mode": "legacy"}
+
+
+def test_an_sdk_keyword_beside_the_options_still_reaches_the_sdk_with_a_deprecation_warning():
+    mixed = typing.cast(SessionKwargs, {"apply": "model", "mode": "legacy"})
+    with pytest.warns(DeprecationWarning, match=r"connect\(\.\.\., mode=\.\.\.\).*sdk="):
+        options, sdk = session_and_sdk("connect", None, mixed, {"read_timeout_seconds": 5})
+    assert options == SessionOptions(apply=ApplyMode.PLANNER)
+    assert sdk == {"mode": "legacy", "read_timeout_seconds": 5}
+
+
+def test_split_options_is_deprecated_and_still_splits():
+    base = SessionOptions(origin="mcp://a", watch=False)
+    with pytest.warns(DeprecationWarning, match="session_and_sdk"):
+        options, rest = split_options(base, {"apply": "model", "mode": "legacy"})
     assert options == SessionOptions(origin="mcp://a", watch=False, apply=ApplyMode.PLANNER)
     assert rest == {"mode": "legacy"}

@@ -10,6 +10,7 @@ import anyio
 import mcp_types as types
 import pytest
 from mcp import Client
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from tests.mcp.conftest import OPERATION, TOOL, rotate, run
 from tests.mcp.scripted import acme_problem, error_result, scripted_server
 
@@ -91,7 +92,9 @@ def test_a_table_rotation_evicts_the_stale_fix_before_the_next_call(server, prov
     heard: list[MemoryEvent] = []
 
     async def body() -> list[str]:
-        async with connect(server, memory, mode=mode, watch_listener=heard.append) as tools:
+        async with connect(
+            server, memory, sdk={"mode": mode}, watch_listener=heard.append
+        ) as tools:
             await tools.call_tool(TOOL, growth)
             result = await anyio.to_thread.run_sync(rotate, acme, provider)
             await tools.caught_up(result.contract_seq)
@@ -101,6 +104,17 @@ def test_a_table_rotation_evicts_the_stale_fix_before_the_next_call(server, prov
     assert [(e.entry_id, e.reason) for e in heard if isinstance(e, Evicted)] == [
         ("e1", EvictionReason.ROW_CHANGED)
     ]
+
+
+def test_a_client_keyword_beside_the_options_still_reaches_the_client_with_a_warning(server):
+    """The 0.2 spelling (an SDK keyword among the session's) works until 0.3.0, warned."""
+
+    async def body() -> object:
+        with pytest.warns(DeprecationWarning, match=r"connect\(\.\.\., mode=\.\.\.\)"):
+            async with connect(server, FixMemory("row"), mode="legacy") as tools:  # type: ignore[call-arg]
+                return tools.session.protocol_version
+
+    assert run(body) not in MODERN_PROTOCOL_VERSIONS
 
 
 def test_without_notifications_the_next_result_reveals_the_move_and_the_feed_is_a_resource(
@@ -336,7 +350,7 @@ def test_a_lookup_at_once_after_the_notification_serves_no_stale_fix(server, pro
     entered, release = anyio.Event(), anyio.Event()
 
     async def body() -> tuple[list[str], list[str], list[str]]:
-        async with connect(server, memory, mode=mode) as tools:
+        async with connect(server, memory, sdk={"mode": mode}) as tools:
             await tools.call_tool(TOOL, growth)
             before = [e.id for e in (await tools.lookup(TOOL, growth)).entries]
             with anyio.fail_after(10):

@@ -272,7 +272,7 @@ async def _langchain(
                 message = AIMessage(content="", tool_calls=[call])
             return ChatResult(generations=[ChatGeneration(message=message)])
 
-    opened = connect(url, memory, options, read_timeout_seconds=30)
+    opened = connect(url, memory, options, sdk={"read_timeout_seconds": 30})
     async with opened as contract:
         tools = load_contract_tools(contract)
 

@@ -137,7 +137,7 @@ async def mcp_agent(
             conditional=conditional,
             watch=notifications,
             watch_listener=background.append,
-            read_timeout_seconds=30,
+            sdk={"read_timeout_seconds": 30},
         ) as contract:
             channel = McpChannel(
                 contract,

@@ -1,8 +1,10 @@
 """How a contract session follows a server: one frozen configuration every entry point takes.
 
 ``ContractSession``, ``connect`` and the framework adapters (PydanticAI's toolset, the Agents
-SDK's servers, LangChain's tools) each take ``options=SessionOptions(...)``, or the same names as
-keywords (``SessionKwargs``, typed), so an option is spelt and documented once, here.
+SDK's servers, LangChain's, LlamaIndex's and ADK's tools) each take ``options=SessionOptions(...)``,
+or the same names as keywords (``SessionKwargs``, typed: ``mypy --strict`` refuses a misspelt one),
+so an option is spelt and documented once, here. The wrapped SDK's own keywords travel apart, in
+one named mapping (``sdk={...}``), never mixed with the session's.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any, TypedDict, Unpack, cast
 
+from .._deprecation import warn_moved
 from ..client.events import MemoryEvent
 from ..client.patching import ApplyMode, ApplyModeName
 
@@ -73,12 +76,34 @@ def session_options(options: SessionOptions | None, changes: SessionKwargs) -> S
     return (options if options is not None else SessionOptions()).but(**changes)
 
 
+def session_and_sdk(
+    entry: str,
+    options: SessionOptions | None,
+    session: SessionKwargs,
+    sdk: Mapping[str, Any] | None,
+) -> tuple[SessionOptions, dict[str, Any]]:
+    """The session's options (``options`` with ``session``'s names applied) and the keywords for
+    the SDK ``entry`` wraps (``sdk``). A name in ``session`` that is no option is the mixed
+    spelling of 0.1 (an SDK keyword beside the session's options): typed code cannot write it,
+    and until ``REMOVED_IN`` it still goes to the SDK, with a ``DeprecationWarning``."""
+    given: Mapping[str, object] = session
+    stray = {k: v for k, v in given.items() if k not in OPTION_NAMES}
+    if stray:
+        names = ", ".join(sorted(stray))
+        warn_moved(
+            f"{entry}(..., {names}=...) beside the session's options",
+            f"{entry}(..., sdk={{...}}) for the SDK's keywords",
+            stacklevel=4,
+        )
+    mine = cast(SessionKwargs, {k: v for k, v in given.items() if k in OPTION_NAMES})
+    return session_options(options, mine), {**stray, **(sdk or {})}
+
+
 def split_options(
     options: SessionOptions | None, keywords: Mapping[str, Any]
 ) -> tuple[SessionOptions, dict[str, Any]]:
-    """The session's options from ``options`` and the option names among ``keywords``, and the
-    other keywords (for the SDK or framework class an entry point wraps)."""
+    """Deprecated: ``session_and_sdk`` (the SDK's keywords apart, in ``sdk=``)."""
+    warn_moved("mcp.options.split_options", "mcp.options.session_and_sdk")
     mine = {k: v for k, v in keywords.items() if k in OPTION_NAMES}
     rest = {k: v for k, v in keywords.items() if k not in OPTION_NAMES}
-    # ``replace`` checks the names; ``__post_init__`` parses ``apply``.
     return session_options(options, cast(SessionKwargs, mine)), rest

@@ -42,7 +42,7 @@ from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.values import Observed
 from ..protocol.signing import Binding
 from . import calls, names
-from .options import Listener, SessionKwargs, SessionOptions, session_options, split_options
+from .options import Listener, SessionKwargs, SessionOptions, session_and_sdk, session_options
 from .origins import BY_SERVER_NAME, named_origin, target_origin
 from .reads import ContractReads, request_meta
 from .reply import ToolReply
@@ -307,14 +307,17 @@ async def connect(
     server: ServerTarget,
     memory: FixMemory | AsyncFixMemory,
     options: SessionOptions | None = None,
-    **keywords: Any,
+    *,
+    sdk: Mapping[str, Any] | None = None,
+    **session: Unpack[SessionKwargs],
 ) -> AsyncIterator[ContractSession]:
     """Connect to ``server`` with the SDK's ``Client`` (a URL: streamable HTTP; a
     ``StdioServerParameters``: a subprocess over stdio; a ``Server``: in process) and wrap its
-    session. ``options`` (or ``SessionOptions``' names as keywords) configure the session; the
-    other keywords go to ``Client`` (``mode``, ``read_timeout_seconds``, ...). The origin is
-    bound to the target (``mcp.origins.target_origin``) unless the options name it."""
-    chosen, client_options = split_options(options, keywords)
+    session. ``options`` (or ``SessionOptions``' names as keywords) configure the session;
+    ``sdk`` holds ``Client``'s own keywords (``{"mode": ..., "read_timeout_seconds": ...}``).
+    The origin is bound to the target (``mcp.origins.target_origin``) unless the options name
+    it."""
+    chosen, client_options = session_and_sdk("connect", options, session, sdk)
     chosen = chosen.but(origin=chosen.origin or target_origin(server) or BY_SERVER_NAME)
     wired: list[ContractSession] = []
     handler = message_handler(
