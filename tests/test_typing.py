@@ -124,7 +124,6 @@ ALLOWED: dict[str, str] = {
     "observe/page.py::operator_router.**options": API_ROUTER,
     "pydantic_ai.py::ContractToolset.__aexit__.*args": "the exception triple, forwarded verbatim "
     "to the toolset's own __aexit__",
-    "server/domain.py::Domain.registry.**options": "forwarded verbatim to Registry",
     "server/http/admin_routes.py::admin_router.**options": API_ROUTER,
     "server/http/contract_routes.py::contract_router.**options": API_ROUTER,
     "server/http/domain_routes.py::domain_router.**options": API_ROUTER,

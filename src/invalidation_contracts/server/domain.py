@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel
 
 from .policies import Policy
-from .registry import Registry
+from .registry import LOG_CAPACITY, Registry
 from .rules import Rule
 from .state import RegistryState
 from .tables import Snapshot
@@ -122,8 +122,9 @@ class Domain:
         default_factory=dict, init=False, repr=False, compare=False
     )
 
-    def registry(self, **options: Any) -> Registry:
-        """A fresh registry loaded with the domain's initial tables and rules.
+    def registry(self, *, epoch: str | None = None, log_capacity: int = LOG_CAPACITY) -> Registry:
+        """A fresh registry loaded with the domain's initial tables and rules (``epoch`` and
+        ``log_capacity`` as ``Registry``'s).
 
         Only for in-memory tables: a domain with ``SQLTable`` declarations is opened with its
         database (``server.worker.runtime.open_runtime`` or ``create_app(domain, database=...)``).
@@ -134,7 +135,9 @@ class Domain:
                 f"domain {self.name!r} reads tables {sql} from SQL; open it with its database "
                 "(create_app(domain, database=URL))"
             )
-        return Registry(self.initial_snapshots(), self.rules, **options)
+        return Registry(
+            self.initial_snapshots(), self.rules, epoch=epoch, log_capacity=log_capacity
+        )
 
     def initial_snapshots(self) -> list[Snapshot]:
         """The in-memory tables as snapshots (rows frozen, row etags computed), built once per

@@ -184,6 +184,10 @@ class ServedVersions(Collection[str]):
         return sum(len(part) for part in self._parts)
 
 
+#: How many change records a registry keeps by default (a client further behind resyncs).
+LOG_CAPACITY = 10_000
+
+
 class Registry(TableVerbs):
     """Reference tables with atomic reloads, rules, the knowledge graph and a bounded change log."""
 
@@ -194,7 +198,7 @@ class Registry(TableVerbs):
         *,
         versions: Mapping[str, str] | None = None,
         epoch: str | None = None,
-        log_capacity: int = 10_000,
+        log_capacity: int = LOG_CAPACITY,
     ) -> None:
         """Load the initial tables (name → rows, or snapshots) at seq 0 under a new epoch."""
         if isinstance(tables, Mapping):
@@ -214,7 +218,7 @@ class Registry(TableVerbs):
         records: Iterable[LogRecord],
         *,
         floor: int,
-        log_capacity: int = 10_000,
+        log_capacity: int = LOG_CAPACITY,
     ) -> Registry:
         """Rebuild a registry from persisted state and log (the storage adapter's entry point)."""
         registry = cls.__new__(cls)
