@@ -121,3 +121,17 @@ def test_a_capture_name_at_its_old_home_warns_and_is_the_cores(module, name, hom
         value = getattr(old, name)
 
     assert value is getattr(importlib.import_module(f"invalidation_contracts.{home}"), name)
+
+
+@pytest.mark.parametrize(
+    "name", ["check_scenario", "paper_stale_slots", "resolve_scenario", "verify_domain"]
+)
+def test_the_checks_against_a_domain_left_the_manifest_for_bench_verify(name):
+    # Issue 40: the checks need the oracle's labels, which read the manifest's types (no cycle).
+    from invalidation_contracts.bench import scenario as old
+    from invalidation_contracts.bench import verify as home
+
+    with pytest.warns(DeprecationWarning, match=r"use invalidation_contracts\.bench\.verify\."):
+        value = getattr(old, name)
+
+    assert value is getattr(home, name)

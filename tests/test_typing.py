@@ -89,8 +89,8 @@ ALLOWED: dict[str, str] = {
     "bench/framework_channel.py::_langchain.Relaying.bind_tools.**kwargs": SDK_OVERRIDE,
     "bench/framework_channel.py::_langchain.Relaying._generate.*a": SDK_OVERRIDE,
     "bench/framework_channel.py::_langchain.Relaying._generate.**k": SDK_OVERRIDE,
-    "cli/__init__.py::_Parser.__init__.*args": ARGPARSE,
-    "cli/__init__.py::_Parser.__init__.**kwargs": ARGPARSE,
+    "cli/command.py::Parser.__init__.*args": ARGPARSE,
+    "cli/command.py::Parser.__init__.**kwargs": ARGPARSE,
     "cli/admin_client.py::AdminClient._call.**kwargs": "forwarded verbatim to "
     "httpx.Client.request (json=, params=, ...)",
     "cli/bench.py::_execute_grid.**options": "run_grid's keyword options, forwarded verbatim",

@@ -12,13 +12,12 @@ from invalidation_contracts.bench.labels import check_labels
 from invalidation_contracts.bench.scenario import (
     ScenarioError,
     ScenarioMismatch,
-    check_scenario,
     load_scenario,
     parse_scenario,
     scenarios_dir,
     shipped_scenarios,
-    verify_domain,
 )
+from invalidation_contracts.bench.verify import check_scenario, verify_domain
 
 REWRITE = Path(__file__).parents[2] / "benchmarks" / "scenarios" / "payments-rewrite-drifted.toml"
 

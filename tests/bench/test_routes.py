@@ -23,7 +23,8 @@ from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.labels import check_labels
 from invalidation_contracts.bench.metrics import RunMetrics, run_metrics
 from invalidation_contracts.bench.runner import RunSpec, run_one
-from invalidation_contracts.bench.scenario import ScenarioMismatch, check_scenario, parse_scenario
+from invalidation_contracts.bench.scenario import ScenarioMismatch, parse_scenario
+from invalidation_contracts.bench.verify import check_scenario
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.domains.audit import audit
 from invalidation_contracts.domains.catalog import DomainCatalog, TaskFamily

@@ -16,7 +16,8 @@ import pytest
 from invalidation_contracts import cli
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.metrics import run_metrics
-from invalidation_contracts.bench.scenario import ScenarioError, resolve_scenario
+from invalidation_contracts.bench.scenario import ScenarioError
+from invalidation_contracts.bench.verify import resolve_scenario
 from invalidation_contracts.domains import (
     ENTRY_POINT_GROUP,
     DomainCatalog,

@@ -86,6 +86,10 @@ class Channel(Protocol):
         ...
 
 
+#: The run transports that go through an agent framework's integration (``framework_channel``;
+#: each is also the name of the extra it needs).
+FRAMEWORK_TRANSPORTS = ("pydantic-ai", "openai-agents", "langchain")
+
 #: Seconds the watch may take to bring the memory to a drift event's position.
 SETTLE_TIMEOUT_S = 30.0
 

@@ -34,18 +34,12 @@ from .metrics import (
     rotation_count,
     series_label,
 )
+from .palette import COLORS, MARKERS
 
 # Checked at import, though matplotlib is imported only where a figure is drawn.
 require_extra("bench", "matplotlib")
 
-#: matplotlib's tab10, so colors do not depend on the user's rc settings.
-COLORS = (
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf",
-)  # fmt: skip
 LINESTYLES: tuple[Literal["-", "--", ":", "-."], ...] = ("-", "--", ":", "-.")
-#: One marker per planner series, so series with equal values stay distinguishable.
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*", "<", ">")
 #: Marker size of the last line drawn; each earlier one is ``MARKER_STEP`` larger, so a marker that
 #: coincides with a later one still shows as a ring around it.
 MARKER_SIZE = 5.0

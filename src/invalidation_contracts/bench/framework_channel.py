@@ -33,10 +33,9 @@ from ..mcp.options import SessionOptions
 from ..mcp.reply import ToolReply
 from ..mcp.session import ContractSession
 from ..protocol.levels import Level
-from .channels import Listener, Outgoing, Reply
+from .channels import FRAMEWORK_TRANSPORTS, Listener, Outgoing, Reply
 from .errors import HarnessError
 from .mcp_channel import McpChannel, mcp_provider, tool_reply, tools_of
-from .runner import FRAMEWORK_TRANSPORTS
 
 #: The frameworks a run can go through (each is also the name of the extra it needs).
 FRAMEWORKS = FRAMEWORK_TRANSPORTS

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from .metrics import CellMetrics, arm_rank
 from .metrics.order import WITHHELD
+from .palette import COLORS, MARKERS
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -88,8 +89,6 @@ def frontier(cells: Sequence[CellMetrics]) -> dict[str, list[tuple[float, float]
 def draw_frontier(cells: Sequence[CellMetrics]) -> Callable[[Figure], None]:
     """A scatter of saving against stale injections, one series (colour and marker) per arm,
     one point per scenario; every series drawn with a distinct marker and a slight offset."""
-    from .figures import COLORS, MARKERS
-
     points = frontier(cells)
 
     def draw(fig: Figure) -> None:

@@ -47,12 +47,13 @@ from ..protocol.levels import Level
 from ..server import Provider
 from .arms import Arm
 from .artifacts import ArtifactWriter, RunKey, RunMetadata
-from .channels import HttpChannel
+from .channels import FRAMEWORK_TRANSPORTS, HttpChannel
 from .driver import DriftDriver
 from .episode import CONSUMPTION_LEVEL, Agent, EpisodeLoop
 from .errors import HarnessError, PlannerUnavailable, ServerUnavailable
 from .oracle import Oracle
-from .scenario import Scenario, ScenarioMismatch, check_scenario
+from .scenario import Scenario, ScenarioMismatch
+from .verify import check_scenario
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp
@@ -97,7 +98,6 @@ class RunSpec:
 #: HTTP (``mcp`` is ``mcp-stdio``), or an agent framework's integration over streamable HTTP MCP
 #: (``framework_channel``).
 TRANSPORTS = ("http", "mcp", "mcp-stdio", "mcp-http", "pydantic-ai", "openai-agents", "langchain")
-FRAMEWORK_TRANSPORTS = ("pydantic-ai", "openai-agents", "langchain")
 
 PlannerFactory = Callable[[str], Planner]
 """Builds the planner a spec names: ``create_planner``, with any options bound."""

@@ -10,13 +10,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import CommandError, UsageError
+from .command import CommandError, UsageError
 from .options import _add_admin_token, _admin_token, _positive_int
 from .planners import _add_planner_options, _is_local, _planner_factory
 
 if TYPE_CHECKING:
     from ..bench.grid import Grid
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def _seeds(text: str) -> list[int]:
@@ -358,7 +358,7 @@ def _leveled(grid: Grid, level: str) -> Grid:
 
 def _verify_domains(grid: Grid) -> None:
     """Load every scenario's domain and check the manifest against it before anything runs."""
-    from ..bench.scenario import verify_domain
+    from ..bench.verify import verify_domain
 
     for scenario in grid.scenarios:
         verify_domain(scenario)
@@ -416,7 +416,8 @@ def _report(args: argparse.Namespace) -> int:
 
 def _scenarios(args: argparse.Namespace) -> int:
     from .._extras import MissingExtra
-    from ..bench.scenario import ScenarioError, resolve_scenario, shipped_scenarios
+    from ..bench.scenario import ScenarioError, shipped_scenarios
+    from ..bench.verify import resolve_scenario
 
     if args.manifest is None:
         for name in shipped_scenarios():

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def register(sub: Subparsers) -> None:
@@ -51,7 +51,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     from ..server.sql import DeclarationError, SQLSource, read_declarations, sql_domain
     from ..server.sql.capture import DEFAULT_CAPTURE_SCHEMA
     from ..server.sql.install import DEFAULT_LOCK_TIMEOUT_S
-    from . import CommandError, UsageError
+    from .command import CommandError, UsageError
 
     if args.lock_timeout is not None and args.lock_timeout <= 0:
         raise UsageError("--lock-timeout must be positive")

@@ -7,8 +7,9 @@ import sys
 from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
-from . import DOMAIN_HELP, CommandError, UsageError
+from .command import CommandError, UsageError
 from .options import (
+    DOMAIN_HELP,
     _add_admin_token,
     _add_header_timeout,
     _add_history,
@@ -22,7 +23,7 @@ from .options import (
 )
 
 if TYPE_CHECKING:
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def register(sub: Subparsers) -> None:

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import CommandError
+from .command import CommandError
 from .options import _console
 
 if TYPE_CHECKING:
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def register(sub: Subparsers) -> None:

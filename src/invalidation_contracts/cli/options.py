@@ -9,13 +9,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..private_files import exposure
-from . import CommandError, UsageError
+from .command import CommandError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ..server.trust import TrustOptions
 
+
+DOMAIN_HELP = (
+    "a shipped domain (acme_billing, acme_rules, recipes), an installed entry point of the group "
+    "invalidation_contracts.domains, or an import path package.module:attribute"
+)
 
 #: The most worker processes ``serve --workers`` starts (each is a whole interpreter).
 

@@ -7,13 +7,13 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from . import DOMAIN_HELP, CommandError, UsageError
-from .options import _console, _positive_int
+from .command import CommandError, UsageError
+from .options import DOMAIN_HELP, _console, _positive_int
 
 if TYPE_CHECKING:
     from ..planners.preflight import PreflightReport, Probe
     from ..planners.registry import ConfiguredPlanners
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def register(sub: Subparsers) -> None:

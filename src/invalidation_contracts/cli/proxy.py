@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import CommandError, UsageError
+from .command import CommandError, UsageError
 from .options import _cannot_listen, _port
 
 if TYPE_CHECKING:
-    from . import Subparsers
+    from .command import Subparsers
 
 EPILOG = (
     "example: invalidation-contracts mcp-proxy -- invalidation-contracts serve-mcp --domain "

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import CommandError
+from .command import CommandError
 
 if TYPE_CHECKING:
-    from . import Subparsers
+    from .command import Subparsers
 
 
 def register(sub: Subparsers) -> None:

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
 from ..private_files import PrivateFileError, write_private
-from . import DOMAIN_HELP, CommandError, UsageError
+from .command import CommandError, UsageError
 from .options import (
+    DOMAIN_HELP,
     _add_admin_token,
     _add_header_timeout,
     _add_history,
@@ -34,8 +35,8 @@ if TYPE_CHECKING:
 
     from starlette.types import ASGIApp
 
-    from . import Subparsers
     from .admin_client import AdminClient
+    from .command import Subparsers
     from .launch import AppSpec
 
 

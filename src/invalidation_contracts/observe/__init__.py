@@ -22,8 +22,9 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "otel", fastapi="server", starlette="server") from exc
 
 from .clients import ClientKey, ClientKeyMiddleware, current_client
-from .install import METRICS_PATH, Observability, instrument, metrics_router
+from .install import METRICS_PATH, instrument, metrics_router
 from .journal import ChangeJournal, ChangeSet, RowDiff, TableMove
+from .observability import Observability
 from .provider import ProviderTelemetry
 from .scoring import ClientFigures, ClientScores
 

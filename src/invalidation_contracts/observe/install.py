@@ -9,8 +9,6 @@ page (``GET {prefix}/contract/operator``), both behind the admin token, to ``app
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, FastAPI
@@ -23,6 +21,7 @@ from ..server.http.errors import problem_route_class
 from ..server.http.openapi import AUTH_ERRORS, responses
 from .clients import ClientKey, ClientKeyMiddleware, current_client
 from .journal import ChangeJournal
+from .observability import Observability
 from .provider import ProviderTelemetry
 from .scoring import ClientScores
 
@@ -31,25 +30,6 @@ if TYPE_CHECKING:
     from .prometheus import PrometheusExposition
 
 METRICS_PATH = "/contract/metrics"
-
-
-@dataclass
-class Observability:
-    """What ``instrument`` set up; ``close`` detaches it from the service."""
-
-    telemetry: ProviderTelemetry
-    prometheus: PrometheusExposition | None = None
-    """The ``PrometheusExposition`` the metrics route reads (None: no route)."""
-    scores: ClientScores | None = None
-    """The per-client figures folded from the requests (paper §6.5)."""
-    _undo: list[Callable[[], None]] = field(default_factory=list)
-
-    def close(self) -> None:
-        for undo in reversed(self._undo):
-            undo()
-        self._undo.clear()
-        if self.prometheus is not None:
-            self.prometheus.shutdown()
 
 
 def instrument(

@@ -30,7 +30,7 @@ from .view import operator_view
 if TYPE_CHECKING:
     from ..server.http.service import ContractService
     from ..server.worker.contract import ContractWorker
-    from .install import Observability
+    from .observability import Observability
 
 PAGE_PATH = "/contract/operator"
 POLL_MS = 500

@@ -16,7 +16,7 @@ from ..server.tables import thaw
 if TYPE_CHECKING:
     from ..server.state import RegistryState
     from ..server.worker.contract import ContractWorker
-    from .install import Observability
+    from .observability import Observability
     from .scoring import ClientScores
 
 DEFAULT_CHANGES = 20
