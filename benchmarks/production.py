@@ -92,13 +92,21 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 
 
 def propagation(database: str, store: str, size: Size) -> dict[str, Any]:
+    return propagate(database, store, size.workers, size.propagation_trials)
+
+
+def propagate(
+    database: str, store: str, workers: int, trials: int, *serve_args: str
+) -> dict[str, Any]:
+    """COMMIT → ``workers`` ``serve`` processes (``serve_args`` added to each, e.g. a
+    ``--capture``), ``trials`` times; the slowest worker per trial, as quantiles."""
     create_tables(database, get_domain(DOMAIN))
-    args = ("--domain", DOMAIN, "--database", database, "--db", store)
+    args = ("--domain", DOMAIN, "--database", database, "--db", store, *serve_args)
     with ExitStack() as stack:
-        ports = [stack.enter_context(serve_command(*args)).port for _ in range(size.workers)]
+        ports = [stack.enter_context(serve_command(*args)).port for _ in range(workers)]
         writer = _writer(database)
         try:
-            samples = asyncio.run(_propagate(ports, writer, size.propagation_trials))
+            samples = asyncio.run(_propagate(ports, writer, trials))
         finally:
             writer.close()
     slowest = [max(trial) for trial in samples]
@@ -141,12 +149,13 @@ def _writer(database: str) -> _Writer:
 
 
 async def _propagate(ports: Sequence[int], writer: _Writer, trials: int) -> list[list[float]]:
+    """Per trial, each worker's seconds from the writer's COMMIT to its versions moving."""
     conns = [await asyncio.open_connection(loadgen.LOOPBACK, port) for port in ports]
     loop = asyncio.get_running_loop()
     samples = []
     try:
         for trial in range(trials):
-            before = await _version(*conns[0])
+            before = await _settled(*conns[0])
 
             def commit(code: str = f"ROTATED{trial}") -> float:
                 writer.commit(code)
@@ -162,18 +171,30 @@ async def _propagate(ports: Sequence[int], writer: _Writer, trials: int) -> list
     return samples
 
 
+async def _settled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+    """The version once the worker answers (a loaded machine may make it answer 503 a while)."""
+    deadline = time.perf_counter() + 60
+    while (version := await _version(reader, writer)) is None:
+        if time.perf_counter() > deadline:
+            raise TimeoutError("a worker never answered")
+        await asyncio.sleep(0.05)
+    return version
+
+
 async def _until_moved(
     reader: asyncio.StreamReader, writer: asyncio.StreamWriter, before: str
 ) -> float:
     deadline = time.perf_counter() + 30
     while time.perf_counter() < deadline:
-        if await _version(reader, writer) != before:
+        version = await _version(reader, writer)
+        if version is not None and version != before:
             return time.perf_counter()
         await asyncio.sleep(0.001)
     raise TimeoutError("a worker never saw the change")
 
 
-async def _version(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+async def _version(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str | None:
+    """``active_csm_codes``' version, or None when the worker answers without one (503)."""
     import json
 
     writer.write(b"GET /contract/versions HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
@@ -185,7 +206,8 @@ async def _version(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -
         if line.lower().startswith(b"content-length:")
     )
     body = json.loads(await reader.readexactly(length))
-    return str(body["table_versions"]["active_csm_codes"])
+    versions = body.get("table_versions") if isinstance(body, dict) else None
+    return str(versions["active_csm_codes"]) if versions else None
 
 
 def _quantile(values: Sequence[float], q: float) -> float:

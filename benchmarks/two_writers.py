@@ -16,6 +16,7 @@ holds it open; meanwhile the writer on ``orders_a`` times ``updates`` single-row
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import random
 import statistics
 import time
@@ -45,13 +46,24 @@ FULL = Size(rows=10_000, seconds=5.0, rounds=3, updates=500)
 QUICK = Size(rows=1_000, seconds=1.0, rounds=1, updates=50)
 
 
+def _cpu_s(pid: int) -> float:
+    """A process's user + system CPU seconds (``/proc/PID/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _writer(url: str, table: str, rows: int, seconds: float, out: Any) -> None:
-    """One plain-SQL writer: autocommit UPDATEs of random rows of ``table`` for ``seconds``."""
+    """One plain-SQL writer: autocommit UPDATEs of random rows of ``table`` for ``seconds``;
+    reports its commits/s and its server backend's CPU seconds per commit."""
     import psycopg
 
     rng = random.Random(table)
     done = 0
     with psycopg.connect(url, autocommit=True) as db:
+        row = db.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        backend = int(row[0])
+        cpu = _cpu_s(backend)
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             db.execute(
@@ -59,7 +71,8 @@ def _writer(url: str, table: str, rows: int, seconds: float, out: Any) -> None:
                 (f"o-{rng.randrange(rows)}",),
             )
             done += 1
-    out.put((table, done / seconds))
+        cpu = _cpu_s(backend) - cpu
+    out.put((done / seconds, cpu / max(done, 1)))
 
 
 def _holder(url: str, held: Any, release: Any) -> None:
@@ -74,18 +87,21 @@ def _holder(url: str, held: Any, release: Any) -> None:
 
 
 def _throughput(url: str, size: Size) -> float:
+    return writers_round(url, size.rows, size.seconds)[0]
+
+
+def writers_round(url: str, rows: int, seconds: float) -> tuple[float, float]:
+    """One writer per table at once for ``seconds``: total commits/s, and the mean of their
+    server backends' CPU seconds per commit."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
-    procs = [
-        ctx.Process(target=_writer, args=(url, table, size.rows, size.seconds, out))
-        for table in TABLES
-    ]
+    procs = [ctx.Process(target=_writer, args=(url, table, rows, seconds, out)) for table in TABLES]
     for proc in procs:
         proc.start()
-    rates = [out.get(timeout=size.seconds + 60) for _ in procs]
+    got = [out.get(timeout=seconds + 60) for _ in procs]
     for proc in procs:
         proc.join(30)
-    return sum(rate for _, rate in rates)
+    return sum(rate for rate, _ in got), statistics.mean(cpu for _, cpu in got)
 
 
 def _latencies(url: str, size: Size, hold: bool) -> dict[str, Any]:

@@ -9,8 +9,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -137,6 +139,68 @@ def test_a_column_added_to_a_declared_table_is_carried(pdb: ProviderDB, worker: 
     pdb.script("UPDATE plans SET funding = 'wire' WHERE id = 'basic'")
     assert ingest(worker.registry, worker.sources[0]) is True
     assert funding(worker, "basic") == "wire"
+
+
+@contextmanager
+def commits_held(cluster: PostgresCluster) -> Iterator[None]:
+    """Synchronous replication to a standby that never connects, for sessions that ask for it
+    (``synchronous_commit = on``; every other session's default is ``local``): such a commit is
+    flushed, so decoded, and stays invisible until its wait is cancelled."""
+    admin = ProviderDB("postgres", cluster.url, cluster.url)
+    admin.query("ALTER SYSTEM SET synchronous_commit = 'local'")
+    admin.query("ALTER SYSTEM SET synchronous_standby_names = 'ic_no_standby'")
+    admin.query("SELECT pg_reload_conf()")
+    try:
+        yield
+    finally:  # no standby named: every waiting commit is released
+        admin.query("ALTER SYSTEM RESET synchronous_standby_names")
+        admin.query("ALTER SYSTEM RESET synchronous_commit")
+        admin.query("SELECT pg_reload_conf()")
+
+
+def held_write(url: str, statement: str) -> tuple[int, threading.Thread]:
+    """Commit ``statement`` in a thread whose COMMIT waits for the standby (bounded: retried
+    until the server applies the reloaded setting); the backend's pid and the thread."""
+    import psycopg
+
+    for _ in range(50):
+        db = psycopg.connect(url, autocommit=True)
+        db.execute("SET synchronous_commit = on")
+        row = db.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        thread = threading.Thread(target=lambda d=db: (d.execute(statement), d.close()))
+        thread.start()
+        deadline = time.monotonic() + 2
+        while thread.is_alive() and time.monotonic() < deadline:
+            waits = ProviderDB("postgres", url, url).query(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = ? AND wait_event = 'SyncRep'",
+                [row[0]],
+            )
+            if waits == [(1,)]:
+                return int(row[0]), thread
+            time.sleep(0.02)
+        thread.join(30)
+    raise AssertionError("no commit waited for the standby")
+
+
+def test_a_commit_flushed_before_it_is_visible_is_consumed_once_visible_never_skipped(
+    pdb: ProviderDB, worker: Runtime, postgres_cluster: PostgresCluster
+) -> None:
+    # The newest transaction, flushed and not yet visible, is at the snapshot's xmax: a read
+    # that took it for visible stepped past it (its row read as before), and the change was
+    # lost until a reconciliation (issue 40: the unverified stamp after the leader's SIGKILL).
+    with commits_held(postgres_cluster):
+        pid, writer = held_write(pdb.url, "UPDATE plans SET funding = 'held' WHERE id = 'basic'")
+        release = threading.Timer(0.5, pdb.query, ["SELECT pg_cancel_backend(?)", [pid]])
+        release.start()
+        try:
+            ingest(worker.registry, worker.sources[0])  # waits for it to become visible
+        finally:
+            release.join(30)
+            writer.join(30)
+    assert funding(worker, "basic") == "held"
+    feed = worker.registry.changes(0)
+    assert all(t.reconciled is None for t in feed.tables), "captured, not reconciled"
 
 
 def test_a_server_without_wal_level_logical_is_refused_at_open_naming_it() -> None:

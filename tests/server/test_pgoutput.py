@@ -9,10 +9,12 @@ import pytest
 
 from invalidation_contracts.server.capture.pgoutput import (
     VERSION_PREFIX,
+    XID_SPAN,
     Commit,
     Declared,
     DecodeError,
     decode,
+    visible,
 )
 
 TABLES = {
@@ -131,3 +133,22 @@ def test_a_message_of_another_prefix_is_skipped():
 def test_bytes_that_are_no_pgoutput_message_are_a_decode_error(data):
     with pytest.raises(DecodeError):
         decode(TABLES, [(1, data)])
+
+
+@pytest.mark.parametrize("epoch", [0, 7])
+def test_a_commit_at_or_past_the_snapshots_xmax_is_not_visible_nor_are_those_after_it(epoch):
+    # Flushed (so decoded) but ended after the snapshot: the newest transaction is at xmax.
+    xmax = epoch * XID_SPAN + 1000
+    commits = [Commit(998, 1), Commit(999, 2), Commit(1000, 3), Commit(997, 4)]
+    assert visible(commits, xmax, set()) == commits[:2]
+    assert visible(commits[:2], xmax, {xmax - 1}) == commits[:1], "one still running (xip)"
+    assert visible([Commit(1001, 5)], xmax, set()) == []
+
+
+def test_a_commit_from_before_the_xid_counter_wrapped_is_visible():
+    xmax = 3 * XID_SPAN + 5
+    assert visible([Commit(XID_SPAN - 2, 1), Commit(4, 2)], xmax, set()) == [
+        Commit(XID_SPAN - 2, 1),
+        Commit(4, 2),
+    ]
+    assert visible([Commit(5, 1)], xmax, set()) == []

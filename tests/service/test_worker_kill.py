@@ -106,20 +106,7 @@ class Store:
         ("sqlite", "kill"),
         pytest.param(("postgres", "kill"), marks=pytest.mark.postgres),
         # PostgreSQL read by logical decoding (serve --capture logical), killed the same way.
-        # Known open (issue 40): in a fresh-clone CI run, a surviving worker kept stamping seq 59
-        # past the lag bound of a write committed after the kill (an unverified stamp); it passed
-        # on its branch. Not strict: the run shows whether it still happens.
-        pytest.param(
-            ("logical", "kill"),
-            marks=[
-                pytest.mark.postgres,
-                pytest.mark.xfail(
-                    strict=False,
-                    reason="issue 40: logical decoding may serve an unverified stamp after its "
-                    "capture leader is killed with SIGKILL (seen once in CI; cause not found)",
-                ),
-            ],
-        ),
+        pytest.param(("logical", "kill"), marks=pytest.mark.postgres),
         # Each named step, at full scale: grid-sized, so in CI's study step (`pytest -m study`);
         # test_registry_crash.py kills a writer at every step of both stores in the default run.
         *[pytest.param(("sqlite", step), marks=pytest.mark.study) for step in STEPS],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .records import DELETE, TRUNCATE, UPSERT, VERSION, Captured
@@ -194,6 +194,36 @@ def decode(
         elif out:
             records.extend(out)
     return records, commits
+
+
+XID_SPAN = 1 << 32
+"""Decoding names a transaction by its 32-bit xid; a snapshot's xids have 64 bits."""
+
+
+def visible(commits: Iterable[Commit], xmax: int, xip: Collection[int]) -> list[Commit]:
+    """The leading ``commits`` whose transactions a snapshot sees (``xmax``, ``xip``: its
+    64-bit ``pg_snapshot_xmax`` and ``pg_snapshot_xip``). A commit is logged (and flushed, so
+    decoded) before its transaction becomes visible: one at or past ``xmax``, or in ``xip``,
+    ended after the snapshot was taken, and stops the list."""
+    out = []
+    for commit in commits:
+        xid = widen_xid(commit.xid, xmax)
+        if xid >= xmax or xid in xip:
+            break
+        out.append(commit)
+    return out
+
+
+def widen_xid(xid: int, near: int) -> int:
+    """The 64-bit xid with the low 32 bits ``xid`` nearest ``near`` (a snapshot's xmax: a
+    transaction decoding meets is within 2^31 of it, as PostgreSQL's own xid comparison
+    assumes), so ``xmax`` itself and the xids just past it stay in its epoch."""
+    wide = (near & ~(XID_SPAN - 1)) | xid
+    if wide > near + XID_SPAN // 2:
+        return wide - XID_SPAN
+    if wide < near - XID_SPAN // 2:
+        return wide + XID_SPAN
+    return wide
 
 
 def lsn_text(value: int) -> str:

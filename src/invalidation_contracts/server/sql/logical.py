@@ -17,7 +17,7 @@ lifecycle:
 Each decoded change names a row's key; its image is read again from the table in the reader's
 snapshot (``rewrite.current_images``, as the trigger capture's PostgreSQL records are). A decoded
 transaction not yet visible in that snapshot (its commit logged, not yet visible) stops the batch
-before it: it is read at the next round. The position (a ``pg_lsn`` as an integer) is the WAL
+before it, and the batch is read again. The position (a ``pg_lsn`` as an integer) is the WAL
 flushed when the snapshot was taken: every transaction committed before it was decoded.
 """
 
@@ -34,7 +34,7 @@ from sqlalchemy.engine import URL, Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..._extras import missing
-from ..capture.pgoutput import VERSION_PREFIX, Commit, Declared, decode, lsn_text
+from ..capture.pgoutput import VERSION_PREFIX, XID_SPAN, Declared, decode, lsn_text, visible
 from ..capture.records import CaptureBatch, Captured
 from ..capture.source import Wakeup
 from ..capture.steps import SourceError
@@ -54,8 +54,6 @@ except ModuleNotFoundError as exc:
     raise missing(exc, "postgres") from exc
 
 logger = logging.getLogger(__name__)
-
-_XID = 1 << 32
 
 
 class LogicalCapture(PostgresCapture):
@@ -127,7 +125,7 @@ class LogicalCapture(PostgresCapture):
     def transaction_id(self, conn: Connection) -> str | None:
         """The 32-bit xid decoding names the transaction by."""
         row = conn.exec_driver_sql("SELECT pg_current_xact_id()::text::bigint").scalar_one()
-        return str(int(row) % _XID)
+        return str(int(row) % XID_SPAN)
 
     def head_sql(self) -> str:
         # Moves whenever WAL is flushed: the leader then peeks the slot (a read that consumes
@@ -268,6 +266,10 @@ class LogicalSource(SQLSource):
         ).one()
         confirmed = self._advance(conn, after)
         base = max(after or 0, confirmed)
+        if int(upto) <= confirmed:
+            # Nothing flushed past the slot's position (the registry holds everything before
+            # it): no decoding session, the read's dearest part, for a quiet database.
+            return (base if after is None else after), [], False
         rows = conn.execute(
             text(
                 "SELECT (lsn - '0/0')::bigint, data FROM pg_logical_slot_peek_binary_changes("
@@ -286,13 +288,15 @@ class LogicalSource(SQLSource):
             for name, t in self.bound.items()
         }
         records, commits = decode(declared, [(int(lsn), bytes(data)) for lsn, data in rows])
-        visible = _visible(commits, int(xmax), {int(x) for x in xip})
+        seen = visible(commits, int(xmax), {int(x) for x in xip})
         more = limit is not None and len(rows) >= limit
-        if len(visible) < len(commits):
-            # a commit logged but not yet visible in this snapshot: read it at the next round
-            kept = {str(c.xid) for c in visible}
+        if len(seen) < len(commits):
+            # A commit flushed but not yet visible in this snapshot (its transaction ended after
+            # it was taken): stop before it and read again (a commit visible after it may have
+            # ended before this round began, so the round waits for it).
+            kept = {str(c.xid) for c in seen}
             records = [r for r in records if r.tx in kept]
-            return (visible[-1].end_lsn if visible else base), records, True
+            return (seen[-1].end_lsn if seen else base), records, True
         if more:
             return (commits[-1].end_lsn if commits else base), records, True
         if not records and after is not None:
@@ -346,17 +350,3 @@ class LogicalSource(SQLSource):
     def drop_slot(self) -> None:
         """Drop the slot (retiring this source: a slot keeps WAL until it is dropped)."""
         self._slot.drop()
-
-
-def _visible(commits: list[Commit], xmax: int, xip: set[int]) -> list[Commit]:
-    """The leading commits whose transactions are visible in a snapshot (``xmax``, ``xip``:
-    64-bit xids; a decoded commit's xid has 32 bits)."""
-    out = []
-    for commit in commits:
-        xid = (xmax & ~(_XID - 1)) | commit.xid
-        if xid >= xmax:
-            xid -= _XID
-        if xid >= xmax or xid in xip:
-            break
-        out.append(commit)
-    return out
