@@ -85,7 +85,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         capture_schema=args.schema or DEFAULT_CAPTURE_SCHEMA,
     )
     try:
-        done = source.upgrade(mode="check" if args.check else "auto")
+        done = source.upgrade(mode="check" if args.check else "upgrade")
     except (DeclarationError, SourceError) as exc:
         raise CommandError(str(exc)) from exc
     finally:

@@ -9,6 +9,11 @@ trigger) it installs what is stale, one table per short transaction, under an ad
 with a clear error instead of queueing every other writer behind it. ``mode="check"`` never
 installs: a stale capture is an error telling the operator to run ``invalidation-contracts db
 upgrade`` (the same code, run once by a deploy step).
+
+Versions side by side: every digest an install replaces is recorded as superseded
+(``<schema>.superseded``, SQLite ``ic_superseded``). A worker whose capture is superseded (an old
+worker of a rolling deploy, or one respawned after ``db upgrade``) keeps the newer capture rather
+than reverting it; only ``db upgrade`` (``mode="upgrade"``) puts an older release's back.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-InstallMode = Literal["auto", "check"]
+InstallMode = Literal["auto", "check", "upgrade"]
 DEFAULT_LOCK_TIMEOUT_S = 5.0
 """How long installing the capture on one table may wait for its lock (PostgreSQL)."""
 
@@ -35,13 +40,29 @@ class CaptureOutdated(RuntimeError):
 
 
 def stale_tables(
-    connect: Callable[[], Connection], dialect: CaptureDialect, tables: Sequence[BoundTable]
+    connect: Callable[[], Connection],
+    dialect: CaptureDialect,
+    tables: Sequence[BoundTable],
+    *,
+    newer_wins: bool = True,
 ) -> list[BoundTable]:
-    """The declared tables whose capture is missing, out of date or not firing (reads only)."""
+    """The declared tables whose capture is missing, out of date or not firing (reads only);
+    with ``newer_wins``, not one whose live capture a later install put over this one's."""
     with connect() as conn, conn.begin():
         if not dialect.has_base(conn):
             return list(tables)
-        return [table for table in tables if not dialect.current(conn, table)]
+        stale = [table for table in tables if not dialect.current(conn, table)]
+        if not newer_wins:
+            return stale
+        newer = [table for table in stale if dialect.superseded(conn, table)]
+    if newer:
+        logger.warning(
+            "a newer change capture than this worker's is installed on %s (a later release or "
+            "`db upgrade`); kept (after a rollback, run `invalidation-contracts db upgrade` with "
+            "this release to install its capture)",
+            ", ".join(t.where for t in newer),
+        )
+    return [table for table in stale if table not in newer]
 
 
 def ensure_installed(
@@ -52,8 +73,11 @@ def ensure_installed(
     mode: InstallMode = "auto",
     lock_timeout_s: float = DEFAULT_LOCK_TIMEOUT_S,
 ) -> list[str]:
-    """Install the capture where it is stale; the reference tables (re)installed, in order."""
-    stale = stale_tables(connect, dialect, tables)
+    """Install the capture where it is stale; the reference tables (re)installed, in order.
+
+    A worker (``auto``, ``check``) never puts its capture over a newer one; ``upgrade`` (the
+    ``db upgrade`` command) installs this release's wherever it differs."""
+    stale = stale_tables(connect, dialect, tables, newer_wins=mode != "upgrade")
     if not stale:
         return []
     if mode == "check":
@@ -69,8 +93,10 @@ def ensure_installed(
     for table in stale:
         with connect() as conn, conn.begin():
             dialect.lock(conn, lock_timeout_s)
-            if dialect.current(conn, table):
-                continue  # another worker got there first
+            if dialect.current(conn, table) or (
+                mode != "upgrade" and dialect.superseded(conn, table)
+            ):
+                continue  # another worker got there first, or a newer release did
             dialect.install_table(conn, table)
             done.append(table.name)
     if done:
