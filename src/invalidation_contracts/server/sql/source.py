@@ -26,7 +26,7 @@ from ..domain import SQLTable
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .consumed import ConsumedCapture
-from .declare import BoundTable, bind
+from .declare import BoundTable, DeclarationError, bind
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
@@ -74,6 +74,8 @@ class SQLSource:
         self.name = name
         self.declared = dict(tables)
         self.bound: dict[str, BoundTable] = {}
+        self.broken: dict[str, str] = {}
+        """Declared tables set aside because the database no longer matches them (``rebind``)."""
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
         self._consumed = (
@@ -104,8 +106,29 @@ class SQLSource:
         Installs nothing (and takes no lock) when every table's capture is current; with
         ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
         """
-        self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
+        self.rebind()
+        if not self.bound:  # nothing to serve: the start fails on the first table's reason
+            raise DeclarationError(next(iter(self.broken.values())))
         self.upgrade(mode=self.install)
+
+    def rebind(self) -> None:
+        """Check every declaration against the database again (at open and before each
+        reconciliation): a table whose declared column was renamed, dropped or retyped to a type
+        the contract cannot carry is set aside (``broken``: its reason, naming the table and the
+        column), so the routes that read it refuse while the others serve; it is bound again,
+        and served, as soon as the database matches its declaration again."""
+        for name, declared in self.declared.items():
+            try:
+                bound = bind(self.engine, name, declared)
+            except DeclarationError as exc:
+                if self.broken.get(name) != str(exc):
+                    logger.error("%s: %s; its routes refuse until it is fixed", self.name, exc)
+                self.broken[name] = str(exc)
+                self.bound.pop(name, None)
+                continue
+            if self.broken.pop(name, None) is not None:
+                logger.warning("%s: %s matches its declaration again", self.name, bound.where)
+            self.bound[name] = bound
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
@@ -165,8 +188,33 @@ class SQLSource:
         ``limit`` (PostgreSQL): about this many records, whole transactions; when more wait, the
         batch says so (``more``) and no table is read; ``committed`` once the registry holds it.
         """
-        if full and marks is not None:
+        if full:  # a reconciliation, or a read after a gap: the declarations checked first
             self._heal()
+        try:
+            return self._read_once(after, full=full, marks=marks, limit=limit)
+        except SourceError:
+            if not full or not self._newly_broken():
+                raise
+        # a declared column changed between the check and the read: that table is set aside
+        return self._read_once(after, full=full, marks=marks, limit=limit)
+
+    def _newly_broken(self) -> bool:
+        """After a failed read: whether checking the declarations again set a table aside."""
+        before = set(self.broken)
+        try:
+            self.rebind()
+        except SQLAlchemyError:
+            return False
+        return bool(set(self.broken) - before)
+
+    def _read_once(
+        self,
+        after: int | None,
+        *,
+        full: bool,
+        marks: Mapping[str, str] | None,
+        limit: int | None,
+    ) -> CaptureBatch:
         try:
             with self._connect() as conn, conn.begin():
                 more, backlog = False, None
@@ -199,8 +247,9 @@ class SQLSource:
         """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
         (writes after this are captured; writes before it are in the snapshot read next)."""
         try:
+            self.rebind()
             self.upgrade(mode=self.install)
-        except SourceError as exc:
+        except (SourceError, SQLAlchemyError) as exc:
             logger.error("%s: the change capture is not live: %s", self.name, exc)
 
     def reconcile_due(self) -> bool:
