@@ -118,6 +118,7 @@ class CaptureDialect(ABC):
         for statement in self.table_ddl(table):
             conn.exec_driver_sql(statement)
         names = {"t": self.qualified(table), "d": self.digest(table)}
+        conn.exec_driver_sql(self.superseded_ddl())  # a base installed by an older release
         conn.execute(
             text(
                 f"INSERT INTO {self.superseded_table} (table_name, digest)"
