@@ -83,15 +83,9 @@ class CaptureDialect(ABC):
         text_ = "\n".join([CAPTURE_FORMAT, *self.table_ddl(table)])
         return hashlib.sha256(text_.encode("utf-8")).hexdigest()
 
-    @abstractmethod
     def has_base(self, conn: Connection) -> bool:
         """Whether the capture's own tables exist (a read of the catalog)."""
-
-    @property
-    @abstractmethod
-    def superseded_table(self) -> str:
-        """The table recording, per declared SQL table, every digest a later install replaced:
-        a worker whose capture is among them is older than the one installed and keeps it."""
+        return self.has_table(conn, self.installed_table)
 
     def current(self, conn: Connection, table: BoundTable) -> bool:
         """Whether ``table``'s capture is installed at this release's schema version, live."""
@@ -101,48 +95,16 @@ class CaptureDialect(ABC):
         ).first()
         return row is not None and row[0] == self.digest(table) and self.triggers_live(conn, table)
 
-    def superseded(self, conn: Connection, table: BoundTable) -> bool:
-        """Whether ``table``'s capture as this worker declares it was replaced by a later install
-        (a newer release's, or ``db upgrade``'s) whose triggers still fire."""
-        if not self.has_table(conn, self.superseded_table):
-            return False
-        row = conn.execute(
-            text(f"SELECT 1 FROM {self.superseded_table} WHERE table_name = :t AND digest = :d"),
-            {"t": self.qualified(table), "d": self.digest(table)},
-        ).first()
-        return row is not None and self.triggers_live(conn, table)
-
     def install_table(self, conn: Connection, table: BoundTable) -> None:
-        """(Re)create ``table``'s triggers and record their digest, in ``conn``'s transaction;
-        the digest it replaces is recorded as superseded, and this one no longer is."""
+        """(Re)create ``table``'s triggers and record their digest, in ``conn``'s transaction."""
         for statement in self.table_ddl(table):
             conn.exec_driver_sql(statement)
-        names = {"t": self.qualified(table), "d": self.digest(table)}
-        conn.exec_driver_sql(self.superseded_ddl())  # a base installed by an older release
-        conn.execute(
-            text(
-                f"INSERT INTO {self.superseded_table} (table_name, digest)"
-                f" SELECT table_name, digest FROM {self.installed_table}"
-                " WHERE table_name = :t AND digest <> :d ON CONFLICT DO NOTHING"
-            ),
-            names,
-        )
-        conn.execute(
-            text(f"DELETE FROM {self.superseded_table} WHERE table_name = :t AND digest = :d"),
-            names,
-        )
         conn.execute(
             text(
                 f"INSERT INTO {self.installed_table} (table_name, digest) VALUES (:t, :d)"
                 " ON CONFLICT (table_name) DO UPDATE SET digest = excluded.digest"
             ),
-            names,
-        )
-
-    def superseded_ddl(self) -> str:
-        return (
-            f"CREATE TABLE IF NOT EXISTS {self.superseded_table} (table_name TEXT NOT NULL,"
-            " digest TEXT NOT NULL, PRIMARY KEY (table_name, digest))"
+            {"t": self.qualified(table), "d": self.digest(table)},
         )
 
     @abstractmethod
@@ -246,7 +208,6 @@ class SQLiteCapture(CaptureDialect):
         self.quarantine = QuarantineTable("ic_quarantine")
 
     installed_table = "ic_installed"
-    superseded_table = "ic_superseded"
 
     def install_base(self, conn: Connection) -> None:
         conn.exec_driver_sql(
@@ -258,10 +219,6 @@ class SQLiteCapture(CaptureDialect):
             f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name TEXT PRIMARY KEY,"
             " digest TEXT NOT NULL)"
         )
-        conn.exec_driver_sql(self.superseded_ddl())
-
-    def has_base(self, conn: Connection) -> bool:
-        return self.has_table(conn, self.installed_table)
 
     def has_table(self, conn: Connection, name: str) -> bool:
         found = conn.exec_driver_sql(f"SELECT 1 FROM sqlite_master WHERE name = {literal(name)}")
@@ -378,10 +335,6 @@ class PostgresCapture(CaptureDialect):
     def installed_table(self) -> str:
         return f"{self._quote(self.schema)}.installed"
 
-    @property
-    def superseded_table(self) -> str:
-        return f"{self._quote(self.schema)}.superseded"
-
     def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
         out = {}
         for table in tables:
@@ -391,9 +344,6 @@ class PostgresCapture(CaptureDialect):
             ).one()
             out[table.name] = str(digest)
         return out
-
-    def has_base(self, conn: Connection) -> bool:
-        return self.has_table(conn, self.installed_table)
 
     def has_table(self, conn: Connection, name: str) -> bool:
         return bool(
@@ -429,7 +379,6 @@ class PostgresCapture(CaptureDialect):
             f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"
             " digest text NOT NULL)"
         )
-        conn.exec_driver_sql(self.superseded_ddl())
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.verified_table} (table_name text PRIMARY KEY,"
             " digest text NOT NULL, mark text NOT NULL)"

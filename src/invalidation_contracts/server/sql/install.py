@@ -22,6 +22,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from sqlalchemy import text
+
 from .capture import CaptureDialect
 from .declare import BoundTable
 
@@ -54,7 +56,7 @@ def stale_tables(
         stale = [table for table in tables if not dialect.current(conn, table)]
         if not newer_wins:
             return stale
-        newer = [table for table in stale if dialect.superseded(conn, table)]
+        newer = [table for table in stale if superseded(conn, dialect, table)]
     if newer:
         logger.warning(
             "a newer change capture than this worker's is installed on %s (a later release or "
@@ -63,6 +65,45 @@ def stale_tables(
             ", ".join(t.where for t in newer),
         )
     return [table for table in stale if table not in newer]
+
+
+def superseded_table(dialect: CaptureDialect) -> str:
+    """Per declared SQL table, every digest a later install replaced (beside ``installed``)."""
+    return dialect.installed_table[: -len("installed")] + "superseded"
+
+
+def superseded(conn: Connection, dialect: CaptureDialect, table: BoundTable) -> bool:
+    """Whether ``table``'s capture as this worker declares it was replaced by a later install
+    (a newer release's, or ``db upgrade``'s) whose triggers still fire."""
+    where = superseded_table(dialect)
+    if not dialect.has_table(conn, where):
+        return False
+    row = conn.execute(
+        text(f"SELECT 1 FROM {where} WHERE table_name = :t AND digest = :d"),
+        {"t": dialect.qualified(table), "d": dialect.digest(table)},
+    ).first()
+    return row is not None and dialect.triggers_live(conn, table)
+
+
+def install(conn: Connection, dialect: CaptureDialect, table: BoundTable) -> None:
+    """Install ``table``'s capture, recording the digest it replaces as superseded (and this
+    one as no longer superseded), in ``conn``'s transaction."""
+    where = superseded_table(dialect)
+    names = {"t": dialect.qualified(table), "d": dialect.digest(table)}
+    conn.exec_driver_sql(
+        f"CREATE TABLE IF NOT EXISTS {where} (table_name TEXT NOT NULL,"
+        " digest TEXT NOT NULL, PRIMARY KEY (table_name, digest))"
+    )
+    conn.execute(
+        text(
+            f"INSERT INTO {where} (table_name, digest) SELECT table_name, digest"
+            f" FROM {dialect.installed_table} WHERE table_name = :t AND digest <> :d"
+            " ON CONFLICT DO NOTHING"
+        ),
+        names,
+    )
+    conn.execute(text(f"DELETE FROM {where} WHERE table_name = :t AND digest = :d"), names)
+    dialect.install_table(conn, table)
 
 
 def ensure_installed(
@@ -94,10 +135,10 @@ def ensure_installed(
         with connect() as conn, conn.begin():
             dialect.lock(conn, lock_timeout_s)
             if dialect.current(conn, table) or (
-                mode != "upgrade" and dialect.superseded(conn, table)
+                mode != "upgrade" and superseded(conn, dialect, table)
             ):
                 continue  # another worker got there first, or a newer release did
-            dialect.install_table(conn, table)
+            install(conn, dialect, table)
             done.append(table.name)
     if done:
         logger.warning("installed the change capture on %s", ", ".join(done))

@@ -26,7 +26,7 @@ from ..domain import SQLTable
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .consumed import ConsumedCapture
-from .declare import BoundTable, DeclarationError, bind
+from .declare import BoundTable, Declarations, bind, newly_broken, rebind
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
@@ -74,8 +74,7 @@ class SQLSource:
         self.name = name
         self.declared = dict(tables)
         self.bound: dict[str, BoundTable] = {}
-        self.broken: dict[str, str] = {}
-        """Declared tables set aside because the database no longer matches them (``rebind``)."""
+        self.broken: dict[str, str] = {}  # set aside: the database no longer matches (rebind)
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
         self._consumed = (
@@ -106,29 +105,12 @@ class SQLSource:
         Installs nothing (and takes no lock) when every table's capture is current; with
         ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
         """
-        self.rebind()
-        if not self.bound:  # nothing to serve: the start fails on the first table's reason
-            raise DeclarationError(next(iter(self.broken.values())))
+        rebind(*self._declarations, at_start=True)
         self.upgrade(mode=self.install)
 
-    def rebind(self) -> None:
-        """Check every declaration against the database again (at open and before each
-        reconciliation): a table whose declared column was renamed, dropped or retyped to a type
-        the contract cannot carry is set aside (``broken``: its reason, naming the table and the
-        column), so the routes that read it refuse while the others serve; it is bound again,
-        and served, as soon as the database matches its declaration again."""
-        for name, declared in self.declared.items():
-            try:
-                bound = bind(self.engine, name, declared)
-            except DeclarationError as exc:
-                if self.broken.get(name) != str(exc):
-                    logger.error("%s: %s; its routes refuse until it is fixed", self.name, exc)
-                self.broken[name] = str(exc)
-                self.bound.pop(name, None)
-                continue
-            if self.broken.pop(name, None) is not None:
-                logger.warning("%s: %s matches its declaration again", self.name, bound.where)
-            self.bound[name] = bound
+    @property
+    def _declarations(self) -> Declarations:
+        return self.engine, self.declared, self.bound, self.broken, self.name
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
@@ -191,31 +173,6 @@ class SQLSource:
         if full:  # a reconciliation, or a read after a gap: the declarations checked first
             self._heal()
         try:
-            return self._read_once(after, full=full, marks=marks, limit=limit)
-        except SourceError:
-            if not full or not self._newly_broken():
-                raise
-        # a declared column changed between the check and the read: that table is set aside
-        return self._read_once(after, full=full, marks=marks, limit=limit)
-
-    def _newly_broken(self) -> bool:
-        """After a failed read: whether checking the declarations again set a table aside."""
-        before = set(self.broken)
-        try:
-            self.rebind()
-        except SQLAlchemyError:
-            return False
-        return bool(set(self.broken) - before)
-
-    def _read_once(
-        self,
-        after: int | None,
-        *,
-        full: bool,
-        marks: Mapping[str, str] | None,
-        limit: int | None,
-    ) -> CaptureBatch:
-        try:
             with self._connect() as conn, conn.begin():
                 more, backlog = False, None
                 if self._consumed is not None:
@@ -232,6 +189,8 @@ class SQLSource:
                     conn, self.dialect, self.bound, records, marks
                 )
         except SQLAlchemyError as exc:
+            if full and newly_broken(self._declarations):  # a column changed since the check
+                return self.read(after, full=True, marks=marks, limit=limit)  # without its table
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
         return CaptureBatch(
@@ -247,7 +206,7 @@ class SQLSource:
         """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
         (writes after this are captured; writes before it are in the snapshot read next)."""
         try:
-            self.rebind()
+            rebind(*self._declarations)
             self.upgrade(mode=self.install)
         except (SourceError, SQLAlchemyError) as exc:
             logger.error("%s: the change capture is not live: %s", self.name, exc)
