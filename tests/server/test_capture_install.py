@@ -151,3 +151,31 @@ def test_a_renamed_declared_column_is_an_error_naming_the_declaration(pdb: Provi
     assert "no field" not in message
     with pytest.raises(DeclarationError, match=r"reference table 'plans'.*'funding' does not"):
         open_runtime(explicit, database=pdb.url)
+
+
+def installed_digest(pdb: ProviderDB) -> str:
+    ((digest,),) = pdb.query("SELECT digest FROM invalidation_contracts.installed")
+    return str(digest)
+
+
+def test_an_old_worker_never_puts_its_capture_over_the_one_db_upgrade_installed(
+    pdb: ProviderDB,
+) -> None:
+    old = SQLSource(pdb.url, {"plans": SQLTable("plans", columns=["funding"])})
+    old.open()  # version 1's worker, running
+    new = SQLSource(pdb.url, {"plans": SQLTable("plans", columns=["funding", "promo"])})
+    try:
+        assert new.upgrade(mode="upgrade") == ["plans"]  # `db upgrade` of version 2
+        upgraded = installed_digest(pdb)
+        assert old.upgrade(mode="auto") == []  # the old worker's heal at its next reconciliation
+        assert old.upgrade(mode="check") == []  # and its start-up check passes
+        assert installed_digest(pdb) == upgraded
+        pdb.script("UPDATE plans SET promo = 'SPRING' WHERE id = 'basic'")
+        assert pdb.query("SELECT row::jsonb->>'promo' FROM invalidation_contracts.capture") == [
+            ("SPRING",)
+        ], "the newer capture records the column version 2 added"
+        assert old.upgrade(mode="upgrade") == ["plans"]  # a rollback's `db upgrade` puts it back
+        assert new.upgrade(mode="auto") == [], "and then version 2's capture is the older one"
+    finally:
+        new.close()
+        old.close()

@@ -5,6 +5,7 @@ a worker's start. The writers here are plain ``sqlite3`` / ``psycopg``, not the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,7 @@ def refused(pdb: ProviderDB, statement: str) -> str:
         ("UPDATE poison SET b = 9007199254740993 WHERE k = 'a'", "b"),
         ("UPDATE poison SET b = -9007199254740993 WHERE k = 'a'", "b"),
         ("UPDATE poison SET j = '{\"n\": 9007199254740993}' WHERE k = 'a'", "j"),
-        ("UPDATE poison SET j = '[1, [2, 1e300]]' WHERE k = 'a'", "j"),
+        ("UPDATE poison SET j = '[1, [2, 1e400]]' WHERE k = 'a'", "j"),
     ],
 )
 def test_a_value_outside_i_json_is_refused_in_the_writers_transaction(
@@ -234,7 +235,15 @@ def test_a_value_at_the_depth_bound_is_carried(pdb: ProviderDB, worker: Runtime)
         ('{"rate": 0.10000000000000000555}', None),  # more digits than a double holds
         ('{"rate": 0.1}', {"rate": 0.1}),
         ('{"r": 0.30000000000000004, "n": [1, 2.25]}', {"r": 0.30000000000000004, "n": [1, 2.25]}),
-        ('{"n": 9007199254740992}', None),  # 2^53: an integer outside the interoperable range
+        ('{"n": 9007199254740993}', None),  # beyond 2^53 and not a double: an integer
+        ('{"n": 12345678901234567890}', None),  # a 20-digit integer a double rounds
+        ('{"d": 1.2345678901234567890123}', None),  # a 23-digit decimal a double rounds
+        ('{"tiny": 1e-400}', None),  # beyond a double's range
+        ('{"huge": 1e400}', None),
+        ('{"n": 9007199254740992}', {"n": 9007199254740992.0}),  # 2^53 is a double
+        ('{"big": 1e300, "m": [-6.02e23]}', {"big": 1e300, "m": [-6.02e23]}),  # finite doubles
+        ('{"x": 1.152921504606847e18}', {"x": 1.152921504606847e18}),
+        ('{"z": 0, "e": 5e-324}', None),  # below the smallest normal double: refused, not rounded
     ],
 )
 def test_jsonb_numbers_follow_i_json(
@@ -254,6 +263,25 @@ def test_jsonb_numbers_follow_i_json(
             return
         pdb.script(statement)
         ingest(runtime.registry, runtime.sources[0])
-        assert rows(runtime)["a"]["j"] == carried
+        served = rows(runtime)["a"]["j"]
+        assert json.dumps(served, sort_keys=True) == json.dumps(carried, sort_keys=True)
+    finally:
+        runtime.close()
+
+
+@pytest.mark.postgres
+def test_a_double_column_above_2_to_the_53_is_carried(postgres_url: str) -> None:
+    pdb = ProviderDB("postgres", postgres_url, postgres_url)
+    pdb.script(
+        "CREATE TABLE poison (k TEXT UNIQUE, b BIGINT, f DOUBLE PRECISION, j JSONB)",
+        "INSERT INTO poison VALUES ('a', 1, 1e300, NULL)",
+    )
+    runtime = open_runtime(poisoned(), store=postgres_url, database=postgres_url)
+    try:
+        assert rows(runtime)["a"]["f"] == 1e300  # the full read at open
+        pdb.script("UPDATE poison SET f = -2.5e19 WHERE k = 'a'")
+        ingest(runtime.registry, runtime.sources[0])
+        assert rows(runtime)["a"]["f"] == -2.5e19  # a captured write
+        assert quarantined(runtime) == []
     finally:
         runtime.close()

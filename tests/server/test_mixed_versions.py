@@ -4,9 +4,9 @@ rollback, redeploy with mixed workers), on PostgreSQL with running followers.
 Version 1 reads ``plans``; version 2 adds ``funding_types``. A rolling deploy runs both at once:
 the old worker must keep serving (a write to the new table is skipped by it, not a 503), the new
 one serves the new table, and the epoch holds through deploy, rollback and redeploy so an agent's
-fixes survive. What is not built yet is marked ``xfail(strict=True)`` with the reason: a worker
-of version 1 opened after version 2 (a rollback, or an old worker respawned mid-deploy) still
-evolves the registry back, removing the table version 2 serves (issue 41, item 2).
+fixes survive. A worker of version 1 opened after version 2 (a rollback, or an old worker
+respawned mid-deploy) leaves the table version 2 serves: removal is the explicit
+``invalidation-contracts db remove-table``, which running workers follow in the same epoch.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from contextlib import ExitStack
 import psycopg
 import pytest
 
+from invalidation_contracts.cli import main
 from invalidation_contracts.server import Domain, Rule, SQLTable
 from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S
-from invalidation_contracts.server.worker.runtime import Runtime, open_runtime
+from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 pytestmark = pytest.mark.postgres
 
@@ -97,11 +98,26 @@ def test_mid_deploy_an_old_worker_serves_on_while_the_new_one_serves_the_new_tab
     assert new.registry.state.seq >= seq
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 41 item 2, not built: a version-1 worker opened after version 2 removes "
-    "funding_types from the shared registry (removal is not yet an explicit db command)",
-)
+def test_an_old_worker_consuming_the_capture_carries_the_new_tables_writes(
+    database: str,
+) -> None:
+    """The capture is shared: whichever worker consumes a write to the new table, the new
+    version serves it at once (it was skipped and lost until the next reconciliation)."""
+    old = open_runtime(V1, store=database, database=database)
+    new = open_runtime(V2, store=database, database=database)
+    try:
+        write(database, "UPDATE funding_types SET label = 'Debit card' WHERE id = 'card'")
+        assert ingest(old.registry, old.sources[0])  # the old worker leads the capture
+        assert not ingest(new.registry, new.sources[0])  # nothing left for the new one
+        new.registry.sync()
+        funding = new.registry.state.tables["funding_types"].plain_rows()
+        assert funding["card"]["label"] == "Debit card"
+        assert old.registry.state.seq == new.registry.state.seq
+    finally:
+        new.close()
+        old.close()
+
+
 def test_a_respawned_old_worker_never_removes_the_table_the_new_version_serves(
     database: str, workers: Callable[[Domain], Runtime]
 ) -> None:
@@ -124,3 +140,30 @@ def test_deploy_rollback_redeploy_keeps_the_epoch_and_the_readded_tables_rows(
     assert len(set(epochs)) == 1, "an agent's fixes survive the whole sequence"
     final = workers(V2)
     assert final.registry.state.tables["funding_types"].plain_rows() == {"card": {"label": "Card"}}
+
+
+def test_db_remove_table_removes_it_in_the_same_history_and_running_workers_follow(
+    database: str, workers: Callable[[Domain], Runtime], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workers(V2)
+    old = workers(V1)  # the deploy that drops funding_types has rolled out
+    epoch, seq = old.registry.state.epoch, old.registry.state.seq
+    assert "funding_types" in old.registry.state.tables, "opening never removes a table"
+    assert main(["db", "remove-table", "funding_types", "--db", database]) == 0
+    assert "removed funding_types" in capsys.readouterr().out
+    eventually(lambda: "funding_types" not in old.registry.state.tables)
+    state = old.registry.state
+    assert state.epoch == epoch and state.seq == seq + 1
+    assert not state.rules.tables & {"funding_types"}
+    assert ready(old)
+    reopened = workers(V1)
+    assert reopened.registry.state.epoch == epoch
+    assert "funding_types" not in reopened.registry.state.tables
+
+
+def test_db_remove_table_refuses_a_table_the_registry_does_not_hold(
+    database: str, workers: Callable[[Domain], Runtime], capsys: pytest.CaptureFixture[str]
+) -> None:
+    workers(V1)
+    assert main(["db", "remove-table", "nosuch", "--db", database]) != 0
+    assert "no table named 'nosuch'" in capsys.readouterr().err

@@ -1,6 +1,7 @@
-"""The schema evolves without losing history: a table added to or removed from the domain, a
-column added to or dropped from a declared table, each becomes a change set in the same epoch
-(old positions stay answerable), not a refusal to start."""
+"""The schema evolves without losing history: a table added to the domain, a table removed
+explicitly (``db remove-table``; opening a worker never removes one), a column added to or dropped
+from a declared table, each becomes a change set in the same epoch (old positions stay
+answerable), not a refusal to start."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from tests.server.sqldb import PG_SOURCES, SOURCES, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
+from invalidation_contracts.server.store import open_store
 from invalidation_contracts.server.worker.runtime import Runtime, open_runtime
 
 SCHEMA = (
@@ -48,9 +50,12 @@ def pg(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ProviderDB]:
     yield db
 
 
+def store_of(pdb: ProviderDB, tmp_path: Path) -> str:
+    return str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
+
+
 def opened(pdb: ProviderDB, tmp_path: Path, domain: Domain) -> Runtime:
-    store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
-    return open_runtime(domain, store=store, database=pdb.source(domain))
+    return open_runtime(domain, store=store_of(pdb, tmp_path), database=pdb.source(domain))
 
 
 def reopen(pdb: ProviderDB, tmp_path: Path, first: Domain, then: Domain) -> tuple[object, Runtime]:
@@ -78,25 +83,29 @@ def test_a_table_added_to_the_domain_is_a_change_set_of_added_rows(
         runtime.close()
 
 
-def test_a_table_removed_from_the_domain_is_a_change_set_removing_its_rows(
+def test_a_table_the_domain_no_longer_declares_stays_until_removed_by_a_change_set(
     pdb: ProviderDB, tmp_path: Path
 ) -> None:
     before, runtime = reopen(pdb, tmp_path, with_funding(), plans_only())
-    try:
+    try:  # opening never removes: another version of the domain may still serve it
         state = runtime.registry.state
+        assert (state.epoch, state.seq) == (before.epoch, before.seq)  # type: ignore[attr-defined]
+        assert set(state.tables) == {"plans", "funding_types"}
+    finally:
+        runtime.close()
+    with open_store(store_of(pdb, tmp_path)) as store:  # `db remove-table funding_types`
+        assert store.remove_tables(["funding_types"]) == before.seq + 1  # type: ignore[attr-defined]
+    again = opened(pdb, tmp_path, plans_only())  # and the evolved store opens cleanly
+    try:
+        state = again.registry.state
         assert state.epoch == before.epoch and state.seq == before.seq + 1  # type: ignore[attr-defined]
         assert set(state.tables) == {"plans"}
-        feed = runtime.registry.changes(before.seq, epoch=before.epoch)  # type: ignore[attr-defined]
+        feed = again.registry.changes(before.seq, epoch=before.epoch)  # type: ignore[attr-defined]
         assert sorted((r.table, r.key, r.op) for r in feed.rows) == [
             ("funding_types", "card", "removed"),
             ("funding_types", "invoice", "removed"),
         ]
         assert list(state.rules) == []
-    finally:
-        runtime.close()
-    again = opened(pdb, tmp_path, plans_only())  # and the evolved store opens cleanly
-    try:
-        assert again.registry.state.seq == state.seq
     finally:
         again.close()
 

@@ -89,6 +89,28 @@ def test_a_retrofitted_app_under_api_evicts_exactly_the_fix_of_the_changed_row(
             assert len(memory.entries(origin)) == learned - 1
 
 
+@pytest.mark.workers
+def test_a_new_process_fetches_under_the_contract_location_its_memory_kept(
+    serve: Callable[..., Any], tmp_path: Any
+) -> None:
+    """Issue 41 item 4: the memory keeps each origin's contract location, so a new agent
+    process confirms its stored fixes at once (it got a 404 at the root and withheld every fix
+    until its first stamped answer named the location again)."""
+    store = str(tmp_path / "memory.db")
+    with serve(retrofitted("/api")) as url:
+        first = FixMemory("row", store=store)
+        with httpx.Client(transport=ContractTransport(first), base_url=url, timeout=30) as http:
+            solve(http, "basic")
+        assert first.state(url).contract_location == url + "/api/contract"
+        first.close()
+        memory = FixMemory("row", store=store)  # the next process, before any request
+        transport = ContractTransport(memory)
+        assert transport.confirm(url) == (), "confirmed at /api/contract, not deferred at /"
+        served = memory.lookup(url, {"plan": "basic"}, operation="POST /v1/orders")
+        assert served.entries and not served.needs
+        memory.close()
+
+
 def test_every_contract_response_links_to_the_contract_location() -> None:
     with TestClient(retrofitted("/api"), raise_server_exceptions=False) as http:
         answers = [

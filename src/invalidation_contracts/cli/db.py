@@ -1,4 +1,5 @@
-"""``invalidation-contracts db upgrade``: install the change capture once per schema version.
+"""``invalidation-contracts db upgrade``: install the change capture once per schema version;
+``db remove-table``: the explicit removal of a table no version of the domain serves any more.
 
 Run it from a deploy step (before the new workers start) with the same ``--domain``,
 ``--database`` and ``--declare`` as ``serve``: it checks every declaration and (re)installs the
@@ -43,6 +44,21 @@ def register(sub: Subparsers) -> None:
         "--check", action="store_true", help="change nothing; exit 1 when an upgrade is due"
     )
     up.set_defaults(handler=_upgrade)
+    rm = actions.add_parser(
+        "remove-table",
+        help="remove tables no version of the domain serves any more from the shared registry",
+        description="Workers never remove a stored table they do not declare (a rolling deploy "
+        "runs versions side by side). Once every worker that served a table is gone, this "
+        "removes it by a change set of the same history: clients evict the fixes that read it.",
+    )
+    rm.add_argument("tables", nargs="+", metavar="TABLE", help="the registry tables to remove")
+    rm.add_argument(
+        "--db", required=True, metavar="PATH|URL", help="the registry store, as for serve"
+    )
+    rm.add_argument(
+        "--schema", default=None, metavar="NAME", help="the registry schema (PostgreSQL)"
+    )
+    rm.set_defaults(handler=_remove_table)
 
 
 def _upgrade(args: argparse.Namespace) -> int:
@@ -69,7 +85,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         capture_schema=args.schema or DEFAULT_CAPTURE_SCHEMA,
     )
     try:
-        done = source.upgrade(mode="check" if args.check else "auto")
+        done = source.upgrade(mode="check" if args.check else "upgrade")
     except (DeclarationError, SourceError) as exc:
         raise CommandError(str(exc)) from exc
     finally:
@@ -78,4 +94,17 @@ def _upgrade(args: argparse.Namespace) -> int:
         print(f"installed the change capture on {', '.join(done)}")
     else:
         print(f"the change capture of {len(domain.sql_tables)} table(s) is up to date")
+    return 0
+
+
+def _remove_table(args: argparse.Namespace) -> int:
+    from ..server.store import StorageError, open_store
+    from . import CommandError
+
+    try:
+        with open_store(args.db, schema=args.schema) as store:
+            seq = store.remove_tables(args.tables)
+    except StorageError as exc:
+        raise CommandError(str(exc)) from exc
+    print(f"removed {', '.join(args.tables)} from the registry (seq {seq})")
     return 0

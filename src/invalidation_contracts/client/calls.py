@@ -144,6 +144,12 @@ def set_policy(
     return call.observation
 
 
+def set_contract_location(core: MemoryCore, origin: str, base: str) -> Steps[None]:
+    """Keep where ``origin``'s contract routes live (the base its ``Link`` names), so a later
+    process fetches them there from its first read."""
+    return core.serving.set_contract_location(origin, base)
+
+
 def set_patchable(core: MemoryCore, origin: str, paths: Iterable[str]) -> Steps[None]:
     """Record the request paths ``origin`` lets the client patch (client apply mode).
 

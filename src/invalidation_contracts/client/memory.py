@@ -255,6 +255,8 @@ class _Surface:
     evict = _Steps(calls.evict)
     # Client apply mode.
     set_patchable = _Steps(calls.set_patchable)
+    # Where each origin's contract lives (the transport's ``Link`` discovery, kept).
+    set_contract_location = _Steps(calls.set_contract_location)
     # Origins without a contract.
     set_policy = _Steps(calls.set_policy)
     apply_patches = _Steps(calls.apply_patches)

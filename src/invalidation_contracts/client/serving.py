@@ -138,6 +138,12 @@ class Serving:
 
         yield from self.calls.run(origin, None, work)
 
+    def set_contract_location(self, origin: str, base: str) -> Steps[None]:
+        def work(tx: Ledger) -> None:
+            tx.state.contract_location = base
+
+        yield from self.calls.run(origin, None, work)
+
     def apply_patches(
         self,
         origin: str,

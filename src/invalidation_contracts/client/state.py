@@ -33,6 +33,9 @@ class OriginState:
     declared_version: str | None = None
     patchable: list[str] | None = None
     """The request paths (JSON Pointers) the origin publishes as patchable by the client."""
+    contract_location: str | None = None
+    """Where the origin's contract routes live (its ``Link``: ``https://api.example/api/contract``),
+    so a new process fetches them there before any response has named the location again."""
     revalidating: dict[str, int | None] = field(default_factory=dict)
     """Trust bound: moved tables held for the changes feed instead of evicted on the stamp alone."""
     stamp_evictions: dict[str, list[float]] = field(default_factory=dict)
@@ -77,6 +80,7 @@ class OriginState:
             declared=[list(d) for d in self.declared] if self.declared is not None else None,
             declared_version=self.declared_version,
             patchable=list(self.patchable) if self.patchable is not None else None,
+            contract_location=self.contract_location,
             revalidating=dict(self.revalidating),
             stamp_evictions={table: list(times) for table, times in self.stamp_evictions.items()},
             next_serial=self.next_serial,

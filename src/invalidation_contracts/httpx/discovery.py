@@ -7,7 +7,9 @@ fetch forwards the agent's credentials), and the table of locations is bounded. 
 response has taught an origin's location, a fetch goes to the root; a 404 there, for a fetch made
 before this transport read any response of the origin (``begin_episode``), leaves the need
 outstanding, so the first response can name the location, rather than falling back to
-table-granularity eviction.
+table-granularity eviction. The memory keeps each origin's location (``OriginState``), so a new
+process fetches at the right place from its first read instead of withholding every fix until a
+response names it again.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ class ContractLocations:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._max = max_origins
 
-    def learn(self, origin: str, url: httpx.URL, headers: httpx.Headers) -> None:
-        """Read the contract link of a response to a request for ``url`` (if any)."""
+    def learn(self, origin: str, url: httpx.URL, headers: httpx.Headers) -> str | None:
+        """Read the contract link of a response to a request for ``url`` (if any); the base
+        when it is new or moved (for the memory to keep), else None."""
         self._seen[origin] = None
         self._seen.move_to_end(origin)
         while len(self._seen) > self._max:
@@ -44,19 +47,39 @@ class ContractLocations:
             if target is not None:
                 break
         if target is None:
-            return
+            return None
         try:
             resolved = url.join(target)
         except (httpx.InvalidURL, ValueError):
-            return
+            return None
         same = (resolved.scheme, resolved.host, resolved.port) == (url.scheme, url.host, url.port)
         path = resolved.path.rstrip("/")
         if not same or not path.startswith("/") or len(path) > MAX_CONTRACT_PATH:
-            return
-        self._bases[origin] = resolved.copy_with(path=path, query=None, fragment=None)
+            return None
+        base = resolved.copy_with(path=path, query=None, fragment=None)
+        moved = self._bases.get(origin) != base
+        self._bases[origin] = base
         self._bases.move_to_end(origin)
         while len(self._bases) > self._max:
             self._bases.popitem(last=False)
+        return str(base) if moved else None
+
+    def restore(self, origin: str, base: str) -> None:
+        """Take ``origin``'s location as a memory kept it (a new process), unless a response
+        named one already; a base of another origin is ignored, as a ``Link`` to it would be."""
+        if origin in self._bases:
+            return
+        try:
+            url = httpx.URL(base)
+            home = httpx.URL(origin)
+        except (httpx.InvalidURL, ValueError):
+            return
+        same = (url.scheme, url.host, url.port) == (home.scheme, home.host, home.port)
+        path = url.path.rstrip("/")
+        if same and path.startswith("/") and len(path) <= MAX_CONTRACT_PATH:
+            self._bases[origin] = url.copy_with(path=path, query=None, fragment=None)
+            while len(self._bases) > self._max:
+                self._bases.popitem(last=False)
 
     def known(self, origin: str) -> bool:
         return origin in self._bases

@@ -216,6 +216,12 @@ class ContractExchange:
             if not response.is_stream_consumed:
                 yield ReadBody(response, read, deadline)
         observed = self.observation(request, response, sent, read)
+        learned = self.locations.learn(origin, request.url, response.headers)
+        if learned is not None:
+            try:  # kept for the next process; a failing store only costs it a first 404
+                yield MemoryCall("set_contract_location", origin, learned)
+            except StoreError as exc:
+                logger.warning("%s: contract location not kept: %s", origin, exc)
         try:
             obs = yield MemoryCall(
                 "observe",
@@ -257,6 +263,10 @@ class ContractExchange:
         episode = episode_of(template)
         try:
             position = yield MemoryCall("position", need.origin)
+            if not self.locations.known(need.origin):  # a new process: where the memory kept it
+                state = yield MemoryCall("state", need.origin)
+                if state.contract_location is not None:
+                    self.locations.restore(need.origin, state.contract_location)
             try:
                 late = time.monotonic() > deadline
                 if not late:
@@ -294,7 +304,6 @@ class ContractExchange:
         read: BoundedBody | None,
     ) -> Observed:
         """What ``observe`` is given of one response (``read``: its body, as read)."""
-        self.locations.learn(self.origin_of(request.url), request.url, response.headers)
         self.published.learn(self.origin_of(request.url), response.headers)
         parsed, refused, size = None, None, _content_length(response)
         if read is not None:

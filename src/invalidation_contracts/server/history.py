@@ -21,6 +21,7 @@ from .changelog import LogRecord
 from .graph import KnowledgeGraph
 from .rules import RuleSet
 from .state import RegistryState
+from .tables import Snapshot
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,9 @@ class Advance:
     """What changed in the store after a worker's position, in the same epoch."""
 
     records: tuple[LogRecord, ...]
-    tables: Mapping[str, TableHead]
+    tables: Mapping[str, TableHead | None]
+    """The touched tables' heads; ``None`` for a table removed from the store; every row of a
+    table the worker did not hold yet (another version of the domain added it)."""
     rules: RuleSet | None
     """The rule declarations at the head, when a record in between changed them."""
     floor: int
@@ -96,21 +99,28 @@ def advance(state: RegistryState, step: Advance) -> RegistryState:
     changed_at = dict(state.changed_at)
     rules = step.rules if step.rules is not None else state.rules
     graph = state.graph
+    removed = [name for name, head in step.tables.items() if head is None]
+    for name in removed:  # ``db remove-table``: the table and the rules naming it leave
+        tables.pop(name, None)
+        changed_at.pop(name, None)
+    if removed:
+        rules = RuleSet(r for r in rules if r.from_table in tables and r.to_table in tables)
     for name, head in step.tables.items():
-        if name not in state.tables:
-            # A table another version of the domain declares (a rolling deploy's new workers
-            # added it): this worker never serves it, and its position still moves.
+        if head is None:
             continue
-        old = state.tables[name]
+        # A table another version of the domain added (a rolling deploy's new workers) joins
+        # with every row (``Advance.tables``): this worker's routes never read it, and the
+        # captured changes it consumes for that version are carried, not dropped.
+        old = state.tables.get(name) or Snapshot.build(name, head.version, {})
         upsert = {key: row for key, row in head.rows.items() if row is not None}
         delete = [key for key, row in head.rows.items() if row is None and key in old.rows]
         new = old.with_changes(head.version, upsert, delete)
         tables[name] = new
         changed_at[name] = head.changed_at
-        if step.rules is None:
+        if step.rules is None and not removed:
             graph = graph.with_rows(new, rules, head.rows)
     frozen = MappingProxyType(tables)
-    if step.rules is not None:
+    if step.rules is not None or removed:
         graph = KnowledgeGraph.build(frozen, rules)
     rules_moved = [record.seq for record in step.records if record.rule_change is not None]
     return RegistryState(

@@ -8,9 +8,10 @@ state (``RenderCache``).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from ..protocol.canonical import canonical_json
 from ..protocol.levels import Level
 from ..protocol.models import ContractFields, Problem, SuccessResponse
-from ..protocol.problems import ProblemType, problem
+from ..protocol.problems import ProblemType, ProtocolError, problem
 from . import feedback, reads
 from .asked import PLAIN, Asked
 from .domain import Domain, Route
@@ -28,6 +29,7 @@ from .reads import ContractRead, ReadAnswer
 from .registry import Registry
 from .render_cache import RenderCache
 from .state import RegistryState
+from .tables import Snapshot
 
 C = TypeVar("C", bound=ContractFields)
 M = TypeVar("M", bound=BaseModel)
@@ -133,9 +135,43 @@ _REQUEST_FIELDS: dict[type[BaseModel], frozenset[str] | None] = {}
 """``request_fields`` per request model (asked on every request; a model's fields are fixed)."""
 
 
-def _evaluate(route: Route[Any], request: Mapping[str, Any], state: RegistryState) -> list[Finding]:
+def _evaluate(
+    route: Route[Any],
+    request: Mapping[str, Any],
+    state: RegistryState,
+    refused: Mapping[str, str] = MappingProxyType({}),
+) -> list[Finding]:
     fields = request_fields(route.request_model)
-    return evaluate(route.policies, request, state.tables, state.rules, fields=fields)
+    tables = RefusingTables(state.tables, refused) if refused else state.tables
+    return evaluate(route.policies, request, tables, state.rules, fields=fields)
+
+
+class RefusingTables(Mapping[str, Snapshot]):
+    """The registry's tables as a policy reads them, where reading a refused table (its
+    declared column renamed, dropped or retyped in the database) is a 503 naming the table and
+    the column: that route refuses, the routes that read other tables serve."""
+
+    __slots__ = ("_refused", "_tables")
+
+    def __init__(self, tables: Mapping[str, Snapshot], refused: Mapping[str, str]) -> None:
+        self._tables, self._refused = tables, refused
+
+    def __getitem__(self, name: str) -> Snapshot:
+        reason = self._refused.get(name)
+        if reason is not None:
+            raise ProtocolError(
+                ProblemType.REGISTRY_UNAVAILABLE,
+                f"this route reads table {name!r}, which this worker does not serve until the "
+                f"database matches its declaration again: {reason}",
+                headers={"Retry-After": "1"},
+            )
+        return self._tables[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tables)
+
+    def __len__(self) -> int:
+        return len(self._tables)
 
 
 class Provider:
@@ -155,6 +191,8 @@ class Provider:
         self.level = Level.parse(level)
         self.opaque = opaque
         self.rendered = RenderCache(self.level, self._present)
+        self.refused: Mapping[str, str] = MappingProxyType({})
+        """Tables whose reads are a 503 naming why (a worker's ``Runtime.refused``)."""
         self.telemetry: Telemetry | None = None
         """Told of every policy evaluation and answer when set (``observe.instrument``)."""
 
@@ -224,14 +262,14 @@ class Provider:
         request = model.model_dump(mode="json")
         telemetry = self.telemetry
         if telemetry is None:
-            found = tuple(_evaluate(route, request, state))
+            found = tuple(_evaluate(route, request, state, self.refused))
         else:
             span = telemetry.evaluating(route, state)
             if span is None:
-                found = tuple(_evaluate(route, request, state))
+                found = tuple(_evaluate(route, request, state, self.refused))
             else:
                 with span:
-                    found = tuple(_evaluate(route, request, state))
+                    found = tuple(_evaluate(route, request, state, self.refused))
         if not found:
             if telemetry is not None:
                 telemetry.checked(route, request, state, None)

@@ -14,13 +14,15 @@ a transaction, it may merge several).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any
 
 from ...protocol.canonical import canonical_json
 from ...protocol.problems import ProblemType, ProtocolError
-from ..tables import MAX_JSON_DEPTH, Snapshot, freeze
+from ..tables import MAX_JSON_DEPTH, MAX_SAFE_INTEGER, Snapshot, freeze
 from ..transitions import TableChange
 from ..versions import acceptable
 
@@ -166,11 +168,22 @@ def key_text(rendered: str | Sequence[Any]) -> str:
     return canonical_json(values).decode("utf-8")
 
 
+def json_number(text: str) -> int | float:
+    """An integer of a row image: beyond ±(2^53−1) it is a double when its text is the double's
+    (a jsonb or double column's 1e300, which PostgreSQL writes out as 1 and 300 zeros), else it
+    stays an integer the contract refuses (``freeze``)."""
+    value = int(text)
+    if abs(value) <= MAX_SAFE_INTEGER:
+        return value
+    double = float(text)
+    return double if math.isfinite(double) and Decimal(repr(double)) == value else value
+
+
 def row_value(text: str | None) -> dict[str, Any]:
     """A row image (JSON object text) as a dict; a value nested too deeply to decode is a
     ``ProtocolError`` like any other value the contract cannot carry."""
     try:
-        row = json.loads(text) if text is not None else None
+        row = json.loads(text, parse_int=json_number) if text is not None else None
     except RecursionError:
         raise ProtocolError(
             ProblemType.INVALID_REQUEST,

@@ -83,9 +83,9 @@ class CaptureDialect(ABC):
         text_ = "\n".join([CAPTURE_FORMAT, *self.table_ddl(table)])
         return hashlib.sha256(text_.encode("utf-8")).hexdigest()
 
-    @abstractmethod
     def has_base(self, conn: Connection) -> bool:
         """Whether the capture's own tables exist (a read of the catalog)."""
+        return self.has_table(conn, self.installed_table)
 
     def current(self, conn: Connection, table: BoundTable) -> bool:
         """Whether ``table``'s capture is installed at this release's schema version, live."""
@@ -106,6 +106,10 @@ class CaptureDialect(ABC):
             ),
             {"t": self.qualified(table), "d": self.digest(table)},
         )
+
+    @abstractmethod
+    def has_table(self, conn: Connection, name: str) -> bool:
+        """Whether the capture's own table ``name`` (as quoted here) exists."""
 
     @abstractmethod
     def key_expr(self, table: BoundTable, alias: str) -> str:
@@ -216,13 +220,9 @@ class SQLiteCapture(CaptureDialect):
             " digest TEXT NOT NULL)"
         )
 
-    def has_base(self, conn: Connection) -> bool:
-        return (
-            conn.exec_driver_sql(
-                f"SELECT 1 FROM sqlite_master WHERE name = {literal(self.installed_table)}"
-            ).first()
-            is not None
-        )
+    def has_table(self, conn: Connection, name: str) -> bool:
+        found = conn.exec_driver_sql(f"SELECT 1 FROM sqlite_master WHERE name = {literal(name)}")
+        return found.first() is not None
 
     def _trigger_names(self, table: BoundTable) -> list[str]:
         return [f"ic_capture_{table.name}_{event}" for event in ("insert", "update", "delete")]
@@ -345,11 +345,9 @@ class PostgresCapture(CaptureDialect):
             out[table.name] = str(digest)
         return out
 
-    def has_base(self, conn: Connection) -> bool:
+    def has_table(self, conn: Connection, name: str) -> bool:
         return bool(
-            conn.execute(
-                text("SELECT to_regclass(:t) IS NOT NULL"), {"t": self.installed_table}
-            ).scalar_one()
+            conn.execute(text("SELECT to_regclass(:t) IS NOT NULL"), {"t": name}).scalar_one()
         )
 
     def lock(self, conn: Connection, lock_timeout_s: float) -> None:

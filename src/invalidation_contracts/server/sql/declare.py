@@ -9,6 +9,7 @@ a type a reference table cannot carry as JSON exactly (decimals, dates, bytes, U
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -17,6 +18,8 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.types import TypeEngine
 
 from ..domain import SQLTable
+
+logger = logging.getLogger(__name__)
 
 #: Most row columns one declaration may read (SQLite's json_object takes at most 127 arguments).
 MAX_COLUMNS = 60
@@ -139,3 +142,51 @@ def _unique(inspector: sa.Inspector, table: SQLTable, columns: list[str]) -> boo
         if index.get("unique") and set(index["column_names"]) == wanted:
             return True
     return False
+
+
+#: What ``rebind`` checks and updates: the engine, the declarations, the bound tables, the tables
+#: set aside (name → why), and the source's name for the log.
+Declarations = tuple[Engine, Mapping[str, SQLTable], dict[str, BoundTable], dict[str, str], str]
+
+
+def rebind(
+    engine: Engine,
+    declared: Mapping[str, SQLTable],
+    bound: dict[str, BoundTable],
+    broken: dict[str, str],
+    source: str,
+    *,
+    at_start: bool = False,
+) -> None:
+    """Check every declaration against the database again, updating ``bound`` and ``broken``.
+
+    A table whose declared column was renamed, dropped or retyped to a type the contract cannot
+    carry is set aside (``broken``: the reason, naming the table and the column), so the routes
+    that read it refuse while the others serve; it is bound again, and served, as soon as the
+    database matches its declaration again. ``at_start``: when every table is set aside there is
+    nothing to serve, and the first one's ``DeclarationError`` is raised."""
+    for name, table in declared.items():
+        try:
+            fresh = bind(engine, name, table)
+        except DeclarationError as exc:
+            if broken.get(name) != str(exc):
+                logger.error("%s: %s; its routes refuse until it is fixed", source, exc)
+            broken[name] = str(exc)
+            bound.pop(name, None)
+            continue
+        if broken.pop(name, None) is not None:
+            logger.warning("%s: %s matches its declaration again", source, fresh.where)
+        bound[name] = fresh
+    if at_start and not bound and broken:
+        raise DeclarationError(next(iter(broken.values())))
+
+
+def newly_broken(declarations: Declarations) -> bool:
+    """After a failed read: whether checking the declarations again (``rebind``) set a table
+    aside (a column changed between the check and the read); a failing check says no."""
+    before = set(declarations[3])
+    try:
+        rebind(*declarations)
+    except sa.exc.SQLAlchemyError:
+        return False
+    return bool(set(declarations[3]) - before)

@@ -16,6 +16,8 @@ from .declare import BoundTable
 MAX_SAFE = 9007199254740991
 """2^53 − 1, the largest integer every JSON reader represents exactly."""
 MAX_FLOAT = "1.7976931348623157e308"
+MIN_NORMAL = "2.2250738585072014e-308"
+"""The smallest normal double: a smaller magnitude (but zero) is refused in jsonb, not rounded."""
 PREFIX = "invalidation-contracts"
 
 
@@ -23,16 +25,19 @@ def _lit(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-#: A jsonb number the contract cannot carry: beyond ±(2^53−1) (jsonb keeps no difference between
-#: 6.02e23 and the integer 602000000000000000000000, which JSON readers take as an integer), or
-#: a decimal a double does not hold exactly (0.10000000000000000555 would be served as 0.1).
-_JSON_PATH = f'strict $.** ? (@.type() == "number" && @.abs() > {MAX_SAFE})'
+#: A jsonb number the contract cannot carry (I-JSON): one a double does not hold as written. jsonb
+#: keeps no difference between 6.02e23 and the integer 602000000000000000000000, so a number is
+#: carried when its text is a double's shortest text (every finite double written by a JSON
+#: writer: 1e300, 0.1, 2^53 as 9007199254740992) and refused otherwise: an integer beyond
+#: ±(2^53−1) a double does not hold (9007199254740993), a decimal with more digits than a double
+#: holds (0.10000000000000000555), a magnitude beyond a double's range (1e400, 1e-400). Numbers
+#: beyond ±(2^53−1) are served as doubles (``capture.records.row_value``).
 _JSON_NUMBERS = 'strict $.** ? (@.type() == "number")'
-#: A number within range that a double does not hold exactly: its shortest double text differs.
 _JSON_LOSSY = (
     f"EXISTS (SELECT 1 FROM jsonb_path_query({{ref}}, {_lit(_JSON_NUMBERS)}) AS n (v)"
-    f" WHERE abs(v::text::numeric) <= {MAX_SAFE}"
-    " AND v::text::numeric <> v::text::float8::text::numeric)"
+    " WHERE CASE WHEN v::text::numeric = 0 THEN false"
+    f" WHEN abs(v::text::numeric) NOT BETWEEN {MIN_NORMAL} AND {MAX_FLOAT} THEN true"
+    " ELSE v::text::numeric <> v::text::float8::text::numeric END)"
 )
 #: Per column kind, the PostgreSQL test finding a value the contract cannot carry in ``{ref}`` (a
 #: jsonb value), and why it cannot; the other kinds carry every value they hold.
@@ -46,9 +51,9 @@ _PG_UNCARRIABLE = {
         "which is not a finite number (JSON has no NaN or Infinity)",
     ),
     "json": (
-        f"(jsonb_path_exists({{ref}}, {_lit(_JSON_PATH)}) OR {_JSON_LOSSY})",
-        "a number outside the interoperable range ±(2^53−1), or a decimal a double does not "
-        "hold exactly (I-JSON)",
+        _JSON_LOSSY,
+        "a number a double does not hold as written: an integer beyond ±(2^53−1), a decimal "
+        "with more digits than a double holds, or one beyond a double's range (I-JSON)",
     ),
 }
 #: The same for SQLite, on the column ``{ref}`` as stored.

@@ -26,7 +26,7 @@ from ..domain import SQLTable
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .consumed import ConsumedCapture
-from .declare import BoundTable, bind
+from .declare import BoundTable, Declarations, bind, newly_broken, rebind
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
@@ -74,6 +74,7 @@ class SQLSource:
         self.name = name
         self.declared = dict(tables)
         self.bound: dict[str, BoundTable] = {}
+        self.broken: dict[str, str] = {}  # set aside: the database no longer matches (rebind)
         self.dialect: CaptureDialect = capture_dialect(self.engine, capture_schema)
         self.rows = RowWriter(self.engine, self.dialect, self._connect)
         self._consumed = (
@@ -104,8 +105,12 @@ class SQLSource:
         Installs nothing (and takes no lock) when every table's capture is current; with
         ``install="check"``, a stale capture is a ``SourceError`` naming ``db upgrade``.
         """
-        self.bound = {name: bind(self.engine, name, t) for name, t in self.declared.items()}
+        rebind(*self._declarations, at_start=True)
         self.upgrade(mode=self.install)
+
+    @property
+    def _declarations(self) -> Declarations:
+        return self.engine, self.declared, self.bound, self.broken, self.name
 
     def upgrade(self, *, mode: InstallMode = "auto") -> list[str]:
         """Install the capture where it is stale (``db upgrade``); the tables installed."""
@@ -165,7 +170,7 @@ class SQLSource:
         ``limit`` (PostgreSQL): about this many records, whole transactions; when more wait, the
         batch says so (``more``) and no table is read; ``committed`` once the registry holds it.
         """
-        if full and marks is not None:
+        if full:  # a reconciliation, or a read after a gap: the declarations checked first
             self._heal()
         try:
             with self._connect() as conn, conn.begin():
@@ -184,6 +189,8 @@ class SQLSource:
                     conn, self.dialect, self.bound, records, marks
                 )
         except SQLAlchemyError as exc:
+            if full and newly_broken(self._declarations):  # a column changed since the check
+                return self.read(after, full=True, marks=marks, limit=limit)  # without its table
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
         return CaptureBatch(
@@ -199,8 +206,9 @@ class SQLSource:
         """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
         (writes after this are captured; writes before it are in the snapshot read next)."""
         try:
+            rebind(*self._declarations)
             self.upgrade(mode=self.install)
-        except SourceError as exc:
+        except (SourceError, SQLAlchemyError) as exc:
             logger.error("%s: the change capture is not live: %s", self.name, exc)
 
     def reconcile_due(self) -> bool:

@@ -32,7 +32,7 @@ from ..domain import Domain
 from ..history import Catchup
 from ..registry import Registry
 from ..state import RegistryState
-from . import reader, writer
+from . import evolve, reader, writer
 from .crashpoints import crash_point
 from .dialect import Connection, DB_co, Dialect, SQLLoader, Statements, StorageError
 from .highwater import HighWater, Mark
@@ -98,6 +98,26 @@ class SQLRegistryStore(Generic[DB_co]):
         )
         registry.attach(self)
         return registry
+
+    def remove_tables(self, names: Sequence[str]) -> int:
+        """Remove stored tables no version of the domain serves any more (``db remove-table``):
+        one change set each, in the same history; running workers drop them as they follow.
+        Returns the new seq. Opening a worker never removes a table (``store.evolve``)."""
+        with self._lock:
+            try:
+                self._dialect.prepare(self._connection())
+            except self._dialect.errors as exc:
+                raise StorageError(
+                    f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
+                ) from exc
+            with self._moving() as move:
+                if "domain" not in move.s.meta():
+                    raise StorageError(f"{self.where} holds no registry")
+                self._settle(move)
+                seq = evolve.remove(move.s, names)
+                move.to(move.s.meta()["epoch"], seq)
+                self._dialect.committed(move.s.db, seq)
+        return seq
 
     def close(self) -> None:
         """Release the store; later commits fail with ``StorageError``."""

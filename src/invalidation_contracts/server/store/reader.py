@@ -4,7 +4,7 @@ after a worker's position. Every function runs inside one transaction (``Stateme
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -82,7 +82,7 @@ def decode_row(where: str, table: str, key: str, data: Any) -> Any:
         raise StorageError(f"{where}: row {key!r} of table {table!r} is not valid JSON") from None
 
 
-def read_rules(s: Statements[Connection], snapshots: Mapping[str, Snapshot]) -> RuleSet:
+def read_rules(s: Statements[Connection], snapshots: Iterable[str]) -> RuleSet:
     try:
         rules = RuleSet(
             Rule(a, b, r, v)
@@ -164,15 +164,19 @@ def catch_up(s: Statements[Connection], state: RegistryState) -> Catchup | None:
         raise StorageError(f"{s.where}: {lost}") from None
     if [r.seq for r in records] != list(range(state.seq + 1, seq + 1)):
         raise StorageError(f"{s.where}: the log does not hold {state.seq + 1}..{seq}")
-    heads = {}
+    heads: dict[str, TableHead | None] = {}
     for name, keys in touched_rows(records).items():
         head = s.run("SELECT version, changed_at FROM {tables} WHERE name = ?", (name,)).fetchone()
-        if head is None:
-            raise StorageError(f"{s.where}: table {name!r} is gone from the store")
-        heads[name] = TableHead(head[0], head[1], read_rows(s, name, keys))
+        if head is None:  # gone from the store: removed by ``db remove-table``
+            heads[name] = None
+        elif name in state.tables:
+            heads[name] = TableHead(head[0], head[1], read_rows(s, name, keys))
+        else:  # a table another version of the domain added (a rolling deploy): all of it
+            heads[name] = TableHead(head[0], head[1], read_table(s, name))
     rules = None
-    if any(record.rule_change is not None for record in records):
-        rules = read_rules(s, state.tables)
+    joined = heads.keys() - state.tables.keys()
+    if joined or any(record.rule_change is not None for record in records):
+        rules = read_rules(s, [*state.tables, *(n for n in joined if heads[n] is not None)])
     return Advance(tuple(records), heads, rules, floor)
 
 
@@ -198,3 +202,11 @@ def read_rows(
         ):
             out[key] = decode_row(s.where, table, key, data)
     return out
+
+
+def read_table(s: Statements[Connection], table: str) -> dict[str, Mapping[str, Any] | None]:
+    """Every stored row of ``table``."""
+    return {
+        key: decode_row(s.where, table, key, data)
+        for key, data in s.run("SELECT key, data FROM {rows} WHERE table_name = ?", (table,))
+    }

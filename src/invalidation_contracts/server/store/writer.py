@@ -152,8 +152,8 @@ def load_or_repair(
             f"{s.where} holds the registry of domain {meta.get('domain')!r}, not {domain.name!r}"
         )
     snapshots, changed_at = read_tables(s)
-    if set(snapshots) != set(domain.tables):
-        evolve(s, domain, snapshots)  # tables added or removed: a change set, not a refusal
+    if set(domain.tables) - set(snapshots):
+        evolve(s, domain, snapshots)  # tables added: a change set; none removed (db remove-table)
         meta = s.meta()
         snapshots, changed_at = read_tables(s)
     stored = StoredTables(snapshots, changed_at, read_rules(s, snapshots))

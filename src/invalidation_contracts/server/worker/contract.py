@@ -88,8 +88,12 @@ class ContractWorker:
         runtime = open_runtime(domain, config, registry=registry)
         token = config.admin_token
         token = token if token is not None else os.environ.get(ADMIN_TOKEN_ENV)
+        provider = Provider(
+            domain, runtime.registry, Level.parse(config.level), opaque=trust.opaque()
+        )
+        provider.refused = runtime.refused
         return cls(
-            Provider(domain, runtime.registry, Level.parse(config.level), opaque=trust.opaque()),
+            provider,
             runtime,
             auth=BearerAuth(token),
             protect_graph=config.protect_graph,

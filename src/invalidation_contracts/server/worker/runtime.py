@@ -10,6 +10,7 @@ are checked against the database: a difference the capture does not explain star
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack
@@ -99,6 +100,12 @@ class Runtime:
             source.close()
         if self.owned_store and self.store is not None:
             self.store.close()
+
+    @property
+    def refused(self) -> Mapping[str, str]:
+        """The tables this worker's routes refuse to read, and why (a live view: a declared
+        column renamed, dropped or retyped; ``SQLSource.rebind``)."""
+        return ChainMap(*(getattr(source, "broken", {}) for source in self.sources))
 
     def source_of(self, table: str) -> ChangeSource | None:
         """The SQL source a table is read from (None: an in-memory table)."""
