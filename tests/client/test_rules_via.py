@@ -1,5 +1,7 @@
 """A rule that changes its ``via`` (which from-row field names the to-row) moves what the
-rules strategies compare: the fixes that relied on it go, the others stay (issue 38)."""
+rules strategies compare: the fixes that relied on it go, the others stay (issue 38). A fix
+carries each rule's ``via`` (``rule_vias``), so no earlier listing is needed; fixes from a server
+predating the field are compared against the last listing read."""
 
 from __future__ import annotations
 
@@ -45,7 +47,19 @@ CASES = [
     pytest.param(None, ("via", R_CREDIT, "owner"), True, {"e3"}, id="other-rule-via"),
     pytest.param(None, ("via", R_PROMO, "plan"), False, PROMO_FIXES, id="unread-via-added"),
     pytest.param("plan", ("via", R_PROMO, "tier"), False, PROMO_FIXES, id="unread-via-changed"),
+    pytest.param("plan", ("via", R_PROMO, None), False, PROMO_FIXES, id="unread-via-dropped"),
+    pytest.param("plan", ("add", R_EXTRA, None), False, set(), id="unread-via-kept"),
     pytest.param(None, ("add", R_EXTRA, None), False, set(), id="unread-unrelated-rule-added"),
+]
+
+# A server predating ``rule_vias``: the listing read before is all the client has.
+LEGACY_CASES = [
+    pytest.param("plan", ("via", R_PROMO, "tier"), True, PROMO_FIXES, id="via-changed"),
+    pytest.param("plan", ("via", R_PROMO, None), True, PROMO_FIXES, id="via-dropped"),
+    pytest.param("plan", ("via", R_PROMO, "tier"), False, PROMO_FIXES, id="unread-via-changed"),
+    # Unseen without the field: nothing says the rule had a ``via`` when the fix was made.
+    pytest.param("plan", ("via", R_PROMO, None), False, set(), id="unread-via-dropped"),
+    pytest.param("plan", ("add", R_EXTRA, None), False, PROMO_FIXES, id="unread-via-kept"),
 ]
 
 
@@ -54,6 +68,19 @@ CASES = [
 def test_a_rule_that_changes_its_via_evicts_the_fixes_that_relied_on_it(
     server, standard_fixes, strategy, before, change, read_first, evicted
 ):
+    _check_via_change(server, standard_fixes, strategy, before, change, read_first, evicted)
+
+
+@pytest.mark.parametrize("strategy", ["rules-oracle", "rules-stamp+vectors"])
+@pytest.mark.parametrize(("before", "change", "read_first", "evicted"), LEGACY_CASES)
+def test_fixes_without_rule_vias_are_compared_with_the_last_listing_read(
+    server, standard_fixes, strategy, before, change, read_first, evicted
+):
+    server.sends_vias = False
+    _check_via_change(server, standard_fixes, strategy, before, change, read_first, evicted)
+
+
+def _check_via_change(server, standard_fixes, strategy, before, change, read_first, evicted):
     memory = FixMemory(strategy)
     server.set_via(R_PROMO, before)
     _learn(memory, server, standard_fixes(server))
@@ -85,29 +112,74 @@ def test_the_eviction_names_the_rule_and_both_vias(server, standard_fixes):
     assert first.detail == f"rule {list(R_PROMO)} changed its via from 'plan' to 'tier'"
 
 
-VIAS = st.sampled_from([None, "plan", "tier"])
+@pytest.mark.parametrize("sends_vias", [True, False], ids=["rule-vias", "legacy"])
+def test_a_failure_after_a_via_change_evicts_the_fix_it_rerouted(server, standard_fixes, sends_vias):
+    """rules-stamp+vectors judges entries by the failure's suggestions: a same-type fix whose
+    rule now has another ``via`` evicts the older one (without ``rule_vias`` it was restamped,
+    and the later listing, stamped alike, never saw the change)."""
+    server.sends_vias = sends_vias
+    memory = FixMemory("rules-stamp+vectors")
+    server.set_via(R_PROMO, "plan")
+    _learn(memory, server, standard_fixes(server)[:1])
+    _read_rules(memory, server)
+    server.set_via(R_PROMO, "tier")
+
+    _learn(memory, server, [_promo(server, "plan_b")])
+    _read_rules(memory, server)
+
+    survivors = {e.key.scope_fields["plan"] for e in memory.entries(server.url)}
+    assert survivors == ({"plan_b"} if sends_vias else {"plan_a", "plan_b"})
 
 
-@settings(max_examples=60, deadline=None)
-@given(start=VIAS, moves=st.lists(VIAS, min_size=1, max_size=5))
-def test_after_any_run_of_via_changes_a_fix_stays_iff_its_rule_routes_as_it_learned(start, moves):
-    """Brute force: a fix learned while R_PROMO followed ``start`` is served after a run of
-    ``via`` changes (each read by the oracle) iff R_PROMO follows ``start`` at every read."""
-    server = FakeOrigin(standard_tables(), {R_PROMO, R_CREDIT})
-    memory = FixMemory("rules-oracle")
-    server.set_via(R_PROMO, start)
-    fix = server.fix(
+def _promo(server: FakeOrigin, plan: str) -> dict[str, Any]:
+    return server.fix(
         "ADD_PROMO",
         {"promo_code": "SUMMER"},
-        scope={"plan": "plan_a"},
-        reads={"codes": ["plan_a"]},
+        scope={"plan": plan},
+        reads={"codes": [plan]},
         rules=[R_PROMO],
     )
-    _learn(memory, server, [fix])
-    _read_rules(memory, server)
-    for via in moves:
-        server.set_via(R_PROMO, via)
-        _dispose(memory, server)
 
-    survives = all(via == start for via in moves)
-    assert [e.id for e in memory.entries(server.url)] == (["e1"] if survives else [])
+
+VIAS = st.sampled_from([None, "plan", "tier"])
+# How a ``via`` change reaches the memory: a listing read after the next answer, a failure of the
+# fix's type (judged by rules-stamp+vectors; the oracle holds it until a listing), or nothing yet.
+HOW = st.sampled_from(["listing", "failure", "unseen"])
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    strategy=st.sampled_from(["rules-oracle", "rules-stamp+vectors"]),
+    start=VIAS,
+    read_first=st.booleans(),
+    moves=st.lists(st.tuples(VIAS, HOW), min_size=1, max_size=5),
+)
+def test_after_any_run_of_via_changes_a_fix_stays_iff_its_rule_routes_as_it_learned(
+    strategy, start, read_first, moves
+):
+    """Brute force: a fix learned while R_PROMO followed ``start`` survives a run of ``via``
+    changes, whether or not a listing was read first, iff R_PROMO follows ``start`` at every point
+    the strategy judges it (a listing read; for rules-stamp+vectors also a same-type failure) and
+    at the final listing read."""
+    server = FakeOrigin(standard_tables(), {R_PROMO, R_CREDIT})
+    memory = FixMemory(strategy)
+    server.set_via(R_PROMO, start)
+    _learn(memory, server, [_promo(server, "plan_a")])
+    if read_first:
+        _read_rules(memory, server)
+    judged: list[str | None] = []
+    for n, (via, how) in enumerate(moves):
+        server.set_via(R_PROMO, via)
+        if how == "listing":
+            _dispose(memory, server)
+            judged.append(via)
+        elif how == "failure":
+            _learn(memory, server, [_promo(server, f"plan_{n}")])
+            if strategy == "rules-stamp+vectors":
+                judged.append(via)
+    _dispose(memory, server)
+    judged.append(moves[-1][0])
+
+    survives = all(via == start for via in judged)
+    plans = {e.key.scope_fields["plan"] for e in memory.entries(server.url)}
+    assert ("plan_a" in plans) == survives

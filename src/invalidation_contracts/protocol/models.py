@@ -132,6 +132,12 @@ class Suggestion(WireModel):
     rules: list[RuleTriple] | None = Field(
         default=None, description="(ext, L4) The rule triples the policy relied on."
     )
+    rule_vias: list[str | None] | None = Field(
+        default=None,
+        description="(ext, L4) For each `rules` triple, in order, that rule's `via` as "
+        "`/contract/rules` lists it (null: none) when the fix was made. Sent when one of them has "
+        "a `via`; absent, none had one (or the server predates the field).",
+    )
     absent_rules: list[RulePattern] | None = Field(
         default=None,
         description="(ext, L4) Rule lookups the fix relied on, null matching any table or "
@@ -156,6 +162,20 @@ class Suggestion(WireModel):
         ge=0,
         description="(ext) Freshness ceiling: revalidate after this many seconds.",
     )
+
+    @model_validator(mode="after")
+    def _one_via_per_rule(self) -> Suggestion:
+        if self.rule_vias is not None and len(self.rule_vias) != len(self.rules or ()):
+            raise ValueError(
+                f"rule_vias has {len(self.rule_vias)} items for {len(self.rules or ())} rules"
+            )
+        return self
+
+    def vias(self) -> dict[RuleTriple, str | None] | None:
+        """Each rule's ``via`` when the fix was made (``rule_vias``); None when not sent."""
+        if self.rule_vias is None or self.rules is None:
+            return None
+        return dict(zip(self.rules, self.rule_vias, strict=True))
 
 
 class RecoveryFeedback(WireModel):
