@@ -10,12 +10,21 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 from tests.client.conftest import R_CREDIT, R_EXTRA, R_PROMO, FakeOrigin, standard_tables
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.entries import EvictionReason
 from invalidation_contracts.client.events import Evicted, FetchRules, Restamped
 from invalidation_contracts.client.values import Answer, Observed
+from invalidation_contracts.protocol.models import (
+    Action,
+    RuleDeclaration,
+    RulesListing,
+    Suggestion,
+)
+from invalidation_contracts.server.feedback import rule_vias
+from invalidation_contracts.server.opaque import OpaqueNames
 
 PROMO_FIXES = {"e1", "e2"}  # standard_fixes: e1, e2 rely on R_PROMO; e3 on R_CREDIT
 
@@ -113,7 +122,9 @@ def test_the_eviction_names_the_rule_and_both_vias(server, standard_fixes):
 
 
 @pytest.mark.parametrize("sends_vias", [True, False], ids=["rule-vias", "legacy"])
-def test_a_failure_after_a_via_change_evicts_the_fix_it_rerouted(server, standard_fixes, sends_vias):
+def test_a_failure_after_a_via_change_evicts_the_fix_it_rerouted(
+    server, standard_fixes, sends_vias
+):
     """rules-stamp+vectors judges entries by the failure's suggestions: a same-type fix whose
     rule now has another ``via`` evicts the older one (without ``rule_vias`` it was restamped,
     and the later listing, stamped alike, never saw the change)."""
@@ -183,3 +194,73 @@ def test_after_any_run_of_via_changes_a_fix_stays_iff_its_rule_routes_as_it_lear
     survives = all(via == start for via in judged)
     plans = {e.key.scope_fields["plan"] for e in memory.entries(server.url)}
     assert ("plan_a" in plans) == survives
+
+
+# -- the wire: the field, the server's filling, opaque names ---------------------------------------
+
+R_PLAIN = ("plans", "funding_types", "allows_invoice")
+
+
+@pytest.mark.parametrize(
+    ("rules", "vias", "sent"),
+    [
+        pytest.param([R_PROMO], {R_PROMO: "plan"}, ["plan"], id="one-via"),
+        pytest.param([R_PLAIN, R_PROMO], {R_PROMO: "plan"}, [None, "plan"], id="aligned"),
+        pytest.param([R_PLAIN], {R_PROMO: "plan"}, None, id="none-of-its-rules"),
+        pytest.param([], {R_PROMO: "plan"}, None, id="no-rules"),
+    ],
+)
+def test_the_server_sends_rule_vias_only_when_a_rule_of_the_fix_has_one(rules, vias, sent):
+    assert rule_vias(rules, vias) == sent
+
+
+@pytest.mark.parametrize(
+    ("fields", "vias"),
+    [
+        pytest.param({"rules": [R_PROMO], "rule_vias": ["plan"]}, {R_PROMO: "plan"}, id="sent"),
+        pytest.param({"rules": [R_PROMO]}, None, id="absent"),
+    ],
+)
+def test_a_suggestion_maps_each_rule_to_its_via(fields, vias):
+    suggestion = Suggestion(type="T", parameters={}, action=Action.ADD_FIELD, **fields)
+    assert suggestion.vias() == vias
+
+
+def test_a_suggestion_with_a_via_per_rule_missing_is_refused():
+    with pytest.raises(ValidationError, match="rule_vias has 2 items for 1 rules"):
+        Suggestion.model_validate(
+            {"type": "T", "parameters": {}, "action": "add_field", "rules": [R_PROMO]}
+            | {"rule_vias": ["plan", None]}
+        )
+
+
+def test_opaque_names_tag_each_via_beside_its_rule_and_in_the_listing():
+    names = OpaqueNames(b"opaque-names-test-secret")
+    suggestion = Suggestion(
+        type="T",
+        parameters={},
+        action=Action.ADD_FIELD,
+        rules=[R_PROMO, R_CREDIT],
+        rule_vias=["plan", None],
+    )
+    listing = RulesListing(
+        rules_version="0" * 12,
+        rules=[
+            RuleDeclaration(
+                from_table=R_PROMO[0], to_table=R_PROMO[1], relation=R_PROMO[2], via="plan"
+            ),
+            RuleDeclaration(from_table=R_CREDIT[0], to_table=R_CREDIT[1], relation=R_CREDIT[2]),
+        ],
+    )
+
+    tagged = names.suggestion(suggestion).vias()
+    listed = {rule.triple: rule.via for rule in names.rules_listing(listing).rules}
+
+    assert (
+        tagged
+        == listed
+        == {
+            names.triple(R_PROMO): names.via(R_PROMO[0], "plan"),
+            names.triple(R_CREDIT): None,
+        }
+    )

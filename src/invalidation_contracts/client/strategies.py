@@ -353,8 +353,9 @@ def _rerouted(
     learned = entry.suggestion.vias()
     if learned is not None:
         for rule in entry.rules:
-            if rule in vias and learned.get(rule) != vias[rule]:
-                return f"rule {list(rule)} changed its via from {learned.get(rule)!r} to {vias[rule]!r}"
+            was = learned.get(rule)
+            if rule in vias and was != vias[rule]:
+                return f"rule {list(rule)} changed its via from {was!r} to {vias[rule]!r}"
         return None
     if state.declared is not None and entry.rules_version == state.declared_version:
         before = {(d[0], d[1], d[2]): d[3] for d in state.declared}

@@ -119,7 +119,9 @@ def suggestion(
     return Suggestion.model_validate(fields)
 
 
-def rule_vias(rules: Sequence[RuleTriple], vias: Mapping[RuleTriple, str]) -> list[str | None] | None:
+def rule_vias(
+    rules: Sequence[RuleTriple], vias: Mapping[RuleTriple, str]
+) -> list[str | None] | None:
     """``rule_vias`` for a fix relying on ``rules``: each rule's ``via``, or None when none has
     one (so a domain without ``via`` sends the same bytes as before the field)."""
     if not any(rule in vias for rule in rules):

@@ -5,8 +5,9 @@ by a keyed tag — HMAC-SHA256, truncated, stable for the key — in ``table_ver
 suggestions (``table``, ``tables[].table``, ``tables[].keys``, ``rules``, ``rule_vias``), in the
 changes feed, the graph and the rule listing (a rule's ``via`` too); ``rules_version`` becomes a
 tag of the real fingerprint. The mapping is a bijection per key, so a client comparing tags
-invalidates exactly as it would with names, and learns nothing of the schema. Tags are domain-separated (a row key is tagged with its
-table), so equal keys in two tables do not correlate. Admin routes keep the real names.
+invalidates exactly as it would with names, and learns nothing of the schema. Tags are
+domain-separated (a row key is tagged with its table), so equal keys in two tables do not
+correlate. Admin routes keep the real names.
 
 Pure: wire models in, wire models out.
 """
@@ -127,9 +128,12 @@ class OpaqueNames:
         if suggestion.rules is not None:
             vias = suggestion.rule_vias or [None] * len(suggestion.rules)
             tagged = sorted(
-                (self.triple(rule), None if via is None else self.via(rule[0], via))
-                for rule, via in zip(suggestion.rules, vias, strict=True)
-            ), key=lambda pair: pair[0])
+                (
+                    (self.triple(rule), None if via is None else self.via(rule[0], via))
+                    for rule, via in zip(suggestion.rules, vias, strict=True)
+                ),
+                key=lambda pair: pair[0],
+            )
             update["rules"] = [rule for rule, _ in tagged]
             if suggestion.rule_vias is not None:
                 update["rule_vias"] = [via for _, via in tagged]
