@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -162,6 +163,21 @@ class Suggestion(WireModel):
         ge=0,
         description="(ext) Freshness ceiling: revalidate after this many seconds.",
     )
+
+    _unread_keys: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Row keys per table the client dropped unread as it parsed the body (over its key
+    budget, ``client.limits.WideKeys``); never on the wire."""
+
+    @property
+    def unread_keys(self) -> dict[str, int]:
+        """Row keys per table this suggestion named that the client did not read (over budget)."""
+        return self._unread_keys
+
+    def with_unread_keys(self, counts: dict[str, int]) -> Suggestion:
+        """This suggestion, recording ``counts`` as its unread keys (``{}``: none)."""
+        copy = self.model_copy()
+        copy._unread_keys = counts
+        return copy
 
     @model_validator(mode="after")
     def _one_via_per_rule(self) -> Suggestion:
