@@ -109,8 +109,7 @@ class IndexOverlay:
         self, entry_id: str, *, consumers: bool = True
     ) -> tuple[MemoryEntry, list[MemoryEntry]]:
         """Drop a live entry; return it and (``consumers``) its live consumers. Only a cascade
-        needs them, and listing them is what made a 5,000-entry move quadratic when each fix
-        was learned while the earlier ones were injected (issue 38)."""
+        needs them: a move that does not cascade lists none (issue 38, the move's compute)."""
         found = self.consumers_of(entry_id) if consumers else []
         if entry_id in self.new.entries:
             entry, _ = self.new.remove(entry_id)
