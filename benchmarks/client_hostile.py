@@ -450,9 +450,9 @@ def report(results: list[dict[str, Any]]) -> tuple[str, list[Check]]:
                 f"1 MiB it decodes to. The in-process scan took {scan['scan_s'] * 1000:.1f} ms "
                 f"(median of 5; `json.loads` of an honest 1 MiB body: "
                 f"{scan['loads_s'] * 1000:.1f} ms). *Keys* (H2): every wide fix is stored at "
-                "table granularity (`Coarsened`); what remains over benign is the transient "
-                "parse of one 0.8 MB response of 64,000 keys, not retained: *keys-unbudgeted* "
-                "(the budget lifted) shows what the keys held cost before."
+                "table granularity (`Coarsened`), its key list dropped as the body is parsed "
+                "(`client.limits.WideKeys`), so no more than one list's strings exist at a time: "
+                "*keys-unbudgeted* (the budget lifted) shows what the keys held cost before."
             ),
         ]
     )

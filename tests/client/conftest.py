@@ -44,6 +44,8 @@ class FakeOrigin:
         self.changed_at = {name: 0 for name in tables}
         self.rules = set(rules)
         self.vias: dict[tuple[str, str, str], str] = {}
+        self.sends_vias = True
+        """Whether fixes carry ``rule_vias`` (False: a server predating the field)."""
         self.seq = 0
         self.floor = 0
         self.row_log: list[dict[str, Any]] = []
@@ -203,6 +205,9 @@ class FakeOrigin:
                     for t, k in reads.items()
                 ]
                 out["rules"] = [list(r) for r in sorted(rules)]
+                vias = [self.vias.get(r) for r in sorted(rules)]
+                if self.sends_vias and any(v is not None for v in vias):
+                    out["rule_vias"] = vias
         if scope:
             out["scope"] = scope
         else:

@@ -4,7 +4,9 @@ keep, per entry (its suggestion's ``tables[].keys`` together) and per origin (ev
 Each key costs index memory and disk, and a response within every byte cap could name 64,000 of
 them. A fix past a budget is not refused: it is kept at table granularity — its dependency names
 whole tables, so any change to them evicts it (more evictions, never a stale serve) — and the
-stored suggestion drops its key lists. A ``Coarsened`` event says so. Pure logic.
+stored suggestion drops its key lists. A ``Coarsened`` event says so. A list over the per-entry
+budget may already have been dropped as the body was parsed (``Suggestion.unread_keys``); it counts
+as the keys it named. Pure logic.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ def budgeted(
 ) -> tuple[Suggestion, tuple[Dependency, ...]]:
     """``suggestion`` and ``deps`` as stored: unchanged within the budgets, else at table
     granularity (with a ``Coarsened`` event)."""
-    keys = sum(len(dep.keys or ()) for dep in deps)
+    unread = suggestion.unread_keys
+    keys = sum(len(dep.keys or ()) for dep in deps) + sum(unread.values())
     if not keys:
         return suggestion, deps
     if keys > limits.max_keys_per_entry:
@@ -42,15 +45,16 @@ def budgeted(
             bound=bound,
             cap=cap,
             actual=actual,
-            tables=tuple(dep.table for dep in deps if dep.keys),
+            tables=tuple(dep.table for dep in deps if dep.keys or dep.table in unread),
         )
     )
     return coarse(suggestion), tuple(Dependency(d.table, d.version) for d in deps)
 
 
 def coarse(suggestion: Suggestion) -> Suggestion:
-    """``suggestion`` with every table dependency widened to the whole table."""
+    """``suggestion`` with every table dependency widened to the whole table (and no keys left
+    unread: none is wanted)."""
     if not suggestion.tables:
-        return suggestion
+        return suggestion.with_unread_keys({}) if suggestion.unread_keys else suggestion
     tables = [t.model_copy(update={"keys": None, "membership": None}) for t in suggestion.tables]
-    return suggestion.model_copy(update={"tables": tables})
+    return suggestion.model_copy(update={"tables": tables}).with_unread_keys({})

@@ -15,6 +15,7 @@ the body, and no quantifier backtracks, so an unterminated string cannot make it
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, fields
@@ -118,15 +119,55 @@ def _brackets(gap: bytes, depth: int, deepest: int) -> tuple[int, int]:
     return depth, deepest
 
 
-def parse_json(content: bytes, max_depth: int) -> tuple[Any, Refusal | None]:
+def parse_json(
+    content: bytes, max_depth: int, max_keys: int | None = None
+) -> tuple[Any, Refusal | None]:
     """``json.loads(content)`` when it nests at most ``max_depth`` deep; (None, refusal) when it
-    nests deeper; (None, None) when it is not JSON."""
+    nests deeper; (None, None) when it is not JSON.
+
+    ``max_keys`` (a response body's ``max_keys_per_entry``): a dependency item whose ``keys`` (or
+    ``membership.keys``) list is longer is given a ``WideKeys`` in its place as it is parsed, so
+    its strings are freed at once instead of living until the budget coarsens the fix (a body of
+    64 × 1,000 keys held 4.3 MB of strings; issue 38, H2)."""
     opened = content.count(b"[") + content.count(b"{")
     if opened > max_depth:
         depth = json_depth(content)
         if depth > max_depth:
             return None, Refusal("max_json_depth", depth)
     try:
-        return json.loads(content), None
+        if max_keys is None:
+            return json.loads(content), None
+        return json.loads(content, object_hook=functools.partial(_drop_wide, max_keys)), None
     except (ValueError, RecursionError):
         return None, None
+
+
+class WideKeys:
+    """A dependency item's key list longer than ``max_keys_per_entry``, dropped as it was parsed:
+    the fix is kept at table granularity anyway. It keeps how many keys the list named and the
+    JSON bytes it took, so the budget's event and every size check read what was sent. It is no
+    JSON value: found anywhere but a dependency item (``read_suggestions`` takes it from there),
+    it fails the suggestion's validation rather than standing in for a value."""
+
+    __slots__ = ("count", "json_bytes", "ascii_bytes")
+
+    def __init__(self, keys: list[Any]) -> None:
+        self.count = len(keys)
+        self.json_bytes = len(json.dumps(keys, ensure_ascii=False, separators=(",", ":")).encode())
+        """As the wire sends it (UTF-8): what ``wire_cost`` counts."""
+        self.ascii_bytes = len(json.dumps(keys, separators=(",", ":")))
+        """ASCII-escaped: what ``json_size`` counts."""
+
+
+def _drop_wide(max_keys: int, obj: dict[str, Any]) -> dict[str, Any]:
+    """``json.loads``'s object hook: a dependency item's (``table`` and ``version``) key list
+    over ``max_keys``, replaced by its ``WideKeys``."""
+    if "table" in obj and "version" in obj:
+        keys = obj.get("keys")
+        if type(keys) is list and len(keys) > max_keys:
+            obj["keys"] = WideKeys(keys)
+        membership = obj.get("membership")
+        listed = membership.get("keys") if type(membership) is dict else None
+        if type(listed) is list and len(listed) > max_keys:
+            membership["keys"] = WideKeys(listed)  # type: ignore[index]
+    return obj

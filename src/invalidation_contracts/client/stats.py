@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ..protocol.wirecost import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact
+from ..protocol.wirecost import ENVELOPE_FIELDS, SUGGESTION_FIELDS, compact, compact_size
 from .events import (
     Evicted,
     FetchFailed,
@@ -135,7 +135,8 @@ def contract_bytes(body: Mapping[str, Any]) -> int:
     """Bytes the contract adds to a JSON response body (``protocol.wirecost``'s definition).
 
     Counted member by member — only the contract's members are serialized — so it costs the
-    contract's size, not the body's (``wire_cost`` re-serializes the whole body four times).
+    contract's size, not the body's. A key list dropped as the body was parsed counts as the
+    bytes it took (``compact_size``).
     """
     size = _members(body, ENVELOPE_FIELDS)
     feedback = body.get("recovery_feedback")
@@ -151,5 +152,5 @@ def _members(obj: Mapping[str, Any], names: tuple[str, ...]) -> int:
     found = [name for name in obj if name in names]
     if not found:
         return 0
-    size = sum(len(compact(name)) + len(compact(obj[name])) + 2 for name in found)
+    size = sum(len(compact(name)) + compact_size(obj[name]) + 2 for name in found)
     return size - 1 if len(found) == len(obj) else size  # a lone object's last comma never was

@@ -271,7 +271,11 @@ class RulesStampWithVectors(_RulesAware):
             for entry in tx.index.of_type(suggestion.type):
                 if entry.rules_version == current:
                     continue
-                if entry.rules != vector or absent_rules(entry) != absent:
+                if (
+                    entry.rules != vector
+                    or absent_rules(entry) != absent
+                    or _routed(entry.suggestion) != _routed(suggestion)
+                ):
                     detail = (
                         f"rule vector of {suggestion.type} changed under rules_version {current}"
                     )
@@ -340,10 +344,18 @@ def _rerouted(
 ) -> str | None:
     """Why ``entry`` is stale because a rule it relies on may have changed its ``via`` (None: not).
 
-    The entry's ``rules`` are triples, so the ``via`` in force when it was stamped comes from the
-    declarations last read. Under declarations never read, a rule that has a ``via`` now cannot
-    be cleared; one without is taken as unchanged (a ``via`` dropped then goes unseen)."""
+    A fix carrying ``rule_vias`` says which ``via`` each rule had when it was made. Without it
+    (a server predating the field, or one whose rules had no ``via``) the ``via`` in force at the
+    entry's stamp comes from the declarations last read; under declarations never read, a rule
+    that has a ``via`` now cannot be cleared, and one without is taken as unchanged."""
     if not entry.rules or entry.rules_version == version:
+        return None
+    learned = entry.suggestion.vias()
+    if learned is not None:
+        for rule in entry.rules:
+            was = learned.get(rule)
+            if rule in vias and was != vias[rule]:
+                return f"rule {list(rule)} changed its via from {was!r} to {vias[rule]!r}"
         return None
     if state.declared is not None and entry.rules_version == state.declared_version:
         before = {(d[0], d[1], d[2]): d[3] for d in state.declared}
@@ -355,6 +367,11 @@ def _rerouted(
         if vias.get(rule) is not None:
             return f"rule {list(rule)} has via {vias[rule]!r}, not known at {entry.rules_version}"
     return None
+
+
+def _routed(suggestion: Suggestion) -> dict[RuleTriple, str]:
+    """The rules a fix relied on that had a ``via``, with it (no ``rule_vias``: none had one)."""
+    return {rule: via for rule, via in (suggestion.vias() or {}).items() if via is not None}
 
 
 def _matches(triple: RuleTriple, pattern: RulePattern) -> bool:

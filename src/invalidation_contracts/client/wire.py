@@ -17,7 +17,7 @@ from ..protocol.models import ContractFields, Suggestion
 from ..protocol.position import valid_epoch, valid_seq
 from ..protocol.wirecost import ENVELOPE_FIELDS
 from .events import Ignored, NotStored, Refused
-from .limits import Limits
+from .limits import Limits, WideKeys
 from .shared.ledger import Ledger
 
 
@@ -100,7 +100,9 @@ def read_suggestions(tx: Ledger, body: Mapping[str, Any], limits: Limits) -> lis
             )
             continue
         try:
-            out.append(Suggestion.model_validate(item))
+            item, unread = _unread(item)
+            suggestion = Suggestion.model_validate(item)
+            out.append(suggestion.with_unread_keys(unread) if unread else suggestion)
         except ValidationError as exc:
             tx.emit(
                 NotStored(
@@ -111,6 +113,27 @@ def read_suggestions(tx: Ledger, body: Mapping[str, Any], limits: Limits) -> lis
                 )
             )
     return out
+
+
+def _unread(item: Any) -> tuple[Any, dict[str, int]]:
+    """``item`` without the key lists its parse dropped (``WideKeys``, in ``tables[].keys`` and
+    ``tables[].membership.keys``), and how many keys each table's lists named."""
+    tables = item.get("tables") if isinstance(item, Mapping) else None
+    if not isinstance(tables, list):
+        return item, {}
+    unread: dict[str, int] = {}
+    kept = []
+    for dep in tables:
+        if isinstance(dep, Mapping):
+            membership = dep.get("membership")
+            listed = membership.get("keys") if isinstance(membership, Mapping) else None
+            for wide, member in ((dep.get("keys"), "keys"), (listed, "membership")):
+                if isinstance(wide, WideKeys):
+                    table = str(dep.get("table"))
+                    unread[table] = unread.get(table, 0) + wide.count
+                    dep = {name: value for name, value in dep.items() if name != member}
+        kept.append(dep)
+    return ({**item, "tables": kept}, unread) if unread else (item, {})
 
 
 def feed_items(raw: Mapping[str, Any]) -> int:
@@ -149,9 +172,16 @@ def json_size(value: object, cap: int | None = None) -> int:
     if cap is not None and isinstance(value, str) and len(value) > cap:
         return len(value) + 2
     try:
-        return len(json.dumps(value, separators=(",", ":"), allow_nan=False))
+        return len(json.dumps(value, separators=(",", ":"), allow_nan=False, default=_stand_in))
     except (TypeError, ValueError):
         return len(repr(value))
+
+
+def _stand_in(value: object) -> str:
+    """A string of as many ASCII-escaped JSON bytes as a dropped key list took (``WideKeys``)."""
+    if not isinstance(value, WideKeys):
+        raise TypeError(f"{type(value).__name__} is not JSON")
+    return "x" * (value.ascii_bytes - 2)
 
 
 def instance_of(body: Mapping[str, Any]) -> str | None:

@@ -310,7 +310,10 @@ class ContractExchange:
             size, content = read.size, read.finish()
             refused = None if read.over_size() else read.refusal
             if content is not None:
-                parsed, refused = parse_json(content, self.memory.limits.max_json_depth)
+                # A signed body is read whole: its statement covers every key it names.
+                signed = CONTRACT_SIGNATURE in response.headers
+                wide = None if signed else self.memory.limits.max_keys_per_entry
+                parsed, refused = parse_json(content, self.memory.limits.max_json_depth, wide)
         if refused is not None:
             response.extensions[REFUSED_EXTENSION] = refused
         elif read is not None and read.over_size():

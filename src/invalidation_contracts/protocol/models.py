@@ -15,6 +15,7 @@ from pydantic import (
     ConfigDict,
     Field,
     JsonValue,
+    PrivateAttr,
     SerializationInfo,
     SerializerFunctionWrapHandler,
     model_serializer,
@@ -132,6 +133,12 @@ class Suggestion(WireModel):
     rules: list[RuleTriple] | None = Field(
         default=None, description="(ext, L4) The rule triples the policy relied on."
     )
+    rule_vias: list[str | None] | None = Field(
+        default=None,
+        description="(ext, L4) For each `rules` triple, in order, that rule's `via` as "
+        "`/contract/rules` lists it (null: none) when the fix was made. Sent when one of them has "
+        "a `via`; absent, none had one (or the server predates the field).",
+    )
     absent_rules: list[RulePattern] | None = Field(
         default=None,
         description="(ext, L4) Rule lookups the fix relied on, null matching any table or "
@@ -156,6 +163,35 @@ class Suggestion(WireModel):
         ge=0,
         description="(ext) Freshness ceiling: revalidate after this many seconds.",
     )
+
+    _unread_keys: dict[str, int] = PrivateAttr(default_factory=dict)
+    """Row keys per table the client dropped unread as it parsed the body (over its key
+    budget, ``client.limits.WideKeys``); never on the wire."""
+
+    @property
+    def unread_keys(self) -> dict[str, int]:
+        """Row keys per table this suggestion named that the client did not read (over budget)."""
+        return self._unread_keys
+
+    def with_unread_keys(self, counts: dict[str, int]) -> Suggestion:
+        """This suggestion, recording ``counts`` as its unread keys (``{}``: none)."""
+        copy = self.model_copy()
+        copy._unread_keys = counts
+        return copy
+
+    @model_validator(mode="after")
+    def _one_via_per_rule(self) -> Suggestion:
+        if self.rule_vias is not None and len(self.rule_vias) != len(self.rules or ()):
+            raise ValueError(
+                f"rule_vias has {len(self.rule_vias)} items for {len(self.rules or ())} rules"
+            )
+        return self
+
+    def vias(self) -> dict[RuleTriple, str | None] | None:
+        """Each rule's ``via`` when the fix was made (``rule_vias``); None when not sent."""
+        if self.rule_vias is None or self.rules is None:
+            return None
+        return dict(zip(self.rules, self.rule_vias, strict=True))
 
 
 class RecoveryFeedback(WireModel):

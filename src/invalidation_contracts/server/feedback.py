@@ -12,6 +12,7 @@ from ..protocol.models import (
     ContractFields,
     Problem,
     RecoveryFeedback,
+    RuleTriple,
     SuccessResponse,
     Suggestion,
     field_pointer,
@@ -110,11 +111,22 @@ def suggestion(
             for keys in (finding.reads[table],)
         ]
         fields["rules"] = list(finding.rules) or None
+        fields["rule_vias"] = rule_vias(finding.rules, state.rules.vias)
         fields["absent_rules"] = list(finding.absent_rules) or None
         if conditional:
             fields["table"] = None
     # One validation of the whole suggestion, its patch and dependency vector included.
     return Suggestion.model_validate(fields)
+
+
+def rule_vias(
+    rules: Sequence[RuleTriple], vias: Mapping[RuleTriple, str]
+) -> list[str | None] | None:
+    """``rule_vias`` for a fix relying on ``rules``: each rule's ``via``, or None when none has
+    one (so a domain without ``via`` sends the same bytes as before the field)."""
+    if not any(rule in vias for rule in rules):
+        return None
+    return [vias.get(rule) for rule in rules]
 
 
 def failure(

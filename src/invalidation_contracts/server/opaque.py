@@ -2,11 +2,12 @@
 
 With a server secret, every table name, row key and rule relation a client can see is replaced
 by a keyed tag — HMAC-SHA256, truncated, stable for the key — in ``table_versions``, in
-suggestions (``table``, ``tables[].table``, ``tables[].keys``, ``rules``), in the changes feed,
-the graph and the rule listing; ``rules_version`` becomes a tag of the real fingerprint. The
-mapping is a bijection per key, so a client comparing tags invalidates exactly as it would with
-names, and learns nothing of the schema. Tags are domain-separated (a row key is tagged with its
-table), so equal keys in two tables do not correlate. Admin routes keep the real names.
+suggestions (``table``, ``tables[].table``, ``tables[].keys``, ``rules``, ``rule_vias``), in the
+changes feed, the graph and the rule listing (a rule's ``via`` too); ``rules_version`` becomes a
+tag of the real fingerprint. The mapping is a bijection per key, so a client comparing tags
+invalidates exactly as it would with names, and learns nothing of the schema. Tags are
+domain-separated (a row key is tagged with its table), so equal keys in two tables do not
+correlate. Admin routes keep the real names.
 
 Pure: wire models in, wire models out.
 """
@@ -68,6 +69,10 @@ class OpaqueNames:
     def relation(self, name: str) -> str:
         return self._tag("relation", name)
 
+    def via(self, from_table: str, field: str) -> str:
+        """A rule's ``via`` (a field of ``from_table``'s rows), tagged with its table."""
+        return self._tag("via", from_table, field)
+
     def rules_version(self, version: str) -> str:
         return self._tag("rules", version)[:RULES_VERSION_LENGTH]
 
@@ -121,7 +126,17 @@ class OpaqueNames:
         if suggestion.tables is not None:
             update["tables"] = [self._dependency(dep) for dep in suggestion.tables]
         if suggestion.rules is not None:
-            update["rules"] = sorted(self.triple(rule) for rule in suggestion.rules)
+            vias = suggestion.rule_vias or [None] * len(suggestion.rules)
+            tagged = sorted(
+                (
+                    (self.triple(rule), None if via is None else self.via(rule[0], via))
+                    for rule, via in zip(suggestion.rules, vias, strict=True)
+                ),
+                key=lambda pair: pair[0],
+            )
+            update["rules"] = [rule for rule, _ in tagged]
+            if suggestion.rule_vias is not None:
+                update["rule_vias"] = [via for _, via in tagged]
         if suggestion.absent_rules is not None:
             update["absent_rules"] = sorted(
                 (self.pattern(p) for p in suggestion.absent_rules), key=_pattern_order
@@ -185,8 +200,14 @@ class OpaqueNames:
     def rules_listing(self, listing: RulesListing) -> RulesListing:
         rules = sorted(
             (
-                RuleDeclaration(from_table=a, to_table=b, relation=r)
-                for a, b, r in (self.triple(rule.triple) for rule in listing.rules)
+                RuleDeclaration(
+                    from_table=a,
+                    to_table=b,
+                    relation=r,
+                    via=None if rule.via is None else self.via(rule.from_table, rule.via),
+                )
+                for rule in listing.rules
+                for a, b, r in (self.triple(rule.triple),)
             ),
             key=lambda d: d.triple,
         )

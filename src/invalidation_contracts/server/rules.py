@@ -88,6 +88,11 @@ class RuleSet:
         return frozenset(rule.triple for rule in self.rules)
 
     @cached_property
+    def vias(self) -> Mapping[RuleTriple, str]:
+        """The ``via`` of each rule that has one, by triple."""
+        return {rule.triple: rule.via for rule in self.rules if rule.via is not None}
+
+    @cached_property
     def by_from_table(self) -> Mapping[str, tuple[Rule, ...]]:
         index: dict[str, list[Rule]] = {}
         for rule in self.rules:

@@ -85,7 +85,8 @@ class Ledger:
             eid, why, text = queue.popleft()
             if eid not in self.index:
                 continue
-            entry, consumers = self.index.remove(eid)
+            cascades = self.cascade and why in STALENESS_REASONS
+            entry, consumers = self.index.remove(eid, consumers=cascades)
             self._bury(entry, why, text)
             self.emit(
                 Evicted(
@@ -97,7 +98,7 @@ class Ledger:
                     detail=text,
                 )
             )
-            if self.cascade and why in STALENESS_REASONS:
+            if cascades:
                 queue.extend(
                     (c.id, EvictionReason.CONSUMER, f"derived from {eid}") for c in consumers
                 )
@@ -107,7 +108,7 @@ class Ledger:
         """Take a live entry out of service because its patch is not allowed; False if not live."""
         if entry_id not in self.index:
             return False
-        entry, _ = self.index.remove(entry_id)
+        entry, _ = self.index.remove(entry_id, consumers=False)
         self._bury(entry, EvictionReason.QUARANTINE, detail)
         self.emit(
             Quarantined(

@@ -105,18 +105,21 @@ class IndexOverlay:
         else:
             self.restamped[entry.id] = entry
 
-    def remove(self, entry_id: str) -> tuple[MemoryEntry, list[MemoryEntry]]:
-        """Drop a live entry; return it and its live consumers."""
-        consumers = self.consumers_of(entry_id)
+    def remove(
+        self, entry_id: str, *, consumers: bool = True
+    ) -> tuple[MemoryEntry, list[MemoryEntry]]:
+        """Drop a live entry; return it and (``consumers``) its live consumers. Only a cascade
+        needs them: a move that does not cascade lists none (issue 38, the move's compute)."""
+        found = self.consumers_of(entry_id) if consumers else []
         if entry_id in self.new.entries:
             entry, _ = self.new.remove(entry_id)
-            return entry, consumers
+            return entry, found
         live = self.get(entry_id)
         if live is None:
             raise KeyError(entry_id)
         self.gone.add(entry_id)
         self.restamped.pop(entry_id, None)
-        return live, [c for c in consumers if c.id != entry_id]
+        return live, [c for c in found if c.id != entry_id]
 
     def fold_into(self, index: OriginIndex) -> OriginIndex:
         """Apply this call's changes to ``index`` (the committed index it was made over); returns
