@@ -359,7 +359,7 @@ def _memory(run: Run, memory: list[dict[str, Any]], slots: frozenset[int]) -> di
             1 for m in stale_injected if int(m.get("episode", 0)) not in slots
         ),
         "alerts": sum(1 for m in memory if m.get("event") == "alert"),
-        "probes": sum(1 for m in memory if m.get("event") == "probe"),
+        "probes": sum(1 for m in memory if m.get("event") in ("probe", "revalidate")),
     }
 
 
