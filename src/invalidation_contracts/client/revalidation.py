@@ -110,9 +110,12 @@ class Citations:
 
     def due(self, entry_id: str, now: float) -> tuple[ReadResource, ...] | None:
         """The conditional reads the entry waits on before it is served at ``now`` (empty: none,
-        serve it), or None when one of its resources has no validator (the probe decides)."""
+        serve it), or None when it cites none or one without a validator (the probe decides)."""
+        paths = self.of(entry_id)
+        if not paths:
+            return None
         reads = []
-        for path in self.of(entry_id):
+        for path in paths:
             held = self.validator(path)
             if held is None or held[0] is None:
                 return None

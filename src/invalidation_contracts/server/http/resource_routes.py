@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header
+from pydantic import WithJsonSchema
 from starlette.responses import Response
 
 from ...protocol.links import citation, resource_path
@@ -39,7 +40,9 @@ class Resourceful(Answering, Protocol):
 
 
 IfNoneMatch = Annotated[
-    str | None, Header(alias="If-None-Match", description="The ETag the client holds.")
+    str | None,
+    Header(alias="If-None-Match", max_length=1024, description="The ETags the client holds."),
+    WithJsonSchema({"type": "string", "description": "The ETags the client holds."}),
 ]
 
 
