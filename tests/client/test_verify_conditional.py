@@ -8,6 +8,7 @@ from typing import Any
 from invalidation_contracts.client import EvictionReason, FixMemory
 from invalidation_contracts.client.contractless import VerifyMemory
 from invalidation_contracts.client.events import Evicted, Probing, ReadResource, Revalidated
+from invalidation_contracts.client.learner import readable_learner
 from invalidation_contracts.client.values import Answer, Observed
 from invalidation_contracts.protocol.links import citation, citations
 
@@ -107,3 +108,17 @@ def test_citations_read_only_links_anchored_at_a_suggestion_on_the_same_origin()
         "x" * 5000,
     ]
     assert citations(values) == {0: (ROW,), 1: ("/resources/t/k",)}
+
+
+def test_citations_and_validators_persist_with_the_memory(tmp_path):
+    path = tmp_path / "memory.db"
+    with FixMemory("verify", store=path) as memory:
+        learned(memory)
+    with FixMemory("verify", store=path) as memory:
+        needs = memory.lookup(ORIGIN, DRAFT, episode=2).needs
+        assert needs == (ReadResource(ORIGIN, ROW, '"v1"', True),)
+
+
+def test_citations_that_are_not_objects_make_the_learner_state_unreadable():
+    state = {"v": 1, "types": {}, "checked": {}, "probed": {}, "cites": [], "validators": {}}
+    assert readable_learner(state) == {"unreadable": "cites and validators must be objects"}
