@@ -36,10 +36,12 @@ from .snippets import (
 from .test_guide_figures import check_paper_grid
 from .test_without_contract import check_without_contract
 
-#: docs/without-contract.md's grid: the contract-less policies on the five shipped streams.
+#: docs/without-contract.md's grid: the contract-less policies on the five shipped streams and
+#: the two τ² airline streams.
 WITHOUT_CONTRACT = (
     "invalidation-contracts run --scenario payments-rotations-1 --scenario payments-rotations-2 "
     "--scenario payments-rotations-3 --scenario payments-drifted --scenario recipes-drifted "
+    "--scenario tau2-airline-drifted --scenario tau2-airline-seats "
     "--planner simulated:exact --arm none --arm naive --arm row --arm naive@none --arm ttl@none "
     "--arm verify@none --arm learned@none --seeds 0,1,2 --out results/without-contract"
 )
@@ -387,8 +389,12 @@ def test_every_synopsis_has_a_runnable_example_on_its_page() -> None:
 @pytest.mark.study
 @pytest.mark.parametrize(
     "command",
-    [c for b in SHELL for c in commands(b.body) if text(c) in STUDY],
-    ids=text,
+    [
+        pytest.param(c, id=text(c), marks=[pytest.mark.tau2] if "tau2-" in text(c) else [])
+        for b in SHELL
+        for c in commands(b.body)
+        if text(c) in STUDY
+    ],
 )
 def test_grid_sized_commands_run_and_give_the_figures_the_pages_quote(
     command: Command, tmp_path

@@ -30,7 +30,7 @@ def test_the_page_quotes_the_report_table_for_every_stream_and_arm() -> None:
     rows = [
         line
         for line in PAGE.splitlines()
-        if line.startswith("| payments-") or line.startswith("| recipes-")
+        if line.startswith(("| payments-", "| recipes-", "| tau2-"))
     ]
     streams = {row.split("|")[1].strip() for row in rows}
     assert streams == {
@@ -39,8 +39,10 @@ def test_the_page_quotes_the_report_table_for_every_stream_and_arm() -> None:
         "payments-rotations-3",
         "payments-drifted",
         "recipes-drifted",
+        "tau2-airline-drifted",
+        "tau2-airline-seats",
     }
-    assert len(rows) == 5 * 7
+    assert len(rows) == 7 * 7
 
 
 def test_the_page_shows_the_frontier_figure() -> None:

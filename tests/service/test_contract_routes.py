@@ -144,6 +144,8 @@ def test_openapi_documents_every_route_and_the_request_schemas(client):
     document = client.get("/openapi.json").json()
     assert set(document["paths"]) == {
         "/v1/orders",
+        "/resources/{table}",
+        "/resources/{table}/{key}",
         "/admin/reload-table",
         "/admin/patch-table",
         "/admin/change-set",

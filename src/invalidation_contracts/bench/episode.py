@@ -22,10 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..client.entries import MemoryEntry
-from ..client.events import (
-    MemoryEvent,
-)
-from ..client.memory import FixMemory
+from ..client.events import MemoryEvent, ReadResource
+from ..client.memory import FixMemory, Lookup
 from ..client.modelview import model_view
 from ..client.patching import ApplyMode
 from ..client.prompting import consumption
@@ -88,7 +86,7 @@ class EpisodeLoop:
         self._target(self.catalog.route_of(family))
         draft = family.draft()
         await self._begin(episode)
-        entries, stale_injected = self._inject(draft, episode)
+        entries, stale_injected = await self._inject(draft, episode)
         injected = [entry.id for entry in entries]
         base = self.catalog.system_prompt_of(family)
         shown = consumption(base, entries, CONSUMPTION_LEVEL, draft)
@@ -148,13 +146,23 @@ class EpisodeLoop:
             await self.agent.channel.fulfil(needs, episode=episode, listener=events.append)
         self.records.events(events, episode, 0)
 
-    def _inject(self, draft: dict[str, Any], episode: int) -> tuple[list[MemoryEntry], list[str]]:
+    async def _inject(
+        self, draft: dict[str, Any], episode: int
+    ) -> tuple[list[MemoryEntry], list[str]]:
         """Look up the entries for this draft and record each injection with the oracle's label;
-        returns the entries and the ids of the stale ones."""
-        lookup = self.agent.memory.lookup(
-            self.agent.origin, draft, episode=episode, operation=self.operation
-        )
-        self.records.events(lookup.events, episode, 1)
+        returns the entries and the ids of the stale ones. Entries waiting on a conditional read
+        of a resource they cite (``verify``) are revalidated through the channel, as an agent
+        does, and looked up again."""
+        lookup = self._lookup(draft, episode)
+        reads = [need for need in lookup.needs if isinstance(need, ReadResource)]
+        if reads:
+            events: list[MemoryEvent] = list(lookup.events)
+            await self.agent.channel.fulfil(reads, episode=episode, listener=events.append)
+            lookup = self._lookup(draft, episode)
+            events.extend(lookup.events)
+            self.records.events(events, episode, 1)
+        else:
+            self.records.events(lookup.events, episode, 1)
         stale_ids = []
         for entry in lookup.entries:
             stale = not self.oracle.is_current(entry.suggestion, draft, self.route)
@@ -162,6 +170,11 @@ class EpisodeLoop:
                 stale_ids.append(entry.id)
             self.records.injection(entry, stale=stale, episode=episode)
         return list(lookup.entries), stale_ids
+
+    def _lookup(self, draft: dict[str, Any], episode: int) -> Lookup:
+        return self.agent.memory.lookup(
+            self.agent.origin, draft, episode=episode, operation=self.operation
+        )
 
     async def _plan(self, context: PlanningContext, tally: Tally) -> Plan | None:
         """The planner's plan, or None after recording an unusable reply as a failed attempt."""

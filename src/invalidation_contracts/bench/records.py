@@ -20,6 +20,7 @@ from ..client.events import (
     Probing,
     Quarantined,
     Restamped,
+    Revalidated,
     RulesAlert,
     Stored,
 )
@@ -43,6 +44,7 @@ _EVENT_NAMES: dict[type[MemoryEvent], str] = {
     Quarantined: "quarantine",
     RulesAlert: "alert",
     Probing: "probe",
+    Revalidated: "revalidate",
 }
 
 
@@ -252,6 +254,7 @@ class EpisodeRecords:
                 **({"fix": fix} if fix is not None else {}),
                 **({"cascaded_from": cascaded} if cascaded is not None else {}),
                 **({"tables": tables} if tables is not None else {}),
+                **({"outcome": event.outcome} if isinstance(event, Revalidated) else {}),
             )
 
 

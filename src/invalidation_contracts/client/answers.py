@@ -15,9 +15,11 @@ from typing import Any, TypeVar
 from pydantic import ValidationError
 
 from ..protocol.models import ChangesFeed, RulesListing
-from .events import FetchChanges, FetchFailed, Need, Observation
+from .contractless import tick
+from .events import FetchChanges, FetchFailed, Need, Observation, ReadResource
 from .invalidation import Invalidation
 from .limits import Limits, Refusal
+from .revalidation import resource_answered
 from .shared.ledger import Ledger
 from .shared.steps import Steps
 from .transaction import CallRunner
@@ -39,6 +41,8 @@ class Answers:
     limits: Limits
 
     def answer(self, need: Need, answer: Answer, episode: int | None) -> Steps[Observation]:
+        if isinstance(need, ReadResource):
+            return (yield from self._resource(need, answer.status, answer.etag, episode))
         status, body, signature = answer.status, answer.body, answer.signature
         body_bytes, refused = answer.body_bytes, answer.refused
         origin, changes = need.origin, isinstance(need, FetchChanges)
@@ -84,7 +88,21 @@ class Answers:
         call = yield from self.calls.run(need.origin, episode, work)
         return call.observation
 
+    def _resource(
+        self, need: ReadResource, status: int | None, etag: str | None, episode: int | None
+    ) -> Steps[Observation]:
+        """A resource a fix cites was read (``verify``'s conditional read); None: not fetched."""
+
+        def work(tx: Ledger) -> None:
+            resource_answered(tx, need, status, etag, tick(tx))
+
+        call = yield from self.calls.run(need.origin, episode, work)
+        return call.observation
+
     def fetch_failed(self, need: Need, detail: str, episode: int | None) -> Steps[Observation]:
+        if isinstance(need, ReadResource):
+            return (yield from self._resource(need, None, None, episode))
+
         def work(tx: Ledger) -> None:
             withheld = self.invalidation.withheld(tx, need)
             if self.calls.confirmations.pending(tx):

@@ -25,6 +25,7 @@ from typing import ClassVar
 from .entries import EvictionReason, MemoryEntry
 from .events import PolicyStateReset, Probing
 from .learner import Learner, fresh
+from .revalidation import Citations, cite_key
 from .shared.ledger import Ledger
 from .strategy_base import NaiveMemory
 
@@ -133,10 +134,35 @@ class TtlMemory(ContractlessPolicy):
 
 
 class VerifyMemory(ContractlessPolicy):
-    """A1V: a fix older than its lifetime since last known good, or whose type the server has
-    refuted since, is probed (sent without it once) before it is injected again."""
+    """A1V: a fix whose 422 cited resources with validators is revalidated by a conditional read
+    of each before it is injected in a later tick (``client.revalidation``: 304 serves it, a
+    changed resource evicts it); any other fix older than its lifetime since last known good, or
+    whose type the server has refuted since, is probed (sent without it once) before it is
+    injected again."""
 
     name, arm = "verify", "A1V"
+
+    def on_stored(self, tx: Ledger, entry: MemoryEntry) -> None:
+        super().on_stored(tx, entry)
+        self._cite(tx, entry)
+
+    def on_confirmed(self, tx: Ledger, entry: MemoryEntry) -> None:
+        super().on_confirmed(tx, entry)
+        self._cite(tx, entry)
+
+    @staticmethod
+    def _cite(tx: Ledger, entry: MemoryEntry) -> None:
+        """Keep the resources the response cites for the entry's fix; fetch their validators."""
+        paths = tx.cites.get(cite_key(entry.key.type, entry.suggestion.scope))
+        if paths:
+            Citations(tx).cite(entry.id, paths, tick(tx))
+
+    def serves(self, tx: Ledger, entry: MemoryEntry) -> bool:
+        due = Citations(tx).due(entry.id, tick(tx))
+        if due is None:
+            return super().serves(tx, entry)
+        tx.wanted.extend(due)
+        return not due
 
     def doubt(self, tx: Ledger, entry: MemoryEntry, mind: Learner, good_at: float) -> str | None:
         now = tick(tx)

@@ -145,6 +145,18 @@ class Probing(EntryEvent):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Revalidated(MemoryEvent):
+    """A conditional read of a resource fixes cite was answered (``verify``): ``outcome`` is
+    ``not-modified`` (they are kept), ``changed`` or ``gone`` (they are evicted), ``learned``
+    (its first validator) or ``unavailable`` (no validator: the policy's probe stands in)."""
+
+    kind: ClassVar[str] = "revalidated"
+    path: str
+    outcome: str
+    entries: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PolicyChosen(MemoryEvent):
     """A contract-less policy now governs the origin (explicitly, automatically, or because it is
     the memory's strategy)."""
@@ -293,7 +305,20 @@ class FetchRules:
         return "/contract/rules"
 
 
-Need = FetchChanges | FetchRules
+@dataclass(frozen=True, slots=True)
+class ReadResource:
+    """Need: ``GET {origin}{path}`` of a resource a fix cites (a 422's ``Link``), then
+    ``answer``. With ``etag`` it is a conditional read (``If-None-Match``): 304 keeps the fixes
+    citing it, another tag moves them (``check``) or is learned as the validator (not
+    ``check``)."""
+
+    origin: str
+    path: str
+    etag: str | None = None
+    check: bool = False
+
+
+Need = FetchChanges | FetchRules | ReadResource
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,8 @@ def problem(data: object) -> str | None:
     types, checked, probed = data.get("types"), data.get("checked"), data.get("probed")
     if not all(isinstance(part, Mapping) for part in (types, checked, probed)):
         return "types, checked and probed must be objects"
+    if not all(isinstance(data.get(part, {}), Mapping) for part in ("cites", "validators")):
+        return "cites and validators must be objects"
     assert isinstance(types, Mapping) and isinstance(checked, Mapping)
     assert isinstance(probed, Mapping)
     for name, record in types.items():

@@ -21,6 +21,7 @@ from .invalidation import Invalidation
 from .lesson import Lesson
 from .limits import Limits
 from .readers import SuggestionReader
+from .revalidation import read_cites
 from .shared.ledger import Ledger
 from .shared.steps import Steps
 from .stats import contract_bytes as measure_contract_bytes
@@ -114,6 +115,8 @@ class Responses:
             read_suggestions(tx, body, self.limits) if r.status == 422 and readable else []
         )
         self.admission.policies.notice(tx, body, suggestions)
+        if suggestions:
+            read_cites(tx, body, r.cites)
         if contract is not None or suggestions:
             doubt = self.invalidation.trust.doubt(
                 body, r.signature, since=r.delta_since, now=tx.now, binding=r.binding

@@ -36,7 +36,8 @@ class OriginStats:
     evictions: dict[str, int] = field(default_factory=dict)
     restamps: int = 0
     probes: int = 0
-    """Requests a contract-less policy sent without a doubted entry, to revalidate it."""
+    """Probe calls: requests a contract-less policy sent without a doubted entry, and reads of a
+    resource an entry cites (its validator, then conditional reads: ``client.revalidation``)."""
     quarantines: int = 0
     version_moves: int = 0
     rules_alerts: int = 0

@@ -265,6 +265,7 @@ class CallRunner:
             isinstance(need, FetchChanges) for need in needs
         ):
             needs.insert(0, self.confirmations.need(tx))
+        needs.extend(need for need in dict.fromkeys(tx.wanted) if need not in needs)
         confirms = tx.confirmed or not len(tx.index)
         return Call(tx, result, tuple(needs), confirms, taken)
 

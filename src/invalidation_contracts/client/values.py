@@ -9,7 +9,7 @@ never sees a header dictionary and an adapter never parses one back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..protocol.models import ChangesFeed, RulesListing
@@ -46,6 +46,9 @@ class Observed:
     response_id: str | None = None
     signature: str | None = None
     refused: Refusal | None = None
+    cites: Mapping[int, tuple[str, ...]] = field(default_factory=dict)
+    """The resources each suggestion (by index) cites: the paths of the response's ``Link``
+    headers of relation ``related`` anchored at it (``protocol.links.citations``)."""
     binding: Binding | None = None
     """The request sent, as a signed statement binds it (``METHOD /path`` and ``Host``, or
     ``tools/call NAME``): a statement bound to another request is refused (None: not checked)."""
@@ -68,6 +71,8 @@ class Answer:
     signature: str | None = None
     body_bytes: int | None = None
     refused: Refusal | None = None
+    etag: str | None = None
+    """The answer's ``ETag`` (a resource read, ``ReadResource``)."""
 
     @classmethod
     def changes(

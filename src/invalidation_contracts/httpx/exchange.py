@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import httpx
 
-from ..client.events import FetchChanges, MemoryFailed, Need, Observation
+from ..client.events import FetchChanges, MemoryFailed, Need, Observation, ReadResource
 from ..client.limits import Refusal, parse_json
 from ..client.memory import AsyncFixMemory, FixMemory
 from ..client.needs import need_loop
@@ -34,6 +34,7 @@ from ..protocol.headers import (
     is_json_media_type,
     position_headers,
 )
+from ..protocol.links import citations
 from ..protocol.signing import Binding
 from ..protocol.wirecost import wire_cost
 from .bounded import AsyncReplay, BoundedBody, Replay, asettle, settle
@@ -284,7 +285,9 @@ class ContractExchange:
                 failed = yield MemoryCall("fetch_failed", need, describe(exc), episode=episode)
                 self.emit(failed, template)
                 return None
-            if self.locations.deferred(need.origin, fetch.url, response):
+            if not isinstance(need, ReadResource) and self.locations.deferred(
+                need.origin, fetch.url, response
+            ):
                 failed = yield MemoryCall("fetch_failed", need, DEFERRED, episode=episode)
                 self.emit(failed, template)
                 return None
@@ -332,6 +335,7 @@ class ContractExchange:
             response_id=response.headers.get("x-request-id"),
             signature=response.headers.get(CONTRACT_SIGNATURE),
             refused=refused,
+            cites=_cites(response),
             binding=Binding(f"{request.method} {request.url.path}", request.headers.get("host")),
         )
 
@@ -346,6 +350,8 @@ class ContractExchange:
         headers.update(
             {name: template.headers[name] for name in FORWARDED_HEADERS if name in template.headers}
         )
+        if isinstance(need, ReadResource):
+            return self.resource_request(need, template)
         params = None
         if isinstance(need, FetchChanges):
             params = {"since": str(need.since)}
@@ -355,6 +361,18 @@ class ContractExchange:
         return httpx.Request(
             "GET", url, params=params, headers=headers, extensions=timeout_of(template)
         )
+
+    def resource_request(self, need: ReadResource, template: httpx.Request) -> httpx.Request:
+        """The read of a resource a fix cites, on the origin that cited it: conditional
+        (``If-None-Match``) when the memory holds its validator."""
+        headers = {"accept": "application/json"}
+        headers.update(
+            {name: template.headers[name] for name in FORWARDED_HEADERS if name in template.headers}
+        )
+        if need.etag is not None:
+            headers["if-none-match"] = need.etag
+        url = httpx.URL(need.origin).join(need.path)
+        return httpx.Request("GET", url, headers=headers, extensions=timeout_of(template))
 
     def answer(self, response: httpx.Response, read: BoundedBody) -> Answer:
         """A need's response as the memory's ``Answer``, as read (bounded)."""
@@ -368,6 +386,7 @@ class ContractExchange:
             signature=response.headers.get(CONTRACT_SIGNATURE),
             body_bytes=read.size,
             refused=refused,
+            etag=response.headers.get("etag"),
         )
 
     @staticmethod
@@ -390,6 +409,11 @@ class ContractExchange:
 def is_json(response: httpx.Response) -> bool:
     """Whether a response is JSON (``application/json`` or ``+json``): only those are read."""
     return is_json_media_type(response.headers.get("content-type"))
+
+
+def _cites(response: httpx.Response) -> dict[int, tuple[str, ...]]:
+    """The resources a 422's suggestions cite (``Link``, ``protocol.links.citations``)."""
+    return citations(response.headers.get_list("link")) if response.status_code == 422 else {}
 
 
 def _content_length(response: httpx.Response) -> int | None:

@@ -19,7 +19,7 @@ import mcp_types as types
 from mcp.client.session import ClientSession
 from mcp.shared.exceptions import MCPError
 
-from ..client.events import MemoryEvent, Need
+from ..client.events import MemoryEvent, Need, ReadResource
 from ..client.memory import AsyncFixMemory
 from ..client.needs import need_loop
 from ..client.shared.steps import adrive
@@ -70,6 +70,10 @@ class ContractReads:
     async def _fulfil(
         self, need: Need, episode: int | None, listener: Listener | None
     ) -> tuple[Need, ...] | None:
+        if isinstance(need, ReadResource):  # an HTTP resource: no MCP form (the probe stands in)
+            obs = await self.memory.fetch_failed(need, "no MCP form", episode=episode)
+            self._emit(obs.events, listener)
+            return None
         try:
             known = await self.known()
             meta = {**known.to_meta(), **self.sign_meta()}

@@ -101,7 +101,8 @@ class RunMetrics:
     sent) — what a provider can see; ``stale_injections`` is what the model was shown. None for
     artifacts recorded before the field."""
     probes: int = 0
-    """Requests a contract-less policy sent without a doubted fix to revalidate it (``probe``)."""
+    """Probe calls: requests a contract-less policy sent without a doubted fix (``probe``), and
+    reads of a resource a fix cites, its validator and conditional reads (``revalidate``)."""
 
     @property
     def tokens(self) -> int:
@@ -359,7 +360,7 @@ def _memory(run: Run, memory: list[dict[str, Any]], slots: frozenset[int]) -> di
             1 for m in stale_injected if int(m.get("episode", 0)) not in slots
         ),
         "alerts": sum(1 for m in memory if m.get("event") == "alert"),
-        "probes": sum(1 for m in memory if m.get("event") == "probe"),
+        "probes": sum(1 for m in memory if m.get("event") in ("probe", "revalidate")),
     }
 
 

@@ -172,7 +172,8 @@ def render_report(
         parts.append(
             "## Without a contract\n\nArms marked ∅ ran with the contract withheld (the server "
             "at level `none`: suggestions, no contract field); means over seeds. Precision and "
-            "recall where the arm evicts; probes are requests sent without a doubted fix.\n\n"
+            "recall where the arm evicts; probes are requests sent without a doubted fix and "
+            "reads of a resource a fix cites (its validator, then conditional reads).\n\n"
             + contractless_table(cells)
         )
     parts.append(_figures_section(cells, figures_dir, out_dir))

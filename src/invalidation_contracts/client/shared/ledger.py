@@ -11,7 +11,16 @@ from __future__ import annotations
 from collections import deque
 
 from ..entries import STALENESS_REASONS, EvictionReason, MemoryEntry, Tombstone
-from ..events import Evicted, MemoryEvent, Quarantined, Restamped, RulesAlert, Stored, VersionMoved
+from ..events import (
+    Evicted,
+    MemoryEvent,
+    Need,
+    Quarantined,
+    Restamped,
+    RulesAlert,
+    Stored,
+    VersionMoved,
+)
 from ..lesson import Lesson
 from ..state import OriginState
 from ..stats import OriginStats
@@ -54,6 +63,11 @@ class Ledger:
         self._shared_moves: dict[tuple[tuple[str, str, str], ...], dict[str, tuple[str, str]]] = {}
         self.lessons: list[Lesson] = []
         """Failures' fixes held back until the needs they wait on are fulfilled (process-local)."""
+        self.cites: dict[tuple[str, str], tuple[str, ...]] = {}
+        """The resources each suggestion of the observed response cites, by fix type and scope
+        (``cite_key``): what a ``verify`` origin revalidates its fix against."""
+        self.wanted: list[Need] = []
+        """Needs a policy asked for in this call (a validator to fetch or check)."""
         self.announced: frozenset[str] = frozenset()
         """Ids a writer announced it is evicting (``client.shared.turn``): not served meanwhile."""
 

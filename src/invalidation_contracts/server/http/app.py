@@ -76,6 +76,7 @@ def create_app(
     app.include_router(domain_routes)
     app.include_router(service.admin_router())
     app.include_router(service.contract_router())
+    app.include_router(service.resource_router())
     install_openapi(app, domain)
     return app
 

@@ -15,9 +15,11 @@ from ..domain import Route
 from .errors import Answering, outcome_response, problem_route_class, read_json
 from .headers import CONTRACT_PATCHABLE, ContractEpoch, ContractSince
 from .openapi import BODY_ERRORS, request_body, responses
+from .resource_routes import citation_links
 from .routing import LiteralRouter
 
 if TYPE_CHECKING:
+    from ...protocol.levels import Level
     from ..domain import Domain
     from ..provider import Outcome
 
@@ -31,6 +33,12 @@ class DomainServing(Answering, Protocol):
 
     @property
     def max_body_bytes(self) -> int: ...
+
+    @property
+    def cites_resources(self) -> bool: ...
+
+    @property
+    def level(self) -> Level: ...
 
     def handle(self, route: Route[Any], payload: object, asked: Asked = PLAIN) -> Outcome: ...
 
@@ -79,6 +87,10 @@ def _endpoint(service: DomainServing, route: Route[Any], patchable: str) -> Call
         asked = Asked(since, epoch, request.url.path)
         outcome = await run_in_threadpool(service.handle, route, payload, asked)
         response = outcome_response(outcome, since)
+        if outcome.status == 422 and service.cites_resources and service.level.suggests:
+            root = str(request.scope.get("root_path", ""))
+            for link in citation_links(outcome.findings, root):
+                response.headers.append("link", link)
         if patchable:
             response.headers[CONTRACT_PATCHABLE] = patchable
         return response

@@ -30,6 +30,9 @@ __getattr__ = moved_names(
 class ContractService(ContractWorker):
     """The contract of one domain in one worker process, with its HTTP routers."""
 
+    cites_resources = False
+    """Whether the domain routes' 422s cite resources (``resource_router`` was built)."""
+
     @functools.cached_property
     def contract_bases(self) -> dict[int, str | None]:
         """Per app: where its contract routes live (``discovery``)."""
@@ -70,6 +73,14 @@ class ContractService(ContractWorker):
         from .admin_routes import admin_router
 
         return admin_router(self, **options)
+
+    def resource_router(self, **options: Any) -> APIRouter:
+        """``/resources/{table}[/{key}]``: the reference rows with ``ETag`` validators; once
+        included, the domain routes' 422s cite the rows each suggestion read (``Link``)."""
+        from .resource_routes import resource_router
+
+        self.cites_resources = True
+        return resource_router(self, **options)
 
     def domain_router(self, **options: Any) -> APIRouter:
         """The domain's own routes in the standalone form (``create_app``'s)."""
