@@ -127,7 +127,7 @@ def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: P
             time.sleep(0.05)
     assert value(scrape, "invalidation_contracts_contract_rows_changed_total") == 1
     assert value(scrape, "invalidation_contracts_worker_ready") == 1
-    assert 0 <= value(scrape, "invalidation_contracts_worker_lag_seconds") < 10
+    assert 0 <= value(scrape, "invalidation_contracts_worker_confirmation_age_seconds") < 10
 
 
 @pytest.mark.workers

@@ -31,7 +31,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 from tests.observe.test_alert_rules import RULES, alert_names
 from tests.service.conftest import TOKEN
 from tests.service.processes import free_port, serving
@@ -137,7 +136,6 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
         if "table" in answer and answer.get("new_version") != answer.get("old_version"):
             oracle.changes[answer["table"]] += 1
             oracle.rows[answer["table"]] += sum(len(keys) for keys in answer["diff"].values())
-            _caught_up(url, int(answer["contract_seq"]))
         oracle.seq = max(oracle.seq, int(answer.get("contract_seq", 0)))
         return answer
 
@@ -171,27 +169,6 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
             for kind in attempt["suggestion_types"]:
                 oracle.refusals[(route, kind)] += 1
     return oracle
-
-
-def _caught_up(url: str, seq: int) -> None:
-    """Wait until every worker serves ``seq`` (bounded). The harness assumes the server answers
-    from a drift's state at once; at four workers the next request may reach a worker that has
-    not adopted it yet (milliseconds), and the figures would then differ by that lag, not by a
-    miscount."""
-    deadline = time.monotonic() + 10
-    with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as scraper:
-        while time.monotonic() < deadline:
-            scrape = scraper.get(url + "/contract/metrics").text
-            seqs = [
-                s.value
-                for family in text_string_to_metric_families(scrape)
-                for s in family.samples
-                if s.name == "invalidation_contracts_worker_seq"
-            ]
-            if len(seqs) >= 4 and min(seqs) >= seq:
-                return
-            time.sleep(0.05)
-    raise AssertionError(f"the four workers did not all reach seq {seq} within 10 s")
 
 
 @pytest.fixture(scope="module")
