@@ -7,7 +7,9 @@ path where a change set was counted once per worker), and the ``prometheus`` bin
 (its own config, storage in a temporary folder, a 1 s scrape interval, the shipped alert rules)
 scraping the one documented target. The harness then runs payments-drifted under three arms, each
 run a client of its own (its own loopback source address, which the default client key names),
-over its real client path (``run_one`` against the server URL). What Prometheus answers through
+over its real client path (``run_one`` against the server URL) without keep-alive, so each
+client's requests spread over the four workers (its scores are shared through the registry,
+``observe.shared``). What Prometheus answers through
 its HTTP API must equal what the harness recorded: the answers by route and status, the
 refusals by suggestion type, the change sets and rows each admin write made, every client's
 episodes, first tries, retries and stale values sent, and where each worker stands (the seq of
@@ -46,6 +48,7 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.workers]
 DOCS = Path(__file__).parents[2] / "docs" / "operators.md"
 SCENARIO, PLANNER = "payments-drifted", "simulated:exact"
 ARMS = ("none", "table")
+NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
 SETTLE_S = 60.0
 """How long Prometheus may take to hold the run's final figures (workers publish every second,
 Prometheus scrapes every second)."""
@@ -149,8 +152,10 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
     for number, arm in enumerate(ARMS, start=2):
         (spec,) = [s for s in specs if str(s.arm) == arm]
         address = f"127.0.0.{number}"
-        monkeypatch.setattr(
-            httpx, "AsyncHTTPTransport", functools.partial(wire, local_address=address)
+        monkeypatch.setattr(  # no keep-alive: the client's requests spread over the workers
+            httpx,
+            "AsyncHTTPTransport",
+            functools.partial(wire, local_address=address, limits=NO_KEEPALIVE),
         )
         asyncio.run(run_one(spec, root / arm, server_url=url, admin_token=TOKEN))
         monkeypatch.setattr(httpx, "AsyncHTTPTransport", wire)
@@ -280,6 +285,26 @@ def test_every_client_scores_as_the_harness_figured_its_run(stack):
     }
     assert served == stack.oracle.clients
     assert any(figures[3] for figures in served.values())  # the stream does send stale values
+
+
+def test_each_client_s_requests_reached_several_workers_and_its_scores_are_the_registry_s(stack):
+    answered = stack.by("sum by (worker) (invalidation_contracts_http_responses_total)", "worker")
+    assert len([w for w, v in answered.items() if v]) >= 2  # no keep-alive: spread over workers
+    scopes = stack.by("invalidation_contracts_client_episodes_total", "worker", "client")
+    assert {worker for worker, _client in scopes} == {"registry"}  # one series per client
+
+
+def test_every_worker_observes_each_change_set_s_commit_to_serve_lag(stack):
+    observed = stack.by("sum(invalidation_contracts_worker_lag_seconds_count)")[()]
+    assert observed == 4 * stack.oracle.seq  # each change set, once on each of the 4 workers
+    workers = stack.by(
+        "sum by (worker) (invalidation_contracts_worker_lag_seconds_count)", "worker"
+    )
+    assert set(workers.values()) == {float(stack.oracle.seq)}
+    p99 = stack.by(
+        "histogram_quantile(0.99, sum by (le) (invalidation_contracts_worker_lag_seconds_bucket))"
+    )[()]
+    assert 0 <= p99 <= 30
 
 
 def test_client_totals_are_the_sum_of_every_client(stack):

@@ -18,7 +18,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -114,12 +114,12 @@ TOP_CLIENTS = 20
 """Clients whose own figures each worker exports (its busiest; the operator page shows more)."""
 
 
-def watch_scores(
-    meter: Meter, scores: ClientScores, worker: str, *, top: int = TOP_CLIENTS
-) -> None:
+def watch_scores(meter: Meter, scores: Scores, worker: str, *, top: int = TOP_CLIENTS) -> None:
     """Register ``invalidation_contracts.clients.*`` (``scores``' totals, kept and forgotten
     clients) and ``invalidation_contracts.client.*`` (the ``top`` busiest clients' own figures),
-    read when collected."""
+    read when collected. Figures shared by every worker (``scores.scope``) carry that scope as
+    their ``worker`` label: each worker reports the same series, and a merged scrape keeps one."""
+    worker = scores.scope or worker
 
     def total(name: str) -> Callback:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:

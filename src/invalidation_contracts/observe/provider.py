@@ -45,7 +45,7 @@ ORIGINS = ("captured", "admin", "reconciled", "direct")
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 logger = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class ProviderTelemetry:
         except ProtocolError:
             return None
 
-    def watch_scores(self, scores: ClientScores) -> None:
+    def watch_scores(self, scores: Scores) -> None:
         """Export the per-client figures summed over clients (``observe.gauges.watch_scores``)."""
         watch_scores(self.meter, scores, self.worker)
 

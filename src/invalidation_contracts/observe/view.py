@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from ..server.state import RegistryState
     from ..server.worker.contract import ContractWorker
     from .install import Observability
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 DEFAULT_CHANGES = 20
 DEFAULT_CLIENTS = 50
@@ -72,7 +72,7 @@ def _worker(service: ContractWorker, seq: int) -> dict[str, Any]:
     }
 
 
-def _clients(scores: ClientScores | None, limit: int) -> list[dict[str, Any]]:
+def _clients(scores: Scores | None, limit: int) -> list[dict[str, Any]]:
     if scores is None:
         return []
     snapshot = scores.snapshot()
