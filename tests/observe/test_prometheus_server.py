@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -360,3 +361,21 @@ def test_every_metric_name_the_operators_page_lists_is_in_prometheus(stack):
     stored = set(httpx.get(f"{stack.prometheus}/api/v1/label/__name__/values").json()["data"])
     assert len(names) >= 20
     assert names - stored == set()
+
+
+DASHBOARD = (
+    Path(__file__).parents[2] / "src" / "invalidation_contracts" / "observe" / "dashboard.json"
+)
+
+
+def dashboard_queries() -> list[str]:
+    """Every query of every panel of the shipped Grafana dashboard."""
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_every_panel_query_of_the_grafana_dashboard_runs_and_answers(stack):
+    queries = dashboard_queries()
+    assert len(queries) >= 12
+    empty = [q for q in queries if not stack.query(q)]
+    assert empty == []
