@@ -28,13 +28,14 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..server.domain import Route
 from ..server.policies import Finding
 from ..server.state import RegistryState
+from ..server.store.dialect import Cursor
 from .scoring import BUSY_CAP, DEFAULT_MAX_CLIENTS, ClientFigures, ClientScores
 
 ADMIT = 2
@@ -51,9 +52,9 @@ _COLUMNS = ", ".join(FIGURES)
 class _Database(Protocol):
     """What the rows need from a database: one write transaction, statements, a close."""
 
-    def transaction(self) -> Any: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor: ...
 
     def close(self) -> None: ...
 
@@ -75,7 +76,7 @@ class _SQLite:
             raise
         self.db.execute("COMMIT")
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self.db.execute(sql.format(t=self.table), tuple(params))
 
     def close(self) -> None:
@@ -103,7 +104,7 @@ class _Postgres:
             raise
         self.db.execute("COMMIT")
 
-    def run(self, sql: str, params: Sequence[Any] = ()) -> Any:
+    def run(self, sql: str, params: Sequence[Any] = ()) -> Cursor:
         return self.db.execute(sql.format(t=self.table).replace("?", "%s"), tuple(params))
 
     def close(self) -> None:
