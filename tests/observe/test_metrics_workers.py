@@ -7,7 +7,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import httpx
 import pytest
@@ -112,44 +114,108 @@ def test_every_worker_keys_a_client_under_the_secret_serve_was_given(tmp_path):
     assert keys == {"token:" + expected[:16]}
 
 
+WRITES = 5
+CLIENT = {"Authorization": "Bearer agent-on-postgres"}
+PATTERN = "BBGBGGBBBBBB"
+"""One client's requests: B a refused draft (422), G the draft that passes."""
+REFUSED = {**DRAFT, "amount_cents": 1}
+
+
+@dataclass
+class PostgresRun:
+    text: str
+    """The last scrape."""
+    statuses: list[int]
+    """What one client's requests were answered, in order (each on a fresh connection)."""
+
+
+@pytest.fixture(scope="module")
+def postgres_run(
+    tmp_path_factory: pytest.TempPathFactory, postgres_cluster
+) -> Iterator[PostgresRun]:
+    """``serve --workers 4 --metrics`` on PostgreSQL (history and tables): five admin writes,
+    then one client's requests over fresh connections (spread over the workers); the scrape."""
+    root = tmp_path_factory.mktemp("postgres-workers")
+    url_db = postgres_cluster.database()
+    args = ["--domain", "acme_billing", "--db", url_db, "--workers", "4", "--metrics"]
+    args += ["--database", url_db, "--create-tables"]
+    args += ["--max-lag", "30"]  # a loaded CI host: a worker's heartbeat may run late, not fail
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    try:
+        with serving(args, root / "logs", env=env) as url:
+            for i in range(WRITES):
+                row = {f"plan_x{i}": {"code": f"X{i}", "csm": "csm_avery_chen"}}
+                answer = httpx.post(
+                    url + "/admin/patch-table",
+                    json={"table": "active_csm_codes", "upsert": row},
+                    headers=ADMIN,
+                    timeout=20.0,
+                )
+                assert answer.status_code == 200, answer.text
+            statuses = [
+                httpx.post(
+                    url + ROUTE, json=REFUSED if kind == "B" else DRAFT, headers=CLIENT, timeout=20
+                ).status_code
+                for kind in PATTERN
+            ]
+            with httpx.Client(headers=ADMIN, timeout=20.0) as scraper:
+                deadline = time.monotonic() + BOUND_S
+                while True:
+                    text = scraper.get(url + "/contract/metrics").text
+                    adopted = _by_worker(
+                        text, "invalidation_contracts_worker_adopted_changes_total"
+                    )
+                    if sum(adopted.values()) >= 3 * WRITES or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.3)
+        yield PostgresRun(text, statuses)
+    finally:
+        postgres_cluster.drop(url_db)
+
+
 @pytest.mark.postgres
 def test_each_admin_write_through_postgresql_capture_is_one_change_set_at_four_workers(
-    tmp_path, postgres_url
+    postgres_run,
 ):
     """History and tables in PostgreSQL: each admin write is committed to the database, captured,
     and consumed or adopted by every worker; it was counted twice (once ``admin``, once
     ``captured`` by a worker whose capture round adopted it)."""
-    args = ["--domain", "acme_billing", "--db", postgres_url, "--workers", "4", "--metrics"]
-    args += ["--database", postgres_url, "--create-tables"]
-    args += ["--max-lag", "30"]  # a loaded CI host: a worker's heartbeat may run late, not fail
-    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
-    writes = 5
-    with serving(args, tmp_path / "logs", env=env) as url:
-        for i in range(writes):
-            row = {f"plan_x{i}": {"code": f"X{i}", "csm": "csm_avery_chen"}}
-            answer = httpx.post(
-                url + "/admin/patch-table",
-                json={"table": "active_csm_codes", "upsert": row},
-                headers=ADMIN,
-                timeout=20.0,
-            )
-            assert answer.status_code == 200, answer.text
-        with httpx.Client(headers=ADMIN, timeout=20.0) as scraper:
-            deadline = time.monotonic() + BOUND_S
-            while True:
-                text = scraper.get(url + "/contract/metrics").text
-                adopted = _by_worker(text, "invalidation_contracts_worker_adopted_changes_total")
-                if sum(adopted.values()) >= 3 * writes or time.monotonic() > deadline:
-                    break
-                time.sleep(0.3)
     changes: dict[str, float] = {}
-    for (name, labels), value in samples(text).items():
+    for (name, labels), value in samples(postgres_run.text).items():
         if name == "invalidation_contracts_contract_changes_total" and value:
             origin = dict(labels)["origin"]
             changes[origin] = changes.get(origin, 0.0) + value
+    adopted = _by_worker(postgres_run.text, "invalidation_contracts_worker_adopted_changes_total")
 
-    assert changes == {"admin": writes}
-    assert sum(adopted.values()) == 3 * writes  # the three other workers adopt each one
+    assert changes == {"admin": WRITES}
+    assert sum(adopted.values()) == 3 * WRITES  # the three other workers adopt each one
+
+
+def _one_worker_scores(statuses: list[int], max_attempts: int = 5) -> tuple[int, int, int]:
+    """Episodes, first tries and retries of one route's answers, as one worker folds them."""
+    streak = episodes = first = retries = 0
+    for status in statuses:
+        opening = streak == 0 or streak >= max_attempts
+        episodes, first = episodes + opening, first + (opening and status != 422)
+        retries += not opening
+        streak = (1 if opening else streak + 1) if status == 422 else 0
+    return episodes, first, retries
+
+
+@pytest.mark.postgres
+def test_a_client_spread_over_four_workers_on_postgresql_scores_as_on_one(postgres_run):
+    """The scores live in the registry's schema (``observe.shared``): a retry reaching another
+    worker than its refusal is still a retry."""
+    figures = {}
+    for (name, labels), value in samples(postgres_run.text).items():
+        for figure in ("requests", "episodes", "first_try", "retries"):
+            if name == f"invalidation_contracts_client_{figure}_total":
+                assert dict(labels)["worker"] == "registry"
+                figures[figure] = figures.get(figure, 0.0) + value
+    assert postgres_run.statuses == [422 if kind == "B" else 200 for kind in PATTERN]
+    assert figures["requests"] == len(PATTERN)
+    expected = _one_worker_scores(postgres_run.statuses)
+    assert (figures["episodes"], figures["first_try"], figures["retries"]) == expected
 
 
 def test_a_gone_worker_keeps_its_counters_in_the_merge_but_not_its_gauges():

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from selenium.webdriver.support.ui import WebDriverWait
 from tests.service.conftest import TOKEN, running
+from tests.service.processes import serving
 from tests.support.acme_sqlite import acme_on_sqlite
 
 from invalidation_contracts.domains import get_domain
@@ -120,3 +122,41 @@ def test_the_page_without_the_token_asks_the_browser_for_it(browser, tmp_path: P
     assert reply.status_code == 401
     assert reply.headers["www-authenticate"].startswith("Basic ")
     assert "Contract operator" not in text
+
+
+@pytest.mark.workers
+def test_the_page_of_four_workers_opened_with_basic_credentials_in_the_url_shows_them_all(
+    browser, tmp_path: Path
+) -> None:
+    """``serve --workers 4 --metrics``: the page is opened as ``http://operator:TOKEN@host/…``
+    (no header: the fetches of its script used to fail, "server unreachable"); it lists all four
+    workers, the totals of every worker (one client's requests, each on a fresh connection,
+    spread over them) and the figures' time series."""
+    from tests.observe.test_metrics_workers import DRAFT, PATTERN, REFUSED, ROUTE
+
+    browser.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {}})
+    args = ["--domain", "acme_billing", "--db", str(tmp_path / "r.sqlite"), "--workers", "4"]
+    env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}
+    read = (
+        "return [document.querySelectorAll('#fleet tr[data-worker]').length,"
+        " document.querySelector('[data-total=answers]').textContent,"
+        " document.querySelector('[data-total=episodes]').textContent,"
+        " document.querySelector('[data-series=first_try_rate]')?.dataset.points,"
+        " document.getElementById('updated').textContent]"
+    )
+    with serving([*args, "--metrics"], tmp_path / "logs", env=env) as url:
+        browser.get(url.replace("http://", f"http://operator:{TOKEN}@") + "/contract/operator")
+        for kind in PATTERN:
+            body = REFUSED if kind == "B" else DRAFT
+            httpx.post(url + ROUTE, json=body, headers={"Authorization": "Bearer agent"})
+
+        def shown(driver) -> bool:
+            workers, answers, _episodes, points, _status = driver.execute_script(read)
+            return workers == 4 and answers == str(len(PATTERN)) and int(points or 0) >= 2
+
+        WebDriverWait(browser, 30.0, poll_frequency=0.1).until(shown)
+        workers, answers, episodes, points, status = browser.execute_script(read)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        assert browser.save_screenshot(str(ARTIFACTS / "operator-page-workers.png"))
+    assert "failed" not in status
+    assert episodes == "5"  # the fold of one worker over the whole pattern (shared scores)

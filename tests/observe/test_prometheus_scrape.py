@@ -127,7 +127,7 @@ def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: P
             time.sleep(0.05)
     assert value(scrape, "invalidation_contracts_contract_rows_changed_total") == 1
     assert value(scrape, "invalidation_contracts_worker_ready") == 1
-    assert 0 <= value(scrape, "invalidation_contracts_worker_lag_seconds") < 10
+    assert 0 <= value(scrape, "invalidation_contracts_worker_confirmation_age_seconds") < 10
 
 
 @pytest.mark.workers
@@ -150,6 +150,11 @@ def test_serve_with_two_workers_and_metrics_answers_every_scrape_from_some_worke
 DOCS = Path(__file__).parents[2] / "docs" / "operators.md"
 
 
+FIRST_OBSERVED_LATER = {"invalidation_contracts_worker_lag_seconds_bucket"}
+"""Histograms an OpenTelemetry SDK exports from their first measurement only: the lag of the first
+change set (``test_worker_lag``; the real Prometheus test stores it)."""
+
+
 def _documented_names() -> set[str]:
     """Every metric name docs/operators.md lists in its tables and queries."""
     return set(re.findall(r"invalidation_contracts_[a-z_]+[a-z]", DOCS.read_text("utf-8")))
@@ -162,7 +167,7 @@ def test_every_metric_name_the_operators_page_lists_is_served_from_the_first_req
     served = {name for name, _ in samples(scrape)}
 
     assert len(_documented_names()) >= 18
-    assert _documented_names() - served == set()
+    assert _documented_names() - served == FIRST_OBSERVED_LATER
 
 
 def test_change_counters_are_exported_at_zero_before_the_first_change():

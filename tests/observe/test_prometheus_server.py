@@ -7,7 +7,9 @@ path where a change set was counted once per worker), and the ``prometheus`` bin
 (its own config, storage in a temporary folder, a 1 s scrape interval, the shipped alert rules)
 scraping the one documented target. The harness then runs payments-drifted under three arms, each
 run a client of its own (its own loopback source address, which the default client key names),
-over its real client path (``run_one`` against the server URL). What Prometheus answers through
+over its real client path (``run_one`` against the server URL) without keep-alive, so each
+client's requests spread over the four workers (its scores are shared through the registry,
+``observe.shared``). What Prometheus answers through
 its HTTP API must equal what the harness recorded: the answers by route and status, the
 refusals by suggestion type, the change sets and rows each admin write made, every client's
 episodes, first tries, retries and stale values sent, and where each worker stands (the seq of
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
 import re
 import shutil
 import subprocess
@@ -31,7 +34,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from prometheus_client.parser import text_string_to_metric_families
 from tests.observe.test_alert_rules import RULES, alert_names
 from tests.service.conftest import TOKEN
 from tests.service.processes import free_port, serving
@@ -47,6 +49,7 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.workers]
 DOCS = Path(__file__).parents[2] / "docs" / "operators.md"
 SCENARIO, PLANNER = "payments-drifted", "simulated:exact"
 ARMS = ("none", "table")
+NO_KEEPALIVE = httpx.Limits(max_keepalive_connections=0)
 SETTLE_S = 60.0
 """How long Prometheus may take to hold the run's final figures (workers publish every second,
 Prometheus scrapes every second)."""
@@ -137,7 +140,6 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
         if "table" in answer and answer.get("new_version") != answer.get("old_version"):
             oracle.changes[answer["table"]] += 1
             oracle.rows[answer["table"]] += sum(len(keys) for keys in answer["diff"].values())
-            _caught_up(url, int(answer["contract_seq"]))
         oracle.seq = max(oracle.seq, int(answer.get("contract_seq", 0)))
         return answer
 
@@ -151,8 +153,10 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
     for number, arm in enumerate(ARMS, start=2):
         (spec,) = [s for s in specs if str(s.arm) == arm]
         address = f"127.0.0.{number}"
-        monkeypatch.setattr(
-            httpx, "AsyncHTTPTransport", functools.partial(wire, local_address=address)
+        monkeypatch.setattr(  # no keep-alive: the client's requests spread over the workers
+            httpx,
+            "AsyncHTTPTransport",
+            functools.partial(wire, local_address=address, limits=NO_KEEPALIVE),
         )
         asyncio.run(run_one(spec, root / arm, server_url=url, admin_token=TOKEN))
         monkeypatch.setattr(httpx, "AsyncHTTPTransport", wire)
@@ -171,27 +175,6 @@ def _drive(url: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> Oracle:
             for kind in attempt["suggestion_types"]:
                 oracle.refusals[(route, kind)] += 1
     return oracle
-
-
-def _caught_up(url: str, seq: int) -> None:
-    """Wait until every worker serves ``seq`` (bounded). The harness assumes the server answers
-    from a drift's state at once; at four workers the next request may reach a worker that has
-    not adopted it yet (milliseconds), and the figures would then differ by that lag, not by a
-    miscount."""
-    deadline = time.monotonic() + 10
-    with httpx.Client(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10) as scraper:
-        while time.monotonic() < deadline:
-            scrape = scraper.get(url + "/contract/metrics").text
-            seqs = [
-                s.value
-                for family in text_string_to_metric_families(scrape)
-                for s in family.samples
-                if s.name == "invalidation_contracts_worker_seq"
-            ]
-            if len(seqs) >= 4 and min(seqs) >= seq:
-                return
-            time.sleep(0.05)
-    raise AssertionError(f"the four workers did not all reach seq {seq} within 10 s")
 
 
 @pytest.fixture(scope="module")
@@ -305,6 +288,26 @@ def test_every_client_scores_as_the_harness_figured_its_run(stack):
     assert any(figures[3] for figures in served.values())  # the stream does send stale values
 
 
+def test_each_client_s_requests_reached_several_workers_and_its_scores_are_the_registry_s(stack):
+    answered = stack.by("sum by (worker) (invalidation_contracts_http_responses_total)", "worker")
+    assert len([w for w, v in answered.items() if v]) >= 2  # no keep-alive: spread over workers
+    scopes = stack.by("invalidation_contracts_client_episodes_total", "worker", "client")
+    assert {worker for worker, _client in scopes} == {"registry"}  # one series per client
+
+
+def test_every_worker_observes_each_change_set_s_commit_to_serve_lag(stack):
+    observed = stack.by("sum(invalidation_contracts_worker_lag_seconds_count)")[()]
+    assert observed == 4 * stack.oracle.seq  # each change set, once on each of the 4 workers
+    workers = stack.by(
+        "sum by (worker) (invalidation_contracts_worker_lag_seconds_count)", "worker"
+    )
+    assert set(workers.values()) == {float(stack.oracle.seq)}
+    p99 = stack.by(
+        "histogram_quantile(0.99, sum by (le) (invalidation_contracts_worker_lag_seconds_bucket))"
+    )[()]
+    assert 0 <= p99 <= 30
+
+
 def test_client_totals_are_the_sum_of_every_client(stack):
     totals = stack.by("sum(invalidation_contracts_clients_first_try_total)")[()]
     assert totals == sum(c[1] for c in stack.oracle.clients.values())
@@ -358,3 +361,21 @@ def test_every_metric_name_the_operators_page_lists_is_in_prometheus(stack):
     stored = set(httpx.get(f"{stack.prometheus}/api/v1/label/__name__/values").json()["data"])
     assert len(names) >= 20
     assert names - stored == set()
+
+
+DASHBOARD = (
+    Path(__file__).parents[2] / "src" / "invalidation_contracts" / "observe" / "dashboard.json"
+)
+
+
+def dashboard_queries() -> list[str]:
+    """Every query of every panel of the shipped Grafana dashboard."""
+    dashboard = json.loads(DASHBOARD.read_text("utf-8"))
+    return [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+
+
+def test_every_panel_query_of_the_grafana_dashboard_runs_and_answers(stack):
+    queries = dashboard_queries()
+    assert len(queries) >= 12
+    empty = [q for q in queries if not stack.query(q)]
+    assert empty == []

@@ -115,7 +115,7 @@ def test_worker_gauges_report_position_and_availability(observed_client, reading
     assert readings.value("invalidation_contracts.worker.available") == 1
     assert readings.value("invalidation_contracts.worker.ready") == 1
     assert readings.value("invalidation_contracts.worker.live") == 1
-    (lag,) = readings.points("invalidation_contracts.worker.lag")
+    (lag,) = readings.points("invalidation_contracts.worker.confirmation_age")
     assert lag.value == 0  # nothing else writes an in-memory registry
 
 

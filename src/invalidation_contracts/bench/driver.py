@@ -7,7 +7,10 @@ server sees.
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +23,10 @@ from .scenario import DriftEvent
 #: A reload whose rows serialise to more than this goes as a patch of the rows that changed
 #: (half the server's default request-body limit, 1 MiB).
 RELOAD_BODY_BYTES = 512 * 1024
+METRICS_PATH = "/contract/metrics"
+WORKERS_BOUND_S = 30.0
+"""How long an admin write may take to reach every worker (they publish their seq every second)."""
+_WORKER_SEQ = re.compile(r"^invalidation_contracts_worker_seq(?:\{[^}]*\})? (\S+)", re.M)
 
 
 class DriftError(RuntimeError):
@@ -36,6 +43,8 @@ class DriftDriver:
         self._catalog = catalog
         self._shadow = shadow
         self._headers = {"Authorization": f"Bearer {admin_token}"}
+        self._scrape: bool | None = None
+        """Whether the server answers its metrics scrape (None: not asked yet)."""
 
     async def apply(self, event: DriftEvent) -> dict[str, Any]:
         """Apply one event; return the server's result (ReloadResult or RulesResult as JSON)."""
@@ -121,4 +130,29 @@ class DriftDriver:
             detail = response.json().get("detail") if json_body else response.text
             raise DriftError(f"{path} answered {response.status_code}: {detail}")
         answer: dict[str, Any] = response.json()
+        seq = answer.get("contract_seq")
+        if isinstance(seq, int) and not isinstance(seq, bool):
+            await self._every_worker_serves(seq)
         return answer
+
+    async def _every_worker_serves(self, seq: int) -> None:
+        """Wait (bounded) until every worker of the server serves ``seq``, as its metrics scrape
+        says (``serve --workers N --metrics``): the next request may reach any worker, and one
+        that has not adopted the write yet (milliseconds) would answer from the state before
+        it, which the shadow registry no longer holds. A server without the metrics route (one
+        worker, or no ``--metrics``) serves the write at once: nothing to wait for."""
+        if self._scrape is False:
+            return
+        deadline = time.monotonic() + WORKERS_BOUND_S
+        while True:
+            response = await self._client.get(METRICS_PATH, headers=self._headers)
+            if response.status_code != 200:
+                self._scrape = False
+                return
+            self._scrape = True
+            seqs = [float(m) for m in _WORKER_SEQ.findall(response.text)]
+            if seqs and min(seqs) >= seq:
+                return
+            if time.monotonic() > deadline:
+                raise DriftError(f"the server's workers did not all serve seq {seq} in time")
+            await asyncio.sleep(0.05)

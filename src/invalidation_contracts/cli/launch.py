@@ -87,8 +87,17 @@ class AppSpec:
             )
             from ..observe.clients import ClientKey
 
+            scores = None
+            if shared and self.store is not None:  # serve --workers N: one client, any worker
+                from ..observe.shared import SharedScores
+
+                scores = SharedScores(self.store)
             instrument(
-                app, app.state.service, prometheus=exposition, client_key=ClientKey.from_env()
+                app,
+                app.state.service,
+                prometheus=exposition,
+                client_key=ClientKey.from_env(),
+                scores=scores,
             )
         return app
 

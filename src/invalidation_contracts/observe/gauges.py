@@ -2,8 +2,8 @@
 request's path.
 
 ``watch_worker`` registers the render cache's hits and misses and the worker's position,
-availability, readiness, liveness and lag; ``watch_scores`` the client figures summed over
-clients (``ClientScores.totals``), the same figures per client for the ``top`` busiest clients
+availability, readiness, liveness and confirmation age; ``watch_scores`` the client figures summed
+over clients (``ClientScores.totals``), the same figures per client for the ``top`` busiest clients
 (label ``client``: a bounded set, which a flood of fresh keys, each less busy, does not enter),
 how many clients are kept and how many were forgotten to make room. Each observation carries the
 ``worker`` attribute.
@@ -18,7 +18,7 @@ from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 Callback = Callable[[CallbackOptions], Iterable[Observation]]
 
@@ -101,12 +101,12 @@ def watch_worker(meter: Meter, service: ContractWorker, worker: str) -> None:
         description="1 while the worker's follower runs (GET /contract/live), else 0.",
     )
     meter.create_observable_gauge(
-        "invalidation_contracts.worker.lag",
+        "invalidation_contracts.worker.confirmation_age",
         callbacks=[health("lag_s")],
         unit="s",
-        description="Seconds since the worker last confirmed it was at the shared head: how "
-        "long a captured change can wait before this worker serves it (0: nothing else writes "
-        "its registry).",
+        description="Seconds since the worker last confirmed it was at the shared head (the "
+        "readiness lag of GET /contract/ready; 0: nothing else writes its registry). The "
+        "commit-to-serve lag is the histogram invalidation_contracts.worker.lag.",
     )
 
 
@@ -114,12 +114,12 @@ TOP_CLIENTS = 20
 """Clients whose own figures each worker exports (its busiest; the operator page shows more)."""
 
 
-def watch_scores(
-    meter: Meter, scores: ClientScores, worker: str, *, top: int = TOP_CLIENTS
-) -> None:
+def watch_scores(meter: Meter, scores: Scores, worker: str, *, top: int = TOP_CLIENTS) -> None:
     """Register ``invalidation_contracts.clients.*`` (``scores``' totals, kept and forgotten
     clients) and ``invalidation_contracts.client.*`` (the ``top`` busiest clients' own figures),
-    read when collected."""
+    read when collected. Figures shared by every worker (``scores.scope``) carry that scope as
+    their ``worker`` label: each worker reports the same series, and a merged scrape keeps one."""
+    worker = scores.scope or worker
 
     def total(name: str) -> Callback:
         def observe(_options: CallbackOptions) -> Iterable[Observation]:

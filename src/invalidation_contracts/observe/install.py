@@ -23,7 +23,7 @@ from .clients import ClientKey, ClientKeyMiddleware, current_client
 from .journal import ChangeJournal
 from .observability import Observability
 from .provider import ProviderTelemetry
-from .scoring import ClientScores
+from .scoring import ClientScores, Scores
 
 if TYPE_CHECKING:
     from ..server.http.service import ContractService
@@ -42,7 +42,7 @@ def instrument(
     tracer_provider: trace.TracerProvider | None = None,
     journal: ChangeJournal | None = None,
     client_key: ClientKey | None = None,
-    scores: ClientScores | None = None,
+    scores: Scores | None = None,
     page: bool = True,
 ) -> Observability:
     """Instrument ``service`` (a ``ContractService``) and add its metrics route to ``app``.
@@ -52,8 +52,9 @@ def instrument(
     share it; False for no route (``meter_provider``, else the global one, e.g. OTLP).
     ``client_key``: how a request names its client for the per-client scores (default: a keyed
     hash of the bearer token, else the address); ``scores``: the ``ClientScores`` to fold into
-    (default: a new one, 5 attempts per episode). ``page``: serve the operator page at
-    ``GET {prefix}/contract/operator`` (admin token; ``observe.page``).
+    (default: a new one, 5 attempts per episode), or a ``SharedScores`` every worker shares.
+    ``page``: serve the operator page at ``GET {prefix}/contract/operator`` (admin token;
+    ``observe.page``).
     """
     exposition = None
     if prometheus is True:
@@ -72,6 +73,7 @@ def instrument(
     )
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
+    observed._undo.append(scores.close)
     telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(

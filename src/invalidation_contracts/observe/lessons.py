@@ -73,13 +73,20 @@ class Taught:
     @classmethod
     def of(cls, finding: Finding) -> Taught:
         v = finding.violation
-        scope, parameters = dict(v.scope), dict(v.parameters)
-        slot = (v.type, freeze(scope))
+        return cls.build(v.type, v.scope, v.parameters, finding.policy)
+
+    @classmethod
+    def build(
+        cls, type: str, scope: Mapping[str, Any], parameters: Mapping[str, Any], policy: str
+    ) -> Taught:
+        """The fix of ``type`` over ``scope`` setting ``parameters``, found by ``policy``."""
+        scope, parameters = dict(scope), dict(parameters)
+        slot = (type, freeze(scope))
         first = min(parameters, default=None)
         anchor = None if first is None else (first, value_key(parameters[first]))
         key = (*slot, freeze(parameters))
         wanted = tuple({**scope, **parameters}.items())
-        return cls(v.type, scope, parameters, finding.policy, slot, key, anchor, wanted)
+        return cls(type, scope, parameters, policy, slot, key, anchor, wanted)
 
     def carried_by(self, request: Mapping[str, Any]) -> bool:
         """The request carries every parameter of the fix and matches its scope elsewhere (a

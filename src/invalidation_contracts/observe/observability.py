@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .prometheus import PrometheusExposition
     from .provider import ProviderTelemetry
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 
 @dataclass
@@ -21,7 +21,7 @@ class Observability:
     telemetry: ProviderTelemetry
     prometheus: PrometheusExposition | None = None
     """The ``PrometheusExposition`` the metrics route reads (None: no route)."""
-    scores: ClientScores | None = None
+    scores: Scores | None = None
     """The per-client figures folded from the requests (paper §6.5)."""
     _undo: list[Callable[[], None]] = field(default_factory=list)
 

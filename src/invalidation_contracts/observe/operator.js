@@ -95,11 +95,80 @@
         el("td", {}, c.stale_values_sent))))];
   }
 
+  const FLEET_HEADS = ["Worker", "Seq", "Ready", "Live", "Available", "Confirmed (s ago)",
+    "Adopted"];
+  const TOTALS = [["answers", "Answers"], ["episodes", "Episodes"], ["first_try", "First tries"],
+    ["first_try_rate", "First-try rate"], ["retries", "Retries"],
+    ["stale_values_sent", "Stale values sent"], ["change_sets", "Change sets"],
+    ["rows_changed", "Rows changed"], ["clients_forgotten", "Clients forgotten"]];
+  const rate = (v) => (v === null || v === undefined ? "–" : v.toFixed(2));
+  function fleet(f) {
+    if (!f) return [el("p", {}, "No metrics exposition: instrument with Prometheus to see every worker.")];
+    const yes = (v) => (v === 1 ? "yes" : v === 0 ? "no" : "–");
+    const workers = table(`${f.workers.length} worker(s)`, FLEET_HEADS, f.workers.map((w) =>
+      el("tr", { "data-worker": w.worker }, el("th", { scope: "row" }, code(w.worker)),
+        el("td", { class: "seq" }, Math.trunc(w.seq ?? 0)), el("td", {}, yes(w.ready)),
+        el("td", {}, yes(w.live)), el("td", {}, yes(w.available)),
+        el("td", {}, Math.round((w.confirmation_age_s ?? 0) * 1000) / 1000),
+        el("td", {}, Math.trunc(w.adopted ?? 0)))));
+    const cells = TOTALS.map(([k]) => el("td", { "data-total": k },
+      k === "first_try_rate" ? rate(f.totals[k]) : f.totals[k]));
+    const totals = table("Totals over every worker", TOTALS.map(([, h]) => h),
+      [el("tr", {}, ...cells)]);
+    return [workers, totals];
+  }
+
+  // The figures over time, kept in the page since it opened (one point per update).
+  const SERIES = [
+    ["stale_values_sent", "Stale values sent", (t) => t.stale_values_sent],
+    ["first_try_rate", "First-try rate", (t) => t.first_try_rate],
+    ["change_sets", "Change sets (evict agents' cached fixes)", (t) => t.change_sets],
+    ["clients_forgotten", "Clients forgotten", (t) => t.clients_forgotten],
+  ];
+  const MAX_POINTS = 600;
+  const history = [];
+  const SVG = "http://www.w3.org/2000/svg";
+  function chart(id, title, points) {
+    const w = 320, h = 80;
+    const values = points.map((p) => p[1]).filter((v) => v !== null && v !== undefined);
+    const last = values.length ? values[values.length - 1] : null;
+    const shown = last === null ? "–" : Number.isInteger(last) ? String(last) : last.toFixed(2);
+    const svg = document.createElementNS(SVG, "svg");
+    svg.setAttribute("class", "series");
+    svg.setAttribute("width", w);
+    svg.setAttribute("height", h);
+    svg.setAttribute("role", "img");
+    svg.setAttribute("aria-label", `${title}: ${shown} now, ${points.length} point(s)`);
+    if (values.length) {
+      const t0 = points[0][0], t1 = points[points.length - 1][0];
+      const lo = Math.min(...values), hi = Math.max(...values);
+      const xs = (t) => (t1 > t0 ? ((t - t0) / (t1 - t0)) * (w - 8) + 4 : w / 2);
+      const ys = (v) => (hi > lo ? h - 4 - ((v - lo) / (hi - lo)) * (h - 8) : h / 2);
+      const line = document.createElementNS(SVG, "polyline");
+      line.setAttribute("points", points.filter((p) => p[1] !== null && p[1] !== undefined)
+        .map((p) => `${xs(p[0]).toFixed(1)},${ys(p[1]).toFixed(1)}`).join(" "));
+      svg.append(line);
+    }
+    const caption = el("figcaption", {}, `${title}: `, el("strong", { class: "now" }, shown));
+    const figure = el("figure", { "data-series": id, "data-points": points.length }, caption);
+    figure.append(svg);
+    return figure;
+  }
+  function series(s) {
+    if (!s.fleet) return [];
+    history.push([s.at, s.fleet.totals]);
+    if (history.length > MAX_POINTS) history.shift();
+    return SERIES.map(([id, title, pick]) =>
+      chart(id, title, history.map(([t, totals]) => [t, pick(totals)])));
+  }
+
   function render(s) {
     document.getElementById("epoch").textContent = s.epoch;
     document.getElementById("seq").textContent = s.seq;
     document.title = `Contract operator — seq ${s.seq}`;
     replace("worker", worker(s.worker));
+    replace("fleet", ...fleet(s.fleet));
+    replace("series", ...series(s));
     replace("tables", tables(s.tables));
     replace("graph", ...graph(s.graph));
     replace("clients", ...clients(s.clients));
@@ -115,7 +184,10 @@
 
   async function poll() {
     try {
-      const url = node ? `${stateUrl}?node=${encodeURIComponent(node)}` : stateUrl;
+      // From the origin, never the page's own URL: a page opened as http://user:token@host/...
+      // would lend its credentials to the relative URL, which fetch refuses ("unreachable").
+      const url = new URL(stateUrl, window.location.origin);
+      if (node) url.searchParams.set("node", node);
       const reply = await fetch(url, { credentials: "same-origin", cache: "no-store" });
       if (reply.ok) render(await reply.json());
       else document.getElementById("updated").textContent = `Update failed: ${reply.status}.`;

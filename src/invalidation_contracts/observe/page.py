@@ -1,9 +1,11 @@
 """The operator page: server-rendered HTML plus one small script that keeps it current.
 
-``GET {prefix}/contract/operator`` (admin token) shows table versions, recent change sets with
-their row diffs, the graph around a chosen node (``?node=table:key``), this worker's readiness
-and lag, and the per-client scores; ``…/operator/state`` is the same as JSON, which the script
-(``…/operator/operator.js``, no build step) polls every ``POLL_MS`` and re-renders from. The admin
+``GET {prefix}/contract/operator`` (admin token) shows every worker's position and the totals
+over all of them with their time series (``observe.fleet``), table versions, recent change sets
+with their row diffs, the graph around a chosen node (``?node=table:key``), the answering
+worker's readiness and lag, and the per-client scores; ``…/operator/state`` is the same as
+JSON, which the script (``…/operator/operator.js``, no build step) polls every ``POLL_MS`` and
+re-renders from. The admin
 token is accepted as ``Authorization: Bearer <token>`` or as the password of HTTP Basic auth, so
 a browser asks for it by itself (any user name). Every value is escaped; the page sets a
 ``Content-Security-Policy`` that allows only its own script.
@@ -135,6 +137,9 @@ code {{ font: 13px ui-monospace, monospace; }}
 .added {{ background: #e6f4ea; }} .removed {{ background: #fde7e9; }}
 .changed {{ background: #fff4ce; }}
 .bad {{ color: #a4000f; font-weight: 600; }} .ok {{ color: #0b6a0b; font-weight: 600; }}
+figure {{ display: inline-block; margin: 0 1rem 1rem 0; }}
+svg.series {{ border: 1px solid #999; background: #fafafa; }}
+svg.series polyline {{ fill: none; stroke: #0b57d0; stroke-width: 2; }}
 :focus {{ outline: 3px solid #0b57d0; }}
 </style>
 </head>
@@ -148,6 +153,13 @@ code {{ font: 13px ui-monospace, monospace; }}
 <main>
 <section aria-labelledby="h-worker"><h2 id="h-worker">Worker</h2>
 <div id="worker">{_worker(view["worker"])}</div></section>
+<section aria-labelledby="h-fleet"><h2 id="h-fleet">Every worker</h2>
+<div id="fleet">{_fleet(view["fleet"])}</div></section>
+<section aria-labelledby="h-series"><h2 id="h-series">Over time, every worker</h2>
+<p>The paper's figures summed over every worker, one point per update since this page opened:
+stale values sent, the first-try rate, and the change sets that evict agents' cached fixes (with
+the clients whose scores were forgotten to make room).</p>
+<div id="series"></div></section>
 <section aria-labelledby="h-tables"><h2 id="h-tables">Table versions</h2>
 <div id="tables">{_tables(view["tables"])}</div></section>
 <section aria-labelledby="h-changes"><h2 id="h-changes">Recent change sets</h2>
@@ -178,6 +190,47 @@ def _worker(worker: dict[str, Any]) -> str:
         f"{_e(worker['state'])}{'' if worker['live'] else ' (not live)'}; lag "
         f"{_e(worker['lag_s'])} s (ready within {_e(worker['max_lag_s'])} s)"
         f"{f'; capture: {leads}' if leads else ''}.</p>"
+    )
+
+
+FLEET_HEADS = ("Worker", "Seq", "Ready", "Live", "Available", "Confirmed (s ago)", "Adopted")
+TOTAL_HEADS = (
+    ("answers", "Answers"),
+    ("episodes", "Episodes"),
+    ("first_try", "First tries"),
+    ("first_try_rate", "First-try rate"),
+    ("retries", "Retries"),
+    ("stale_values_sent", "Stale values sent"),
+    ("change_sets", "Change sets"),
+    ("rows_changed", "Rows changed"),
+    ("clients_forgotten", "Clients forgotten"),
+)
+
+
+def _fleet(fleet: dict[str, Any] | None) -> str:
+    if fleet is None:
+        return "<p>No metrics exposition: instrument with Prometheus to see every worker.</p>"
+    yes = {1.0: "yes", 0.0: "no"}
+    rows = "".join(
+        f'<tr data-worker="{_e(w["worker"])}"><th scope="row"><code>{_e(w["worker"])}</code></th>'
+        f'<td class="seq">{_e(int(w.get("seq", 0)))}</td>'
+        + "".join(
+            f"<td>{_e(yes.get(w.get(k, -1), '–'))}</td>" for k in ("ready", "live", "available")
+        )
+        + f"<td>{_e(round(w.get('confirmation_age_s', 0.0), 3))}</td>"
+        f"<td>{_e(int(w.get('adopted', 0)))}</td></tr>"
+        for w in fleet["workers"]
+    )
+    heads = "".join(f'<th scope="col">{h}</th>' for h in FLEET_HEADS)
+    totals = fleet["totals"]
+    shown = {k: _rate(v) if k == "first_try_rate" else v for k, v in totals.items()}
+    cells = "".join(f'<td data-total="{key}">{_e(shown[key])}</td>' for key, _ in TOTAL_HEADS)
+    total_heads = "".join(f'<th scope="col">{h}</th>' for _, h in TOTAL_HEADS)
+    return (
+        f"<table><caption>{len(fleet['workers'])} worker(s)</caption><thead><tr>{heads}</tr>"
+        f"</thead><tbody>{rows}</tbody></table>"
+        "<table><caption>Totals over every worker</caption><thead>"
+        f"<tr>{total_heads}</tr></thead><tbody><tr>{cells}</tr></tbody></table>"
     )
 
 

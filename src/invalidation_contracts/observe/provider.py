@@ -38,12 +38,14 @@ from .gauges import watch_scores, watch_worker
 from .journal import ChangeJournal, ChangeSet, change_set
 from .totals import Labels, TotalCounter
 
+LAG_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+"""The commit-to-serve lag histogram's bucket bounds (seconds)."""
 ORIGINS = ("captured", "admin", "reconciled", "direct")
 """Where a change set comes from (``contract.changes``' ``origin``); each is exported at 0."""
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +116,14 @@ class ProviderTelemetry:
             unit="{event}",
             description="Telemetry this worker could not record (an error inside it).",
             zero=this_worker,
+        )
+        self.lag = meter.create_histogram(
+            "invalidation_contracts.worker.lag",
+            unit="s",
+            description="Seconds from a change set's commit to the shared history until this "
+            "worker serves it (each change set, on every worker; the writer's own is its commit "
+            "time).",
+            explicit_bucket_boundaries_advisory=LAG_BUCKETS_S,
         )
         self.answers = AnswerCounters(meter)
         """Responses, refusals and contract bytes (``observe.answers``)."""
@@ -222,6 +232,7 @@ class ProviderTelemetry:
                 )
             if origin != "adopted":
                 self._count(change, feed, origin)
+            self._served(before, after)
             self.journal.add(change)
             for hook in self.change_hooks:
                 hook(change, before, after)
@@ -250,6 +261,17 @@ class ProviderTelemetry:
         for (table, own), count in rows.items():
             self.rows_changed.add(count, (("table", table), ("origin", own)))
 
+    def _served(self, before: RegistryState, after: RegistryState) -> None:
+        """Observe the commit-to-serve lag of each change set this worker now serves (those
+        whose commit time the history kept; none across a new epoch)."""
+        if before.epoch != after.epoch:
+            return
+        now = time.time()
+        worker = {"worker": self.worker}
+        for record in self.service.registry.log.between(before.seq, after.seq):
+            if record.committed_at is not None:
+                self.lag.record(max(0.0, now - record.committed_at), worker)
+
     def _feed(self, before: RegistryState, after: RegistryState) -> ChangesFeed | None:
         """The change log between the two states (None: another epoch, or beyond the log)."""
         if before.epoch != after.epoch:
@@ -259,7 +281,7 @@ class ProviderTelemetry:
         except ProtocolError:
             return None
 
-    def watch_scores(self, scores: ClientScores) -> None:
+    def watch_scores(self, scores: Scores) -> None:
         """Export the per-client figures summed over clients (``observe.gauges.watch_scores``)."""
         watch_scores(self.meter, scores, self.worker)
 

@@ -39,7 +39,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from ..server.domain import Route
 from ..server.policies import Finding
@@ -55,6 +55,39 @@ BUSY_CAP = 64
 """Requests past which clients count as equally busy (eviction then goes by recency alone)."""
 JUDGED_PER_FIX = 8
 """Drafts whose judgement is kept per taught fix while the served state stays the same."""
+
+
+class Scores(Protocol):
+    """Where the provider's checks are folded and the figures read: ``ClientScores`` (one
+    process) or ``observe.shared.SharedScores`` (every worker of a registry)."""
+
+    scope: str | None
+    """The ``worker`` label of the figures (None: this worker's own)."""
+
+    def checked(
+        self,
+        client: str,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        findings: tuple[Finding, ...],
+        document: bytes | None = None,
+    ) -> None: ...
+
+    def totals(self) -> ClientFigures: ...
+
+    def figures(self, client: str) -> ClientFigures | None: ...
+
+    def busiest(self, n: int) -> list[tuple[str, ClientFigures]]: ...
+
+    def snapshot(self) -> dict[str, ClientFigures]: ...
+
+    def __len__(self) -> int: ...
+
+    @property
+    def forgotten(self) -> int: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass
@@ -110,6 +143,8 @@ class _Client:
 class ClientScores:
     """Every client's figures, folded from the provider's checks (see the module docstring)."""
 
+    scope: str | None = None
+
     def __init__(
         self,
         *,
@@ -147,6 +182,41 @@ class ClientScores:
         with self._lock:
             lesson = self._lessons.of(findings, document) if findings else None
             self._fold(self._client(client), route, request, state, lesson)
+
+    def fold(
+        self,
+        data: Mapping[str, Any] | None,
+        figures: ClientFigures,
+        route: Route[Any],
+        request: Mapping[str, Any],
+        state: RegistryState,
+        findings: tuple[Finding, ...],
+        document: bytes | None = None,
+    ) -> dict[str, Any]:
+        """``checked`` for a client kept elsewhere (``observe.shared``): its state as ``data``
+        (``None``: a new client) and ``figures`` (updated in place) in, its new state out. The
+        client is not kept here."""
+        with self._lock:
+            lesson = self._lessons.of(findings, document) if findings else None
+            known = _Client(figures=figures)
+            for type_, scope, parameters, policy, when in (data or {}).get("taught", ()):
+                fix = Taught.build(type_, scope, parameters, policy)
+                self._teach(known, fix)
+                known.when[fix.key] = when
+            known.streak = dict((data or {}).get("streak", {}))
+            known.clock = int((data or {}).get("clock", 0))
+            self._fold(known, route, request, state, lesson)
+            return {
+                "streak": known.streak,
+                "clock": known.clock,
+                "taught": [
+                    [f.type, f.scope, f.parameters, f.policy, known.when.get(f.key, 0)]
+                    for f in known.taught.values()
+                ],
+            }
+
+    def close(self) -> None:
+        """Nothing to release (a shared store's ``SharedScores`` has a connection)."""
 
     def totals(self) -> ClientFigures:
         """Every client's figures summed, forgotten clients included (for counters; summed when

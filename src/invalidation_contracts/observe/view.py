@@ -2,12 +2,15 @@
 
 ``operator_view`` gathers the worker's served state (epoch, seq, table versions), the journal's
 recent change sets with their row diffs, this worker's readiness and lag, the per-client scores,
-and optionally the graph around one node (its out- and in-edges, at most ``max_edges`` each).
+every worker's position and the totals over all of them (``observe.fleet``, from the merged
+metrics exposition), and optionally the graph around one node (its out- and in-edges, at most
+``max_edges`` each).
 """
 
 from __future__ import annotations
 
 import os
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..server.graph import node_id
@@ -17,7 +20,7 @@ if TYPE_CHECKING:
     from ..server.state import RegistryState
     from ..server.worker.contract import ContractWorker
     from .observability import Observability
-    from .scoring import ClientScores
+    from .scoring import Scores
 
 DEFAULT_CHANGES = 20
 DEFAULT_CLIENTS = 50
@@ -51,6 +54,8 @@ def operator_view(
         "changes": [c.to_dict() for c in observed.telemetry.journal.recent(changes)],
         "worker": _worker(service, state.seq),
         "clients": _clients(observed.scores, clients),
+        "fleet": _fleet(observed),
+        "at": time.time(),
         "graph": None if not node else _graph(state, node, max_edges),
     }
 
@@ -72,7 +77,16 @@ def _worker(service: ContractWorker, seq: int) -> dict[str, Any]:
     }
 
 
-def _clients(scores: ClientScores | None, limit: int) -> list[dict[str, Any]]:
+def _fleet(observed: Observability) -> dict[str, Any] | None:
+    """Every worker's position and the totals over all of them (None: no metrics exposition)."""
+    if observed.prometheus is None:
+        return None
+    from .fleet import fleet
+
+    return fleet(observed.prometheus.render().decode("utf-8"))
+
+
+def _clients(scores: Scores | None, limit: int) -> list[dict[str, Any]]:
     if scores is None:
         return []
     snapshot = scores.snapshot()

@@ -37,9 +37,13 @@ SUFFIX = ".prom"
 
 def merge(texts: Mapping[str, str], gone: frozenset[str] = frozenset()) -> bytes:
     """The expositions ``texts`` (by worker) as one, each sample labelled with its worker;
-    the gauges of the workers in ``gone`` (no longer running) are left out."""
+    the gauges of the workers in ``gone`` (no longer running) are left out. A series that
+    several workers report alike (labelled with a ``worker`` of its own, such as the client
+    scores every worker reads from the registry, ``observe.shared``) is kept once: the first
+    text's (give the freshest first)."""
     families: dict[str, Metric] = {}
-    for worker, text in sorted(texts.items()):
+    seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
+    for worker, text in texts.items():
         try:
             parsed = list(text_string_to_metric_families(text))
         except ValueError:  # a file torn by a crash: that worker is left out of this scrape
@@ -54,6 +58,10 @@ def merge(texts: Mapping[str, str], gone: frozenset[str] = frozenset()) -> bytes
             for sample in family.samples:
                 labels = {**sample.labels}
                 labels.setdefault("worker", worker)
+                series = (sample.name, tuple(sorted(labels.items())))
+                if series in seen:
+                    continue
+                seen.add(series)
                 merged.samples.append(
                     Sample(sample.name, labels, sample.value, sample.timestamp, sample.exemplar)
                 )
@@ -127,9 +135,9 @@ class WorkerFiles:
     def render(self) -> bytes:
         """Every worker's exposition merged (this one's fresh, the others' within refresh_s)."""
         own = self.publish().decode("utf-8")
-        texts = {self.worker: own}
+        texts = {self.worker: own}  # first: its shared series are the freshest
         with contextlib.suppress(OSError):
-            for path in self.directory.glob(f"*{SUFFIX}"):
+            for path in sorted(self.directory.glob(f"*{SUFFIX}")):
                 worker = path.name[: -len(SUFFIX)]
                 if worker != self.worker:
                     with contextlib.suppress(OSError, UnicodeDecodeError):

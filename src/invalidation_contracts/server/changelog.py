@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 from collections.abc import Collection, Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..protocol.models import ChangesFeed, RowChange, RuleChange, TableTransition
 from ..protocol.problems import ProblemType, ProtocolError
@@ -22,6 +22,14 @@ class LogRecord:
     transitions: tuple[TableTransition, ...] = ()
     rows: tuple[RowChange, ...] = ()
     rule_change: RuleChange | None = None
+    committed_at: float | None = None
+    """Wall-clock seconds (Unix time) at which the change set was committed to the shared
+    history (None: not written to one, or written before the history kept it)."""
+
+
+def stamped(records: Iterable[LogRecord], at: float) -> list[LogRecord]:
+    """``records`` with their commit time set to ``at``."""
+    return [replace(record, committed_at=at) for record in records]
 
 
 def touched_rows(records: Iterable[LogRecord]) -> dict[str, set[str]]:
@@ -88,6 +96,17 @@ class ChangeLog:
 
     def records(self) -> tuple[LogRecord, ...]:
         return tuple(self._records)
+
+    def between(self, since: int, last_seq: int) -> tuple[LogRecord, ...]:
+        """The retained records after ``since`` up to ``last_seq``, walked from the newest (the
+        recent ones are asked for); call it under the writers' lock."""
+        found: list[LogRecord] = []
+        for record in reversed(self._records):
+            if record.seq <= since:
+                break
+            if record.seq <= last_seq:
+                found.append(record)
+        return tuple(reversed(found))
 
     def since(
         self,

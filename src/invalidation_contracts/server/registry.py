@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import secrets
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
 from ..protocol.models import ChangesFeed, ReloadResult, RulesResult
 from ..protocol.problems import ProblemType, ProtocolError
-from .changelog import ChangeLog, LogRecord
+from .changelog import ChangeLog, LogRecord, stamped
 from .history import Advance, Catchup, History, HistoryWrite, Restore, advance
 from .origin import change_origin
 from .rules import Rule, RuleSet
@@ -290,6 +291,7 @@ class Registry(TableVerbs):
                     tx = RegistryTransaction(self._state, store, {}, self._log)
                     yield tx
                     if tx.changed:
+                        tx.records = stamped(tx.records, time.time())  # the commit-to-serve lag
                         store.save(tx.base, tx.state, tx.records, tx.positions)
             self._publish(tx)
             for callback in tx.committed:

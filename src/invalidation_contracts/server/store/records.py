@@ -16,13 +16,16 @@ def encode_row(row: Mapping[str, Any]) -> str:
 
 
 def encode_record(record: LogRecord) -> str:
-    """A record as JSON: its transitions, the row changes as ``[table, op, key]``, a rule change."""
+    """A record as JSON: its transitions, the row changes as ``[table, op, key]``, a rule change,
+    its commit time (``at``, Unix seconds; readers of older records find none)."""
     data: dict[str, Any] = {"seq": record.seq}
     if record.transitions:
         data["transitions"] = [t.to_wire() for t in record.transitions]
         data["rows"] = [[change.table, change.op, change.key] for change in record.rows]
     if record.rule_change is not None:
         data["rule_change"] = record.rule_change.to_wire()
+    if record.committed_at is not None:
+        data["at"] = record.committed_at
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
@@ -60,4 +63,12 @@ def decode_record(seq: int, text: str) -> LogRecord:
         )
         for table, op, key in row_items
     )
-    return LogRecord(seq=seq, transitions=tuple(transitions), rows=rows, rule_change=rule_change)
+    at = data.get("at")  # the commit time; absent from records written before it was kept
+    committed_at = float(at) if isinstance(at, int | float) and not isinstance(at, bool) else None
+    return LogRecord(
+        seq=seq,
+        transitions=tuple(transitions),
+        rows=rows,
+        rule_change=rule_change,
+        committed_at=committed_at,
+    )

@@ -1,0 +1,106 @@
+"""Client scores shared through the registry (issue 42, item 2): two workers of one registry score
+one client whose requests alternate between them exactly as one worker scores it alone (a retry
+stays a retry, a taught fix stays taught), and a key-minting flood cannot push a repeat client
+out (``observe.shared``). SQLite here; PostgreSQL in ``test_shared_scores_postgres``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from tests.observe.conftest import ORDERS
+from tests.observe.test_scoring_rules import ADMIN, BAD, GOOD, _key
+from tests.service.conftest import TOKEN, make_domain
+
+from invalidation_contracts.observe import instrument
+from invalidation_contracts.observe.clients import ClientKey
+from invalidation_contracts.observe.scoring import ClientFigures, ClientScores, Scores
+from invalidation_contracts.observe.shared import SharedScores
+from invalidation_contracts.server.http.app import create_app
+
+KEY = ClientKey.header("X-Client", secret=b"k")
+STALE_RUN = [
+    ("post", ORDERS, {"plan": "basic"}),  # 422: taught the card
+    ("post", ORDERS, GOOD),  # a retry, with the fix
+    ("post", ORDERS, BAD),  # a new episode, refused
+    ("post", ORDERS, BAD),  # a retry, refused again
+    ("post", ORDERS, GOOD),  # a retry that passes
+    ("admin", "/admin/reload-table", {"table": "plans", "rows": {"basic": {"funding": "wire"}}}),
+    ("post", ORDERS, GOOD),  # carries the card a change made stale
+]
+
+
+@contextmanager
+def workers(scores: list[Scores], store: str | None) -> Iterator[list[TestClient]]:
+    with ExitStack() as stack:
+        clients = []
+        for each in scores:
+            options = {"store": store} if store is not None else {}
+            app = create_app(make_domain(), admin_token=TOKEN, **options)
+            instrument(app, app.state.service, prometheus=False, scores=each, client_key=KEY)
+            clients.append(stack.enter_context(TestClient(app)))
+        yield clients
+
+
+def drive(clients: list[TestClient]) -> None:
+    """The run, request ``i`` sent to worker ``i mod n`` (each worker catches up first)."""
+    for i, (kind, path, body) in enumerate(STALE_RUN):
+        worker = clients[i % len(clients)]
+        worker.app.state.service.registry.sync()
+        headers = ADMIN if kind == "admin" else {"X-Client": "a"}
+        worker.post(path, json=body, headers=headers)
+
+
+def test_two_workers_sharing_the_registry_score_a_client_as_one_worker_does(tmp_path):
+    alone = ClientScores()
+    with workers([alone], None) as one:
+        drive(one)
+    path = str(tmp_path / "history.sqlite")
+    shared = [SharedScores(path), SharedScores(path)]
+    with workers(shared, path) as two:
+        drive(two)
+    expected = alone.figures(_key("a"))
+    assert expected is not None and expected.stale_values_sent == 1 and expected.retries == 3
+    assert shared[0].figures(_key("a")) == expected
+    assert shared[1].snapshot() == {_key("a"): expected}
+    assert shared[0].totals() == expected
+
+
+def test_a_flood_of_fresh_keys_never_pushes_a_repeat_client_out(tmp_path):
+    path = str(tmp_path / "history.sqlite")
+    scores = SharedScores(path, max_clients=4, max_newcomers=8)
+    real = [f"real-{i}" for i in range(4)]
+    with workers([scores], path) as (client,):
+        for _ in range(3):
+            for name in real:
+                client.post(ORDERS, json=GOOD, headers={"X-Client": name})
+        for i in range(60):  # one request per minted key, then two per key
+            client.post(ORDERS, json=GOOD, headers={"X-Client": f"flood-{i}"})
+        for i in range(60, 80):
+            for _ in range(2):
+                client.post(ORDERS, json=GOOD, headers={"X-Client": f"flood-{i}"})
+    kept = scores.snapshot()
+    assert all(_key(name) in kept for name in real)  # busier than any flood key: kept
+    assert len(kept) <= 4 + 8
+    assert scores.forgotten >= 80 - 8
+    assert scores.totals().requests == 3 * 4 + 60 + 2 * 20  # no request lost from the totals
+
+
+def test_a_busier_repeat_key_takes_the_place_of_a_less_busy_kept_client(tmp_path):
+    path = str(tmp_path / "history.sqlite")
+    scores = SharedScores(path, max_clients=1, max_newcomers=4)
+    with workers([scores], path) as (client,):
+        for _ in range(2):
+            client.post(ORDERS, json=GOOD, headers={"X-Client": "quiet"})
+        for _ in range(3):
+            client.post(ORDERS, json=GOOD, headers={"X-Client": "busy"})
+    assert set(scores.snapshot()) == {_key("busy")}
+    assert scores.totals() == ClientFigures(requests=5, episodes=5, first_try=5)
+
+
+def test_the_scores_live_beside_the_registry_not_in_its_file(tmp_path):
+    path = tmp_path / "history.sqlite"
+    SharedScores(str(path)).close()
+    assert Path(str(path) + "-clients").exists()
