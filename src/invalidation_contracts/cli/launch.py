@@ -2,8 +2,8 @@
 
 With ``--workers N`` each uvicorn worker is a fresh process that builds its own app: the command
 puts an ``AppSpec`` (JSON) in an environment variable and names ``app_from_env`` as the app
-factory. Secrets never travel in it: the admin token and the opaque-names secret are read from the
-environment variables the spec names, in each worker.
+factory. Secrets never travel in it: the admin and metrics tokens and the opaque-names secret are
+read from the environment variables the spec names, in each worker.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..server.auth import ADMIN_TOKEN_ENV
+from ..server.auth import ADMIN_TOKEN_ENV, METRICS_TOKEN_ENV
 from ..server.config import WorkerConfig
 from ..server.trust import TrustOptions
 from ..server.worker.timing import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
@@ -39,6 +39,7 @@ class AppSpec:
     ``logical`` (``LogicalSource``: PostgreSQL logical decoding, ``wal_level = logical``)."""
     declarations: str | None = None
     admin_token_env: str = ADMIN_TOKEN_ENV
+    metrics_token_env: str = METRICS_TOKEN_ENV
     protect_graph: bool = False
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
@@ -99,6 +100,7 @@ class AppSpec:
             store=self.store,
             database=self.database,
             admin_token=os.environ.get(self.admin_token_env) or "",
+            metrics_token=os.environ.get(self.metrics_token_env) or "",
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,

@@ -18,12 +18,14 @@ from .options import (
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_metrics_token,
     _add_trust_options,
     _admin_token,
     _cannot_listen,
     _count,
     _history,
     _level,
+    _metrics_token,
     _port,
     _trust_options,
     _workers,
@@ -81,6 +83,7 @@ def register(sub: Subparsers) -> None:
         help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
+    _add_metrics_token(p)
     _add_header_timeout(p)
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
@@ -218,7 +221,7 @@ def _serve(args: argparse.Namespace) -> int:
     import os
 
     from .._extras import require_extra
-    from ..server.auth import ADMIN_TOKEN_ENV
+    from ..server.auth import ADMIN_TOKEN_ENV, METRICS_TOKEN_ENV
     from ..server.store import StorageError
     from .launch import FACTORY, SPEC_ENV, AppSpec
 
@@ -237,6 +240,13 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ADMIN_TOKEN_ENV] = token
     else:
         os.environ.pop(ADMIN_TOKEN_ENV, None)
+    reader = _metrics_token(args)
+    if reader and reader == token:
+        raise UsageError("the metrics token must differ from the admin token")
+    if reader:
+        os.environ[METRICS_TOKEN_ENV] = reader
+    else:
+        os.environ.pop(METRICS_TOKEN_ENV, None)
     _client_key_secret(args)
     spec = AppSpec(
         domain=args.domain,
@@ -246,6 +256,7 @@ def _serve(args: argparse.Namespace) -> int:
         capture=args.capture,
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
+        metrics_token_env=METRICS_TOKEN_ENV,
         protect_graph=args.protect_graph,
         metrics=args.metrics,
         signing_keys=tuple(str(path) for path in args.signing_key),
