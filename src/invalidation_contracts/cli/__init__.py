@@ -11,6 +11,7 @@ extra, an OS error). Secrets never travel in argv: the admin token comes from
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -56,6 +57,19 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """A command with ``--config`` takes the file's options as its defaults first."""
+        if args is not None and "--config" in self._option_string_actions:
+            from .config_file import ConfigFileError, apply_config
+
+            try:
+                apply_config(self, args)
+            except ConfigFileError as exc:
+                self.error(str(exc))
+        return super().parse_known_args(args, namespace)
 
 
 def _registrars() -> list[Callable[[Subparsers], None]]:
@@ -116,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str, status: int) -> int:
+    from .say import say
+
     first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"invalidation-contracts: error: {first}", file=sys.stderr)
+    say(f"invalidation-contracts: error: {first}", level=logging.ERROR)
     return status

@@ -48,6 +48,10 @@ class AppSpec:
     stall_timeout_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    otlp: str | None = None
+    """Instrument the contract and push its metrics and spans to this OTLP/HTTP base URL."""
+    log_format: str = "text"
+    """``json``: the request's trace ids reach the log lines (``json_logs``)."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
     max_watch_streams: int | None = None
@@ -77,21 +81,45 @@ class AppSpec:
             app.state.service.watch_max_streams = self.max_watch_streams
         if self.max_watch_per_client is not None:
             app.state.service.watch_max_per_client = self.max_watch_per_client
+        if self.metrics or self.otlp:
+            self._instrument(app, domain.name)
+        if self.log_format == "json":
+            from ..json_logs import RequestTrace
+
+            app.add_middleware(RequestTrace)
+        return app
+
+    def _instrument(self, app: FastAPI, name: str) -> None:
+        """``observe.instrument``: a Prometheus route (``metrics``), an OTLP push (``otlp``)."""
+        from ..observe import instrument
+        from ..observe.clients import ClientKey
+
+        otlp = None
+        if self.otlp is not None:
+            from ..observe.otlp import OtlpPipeline
+
+            otlp = OtlpPipeline(self.otlp, name)
+        exposition = None
         if self.metrics:
-            from ..observe import instrument
             from ..observe.prometheus import PrometheusExposition
             from ..observe.workers import METRICS_DIR_ENV
 
             shared = os.environ.get(METRICS_DIR_ENV)
             exposition = PrometheusExposition(
-                domain.name, shared_dir=Path(shared) if shared else None
+                name,
+                shared_dir=Path(shared) if shared else None,
+                readers=() if otlp is None else (otlp.metric_reader,),
             )
-            from ..observe.clients import ClientKey
-
-            instrument(
-                app, app.state.service, prometheus=exposition, client_key=ClientKey.from_env()
-            )
-        return app
+        observed = instrument(
+            app,
+            app.state.service,
+            prometheus=exposition if exposition is not None else False,
+            meter_provider=otlp.meter_provider() if otlp and exposition is None else None,
+            tracer_provider=otlp.tracer_provider if otlp else None,
+            client_key=ClientKey.from_env(),
+        )
+        if otlp is not None:
+            observed.on_close(otlp.shutdown)
 
     def config(self) -> WorkerConfig:
         """The worker configuration this spec describes (secrets read from the environment)."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..private_files import exposure
 from . import CommandError, UsageError
+from .say import say
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -170,7 +171,7 @@ def _bearer_token(path: Path | None, variable: str, what: str) -> str | None:
     if path is not None:
         exposed = exposure(path)
         if exposed is not None:
-            print(f"warning: the {what} file {exposed}", file=sys.stderr)
+            say(f"warning: the {what} file {exposed}", level=logging.WARNING)
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
