@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -353,3 +354,34 @@ def test_a_collector_that_is_down_never_fails_a_request() -> None:
 
     assert set(statuses) <= {200, 422}
     assert elapsed < 5.0
+
+
+def test_the_otlp_module_without_its_exporter_names_the_otlp_extra(monkeypatch) -> None:
+    import importlib
+
+    from invalidation_contracts._extras import MissingExtra
+
+    exporter = "opentelemetry.exporter.otlp.proto.http.metric_exporter"
+    monkeypatch.setitem(sys.modules, exporter, None)  # None in sys.modules: not importable
+    monkeypatch.delitem(sys.modules, "invalidation_contracts.observe.otlp", raising=False)
+
+    with pytest.raises(MissingExtra) as missing:
+        importlib.import_module("invalidation_contracts.observe.otlp")
+
+    assert missing.value.extra == "otlp"
+
+
+def test_serve_refuses_an_otlp_value_that_is_no_url(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["serve", "--domain", "acme_billing", "--otlp", "collector:4318"])
+
+    assert status == 2
+    assert "--otlp: expected an http(s)://HOST:PORT URL" in capsys.readouterr().err
+
+
+def test_the_docs_show_the_shipped_config_file() -> None:
+    page = (ROOT / "docs" / "operators.md").read_text()
+    shown = [
+        tomllib.loads(b) for b in re.findall(r"```toml\n(.*?)```", page, re.S) if "workers" in b
+    ]
+
+    assert shown == [tomllib.loads((ROOT / "deploy" / "serve.toml").read_text())]
