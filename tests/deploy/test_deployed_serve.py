@@ -31,7 +31,6 @@ from tests.support.otlp_receiver import Received, otlp_receiver
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.cli.launch import AppSpec
-from invalidation_contracts.server.auth import BearerAuth
 
 pytestmark = pytest.mark.workers
 
@@ -272,11 +271,6 @@ def test_serve_refuses_a_metrics_token_equal_to_the_admin_token(
     assert capsys.readouterr().err.strip().splitlines()[-1] == (
         "invalidation-contracts: error: the metrics token must differ from the admin token"
     )
-
-
-def test_a_worker_refuses_a_metrics_token_equal_to_its_admin_token() -> None:
-    with pytest.raises(ValueError, match="must differ"):
-        BearerAuth("same-token", "same-token")
 
 
 # -- JSON logs ------------------------------------------------------------------------------------

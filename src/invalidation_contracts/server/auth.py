@@ -42,6 +42,18 @@ class BearerAuth:
         page), else raise 401/403 as ``check``."""
         if self._reader is not None and presented and _same(presented, self._reader):
             return
+        if self._token is None and self._reader is not None:  # a read-only server
+            if not presented:
+                raise ProtocolError(
+                    ProblemType.UNAUTHORIZED,
+                    "send the metrics token as 'Authorization: Bearer <token>'",
+                    headers={"WWW-Authenticate": f'Bearer realm="{REALM}"'},
+                )
+            raise ProtocolError(
+                ProblemType.FORBIDDEN,
+                "the bearer token is not this server's metrics token",
+                headers={"WWW-Authenticate": f'Bearer realm="{REALM}", error="invalid_token"'},
+            )
         self.check(presented)
 
     def check(self, presented: str | None) -> None:
@@ -50,7 +62,7 @@ class BearerAuth:
         ``presented`` is the bearer credential as the HTTP layer decoded it (latin-1), None if
         absent.
         """
-        if self._token is None and self._reader is None:
+        if self._token is None:
             raise ProtocolError(
                 ProblemType.UNAUTHORIZED,
                 f"admin routes are disabled: the server has no admin token (set {ADMIN_TOKEN_ENV})",
@@ -69,7 +81,7 @@ class BearerAuth:
                 "this route needs the admin token",
                 headers={"WWW-Authenticate": f'Bearer realm="{REALM}", error="insufficient_scope"'},
             )
-        if self._token is None or not _same(presented, self._token):
+        if not _same(presented, self._token):
             raise ProtocolError(
                 ProblemType.FORBIDDEN,
                 "the bearer token is not this server's admin token",
