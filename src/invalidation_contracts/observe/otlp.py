@@ -5,12 +5,14 @@ ms (the SDK's default: 60 s) to ``URL/v1/metrics``, and a tracer provider whose 
 exports to ``URL/v1/traces`` (``OTEL_BSP_*`` tune it). Both run on the SDK's background threads
 with bounded queues: a collector that is down never slows a request, its data is dropped. The
 resource names the service and the worker process (``service.instance.id``), so the series of
-``serve --workers N`` stay apart. The SDK flushes both at interpreter exit.
+``serve --workers N`` stay apart. ``shutdown`` (also at interpreter exit) flushes both, bounded.
 """
 
 from __future__ import annotations
 
+import atexit
 import os
+import threading
 from urllib.parse import urlsplit
 
 from .._extras import missing
@@ -56,22 +58,34 @@ class OtlpPipeline:
             OTLPMetricExporter(endpoint=base + "/v1/metrics")
         )
         self._meter_provider: MeterProvider | None = None
-        self.tracer_provider = TracerProvider(resource=self.resource)
-        self.tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=base + "/v1/traces"))
-        )
+        self._span_exporter = OTLPSpanExporter(endpoint=base + "/v1/traces")
+        self.tracer_provider = TracerProvider(resource=self.resource, shutdown_on_exit=False)
+        self.tracer_provider.add_span_processor(BatchSpanProcessor(self._span_exporter))
+        self._closed = False
+        atexit.register(self.shutdown)  # bounded, unlike the SDK's own exit hook
 
     def meter_provider(self) -> MeterProvider:
         """The meter provider read by the OTLP exporter alone (without a Prometheus route; with
         one, ``PrometheusExposition(readers=[pipeline.metric_reader])`` owns the reader)."""
         if self._meter_provider is None:
             self._meter_provider = MeterProvider(
-                metric_readers=[self.metric_reader], resource=self.resource
+                metric_readers=[self.metric_reader], resource=self.resource, shutdown_on_exit=False
             )
         return self._meter_provider
 
     def shutdown(self) -> None:
-        """Flush and stop both exporters (what the SDK also does at interpreter exit)."""
+        """Flush and stop both exporters within about ``SHUTDOWN_MS`` each (also at exit): a
+        collector that is down would hold the span exporter in its retries for 10 s, so past the
+        bound its retries are cut short and what it still holds is dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self.shutdown)
         if self._meter_provider is not None:
             self._meter_provider.shutdown(timeout_millis=SHUTDOWN_MS)
-        self.tracer_provider.shutdown()
+        flushing = threading.Thread(target=self.tracer_provider.shutdown, daemon=True)
+        flushing.start()
+        flushing.join(SHUTDOWN_MS / 1000)
+        if flushing.is_alive():
+            self._span_exporter.shutdown()  # type: ignore[no-untyped-call]  # cuts the retries
+            flushing.join(SHUTDOWN_MS / 1000)
