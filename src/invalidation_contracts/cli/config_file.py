@@ -70,17 +70,19 @@ def apply_config(parser: argparse.ArgumentParser, arg_strings: Sequence[str]) ->
 
 
 def _config_path(arg_strings: Sequence[str]) -> Path | None:
-    """The ``--config`` value among ``arg_strings`` (options end at ``--``)."""
+    """The ``--config`` value among ``arg_strings``, the last if repeated, as argparse keeps
+    (options end at ``--``)."""
+    found: Path | None = None
     for i, text in enumerate(arg_strings):
         if text == "--":
             break
         if text == CONFIG_OPTION:
             if i + 1 >= len(arg_strings):
                 raise ConfigFileError(f"argument {CONFIG_OPTION}: expected one argument")
-            return Path(arg_strings[i + 1])
-        if text.startswith(CONFIG_OPTION + "="):
-            return Path(text.partition("=")[2])
-    return None
+            found = Path(arg_strings[i + 1])
+        elif text.startswith(CONFIG_OPTION + "="):
+            found = Path(text.partition("=")[2])
+    return found
 
 
 def _read(path: Path) -> dict[str, Any]:
