@@ -55,7 +55,15 @@ class Folder:
     @classmethod
     def make(cls, path: Path, pythonpath: list[str]) -> Folder:
         for entry in ROOT.iterdir():
-            if entry.name in ("docs", "scenarios", "tests", "benchmarks", "src", "pyproject.toml"):
+            if entry.name in (
+                "docs",
+                "scenarios",
+                "tests",
+                "benchmarks",
+                "src",
+                "pyproject.toml",
+                "deploy",
+            ):
                 (path / entry.name).symlink_to(entry)
         shims = path / ".bin"
         shims.mkdir()

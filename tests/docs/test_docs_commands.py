@@ -65,6 +65,10 @@ SKIP: dict[str, str] = {
         "is checked against its committed artifacts (test_docs_figures)"
     ),
     "invalidation-contracts run --planner anthropic:": "needs an Anthropic API key",
+    "docker": (
+        "needs a container runtime (CI has none): tests/deploy/test_deployed_serve.py lints the "
+        "Dockerfile and runs the image's command directly"
+    ),
 }
 #: Commands run as written by another test (under its own markers).
 ELSEWHERE: dict[str, str] = {

@@ -30,7 +30,18 @@ BLOCKS = blocks()
 SHELL = shell_blocks()
 PYTHON = [b for b in BLOCKS if b.lang == "python"]
 #: Outside tools the docs may use beside the project's own commands.
-OUTSIDE_TOOLS = {"sqlite3", "curl", "psql", "git", "cd", "export", "python3", "source", "."}
+OUTSIDE_TOOLS = {
+    "sqlite3",
+    "curl",
+    "psql",
+    "git",
+    "cd",
+    "export",
+    "python3",
+    "source",
+    ".",
+    "docker",
+}
 EXTRAS = set(
     tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
 )

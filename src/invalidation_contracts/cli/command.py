@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -36,3 +36,16 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """A command with ``--config`` takes the file's options as its defaults first."""
+        if args is not None and "--config" in self._option_string_actions:
+            from .config_file import ConfigFileError, apply_config
+
+            try:
+                apply_config(self, args)
+            except ConfigFileError as exc:
+                self.error(str(exc))
+        return super().parse_known_args(args, namespace)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from .. import __version__
 from .._extras import MissingExtra
 from . import bench, db, mcp, memory, planners, proxy, schema, service
 from .command import CommandError, Handler, Parser
+from .say import say
 
 if TYPE_CHECKING:
     from .command import Subparsers
@@ -76,5 +78,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _fail(message: str, status: int) -> int:
     first = message.strip().splitlines()[0] if message.strip() else "failed"
-    print(f"invalidation-contracts: error: {first}", file=sys.stderr)
+    say(f"invalidation-contracts: error: {first}", level=logging.ERROR)
     return status

@@ -2,8 +2,8 @@
 
 With ``--workers N`` each uvicorn worker is a fresh process that builds its own app: the command
 puts an ``AppSpec`` (JSON) in an environment variable and names ``app_from_env`` as the app
-factory. Secrets never travel in it: the admin token and the opaque-names secret are read from the
-environment variables the spec names, in each worker.
+factory. Secrets never travel in it: the admin and metrics tokens and the opaque-names secret are
+read from the environment variables the spec names, in each worker.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..server.auth import ADMIN_TOKEN_ENV
+from ..server.auth import ADMIN_TOKEN_ENV, METRICS_TOKEN_ENV
 from ..server.config import WorkerConfig
 from ..server.trust import TrustOptions
 from ..server.worker.timing import DEFAULT_MAX_LAG_S, DEFAULT_POLL_INTERVAL_S
@@ -39,6 +39,7 @@ class AppSpec:
     ``logical`` (``LogicalSource``: PostgreSQL logical decoding, ``wal_level = logical``)."""
     declarations: str | None = None
     admin_token_env: str = ADMIN_TOKEN_ENV
+    metrics_token_env: str = METRICS_TOKEN_ENV
     protect_graph: bool = False
     signing_keys: tuple[str, ...] = field(default_factory=tuple)
     opaque_key_env: str | None = None
@@ -47,6 +48,10 @@ class AppSpec:
     stall_timeout_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    otlp: str | None = None
+    """Instrument the contract and push its metrics and spans to this OTLP/HTTP base URL."""
+    log_format: str = "text"
+    """``json``: the request's trace ids reach the log lines (``json_logs``)."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
     max_watch_streams: int | None = None
@@ -76,30 +81,51 @@ class AppSpec:
             app.state.service.watch_max_streams = self.max_watch_streams
         if self.max_watch_per_client is not None:
             app.state.service.watch_max_per_client = self.max_watch_per_client
-        if self.metrics:
-            from ..observe import instrument
-            from ..observe.prometheus import PrometheusExposition
-            from ..observe.workers import METRICS_DIR_ENV
+        if self.metrics or self.otlp:
+            self._instrument(app, domain.name)
+        if self.log_format == "json":
+            from ..json_logs import RequestTrace
 
-            shared = os.environ.get(METRICS_DIR_ENV)
-            exposition = PrometheusExposition(
-                domain.name, shared_dir=Path(shared) if shared else None
-            )
-            from ..observe.clients import ClientKey
-
-            scores = None
-            if shared and self.store is not None:  # serve --workers N: one client, any worker
-                from ..observe.shared import SharedScores
-
-                scores = SharedScores(self.store)
-            instrument(
-                app,
-                app.state.service,
-                prometheus=exposition,
-                client_key=ClientKey.from_env(),
-                scores=scores,
-            )
+            app.add_middleware(RequestTrace)
         return app
+
+    def _instrument(self, app: FastAPI, name: str) -> None:
+        """``observe.instrument``: a Prometheus route (``metrics``), an OTLP push (``otlp``)."""
+        from ..observe import instrument
+        from ..observe.clients import ClientKey
+        from ..observe.workers import METRICS_DIR_ENV
+
+        otlp = None
+        if self.otlp is not None:
+            from ..observe.otlp import OtlpPipeline
+
+            otlp = OtlpPipeline(self.otlp, name)
+        shared = os.environ.get(METRICS_DIR_ENV)
+        exposition = None
+        if self.metrics:
+            from ..observe.prometheus import PrometheusExposition
+
+            exposition = PrometheusExposition(
+                name,
+                shared_dir=Path(shared) if shared else None,
+                readers=() if otlp is None else (otlp.metric_reader,),
+            )
+        scores = None
+        if shared and self.store is not None:  # serve --workers N: one client, any worker
+            from ..observe.shared import SharedScores
+
+            scores = SharedScores(self.store)
+        observed = instrument(
+            app,
+            app.state.service,
+            prometheus=exposition if exposition is not None else False,
+            meter_provider=otlp.meter_provider() if otlp and exposition is None else None,
+            tracer_provider=otlp.tracer_provider if otlp else None,
+            client_key=ClientKey.from_env(),
+            scores=scores,
+        )
+        if otlp is not None:
+            observed.on_close(otlp.shutdown)
 
     def config(self) -> WorkerConfig:
         """The worker configuration this spec describes (secrets read from the environment)."""
@@ -108,6 +134,7 @@ class AppSpec:
             store=self.store,
             database=self.database,
             admin_token=os.environ.get(self.admin_token_env) or "",
+            metrics_token=os.environ.get(self.metrics_token_env) or "",
             protect_graph=self.protect_graph,
             trust=TrustOptions.from_files(self.signing_keys, self.opaque_key_env),
             max_lag_s=self.max_lag_s if self.max_lag_s is not None else DEFAULT_MAX_LAG_S,

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
 from .command import CommandError, UsageError
+from .config_file import add_config_option
 from .options import (
     DOMAIN_HELP,
     _add_admin_token,
@@ -88,6 +89,7 @@ def register(sub: Subparsers) -> None:
         "model view (default), or inline in its content (0.1's wire form, for 0.1 clients)",
     )
     _add_trust_options(p, " (as for serve)")
+    add_config_option(p)
     p.set_defaults(handler=_serve_mcp)
 
 

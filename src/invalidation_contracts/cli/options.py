@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..private_files import exposure
 from .command import CommandError, UsageError
+from .say import say
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -146,27 +147,52 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     """The admin token from ``--admin-token-file`` or the environment; None when neither."""
     from ..server.auth import ADMIN_TOKEN_ENV
 
-    path: Path | None = args.admin_token_file
+    return _bearer_token(args.admin_token_file, ADMIN_TOKEN_ENV, "admin token")
+
+
+def _add_metrics_token(p: argparse.ArgumentParser) -> None:
+    from ..server.auth import METRICS_TOKEN_ENV
+
+    p.add_argument(
+        "--metrics-token-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="file holding a read-only token for the metrics scrape and the operator page, "
+        f"refused by every other admin route (default: ${METRICS_TOKEN_ENV})",
+    )
+
+
+def _metrics_token(args: argparse.Namespace) -> str | None:
+    """The read-only metrics token from ``--metrics-token-file`` or the environment."""
+    from ..server.auth import METRICS_TOKEN_ENV
+
+    return _bearer_token(args.metrics_token_file, METRICS_TOKEN_ENV, "metrics token")
+
+
+def _bearer_token(path: Path | None, variable: str, what: str) -> str | None:
+    """A bearer token from the file ``path``, else the environment ``variable``; None when
+    neither holds one; a usage error for an empty file or characters a header cannot carry."""
     if path is not None:
         exposed = exposure(path)
         if exposed is not None:
-            print(f"warning: the admin token file {exposed}", file=sys.stderr)
+            say(f"warning: the {what} file {exposed}", level=logging.WARNING)
         try:
             token = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-            raise CommandError(f"cannot read the admin token file {path}: {reason}") from None
+            raise CommandError(f"cannot read the {what} file {path}: {reason}") from None
         source = str(path)
         if not token:
-            raise UsageError(f"the admin token file {path} is empty")
+            raise UsageError(f"the {what} file {path} is empty")
     else:
-        token = os.environ.get(ADMIN_TOKEN_ENV, "").strip()
-        source = f"${ADMIN_TOKEN_ENV}"
+        token = os.environ.get(variable, "").strip()
+        source = f"${variable}"
     if not token:
         return None
     if not all("!" <= ch <= "~" for ch in token):
         raise UsageError(
-            f"the admin token in {source} holds characters an HTTP header cannot carry "
+            f"the {what} in {source} holds characters an HTTP header cannot carry "
             "(use visible ASCII)"
         )
     return token

@@ -5,30 +5,35 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
+from ..json_logs import LOG_FORMATS
 from ..private_files import PrivateFileError, write_private
 from .command import CommandError, UsageError
+from .config_file import add_config_option
 from .options import (
     DOMAIN_HELP,
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_metrics_token,
     _add_trust_options,
     _admin_token,
     _cannot_listen,
     _count,
     _history,
     _level,
+    _metrics_token,
     _port,
     _trust_options,
     _workers,
 )
+from .say import say, use_json_lines
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -82,6 +87,7 @@ def register(sub: Subparsers) -> None:
         help="worker processes sharing one registry (default 1; more cannot be --ephemeral)",
     )
     _add_admin_token(p, "the token admin routes accept")
+    _add_metrics_token(p)
     _add_header_timeout(p)
     p.add_argument(
         "--protect-graph", action="store_true", help="GET /contract/graph needs the admin token"
@@ -149,9 +155,24 @@ def register(sub: Subparsers) -> None:
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
-        "(Prometheus format, admin token; docs/operators.md)",
+        "(Prometheus format, admin or metrics token; docs/operators.md)",
+    )
+    p.add_argument(
+        "--otlp",
+        default=None,
+        metavar="URL",
+        help="instrument the contract and push its metrics and spans over OTLP/HTTP to URL "
+        "(e.g. http://collector:4318; URL/v1/metrics and URL/v1/traces; the otlp extra)",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text (default), or json: one JSON object a line on stderr (time, level, logger, "
+        "message; trace_id and span_id of a request that carries a W3C traceparent)",
     )
     _add_trust_options(p, "; repeat to rotate (the key id is the file's stem; the last one signs)")
+    add_config_option(p)
     p.set_defaults(handler=_serve)
 
     p = sub.add_parser(
@@ -219,10 +240,14 @@ def _serve(args: argparse.Namespace) -> int:
     import os
 
     from .._extras import require_extra
-    from ..server.auth import ADMIN_TOKEN_ENV
+    from ..server.auth import ADMIN_TOKEN_ENV, METRICS_TOKEN_ENV
     from ..server.store import StorageError
     from .launch import FACTORY, SPEC_ENV, AppSpec
 
+    if args.log_format == "json":
+        use_json_lines()  # before anything is said
+    if args.otlp is not None:
+        _otlp_url(args.otlp)
     if args.workers > 1 and args.ephemeral:
         raise UsageError("--workers cannot be --ephemeral: workers share one registry store")
     if (args.declare or args.create_tables) and args.database is None:
@@ -238,6 +263,13 @@ def _serve(args: argparse.Namespace) -> int:
         os.environ[ADMIN_TOKEN_ENV] = token
     else:
         os.environ.pop(ADMIN_TOKEN_ENV, None)
+    reader = _metrics_token(args)
+    if reader and reader == token:
+        raise UsageError("the metrics token must differ from the admin token")
+    if reader:
+        os.environ[METRICS_TOKEN_ENV] = reader
+    else:
+        os.environ.pop(METRICS_TOKEN_ENV, None)
     _client_key_secret(args)
     spec = AppSpec(
         domain=args.domain,
@@ -247,8 +279,11 @@ def _serve(args: argparse.Namespace) -> int:
         capture=args.capture,
         declarations=str(args.declare) if args.declare is not None else None,
         admin_token_env=ADMIN_TOKEN_ENV,
+        metrics_token_env=METRICS_TOKEN_ENV,
         protect_graph=args.protect_graph,
         metrics=args.metrics,
+        otlp=args.otlp,
+        log_format=args.log_format,
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,
@@ -271,12 +306,12 @@ def _serve(args: argparse.Namespace) -> int:
             raise
         raise CommandError(f"cannot use the database {args.database!r}: {exc}") from None
     # Said once the app is built, so a failure to build is the one line shown; the history first.
-    print(notice, file=sys.stderr)
+    say(notice)
     if not token:
-        print(
+        say(
             f"invalidation-contracts: warning: ${ADMIN_TOKEN_ENV} is not set; "
             "admin routes answer 401",
-            file=sys.stderr,
+            level=logging.WARNING,
         )
     try:
         if args.workers == 1:
@@ -291,11 +326,24 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _otlp_url(url: str) -> None:
+    """Refuse a ``--otlp`` value that is no OTLP/HTTP base URL (exit 2), or the missing extra."""
+    from .._extras import require_extra
+
+    require_extra("otlp", "opentelemetry.exporter.otlp.proto.http", "opentelemetry.sdk")
+    from ..observe.otlp import check_otlp_url
+
+    try:
+        check_otlp_url(url)
+    except ValueError as exc:
+        raise UsageError(f"--otlp: {exc}") from None
+
+
 def _client_key_secret(args: argparse.Namespace) -> None:
     """Put the client-key secret where every worker reads it: ``--client-key-secret-file``,
     else the environment's, else a random one for this serve's workers (only ``--metrics``
     scores clients, so only it reads one: the ``otel`` extra)."""
-    if not args.metrics:
+    if not (args.metrics or args.otlp):
         return
     from ..observe.clients import CLIENT_KEY_SECRET_ENV
     from ..private_files import exposure
@@ -304,7 +352,7 @@ def _client_key_secret(args: argparse.Namespace) -> None:
     if path is not None:
         exposed = exposure(path)
         if exposed is not None:
-            print(f"warning: the client key secret file {exposed}", file=sys.stderr)
+            say(f"warning: the client key secret file {exposed}", level=logging.WARNING)
         try:
             secret = path.read_text(encoding="utf-8").strip()
         except (OSError, UnicodeDecodeError) as exc:
@@ -366,11 +414,12 @@ def _loading(name: str) -> Iterator[None]:
 def _listen(
     app: ASGIApp | str, args: argparse.Namespace, *, workers: int = 1, factory: bool = False
 ) -> None:
+    from ..json_logs import log_config
     from ..server.http.serve import serve
 
     def listening(url: str) -> None:
         plural = "s" if workers > 1 else ""
-        print(f"invalidation-contracts: serving {url} ({workers} worker{plural})", file=sys.stderr)
+        say(f"invalidation-contracts: serving {url} ({workers} worker{plural})")
 
     serve(
         app,
@@ -383,6 +432,7 @@ def _listen(
         body_timeout_s=args.body_timeout,
         body_deadline_s=args.body_deadline,
         max_connections=args.max_connections,
+        log_config=log_config() if args.log_format == "json" else None,
     )
 
 
@@ -393,7 +443,7 @@ def _create_tables(spec: AppSpec) -> None:
     assert spec.database is not None
     created = create_tables(spec.database, get_domain(spec.domain))
     if created:
-        print(f"created and filled SQL tables: {', '.join(created)}", file=sys.stderr)
+        say(f"created and filled SQL tables: {', '.join(created)}")
 
 
 def _admin_client(args: argparse.Namespace) -> AdminClient:

@@ -16,7 +16,7 @@ from opentelemetry import metrics, trace
 from starlette.responses import Response
 
 from ..protocol.models import Problem
-from ..server.http.auth import admin_dependency
+from ..server.http.auth import reader_dependency
 from ..server.http.errors import problem_route_class
 from ..server.http.openapi import AUTH_ERRORS, responses
 from .clients import ClientKey, ClientKeyMiddleware, current_client
@@ -112,14 +112,15 @@ def instrument(
 def metrics_router(
     service: ContractService, exposition: PrometheusExposition, **options: Any
 ) -> APIRouter:
-    """``GET /contract/metrics`` behind the admin token; ``options`` go to ``APIRouter``."""
+    """``GET /contract/metrics`` behind the admin or the metrics token; ``options`` go to
+    ``APIRouter``."""
     router = APIRouter(route_class=problem_route_class(service), **options)
 
     @router.get(
         METRICS_PATH,
-        dependencies=[Depends(admin_dependency(service))],
+        dependencies=[Depends(reader_dependency(service))],
         tags=["operators"],
-        summary="The provider's metrics in the Prometheus text format (admin token)",
+        summary="The provider's metrics in the Prometheus text format (admin or metrics token)",
         responses={
             **responses(Problem, "", *AUTH_ERRORS),
             200: {

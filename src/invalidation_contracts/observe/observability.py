@@ -25,6 +25,10 @@ class Observability:
     """The per-client figures folded from the requests (paper §6.5)."""
     _undo: list[Callable[[], None]] = field(default_factory=list)
 
+    def on_close(self, undo: Callable[[], None]) -> None:
+        """Call ``undo`` at ``close`` (first, before what ``instrument`` set up is undone)."""
+        self._undo.append(undo)
+
     def close(self) -> None:
         for undo in reversed(self._undo):
             undo()

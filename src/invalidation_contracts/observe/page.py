@@ -67,7 +67,7 @@ def operator_dependency(service: ContractWorker) -> Callable[[Request], None]:
                     f'Bearer realm="{REALM}"'
                 },
             )
-        service.auth.check(presented)
+        service.auth.check_read(presented)  # the read-only metrics token reads it too
 
     return require
 

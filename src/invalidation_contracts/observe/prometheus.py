@@ -11,6 +11,7 @@ memory, open and maximum file descriptors, start time) of ``prometheus_client``'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from .._extras import missing
@@ -18,6 +19,7 @@ from .._extras import missing
 try:
     from opentelemetry.exporter.prometheus import PrometheusMetricReader
     from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricReader
     from opentelemetry.sdk.resources import Resource
     from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
     from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -35,11 +37,16 @@ class PrometheusExposition:
     """A meter provider read by Prometheus scrapes (see the module docstring)."""
 
     def __init__(
-        self, service_name: str = "invalidation-contracts", *, shared_dir: Path | None = None
+        self,
+        service_name: str = "invalidation-contracts",
+        *,
+        shared_dir: Path | None = None,
+        readers: Sequence[MetricReader] = (),
     ) -> None:
         """``shared_dir``: a folder the workers of one ``serve --workers N`` share; ``render``
         then answers every worker's metrics, each series labelled with its ``worker``
-        (``observe.workers``)."""
+        (``observe.workers``). ``readers``: more readers of the same meter provider (e.g. the
+        OTLP exporter's, ``observe.otlp``)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.durations = RequestDurations()
         """Request seconds by route and status, measured by ``latency.TimedRequests``."""
@@ -47,7 +54,7 @@ class PrometheusExposition:
         ProcessCollector(registry=self.registry)
         self.reader = PrometheusMetricReader(registry=self.registry)
         self.meter_provider = MeterProvider(
-            metric_readers=[self.reader],
+            metric_readers=[self.reader, *readers],
             resource=Resource.create({"service.name": service_name}),
         )
         self.workers: WorkerFiles | None = None

@@ -47,6 +47,8 @@ class WorkerConfig:
     holding the domain's ``SQLTable``\\ s (a URL or an engine: a ``SQLSource``, triggers), or any
     ``ChangeSource`` (``LogicalSource``, a provider's own); ``admin_token``: defaults to
     ``$INVALIDATION_CONTRACTS_ADMIN_TOKEN`` (with neither, admin routes answer 401);
+    ``metrics_token``: a read-only token for the metrics scrape and the operator page, refused
+    (403) by every other admin route (default ``$INVALIDATION_CONTRACTS_METRICS_TOKEN``);
     ``protect_graph``: ``/contract/graph`` needs the admin token; ``max_body_bytes``: the request
     body cap; ``log_capacity``: changes the registry keeps for ``/contract/changes`` (None: the
     store's default); ``trust``: signed freshness and opaque names; ``poll_interval_s``,
@@ -61,6 +63,7 @@ class WorkerConfig:
     store_schema: str | None = None
     database: str | URL | Engine | ChangeSource | None = None
     admin_token: str | None = None
+    metrics_token: str | None = None
     protect_graph: bool = False
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     log_capacity: int | None = None
@@ -105,6 +108,7 @@ class WorkerOptions(TypedDict, total=False):
     store_schema: str | None
     database: str | URL | Engine | ChangeSource | None
     admin_token: str | None
+    metrics_token: str | None
     protect_graph: bool
     max_body_bytes: int
     log_capacity: int | None

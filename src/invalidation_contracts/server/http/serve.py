@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -64,6 +65,7 @@ def serve(
     body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     body_deadline_s: float = DEFAULT_BODY_DEADLINE_S,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    log_config: dict[str, Any] | None = None,
 ) -> None:
     """Run ``app`` until interrupted; ``OSError`` if ``host:port`` cannot be bound.
 
@@ -75,12 +77,14 @@ def serve(
     nothing for ``body_timeout_s`` while it is read, or is still unread ``body_deadline_s`` plus
     a second per 1,024 bytes after it began. Each
     worker holds at most ``max_connections`` connections (503 beyond). The open-file soft limit
-    is raised to the hard limit first (the workers inherit it).
+    is raised to the hard limit first (the workers inherit it). ``log_config``: the
+    ``logging.config`` dictionary each worker applies (None: uvicorn's plain lines; ``logs``).
     """
     if workers < 1:
         raise ValueError(f"workers must be at least 1, not {workers}")
     if workers > 1 and not isinstance(app, str):
         raise ValueError("several workers build their own app: pass an import string")
+    logging: dict[str, Any] = {} if log_config is None else {"log_config": log_config}
     config = server_config(
         app,
         header_timeout_s=header_timeout_s,  # ValueError before binding
@@ -94,6 +98,7 @@ def serve(
         # uvicorn kills a worker not ready within this (default 5 s) and starts another: on a
         # loaded host every worker's start (imports, opening the registry) could take longer.
         timeout_worker_healthcheck=WORKER_START_TIMEOUT_S,
+        **logging,
     )
     raise_file_limit()
     listener = listen(host, port)

@@ -31,7 +31,7 @@ from ...protocol.models import (
 )
 from ...protocol.problems import ProblemType, ProtocolError
 from ..asked import PLAIN, Asked
-from ..auth import ADMIN_TOKEN_ENV, BearerAuth
+from ..auth import ADMIN_TOKEN_ENV, METRICS_TOKEN_ENV, BearerAuth
 from ..capture.steps import SourceError
 from ..config import DEFAULT_MAX_BODY_BYTES, WorkerConfig, WorkerOptions
 from ..domain import Domain, Route
@@ -92,10 +92,12 @@ class ContractWorker:
             domain, runtime.registry, Level.parse(config.level), opaque=trust.opaque()
         )
         provider.refused = runtime.refused
+        reader = config.metrics_token
+        reader = reader if reader is not None else os.environ.get(METRICS_TOKEN_ENV)
         return cls(
             provider,
             runtime,
-            auth=BearerAuth(token),
+            auth=BearerAuth(token, reader),
             protect_graph=config.protect_graph,
             max_body_bytes=config.max_body_bytes,
             trust=trust,
