@@ -99,7 +99,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 def _remove_table(args: argparse.Namespace) -> int:
     from ..server.store import StorageError, open_store
-    from . import CommandError
+    from .command import CommandError
 
     try:
         with open_store(args.db, schema=args.schema) as store:
