@@ -11,9 +11,10 @@ which wakes the other workers. So no provider writer ever notifies; only registr
 
 A lead whose connection was dropped without a word (a black-holed link, a NAT or proxy that forgot
 the flow, a host gone) must not stay held by a backend nobody talks to: PostgreSQL would keep the
-advisory lock until its own keepalive gives up (two hours by default). The lead's session asks the
-server to end it once idle ``LEAD_IDLE_TIMEOUT_S`` (a leader looks every poll interval), to send
-keepalives and to drop unacknowledged bytes after ``tcp_user_timeout`` (``LEAD_SESSION``); and a
+advisory lock until its own keepalive gives up (two hours by default). The holder's session asks
+the server to end it once idle ``LEAD_IDLE_TIMEOUT_S`` (a leader looks every poll interval), every
+bid's to send keepalives and drop unacknowledged bytes after ``tcp_user_timeout``
+(``LEAD_SESSION``); and a
 look that gets no answer within ``LOOK_TIMEOUT_S`` fails, so the leader reconnects at once instead
 of waiting on the follower's stall bound. Another worker then takes the lead at its next bid.
 """
@@ -36,13 +37,14 @@ only a round busier than this moves the lead (harmless: the next bid takes it)."
 LOOK_TIMEOUT_S = 1.0
 """A leader's look that gets no answer this long fails (its connection is broken and reopened)."""
 LEAD_SESSION = {
-    "idle_session_timeout": str(int(LEAD_IDLE_TIMEOUT_S * 1000)),
     "tcp_keepalives_idle": "5",
     "tcp_keepalives_interval": "2",
     "tcp_keepalives_count": "3",
     "tcp_user_timeout": "10000",
 }
-"""Server settings of a lead's session: the server, too, notices a vanished worker in seconds."""
+"""Server settings of every bid's session: the server, too, notices a vanished worker in seconds.
+The holder's session also gets ``idle_session_timeout`` (``LEAD_IDLE_TIMEOUT_S``) once it leads:
+a bidder's connection idles between bids, and a worker's start-up may take longer than that."""
 
 
 class CaptureLead(PostgresListener):
@@ -57,6 +59,14 @@ class CaptureLead(PostgresListener):
         self._head_sql = head_sql
         self._head: object = _UNSEEN
         super().__init__(url, [], lead=lead, session=LEAD_SESSION)
+
+    def try_lead(self) -> bool:
+        """``PostgresListener.try_lead``; the new holder's session asks the server to end it once
+        idle ``LEAD_IDLE_TIMEOUT_S`` (where the server knows the setting: PostgreSQL 14+)."""
+        leading = self.leader
+        if super().try_lead() and not leading:
+            self._configure({"idle_session_timeout": str(int(LEAD_IDLE_TIMEOUT_S * 1000))})
+        return self.leader
 
     def changed(self) -> bool:
         """Whether the capture's head moved since the last look (True at the first look of a
