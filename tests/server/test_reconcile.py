@@ -14,6 +14,7 @@ import pytest
 from tests.server.sqldb import PG_SOURCES, SOURCES, ProviderDB, provider_db
 
 from invalidation_contracts.server import Domain, Rule, SQLTable
+from invalidation_contracts.server.capture.survey import Recheck, Survey
 from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 SCHEMA = (
@@ -205,3 +206,86 @@ def test_a_verified_digest_spares_reading_a_table_and_a_bypass_still_shows(pg: P
         assert batch.skipped == {"zones"}, "the bypassed table's digest moved: its rows are read"
     finally:
         worker.close()
+
+
+# -- the survey: a reconciliation outside the registry's lock (issue 41) ------------------------
+
+
+@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
+def triggers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worker]:
+    """A worker over PostgreSQL's trigger capture (the surveyed source), not started."""
+    for pdb in provider_db(request, tmp_path):
+        pdb.script(*SCHEMA)
+        w = Worker(pdb, pdb.url, interval=None)
+        w.pdb = pdb  # type: ignore[attr-defined]
+        yield w
+        w.close()
+
+
+def survey(worker: Worker) -> Survey:
+    state = worker.state
+    marks = {name: f"{state.epoch}/{t.version}" for name, t in state.tables.items()}
+    return worker.source.survey(state.tables, marks)  # type: ignore[attr-defined]
+
+
+def test_a_survey_finds_a_bypassed_row_and_the_recheck_reconciles_exactly_that_row(
+    triggers: Worker,
+) -> None:
+    worker, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    before = worker.state
+    stop, restart = pdb.bypass("zones")
+    pdb.script(stop, "UPDATE zones SET surcharge = 1999 WHERE country = 'NO'", restart)
+    pdb.script(stop, "DELETE FROM zones WHERE country = 'DE'", restart)
+    found = survey(worker)
+    assert found.candidates == {"zones": frozenset({"NO", "DE"})}
+    assert found.read == 2, "carriers' digest was verified at open: only zones is read"
+    assert worker.state is before, "a survey changes nothing"
+    recheck = Recheck(found.candidates)
+    assert ingest(worker.runtime.registry, worker.source, recheck=recheck) is True
+    assert recheck.done
+    assert_reconciled(worker, before.seq, before.epoch, [("NO", "changed"), ("DE", "removed")])
+
+
+def test_a_candidate_a_captured_write_explains_is_not_reconciled(triggers: Worker) -> None:
+    worker, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    before = worker.state
+    pdb.script("UPDATE zones SET surcharge = 1234 WHERE country = 'SE'")  # captured, not consumed
+    found = survey(worker)
+    assert found.candidates == {"zones": frozenset({"SE"})}
+    assert ingest(worker.runtime.registry, worker.source, recheck=Recheck(found.candidates))
+    feed = worker.runtime.registry.changes(before.seq, epoch=before.epoch)
+    assert [(r.key, r.op) for r in feed.rows] == [("SE", "changed")]
+    assert not any(t.reconciled for t in feed.tables), "the capture's change, not a repair"
+
+
+def test_a_table_a_survey_finds_equal_is_verified_and_not_read_again(triggers: Worker) -> None:
+    worker, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    assert survey(worker).read == 0, "both digests verified at open"
+    stop, restart = pdb.bypass("carriers")
+    pdb.script(stop, "UPDATE carriers SET successor = 'ups' WHERE code = 'dhl'", restart)
+    found = survey(worker)
+    assert (found.read, found.candidates) == (2, {"carriers": frozenset({"dhl"})})
+    assert ingest(worker.runtime.registry, worker.source, recheck=Recheck(found.candidates))
+    again = survey(worker)  # the repaired table, read once more, is found equal: verified
+    assert (again.read, again.candidates, set(again.verified)) == (2, {}, {"carriers"})
+    worker.source.mark_verified(again.verified)
+    assert survey(worker).read == 0
+
+
+def test_a_recheck_waits_out_no_migration_lock_it_is_postponed(triggers: Worker) -> None:
+    import psycopg
+
+    worker, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    stop, restart = pdb.bypass("zones")
+    pdb.script(stop, "UPDATE zones SET surcharge = 7 WHERE country = 'NO'", restart)
+    recheck = Recheck(survey(worker).candidates)
+    with psycopg.connect(pdb.url) as migration:
+        migration.execute("LOCK TABLE zones IN ACCESS EXCLUSIVE MODE")
+        pdb.script("UPDATE carriers SET successor = 'ups' WHERE code = 'dhl'")  # another table
+        started = time.monotonic()
+        assert ingest(worker.runtime.registry, worker.source, recheck=recheck) is True
+        assert time.monotonic() - started < 5.0
+        assert not recheck.done, "postponed: the migration holds the table"
+        assert worker.state.tables["carriers"].rows["dhl"]["successor"] == "ups"
+    assert ingest(worker.runtime.registry, worker.source, recheck=recheck) is True
+    assert recheck.done and worker.state.tables["zones"].rows["NO"]["surcharge"] == 7

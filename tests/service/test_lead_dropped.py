@@ -6,6 +6,13 @@ write commits at once, while nobody leads. The lead is taken again by itself wit
 heartbeats (a new backend holds it), the write committed in the gap reaches both workers (nothing
 lost), no worker serves a stamp older than it past the lag bound, every worker ends ready, and a
 later write is polled by the new leader.
+
+The lead's connection is also dropped silently: through a loopback relay that stops forwarding
+that one connection in both directions without closing either socket (no FIN, no RST; the relay
+acknowledges what it no longer forwards, so no TCP timer on either end fires). The server ends the
+lead's idle session (``idle_session_timeout``), the leader's look gives up after
+``LOOK_TIMEOUT_S``, and another worker holds the lead within ``SILENT_RETAKE_BOUND_S``, with
+nothing lost and no unverified stamp.
 """
 
 from __future__ import annotations
@@ -20,9 +27,11 @@ from tests.service.probes import Probe, ready_reports
 from tests.service.processes import serving
 from tests.service.test_capture_polling import feed_keys, leaders
 from tests.service.test_follower_faults import commit, rotate
+from tests.support.relay import Relay, unix_socket
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables
+from invalidation_contracts.server.sql.lead import LEAD_IDLE_TIMEOUT_S, LOOK_TIMEOUT_S
 from invalidation_contracts.server.store.postgres import LISTENER_APPLICATION_NAME
 from invalidation_contracts.server.worker.follower import DEFAULT_MAX_LAG_S
 
@@ -32,6 +41,8 @@ pytestmark = [pytest.mark.postgres, pytest.mark.workers, pytest.mark.study]
 RETAKE_BOUND_S = 5.0
 """How soon the lead must be held again (a few heartbeats; before, a silently dropped lead
 waited for PostgreSQL's two-hour keepalive)."""
+SILENT_RETAKE_BOUND_S = LEAD_IDLE_TIMEOUT_S + LOOK_TIMEOUT_S + 4.0
+"""A silently dropped lead: the server ends the idle session, then a bid (once a heartbeat)."""
 
 
 def lead_backends(url: str) -> list[int]:
@@ -81,3 +92,36 @@ def test_a_killed_lead_connection_is_retaken_by_itself_and_nothing_is_lost(
         assert feed_keys(url) == {"plan_partner_growth": seq}
         commit(postgres_url, rotate("AFTER"))
         ready_reports(url, 2, seq + 1)  # the new leader polls: a later write reaches both
+
+
+def test_a_silently_dropped_lead_connection_is_retaken_within_seconds_and_nothing_is_lost(
+    postgres_url: str, tmp_path: Path
+) -> None:
+    create_tables(postgres_url, get_domain("acme_billing"))
+    socket_dir = postgres_url.split("host=", 1)[1].split("&", 1)[0]
+    with ExitStack() as stack:
+        relay = stack.enter_context(Relay(unix_socket(socket_dir)))
+        through = relay.url(postgres_url)
+        args = ["--domain", "acme_billing", "--database", through, "--db", through]
+        url = stack.enter_context(serving([*args, "--workers", "2"], tmp_path / "logs"))
+        assert len(leaders(ready_reports(url, 2, 0))) == 1
+        with Probe(url) as probe:
+            [backend] = lead_backends(postgres_url)
+            assert backend in relay.backends()
+            relay.forget(backend=backend)  # that one flow goes silent; new ones pass
+            dropped = time.monotonic()
+            committed = commit(postgres_url, rotate("SILENT"))
+            while True:
+                held = lead_backends(postgres_url)
+                if held and held != [backend]:
+                    break
+                waited = time.monotonic() - dropped
+                assert waited < SILENT_RETAKE_BOUND_S, "nobody took the capture lead again"
+                time.sleep(0.05)
+            reports = ready_reports(url, 2, 1)  # the write of the gap reached both
+            assert len(leaders(reports)) == 1
+            time.sleep(DEFAULT_MAX_LAG_S + 0.3)
+            assert probe.unverified(committed, 1) == []
+        assert feed_keys(url) == {"plan_partner_growth": 1}
+        commit(postgres_url, rotate("AFTER"))
+        ready_reports(url, 2, 2)  # the new leader polls: a later write reaches both

@@ -167,6 +167,7 @@ def test_worker_connections_get_keepalives_and_a_connect_timeout_unless_the_url_
         "keepalives_idle": 5,
         "keepalives_interval": 2,
         "keepalives_count": 3,
+        "tcp_user_timeout": 10_000,
     }
     own = "postgresql://api@db/api?connect_timeout=30&keepalives_idle=60"
     assert {"connect_timeout", "keepalives_idle"}.isdisjoint(connection_options(own))

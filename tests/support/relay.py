@@ -11,7 +11,9 @@ A test then breaks the path the way a network does, without a word to either end
 - ``cut()``: every connection open now is closed on both sides (a proxy that drops its stale
   connections, or one whose idle cut resets them); new ones are forwarded as before;
 - ``forget()``: the connections open now go silent for good, still open, while new ones are
-  forwarded (a proxy or NAT whose idle cut forgot a flow without telling either end).
+  forwarded (a proxy or NAT whose idle cut forgot a flow without telling either end);
+  ``forget(backend=pid)``: only the connection to that PostgreSQL backend (its pid, read from the
+  server's BackendKeyData as it passed), a single flow dropped silently.
 
 One thread, a selector, bounded: at most ``max_connections`` at once (more are refused), and
 ``close()`` ends the thread and every socket. Loopback only; nothing leaves the machine.
@@ -29,6 +31,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 CHUNK = 65536
+HEAD = 4096
+"""How much of what a server sends first a relay keeps (to find its backend's pid)."""
+
+
+def backend_pid(head: bytes) -> int | None:
+    """The backend pid in a PostgreSQL server's first bytes (after a refused SSL or GSS request's
+    one-byte ``N``): its BackendKeyData message; None until it has passed."""
+    i = 0
+    while head[i : i + 1] == b"N":
+        i += 1
+    while i + 5 <= len(head):
+        kind, size = head[i : i + 1], int.from_bytes(head[i + 1 : i + 5], "big")
+        if kind == b"K":
+            body = head[i + 5 : i + 9]
+            return int.from_bytes(body, "big") if len(body) == 4 else None
+        i += 1 + size
+    return None
 
 
 def unix_socket(directory: str | Path) -> Callable[[], socket.socket]:
@@ -48,6 +67,7 @@ class _Pair:
     client: socket.socket
     upstream: socket.socket | None = None
     forgotten: bool = False
+    head: bytes = b""
 
     def peer(self, sock: socket.socket) -> socket.socket | None:
         return self.upstream if sock is self.client else self.client
@@ -71,7 +91,7 @@ class Relay:
         self._selector.register(self._wake_r, selectors.EVENT_READ)
         self._pairs: list[_Pair] = []
         self._lock = threading.Lock()
-        self._commands: list[tuple[str, threading.Event]] = []
+        self._commands: list[tuple[str, int | None, threading.Event]] = []
         self._forwarding = True
         self._closed = False
         self.accepted = 0
@@ -94,8 +114,14 @@ class Relay:
     def cut(self) -> None:
         self._command("cut")
 
-    def forget(self) -> None:
-        self._command("forget")
+    def forget(self, *, backend: int | None = None) -> None:
+        self._command("forget", backend)
+
+    def backends(self) -> list[int]:
+        """The backend pids of the connections forwarded now (those whose key has passed)."""
+        with self._lock:
+            found = [backend_pid(pair.head) for pair in self._pairs]
+        return [pid for pid in found if pid is not None]
 
     @property
     def open_connections(self) -> int:
@@ -116,11 +142,11 @@ class Relay:
 
     # -- the relay's thread ------------------------------------------------------------------
 
-    def _command(self, what: str) -> None:
+    def _command(self, what: str, backend: int | None = None) -> None:
         """Hand ``what`` to the relay's thread and wait until it has been carried out."""
         done = threading.Event()
         with self._lock:
-            self._commands.append((what, done))
+            self._commands.append((what, backend, done))
         self._wake_w.send(b"x")
         assert done.wait(10), f"the relay did not {what}"
 
@@ -151,8 +177,13 @@ class Relay:
         with self._lock:
             commands, self._commands = self._commands, []
         stop = False
-        for what, _ in commands:
-            if what == "blackhole" and self._forwarding:
+        for what, backend, _ in commands:
+            if what == "forget" and backend is not None:
+                for pair in self._pairs:
+                    if backend_pid(pair.head) == backend:
+                        self._silence(pair)
+                        pair.forgotten = True
+            elif what == "blackhole" and self._forwarding:
                 self._forwarding = False
                 for pair in self._pairs:
                     self._silence(pair)
@@ -171,7 +202,7 @@ class Relay:
                     self._drop(pair)
             elif what == "close":
                 stop = True
-        for _, done in commands:
+        for _, _, done in commands:
             done.set()
         return stop
 
@@ -214,6 +245,8 @@ class Relay:
         peer = pair.peer(sock)
         try:
             data = sock.recv(CHUNK)
+            if sock is pair.upstream and len(pair.head) < HEAD:
+                pair.head += data[: HEAD - len(pair.head)]
             if data and peer is not None:
                 peer.sendall(data)
         except OSError:

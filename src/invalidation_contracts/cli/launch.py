@@ -46,6 +46,8 @@ class AppSpec:
     max_lag_s: float | None = None
     poll_interval_s: float | None = None
     stall_timeout_s: float | None = None
+    reconcile_interval_s: float | None = None
+    """How often the tables are compared with the registry (None: ``SQLSource``'s default)."""
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
     otlp: str | None = None
@@ -76,6 +78,12 @@ class AppSpec:
             from ..server.sql.logical import LogicalSource
 
             config = config.replace(database=LogicalSource(self.database, domain.sql_tables))
+        elif self.database is not None and self.reconcile_interval_s is not None:
+            from ..server.sql import SQLSource
+
+            interval = self.reconcile_interval_s
+            source = SQLSource(self.database, domain.sql_tables, reconcile_interval_s=interval)
+            config = config.replace(database=source)
         app = create_app(domain, config, allowed_hosts=self.allowed_hosts)
         if self.max_watch_streams is not None:
             app.state.service.watch_max_streams = self.max_watch_streams

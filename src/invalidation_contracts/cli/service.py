@@ -118,6 +118,14 @@ def register(sub: Subparsers) -> None:
         "longer; must exceed --max-lag)",
     )
     p.add_argument(
+        "--reconcile-interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how often the capture's leader compares the declared tables with the registry, "
+        "beside serving, to catch writes around the capture (default 60)",
+    )
+    p.add_argument(
         "--poll-interval",
         type=_positive_seconds,
         default=None,
@@ -289,6 +297,7 @@ def _serve(args: argparse.Namespace) -> int:
         max_lag_s=args.max_lag,
         poll_interval_s=args.poll_interval,
         stall_timeout_s=args.stall_timeout,
+        reconcile_interval_s=args.reconcile_interval,
         allowed_hosts=("localhost", "127.0.0.1", "::1", *args.allowed_host),
         max_watch_streams=args.max_watch_streams,
         max_watch_per_client=args.max_watch_per_client,

@@ -79,6 +79,11 @@ class CaptureBatch:
     """Why the records after the position cannot be trusted to be all of them (a logical
     replication slot that was dropped or invalidated): the tables are read in full (``contents``)
     and reconciled, never skipped silently."""
+    rechecked: Mapping[str, Mapping[str, Any]] | None = None
+    """With a recheck: a survey's candidate rows read again in this snapshot (key → row; a
+    candidate absent is absent from the database); None when not read (postponed)."""
+    recheck_unreadable: tuple[QuarantineEntry, ...] = ()
+    """With a recheck: candidate rows the contract cannot carry (left to the quarantine)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,13 +11,14 @@ worker to learn, cheaply, that something committed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ..domain import SQLTable
     from ..tables import Snapshot
     from .records import CaptureBatch, QuarantineEntry
+    from .survey import Survey
 
 
 class Wakeup(Protocol):
@@ -160,3 +161,39 @@ class ChangeSource(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+class SurveyedSource(ChangeSource, Protocol):
+    """A source whose periodic reconciliation runs as a survey beside the worker, outside the
+    registry's lock (``capture.survey``; ``server.sql.SQLSource`` on PostgreSQL)."""
+
+    @property
+    def surveys(self) -> bool:
+        """Whether this source is surveyed (else its reconciliation reads in full, locked)."""
+        ...
+
+    def survey(
+        self,
+        tables: Mapping[str, Snapshot],
+        marks: Mapping[str, str],
+        progress: Callable[[int], None] | None = None,
+    ) -> Survey:
+        """Compare the tables with the registry's ``tables`` at ``marks``, outside its lock."""
+        ...
+
+    def read(
+        self,
+        after: int | None,
+        *,
+        full: bool = False,
+        marks: Mapping[str, str] | None = None,
+        limit: int | None = None,
+        recheck: Mapping[str, frozenset[str]] | None = None,
+    ) -> CaptureBatch:
+        """``ChangeSource.read``; ``recheck``: a survey's candidates read in the same snapshot."""
+        ...
+
+
+def surveyed(source: ChangeSource) -> SurveyedSource | None:
+    """``source`` when it is surveyed, else None."""
+    return source if getattr(source, "surveys", False) else None  # type: ignore[return-value]

@@ -22,9 +22,12 @@ from ..registry import Registry, RegistryTransaction
 from ..tables import thaw
 from ..transitions import TableChange
 from .records import DELETE, UPSERT, change_sets, gap, key_text, merged, screen
+from .source import surveyed
+from .survey import Recheck
+from .survey import recheck as recheck_changes
 
 if TYPE_CHECKING:
-    from .records import Captured, CapturedTransaction, QuarantineEntry
+    from .records import CaptureBatch, Captured, CapturedTransaction, QuarantineEntry
     from .source import ChangeSource
 
 logger = logging.getLogger(__name__)
@@ -45,6 +48,7 @@ def ingest(
     verify: bool = False,
     head: int | None = None,
     progress: Progress | None = None,
+    recheck: Recheck | None = None,
 ) -> bool:
     """Consume ``source``'s captured changes; True when the registry moved.
 
@@ -53,17 +57,20 @@ def ingest(
     capture did not record becomes a change set labelled ``reconciled``. ``head``: the capture
     head the caller just read (saves reading it again). A backlog is consumed in batches, each
     its own registry transaction (committed, visible, ``progress`` told); the reconciliation
-    waits for the last one.
+    waits for the last one. ``recheck``: a survey's candidates (``capture.survey``), read again
+    with the last batch and reconciled (a surveyed source's periodic reconciliation: it is not
+    due here, the follower surveys it beside the worker).
     """
-    verify = verify or source.reconcile_due()
+    verify = verify or (source.reconcile_due() and surveyed(source) is None)
     moved = False
     while True:
         with change_origin("captured"), registry.transaction() as tx:
             after = tx.position(source.name)
-            if after is not None and not verify and head == after and source.contiguous:
+            idle = after is not None and not verify and head == after and source.contiguous
+            if idle and recheck is None:
                 return moved
             before = tx.state
-            more = _consume(tx, source, verify=verify, batched=True)[1]
+            more = _consume(tx, source, verify=verify, batched=True, recheck=recheck)[1]
             moved = moved or tx.state is not before
         trim(source, tx.positions.get(source.name))
         if more is False:
@@ -84,7 +91,12 @@ def consume(
 
 
 def _consume(
-    tx: RegistryTransaction, source: ChangeSource, *, verify: bool, batched: bool
+    tx: RegistryTransaction,
+    source: ChangeSource,
+    *,
+    verify: bool,
+    batched: bool,
+    recheck: Recheck | None = None,
 ) -> tuple[list[tuple[str | None, Mapping[str, ReloadResult]]], int | None | Literal[False]]:
     """``consume``; ``batched``: stop after about one batch of records (sources that batch).
     Also returns whether records still wait: False, else how many (None: unknown)."""
@@ -92,7 +104,11 @@ def _consume(
     full = verify or after is None
     marks = _marks(tx) if full else None
     limit = getattr(source, "batch_records", None) if batched else None
-    batch = source.read(after, full=full, marks=marks, limit=limit)
+    surveyed_source = surveyed(source)
+    if recheck is not None and not full and surveyed_source is not None:
+        batch = surveyed_source.read(after, limit=limit, recheck=recheck.candidates)
+    else:
+        batch = source.read(after, full=full, marks=marks, limit=limit)
     committed = getattr(source, "committed", None)
     if committed is not None:
         tx.committed.append(committed)
@@ -108,6 +124,8 @@ def _consume(
         applied = _apply(tx, source, sets)
         source.set_aside(bad)
         source.release(_written(good, bad))
+        if recheck is not None and batch.rechecked is not None:
+            _recheck(tx, source, recheck, batch)
     elif batch.contents is None or batch.skipped:
         batch = source.read(None, full=True)
     if batch.contents is not None:
@@ -152,6 +170,31 @@ def reconcile(
         ", ".join(repr(name) for name in sorted(changes)),
         "s" if len(changes) == 1 else "",
         f" ({reason})" if reason else "",
+        tx.state.seq,
+    )
+
+
+def _recheck(
+    tx: RegistryTransaction, source: ChangeSource, recheck: Recheck, batch: CaptureBatch
+) -> None:
+    """A survey's candidates, read again in the consumer's snapshot after its records applied:
+    what still differs is reconciled (one change set, the exact row diff)."""
+    assert batch.rechecked is not None
+    aside = [(entry.table, entry.key) for entry in batch.recheck_unreadable]
+    changes = recheck_changes(tx.state.tables, recheck.candidates, batch.rechecked, aside)
+    recheck.done = True
+    if batch.recheck_unreadable:
+        source.set_aside(batch.recheck_unreadable)
+    if not changes:
+        return
+    with change_origin("reconciled"):
+        tx.apply(changes)
+    logger.warning(
+        "%s: %s differ%s from the database beyond what the capture recorded (a survey);"
+        " reconciled as the change set at seq %d",
+        source.name,
+        ", ".join(repr(name) for name in sorted(changes)),
+        "s" if len(changes) == 1 else "",
         tx.state.seq,
     )
 

@@ -200,6 +200,11 @@ class LogicalSource(SQLSource):
         super().open()
         self._ensure_slot()
 
+    @property
+    def surveys(self) -> bool:
+        """No: a slot's positions are not the triggers' (its reconciliation reads in full)."""
+        return False
+
     def read(
         self,
         after: int | None,
@@ -207,6 +212,7 @@ class LogicalSource(SQLSource):
         full: bool = False,
         marks: Mapping[str, str] | None = None,
         limit: int | None = None,
+        recheck: Mapping[str, frozenset[str]] | None = None,
     ) -> CaptureBatch:
         """The slot's changes committed after ``after`` (up to about ``limit``, whole
         transactions) and, with ``full`` or a lost slot, every table in the same snapshot."""

@@ -18,7 +18,7 @@ import contextlib
 import os
 import re
 import socket
-from collections.abc import Container, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..._extras import missing
@@ -52,8 +52,10 @@ KEEPALIVES: dict[str, Any] = {
     "keepalives_idle": 5,
     "keepalives_interval": 2,
     "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
 }
-"""libpq TCP keepalives of a worker's connections (ignored on a Unix socket)."""
+"""libpq TCP keepalives of a worker's connections, and how long (ms) bytes it sent may stay
+unacknowledged before the connection is dropped (``tcp_user_timeout``; ignored on a Unix socket)."""
 
 
 def connection_options(url: str) -> dict[str, Any]:
@@ -339,7 +341,16 @@ class PostgresListener:
     them takes over (``try_lead``) when the leader's connection goes.
     """
 
-    def __init__(self, url: str, channels: list[str], *, lead: str | None = None) -> None:
+    def __init__(
+        self,
+        url: str,
+        channels: list[str],
+        *,
+        lead: str | None = None,
+        session: Mapping[str, str] | None = None,
+    ) -> None:
+        """``session``: server settings (name → value) for this connection, set before it
+        listens or bids (``set_config``; settings the server does not know are skipped)."""
         self._conn = psycopg.connect(
             url,
             autocommit=True,
@@ -350,6 +361,7 @@ class PostgresListener:
         self._lead = lead
         self.leader = lead is None
         try:
+            self._configure(session or {})
             if self.leader:
                 self._listen()
             else:
@@ -357,6 +369,19 @@ class PostgresListener:
         except BaseException:
             self._conn.close()
             raise
+
+    def _configure(self, session: Mapping[str, str]) -> None:
+        if not session:
+            return
+        known = {
+            row[0]
+            for row in self._conn.execute(
+                "SELECT name FROM pg_settings WHERE name = ANY(%s)", (list(session),)
+            )
+        }
+        for name, value in session.items():
+            if name in known:
+                self._conn.execute("SELECT set_config(%s, %s, false)", (name, value))
 
     def try_lead(self) -> bool:
         """Take the lead if no other worker holds it; True when this listener leads."""

@@ -22,10 +22,12 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from ..._deprecation import moved_names
+from ..capture.source import surveyed
 from ..capture.steps import ingest
 from ..quiet import QuietCheck
 from ..registry import Registry
 from .health import FollowerState, Health, HealthRecord
+from .reconciler import Reconciler
 from .timing import (
     DEFAULT_HEARTBEAT_S,
     DEFAULT_MAX_LAG_S,
@@ -41,6 +43,7 @@ from .watchdog import Watchdog
 
 if TYPE_CHECKING:
     from ..capture.source import ChangeSource
+    from ..capture.survey import Recheck
     from ..store.base import SQLRegistryStore
     from ..store.dialect import Connection
 
@@ -99,6 +102,7 @@ class Follower:
         )
         self._rng = random.Random()  # noqa: S311 - jitter, not security
         self._quiet = QuietCheck([owner for _, owner in owners], heartbeat_s)
+        self.reconciler = Reconciler()
 
     def start(self) -> None:
         if self._thread is None:
@@ -116,6 +120,7 @@ class Follower:
             self._thread.join(10)
             self._thread = None
         self.watchdog.join()
+        self.reconciler.join(10)
         self.wakeups.close()
         self._quiet.reset()
 
@@ -200,8 +205,9 @@ class Follower:
         """
         ingested = False
         for source in self.sources:
-            if source.name in notified:
-                self._ingest(source)  # catches up under the write lock
+            recheck = self._survey(source)
+            if source.name in notified or recheck is not None:
+                self._ingest(source, recheck=recheck)  # catches up under the write lock
                 if getattr(source, "contiguous", True):  # the position is the head read
                     self._seen[source.name] = self.registry.position(source.name) or 0
                 else:  # positions and heads differ in kind: the next round reads the head
@@ -213,6 +219,8 @@ class Follower:
                 continue
             head = source.head()
             due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
+            if surveyed(source) is not None:  # surveyed beside the loop instead (_survey)
+                due = None
             if head != self._seen.get(source.name) or (due is not None and due()):
                 self._ingest(source, head=head)
                 self._seen[source.name] = head
@@ -220,13 +228,33 @@ class Follower:
         if not ingested:
             self.registry.sync()
 
-    def _ingest(self, source: ChangeSource, head: int | None = None) -> None:
+    def _survey(self, source: ChangeSource) -> Recheck | None:
+        """A surveyed source: start its survey when due and this worker leads its capture (the
+        others adopt what the leader reconciles); the candidates of a finished one, if any."""
+        surveyed_source = surveyed(source)
+        if surveyed_source is None:
+            return None
+        if self.wakeups.leads(source.name) and surveyed_source.reconcile_due():
+            self.reconciler.start(self.registry, surveyed_source)
+        return self.reconciler.pending(source.name)
+
+    def _ingest(
+        self, source: ChangeSource, head: int | None = None, recheck: Recheck | None = None
+    ) -> None:
         """Consume ``source``'s capture; each committed batch of a backlog counts as a turn of
         the loop (the watchdog spares a round that makes progress) and updates ``backlog``."""
         try:
-            ingest(self.registry, source, head=head, progress=partial(self._progress, source))
+            ingest(
+                self.registry,
+                source,
+                head=head,
+                progress=partial(self._progress, source),
+                recheck=recheck,
+            )
         finally:
             self.record.caught_up(source.name)
+            if recheck is not None:
+                self.reconciler.rechecked(source.name, recheck)
 
     def _progress(self, source: ChangeSource, waiting: int | None) -> None:
         self.watchdog.turn()

@@ -1,0 +1,107 @@
+"""A reconciliation's survey (sans-IO): which rows of a large table may differ from the registry.
+
+The periodic reconciliation of a large table does not read it under the registry's write lock.
+A *survey* runs beside the worker, outside the lock and outside the follower's stall bound: it
+reads each table whose digest is not the one verified at the registry's version, in chunks, and
+compares every row with the registry's table as it stood when the survey began. A row that
+differs, or a key only one side holds, is a *candidate*. The rows a capture record touched while
+the survey ran are candidates too (they differ), so the survey never decides: the worker then
+reads just the candidates again under the lock, in the snapshot its consumption reads, and turns
+what still differs into an ordinary change set labelled ``reconciled`` (``recheck``).
+
+A table the survey found equal, row for row, to the registry's version is recorded as verified at
+that version with the digest of the same snapshot: that digest is the registry's content there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...protocol.problems import ProtocolError
+from ..tables import Snapshot, freeze, same_json
+from ..transitions import TableChange
+
+
+@dataclass
+class TableSurvey:
+    """One table's comparison, fed the database's rows (key text → plain row) chunk by chunk."""
+
+    current: Snapshot
+    differing: set[str] = field(default_factory=set)
+    seen: set[str] = field(default_factory=set)
+    unreadable: int = 0
+
+    def feed(self, rows: Iterable[tuple[str, Any]]) -> None:
+        current = self.current.rows
+        for key, value in rows:
+            self.seen.add(key)
+            try:
+                frozen = freeze(value, f"{self.current.name}[{key!r}]")
+            except ProtocolError:  # the capture's quarantine deals with it, not a survey
+                self.unreadable += 1
+                continue
+            held = current.get(key)
+            if held is None or not same_json(frozen, held):
+                self.differing.add(key)
+
+    def unreadable_key(self, key: str) -> None:
+        """A row whose value cannot be carried: it is neither compared nor missing."""
+        self.seen.add(key)
+        self.unreadable += 1
+
+    def candidates(self) -> frozenset[str]:
+        """Keys to read again under the lock: rows that differ, and keys only the registry holds
+        (deleted around the capture, or since)."""
+        return frozenset(self.differing | (set(self.current.rows) - self.seen))
+
+    @property
+    def equal(self) -> bool:
+        """The registry's table is the database's, row for row (nothing unreadable)."""
+        return not self.unreadable and not self.candidates()
+
+
+@dataclass(frozen=True)
+class Survey:
+    """What a survey found: per table the candidate keys (only tables with some), and the tables
+    found equal to the registry (table → (digest, mark)) to record as verified."""
+
+    candidates: Mapping[str, frozenset[str]]
+    verified: Mapping[str, tuple[str, str]]
+    read: int = 0
+    """Rows read (for the log and the benchmark)."""
+
+
+@dataclass
+class Recheck:
+    """A survey's candidates waiting to be read again under the lock; ``done`` once they were."""
+
+    candidates: Mapping[str, frozenset[str]]
+    done: bool = False
+
+
+def recheck(
+    tables: Mapping[str, Snapshot],
+    candidates: Mapping[str, frozenset[str]],
+    rows: Mapping[str, Mapping[str, Any]],
+    unreadable: Iterable[tuple[str, str]] = (),
+) -> dict[str, TableChange]:
+    """The reconciled change of each table: ``rows`` (the candidates read again under the lock,
+    key → row; a candidate absent from them is absent from the database) against ``tables``.
+    ``unreadable`` (table, key): rows the contract cannot carry, left to the quarantine."""
+    changes: dict[str, TableChange] = {}
+    aside = set(unreadable)
+    for name, every in candidates.items():
+        current = tables.get(name)
+        if current is None:
+            continue
+        keys = {key for key in every if (name, key) not in aside}
+        found = rows.get(name, {})
+        upsert = {
+            key: found[key] for key in keys if key in found and not current.holds({key: found[key]})
+        }
+        delete = frozenset(key for key in keys if key not in found and key in current.rows)
+        if upsert or delete:
+            changes[name] = TableChange(upsert, delete, reconciled=True)
+    return changes

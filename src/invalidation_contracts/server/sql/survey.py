@@ -1,0 +1,131 @@
+"""The reconciliation's reads on PostgreSQL, outside the registry's lock (``capture.survey``).
+
+``survey`` reads, in one read-only snapshot with a ``lock_timeout``, each declared table's digest
+and, for a table not verified at the registry's version, its rows through a server-side cursor in
+chunks of ``SURVEY_CHUNK``, compared as they arrive. ``reread`` reads a survey's candidates again
+inside the consumer's own snapshot (under the lock), in a savepoint with a short ``lock_timeout``:
+a migration holding a table's ACCESS EXCLUSIVE lock postpones the recheck, never the consumer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import OperationalError
+
+from ...protocol.problems import ProtocolError
+from ..capture.records import QuarantineEntry, key_text, row_value
+from ..capture.survey import Survey, TableSurvey
+from ..tables import Snapshot, freeze
+from .capture import PostgresCapture
+from .declare import BoundTable
+
+SURVEY_CHUNK = 10_000
+"""Rows fetched per round trip of a survey's cursor (and between two ``progress`` calls)."""
+SURVEY_LOCK_TIMEOUT_S = 30.0
+"""How long a survey waits for a table's lock (a migration's ACCESS EXCLUSIVE) before it gives up
+until the next interval: it waits beside the worker, which serves on."""
+RECHECK_LOCK_TIMEOUT_S = 0.5
+"""How long the recheck under the registry's lock waits for a table's lock before it is
+postponed to the next round (the records are consumed meanwhile)."""
+_INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def survey(
+    conn: Connection,
+    dialect: PostgresCapture,
+    bound: Mapping[str, BoundTable],
+    tables: Mapping[str, Snapshot],
+    marks: Mapping[str, str],
+    progress: Callable[[int], None] | None = None,
+) -> Survey:
+    """Compare every declared table in ``tables`` (the registry's, at ``marks``) with the
+    database, in ``conn``'s one snapshot (a read-only transaction the caller began)."""
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(SURVEY_LOCK_TIMEOUT_S * 1000)}ms'")
+    declared = [bound[name] for name in tables if name in bound]
+    digests = dialect.digests(conn, declared)
+    verified = dialect.verified(conn)
+    candidates: dict[str, frozenset[str]] = {}
+    equal: dict[str, tuple[str, str]] = {}
+    read = 0
+    for table in declared:
+        name, mark = table.name, marks[table.name]
+        if verified.get(name) == (digests[name], mark):
+            continue
+        compared = TableSurvey(tables[name])
+        cursor = conn.execution_options(stream_results=True, max_row_buffer=SURVEY_CHUNK)
+        for chunk in cursor.exec_driver_sql(dialect.select_sql(table)).partitions(SURVEY_CHUNK):
+            rows: list[tuple[str, Any]] = []
+            for rendered, row in chunk:
+                try:
+                    rows.append((key_text(rendered), row_value(row)))
+                except ProtocolError:
+                    compared.unreadable += 1
+            compared.feed(rows)
+            read += len(chunk)
+            if progress is not None:
+                progress(read)
+        if compared.equal:
+            equal[name] = (digests[name], mark)
+        elif compared.candidates():
+            candidates[name] = compared.candidates()
+    return Survey(candidates, equal, read)
+
+
+def reread(
+    conn: Connection,
+    dialect: PostgresCapture,
+    bound: Mapping[str, BoundTable],
+    candidates: Mapping[str, frozenset[str]],
+) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]] | None:
+    """The candidates' rows now (table → key → row) and those the contract cannot carry, in
+    ``conn``'s snapshot; None when a table's lock was not granted in time (postponed)."""
+    rows: dict[str, dict[str, Any]] = {}
+    unreadable: list[QuarantineEntry] = []
+    try:
+        with conn.begin_nested():
+            conn.exec_driver_sql(
+                f"SET LOCAL lock_timeout = '{int(RECHECK_LOCK_TIMEOUT_S * 1000)}ms'"
+            )
+            for name, keys in candidates.items():
+                table = bound.get(name)
+                if table is None:
+                    continue
+                found: dict[str, Any] = {}
+                given = {"keys": list(_key_arrays(keys, len(table.key)))}
+                for rendered, row in conn.execute(text(dialect.keyed_sql(table)), given):
+                    key = str(rendered)
+                    try:
+                        key = key_text(rendered)
+                        value = row_value(row)
+                        freeze(value, f"{name}[{key!r}]")
+                    except ProtocolError as exc:
+                        unreadable.append(
+                            QuarantineEntry(name, key, f"{table.where}: {exc.detail}")
+                        )
+                        continue
+                    found[key] = value
+                rows[name] = found
+            conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
+    except OperationalError as exc:
+        if "lock timeout" not in str(exc):
+            raise
+        return None
+    return rows, unreadable
+
+
+def _key_arrays(keys: Iterable[str], columns: int) -> Iterable[str]:
+    """Each key text as the JSON array of its key columns (both readings of an integer-looking
+    single key: the column may be text or an integer)."""
+    for key in keys:
+        if columns > 1:
+            yield key
+            continue
+        yield json.dumps([key])
+        if _INTEGER.fullmatch(key):
+            yield f"[{key}]"
