@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from invalidation_contracts.cli import _Parser, main, mcp, service
+from invalidation_contracts.cli import main, mcp, service
+from invalidation_contracts.cli.command import Parser
 from invalidation_contracts.cli.config_file import CONFIG_OPTION
 
 #: A TOML value for every long option of the commands that take ``--config``.
@@ -41,6 +42,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "allowed-host": ["api.example", "api2.example"],
         "max-lag": 3,
         "stall-timeout": 30,
+        "reconcile-interval": 120,
         "poll-interval": 0.5,
         "max-watch-streams": 100,
         "max-watch-per-client": 4,
@@ -79,7 +81,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 
 def _parser() -> argparse.ArgumentParser:
     """The commands that take ``--config`` (the whole command line's parser costs 3x more)."""
-    parser = _Parser(prog="invalidation-contracts")
+    parser = Parser(prog="invalidation-contracts")
     commands = parser.add_subparsers(dest="command")
     service.register(commands)
     mcp.register(commands)

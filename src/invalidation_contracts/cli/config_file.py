@@ -14,7 +14,6 @@ import argparse
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 CONFIG_OPTION = "--config"
 
@@ -45,7 +44,7 @@ def apply_config(parser: argparse.ArgumentParser, arg_strings: Sequence[str]) ->
     options = _long_options(parser)
     given = _given(parser, arg_strings)
     from_file: dict[str, tuple[str, argparse.Action]] = {}
-    defaults: dict[str, Any] = {}
+    defaults: dict[str, object] = {}
     for key, value in table.items():
         action = options.get(key)
         if action is None:
@@ -85,7 +84,7 @@ def _config_path(arg_strings: Sequence[str]) -> Path | None:
     return found
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, object]:
     try:
         return tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -120,7 +119,7 @@ def _given(parser: argparse.ArgumentParser, arg_strings: Sequence[str]) -> set[s
     return given
 
 
-def _convert(path: Path, key: str, action: argparse.Action, value: Any) -> Any:
+def _convert(path: Path, key: str, action: argparse.Action, value: object) -> object:
     """``value`` as the flag would have made it (its type and choices), else ConfigFileError."""
     where = f"{path}: {key}"
     if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
@@ -136,7 +135,7 @@ def _convert(path: Path, key: str, action: argparse.Action, value: Any) -> Any:
     return _one(where, action, value)
 
 
-def _one(where: str, action: argparse.Action, value: Any) -> Any:
+def _one(where: str, action: argparse.Action, value: object) -> object:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
         raise ConfigFileError(f"{where}: expected a string or a number, not {value!r}")
     text = str(value)

@@ -115,11 +115,10 @@ def read_suggestions(tx: Ledger, body: Mapping[str, Any], limits: Limits) -> lis
     return out
 
 
-def _unread(item: Any) -> tuple[Any, dict[str, int]]:
+def _unread(item: object) -> tuple[object, dict[str, int]]:
     """``item`` without the key lists its parse dropped (``WideKeys``, in ``tables[].keys`` and
     ``tables[].membership.keys``), and how many keys each table's lists named."""
-    tables = item.get("tables") if isinstance(item, Mapping) else None
-    if not isinstance(tables, list):
+    if not isinstance(item, Mapping) or not isinstance(tables := item.get("tables"), list):
         return item, {}
     unread: dict[str, int] = {}
     kept = []
