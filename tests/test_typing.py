@@ -142,6 +142,7 @@ ALLOWED: dict[str, str] = {
     "server/http/admin_routes.py::admin_router.**options": API_ROUTER,
     "server/http/contract_routes.py::contract_router.**options": API_ROUTER,
     "server/http/domain_routes.py::domain_router.**options": API_ROUTER,
+    "server/http/resource_routes.py::resource_router.**options": API_ROUTER,
     "server/http/headers.py::strict_position.scope": RETROFIT,
     "server/http/headers.py::first_headers.scope": RETROFIT,
     "server/http/retrofit.py::ContractRoute.__init__.endpoint": RETROFIT,
@@ -157,6 +158,7 @@ ALLOWED: dict[str, str] = {
     "server/http/service.py::ContractService.contract_router.**options": API_ROUTER,
     "server/http/service.py::ContractService.admin_router.**options": API_ROUTER,
     "server/http/service.py::ContractService.domain_router.**options": API_ROUTER,
+    "server/http/service.py::ContractService.resource_router.**options": API_ROUTER,
     "server/http/service.py::ContractService.router.**options": API_ROUTER,
     "server/sql/engine.py::make_engine.**options": SQLALCHEMY,
     "server/store/reader.py::decode_row.data": "a column value as the DB-API driver returns it "
