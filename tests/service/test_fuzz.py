@@ -61,7 +61,7 @@ def test_no_input_gets_a_server_error_and_every_answer_matches_the_document(doma
         for op in (result.ok() for result in schema.get_all_operations())
         if op.path != "/contract/watch"
     ]
-    assert len(operations) == 12
+    assert len(operations) == 14
     if mode is GenerationMode.NEGATIVE:
         operations = [op for op in operations if op.body or op.query or op.headers]
     try:

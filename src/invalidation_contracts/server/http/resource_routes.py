@@ -17,13 +17,14 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from fastapi import APIRouter, Header
-from pydantic import WithJsonSchema
+from pydantic import BaseModel, JsonValue, RootModel, WithJsonSchema
 from starlette.responses import Response
 
 from ...protocol.links import citation, resource_path
 from ...protocol.problems import ProblemType, ProtocolError
 from ..tables import thaw
 from .errors import Answering, problem_route_class
+from .openapi import responses
 from .routing import LiteralRouter
 
 if TYPE_CHECKING:
@@ -42,7 +43,9 @@ class Resourceful(Answering, Protocol):
 IfNoneMatch = Annotated[
     str | None,
     Header(alias="If-None-Match", max_length=1024, description="The ETags the client holds."),
-    WithJsonSchema({"type": "string", "description": "The ETags the client holds."}),
+    WithJsonSchema(
+        {"type": "string", "maxLength": 1024, "description": "The ETags the client holds."}
+    ),
 ]
 
 
@@ -55,18 +58,45 @@ def table_etag(etags: Mapping[str, str]) -> str:
     return digest.hexdigest()[:32]
 
 
+class ResourceRow(RootModel[dict[str, JsonValue]]):
+    """One reference row as JSON (``GET /resources/{table}/{key}``)."""
+
+
+class ResourceTable(BaseModel):
+    """A reference table's rows by key (``GET /resources/{table}``)."""
+
+    rows: dict[str, dict[str, JsonValue]]
+
+
+def _documented(model: type[BaseModel], description: str) -> dict[int | str, dict[str, Any]]:
+    """The answers of a resource read: the resource, 304, and the problems."""
+    out = responses(model, description, 404, 422)
+    out[304] = {"description": "Not modified: the `If-None-Match` tag is the current one."}
+    return out
+
+
 def resource_router(service: Resourceful, **options: Any) -> APIRouter:
     """``GET /resources/{table}`` and ``GET /resources/{table}/{key}``, conditional on
     ``If-None-Match``."""
     router = LiteralRouter(route_class=problem_route_class(service), **options)
 
-    @router.get("/resources/{table}", tags=["resources"], summary="A table's rows, with an ETag")
+    @router.get(
+        "/resources/{table}",
+        tags=["resources"],
+        summary="A table's rows, with an ETag",
+        responses=_documented(ResourceTable, "The table's rows; the ETag covers every row."),
+    )
     async def table(table: str, if_none_match: IfNoneMatch = None) -> Response:
         snapshot = (await service.state_for(None, None)).snapshot(table)
         rows = {key: thaw(row) for key, row in snapshot.rows.items()}
         return _conditional(table_etag(snapshot.etags), if_none_match, {"rows": rows})
 
-    @router.get("/resources/{table}/{key}", tags=["resources"], summary="One row, with an ETag")
+    @router.get(
+        "/resources/{table}/{key}",
+        tags=["resources"],
+        summary="One row, with an ETag",
+        responses=_documented(ResourceRow, "The row; its ETag moves when it changes."),
+    )
     async def row(table: str, key: str, if_none_match: IfNoneMatch = None) -> Response:
         snapshot = (await service.state_for(None, None)).snapshot(table)
         found = snapshot.rows.get(key)
