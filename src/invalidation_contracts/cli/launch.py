@@ -47,6 +47,9 @@ class AppSpec:
     stall_timeout_s: float | None = None
     metrics: bool = False
     """Instrument the contract and serve its metrics route (``observe.instrument``)."""
+    shared_scores: bool = True
+    """With ``metrics`` at several workers: fold client scores through the registry's database
+    (``observe.shared``), not in each worker."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
     max_watch_streams: int | None = None
@@ -88,7 +91,7 @@ class AppSpec:
             from ..observe.clients import ClientKey
 
             scores = None
-            if shared and self.store is not None:  # serve --workers N: one client, any worker
+            if shared and self.store is not None and self.shared_scores:  # one client, any worker
                 from ..observe.shared import SharedScores
 
                 scores = SharedScores(self.store)
