@@ -47,6 +47,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "max-watch-streams": 100,
         "max-watch-per-client": 4,
         "client-key-secret-file": "/run/secrets/client-key",
+        "client-scores": "worker",
         "metrics": True,
         "signing-key": ["/etc/ic/k1.pem", "/etc/ic/k2.pem"],
         "opaque-key-env": "OPAQUE_SECRET",

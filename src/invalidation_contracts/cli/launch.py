@@ -54,6 +54,9 @@ class AppSpec:
     """Instrument the contract and push its metrics and spans to this OTLP/HTTP base URL."""
     log_format: str = "text"
     """``json``: the request's trace ids reach the log lines (``json_logs``)."""
+    shared_scores: bool = True
+    """With ``metrics`` at several workers: fold client scores through the registry's database
+    (``observe.shared``), not in each worker."""
     allowed_hosts: tuple[str, ...] | None = None
     """The ``Host`` names answered (``hosts.HostCheck``); None: no check."""
     max_watch_streams: int | None = None
@@ -119,7 +122,7 @@ class AppSpec:
                 readers=() if otlp is None else (otlp.metric_reader,),
             )
         scores = None
-        if shared and self.store is not None:  # serve --workers N: one client, any worker
+        if shared and self.store is not None and self.shared_scores:  # one client, any worker
             from ..observe.shared import SharedScores
 
             scores = SharedScores(self.store)

@@ -160,6 +160,15 @@ def register(sub: Subparsers) -> None:
         "workers); give every server behind one load balancer the same, so a client's key agrees",
     )
     p.add_argument(
+        "--client-scores",
+        choices=("shared", "worker"),
+        default="shared",
+        help="with --metrics and --workers N: 'shared' (default) folds every client's requests "
+        "through the registry's database, so any worker scores any client (a write transaction "
+        "per policy check); 'worker' keeps each worker's own, cheaper, right only when a "
+        "client's requests stay on one worker",
+    )
+    p.add_argument(
         "--metrics",
         action="store_true",
         help="instrument the contract (the otel extra) and serve GET /contract/metrics "
@@ -292,6 +301,7 @@ def _serve(args: argparse.Namespace) -> int:
         metrics=args.metrics,
         otlp=args.otlp,
         log_format=args.log_format,
+        shared_scores=args.client_scores == "shared",
         signing_keys=tuple(str(path) for path in args.signing_key),
         opaque_key_env=args.opaque_key_env,
         max_lag_s=args.max_lag,

@@ -45,6 +45,8 @@ FORGOTTEN = "*forgotten"
 """The row summing the figures of every client that left (no client key has this form)."""
 SCOPE = "registry"
 """The ``worker`` label of the shared figures: every worker reports the same registry-wide rows."""
+READ_KEEP_S = 0.2
+"""How long a read of the shared figures is reused (a collection reads several at once)."""
 FIGURES = ("requests", "episodes", "first_try", "retries", "stale_values_sent", "refused")
 _COLUMNS = ", ".join(FIGURES)
 
@@ -149,14 +151,20 @@ class SharedScores:
         self.max_newcomers = max_newcomers
         self._fold = fold if fold is not None else ClientScores()
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
+        self._kept: dict[tuple[str, tuple[Any, ...]], tuple[float, list[Any]]] = {}
         if is_postgres_url(target):
             from ..server.store.postgres import DEFAULT_SCHEMA
 
-            self._db: _Database = _Postgres(target, schema or DEFAULT_SCHEMA)
+            url, name = target, schema or DEFAULT_SCHEMA
+            self._db: _Database = _Postgres(url, name)
             _create(self._db, "DOUBLE PRECISION")
+            self._reader: _Database = _Postgres(url, name)
         else:
-            self._db = _SQLite(str(Path(target)) + "-clients")
+            path = str(Path(target)) + "-clients"
+            self._db = _SQLite(path)
             _create(self._db, "REAL")
+            self._reader = _SQLite(path)
 
     def checked(
         self,
@@ -226,8 +234,19 @@ class SharedScores:
     # -- reads (the metrics, the operator page) ---------------------------------------------------
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        with self._lock:
-            return list(self._db.run(sql, params).fetchall())
+        """A read on a connection of its own (never behind a fold waiting for the write lock),
+        kept for ``READ_KEEP_S``: one collection reads each figure, not one query per figure."""
+        now = time.monotonic()
+        key = (sql, tuple(params))
+        with self._read_lock:
+            kept = self._kept.get(key)
+            if kept is not None and now - kept[0] < READ_KEEP_S:
+                return kept[1]
+            rows = list(self._reader.run(sql, params).fetchall())
+            if len(self._kept) > 64:
+                self._kept.clear()
+            self._kept[key] = (now, rows)
+            return rows
 
     def totals(self) -> ClientFigures:
         """Every client's figures summed, the forgotten ones included."""
@@ -264,6 +283,8 @@ class SharedScores:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._read_lock:
+            self._reader.close()
 
 
 def _figures(values: Sequence[Any]) -> ClientFigures:
