@@ -23,9 +23,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from tests.service.conftest import TOKEN, make_domain
 
+from invalidation_contracts.protocol.models import ContractFields
 from invalidation_contracts.protocol.problems import ProtocolError
 from invalidation_contracts.server import Route
-from invalidation_contracts.server.http import ContractService
+from invalidation_contracts.server.http import ContractService, stamping
 from invalidation_contracts.server.http.errors import (
     _check_interoperable,
     _may_not_interoperate,
@@ -371,3 +372,15 @@ def test_the_route_a_request_implements_is_the_first_candidate_its_path_matches(
 
 class PassingModel(BaseModel):
     """A request model (the matching never looks at it)."""
+
+
+def test_the_stamps_grouped_searches_find_each_contract_field_name_and_only_those() -> None:
+    fields = ContractFields(
+        table_versions={"t": "1"}, rules_version="r", contract_seq=1, contract_epoch="e"
+    )
+    encoded = stamping._encoded(fields)
+    for name in ContractFields.model_fields:
+        body = b'{"a":1,"' + name.encode() + b'":2}'
+        assert stamping._unread(body, encoded) is None, name  # read: the name is a member
+    for body in (b'{"api_version":1,"contract":2}', b'{"a":"x_y"}', b'{"a":1}'):
+        assert stamping._unread(body, encoded) == body[:-1] + b"," + encoded[1] + b"}"
