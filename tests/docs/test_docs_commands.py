@@ -79,6 +79,10 @@ ELSEWHERE: dict[str, str] = {
     "invalidation-contracts ladder": (
         "tests/docs/test_docs_figures.py::test_the_readme_ladder_table_is_what_ladder_prints"
     ),
+    "invalidation-contracts db remove-table funding_types --db postgresql://api@db/api": (
+        "tests/server/test_mixed_versions.py::"
+        "test_db_remove_table_removes_it_in_the_same_history_and_running_workers_follow"
+    ),
     "invalidation-contracts preflight --planner local:qwen2.5-coder-0.5b --concurrency 2": (
         "tests/real_model/test_local_model.py::"
         "test_preflight_round_answers_every_probe_with_a_request_body"
