@@ -51,7 +51,7 @@ class Size:
     write_s: float
 
 
-FULL = Size(rows=100_000, idle_s=120.0, trials=60, write_s=20.0)
+FULL = Size(rows=20_000, idle_s=120.0, trials=60, write_s=20.0)
 QUICK = Size(rows=5_000, idle_s=5.0, trials=5, write_s=2.0)
 
 
