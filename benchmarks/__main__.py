@@ -38,6 +38,7 @@ from . import (
     pg_replica,
     production,
     provider_load,
+    provider_ops,
     push_contention,
     reconcile_cost,
     recovery,
@@ -76,6 +77,7 @@ MODULES: tuple[ModuleType, ...] = (
     learned_cost,
     mcp_proxy_stale,
     logical_capture,
+    provider_ops,
 )
 STUDIES: dict[str, Callable[..., StudyResult]] = {m.NAME: m.run for m in MODULES}
 TITLES: dict[str, str] = {m.NAME: m.TITLE for m in MODULES}

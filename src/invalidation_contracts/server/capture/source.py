@@ -11,7 +11,7 @@ worker to learn, cheaply, that something committed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -172,12 +172,7 @@ class SurveyedSource(ChangeSource, Protocol):
         """Whether this source is surveyed (else its reconciliation reads in full, locked)."""
         ...
 
-    def survey(
-        self,
-        tables: Mapping[str, Snapshot],
-        marks: Mapping[str, str],
-        progress: Callable[[int], None] | None = None,
-    ) -> Survey:
+    def survey(self, tables: Mapping[str, Snapshot], marks: Mapping[str, str]) -> Survey:
         """Compare the tables with the registry's ``tables`` at ``marks``, outside its lock."""
         ...
 

@@ -335,14 +335,6 @@ class PostgresCapture(CaptureDialect):
     def installed_table(self) -> str:
         return f"{self._quote(self.schema)}.installed"
 
-    def keyed_sql(self, table: BoundTable) -> str:
-        """``select_sql`` of the rows whose key, as a JSON array, is one of ``:keys`` (text[])."""
-        refs = ", ".join(f"t.{self._quote(c.name)}" for c in table.key)
-        return (
-            f"{self.select_sql(table)}"
-            f" WHERE jsonb_build_array({refs}) = ANY(CAST(:keys AS text[])::jsonb[])"
-        )
-
     def digests(self, conn: Connection, tables: Sequence[BoundTable]) -> dict[str, str]:
         out = {}
         for table in tables:

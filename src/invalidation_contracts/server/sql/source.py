@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 import weakref
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from sqlalchemy.engine import URL, Connection, Engine
@@ -22,7 +22,6 @@ from ...protocol.problems import ProtocolError
 from ..capture.records import CaptureBatch, Captured, QuarantineEntry, key_text, row_value
 from ..capture.source import CommitProbe, Wakeup
 from ..capture.steps import SourceError
-from ..capture.survey import Survey
 from ..domain import SQLTable
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
@@ -31,7 +30,7 @@ from .declare import BoundTable, Declarations, bind, newly_broken, rebind
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
-from .survey import reread, survey
+from .survey import Surveyed, recheck_batch
 from .upsert import RowWriter
 
 logger = logging.getLogger(__name__)
@@ -43,7 +42,7 @@ DEFAULT_BATCH_RECORDS = 2_000
 commits: the watchdog never undoes finished work, and readers see progress)."""
 
 
-class SQLSource:
+class SQLSource(Surveyed):
     """The declared tables of one database (SQLite or PostgreSQL) and their change capture."""
 
     def __init__(
@@ -172,8 +171,7 @@ class SQLSource:
         database, is the one verified at that mark, and that no record touches, is not read.
         ``limit`` (PostgreSQL): about this many records, whole transactions; when more wait, the
         batch says so (``more``) and no table is read; ``committed`` once the registry holds it.
-        ``recheck`` (table → keys, a survey's candidates): those rows too, in the same snapshot,
-        once no more records wait (``rechecked``; None when a table's lock was not granted).
+        ``recheck`` (a survey's candidates): those rows too, once no more records wait.
         """
         if full:  # a reconciliation, or a read after a gap: the declarations checked first
             self._heal()
@@ -189,11 +187,7 @@ class SQLSource:
                 if not self.dialect.contiguous:
                     records = current_images(conn, self.dialect, self.bound, records)
                 if recheck and not more and isinstance(self.dialect, PostgresCapture):
-                    again = reread(conn, self.dialect, self.bound, recheck)
-                    rows, aside = again if again is not None else (None, [])
-                    return CaptureBatch(
-                        head, tuple(records), rechecked=rows, recheck_unreadable=tuple(aside)
-                    )
+                    return recheck_batch(conn, self.dialect, self.bound, recheck, head, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
                 contents, unreadable, digests, skipped = read_all(
@@ -207,31 +201,6 @@ class SQLSource:
         return CaptureBatch(
             head, tuple(records), contents, tuple(unreadable), digests, frozenset(skipped)
         )
-
-    @property
-    def surveys(self) -> bool:
-        """Whether the periodic reconciliation runs as a survey beside the worker, outside the
-        registry's lock (PostgreSQL), rather than as a full read under it."""
-        return isinstance(self.dialect, PostgresCapture)
-
-    def survey(
-        self,
-        tables: Mapping[str, Snapshot],
-        marks: Mapping[str, str],
-        progress: Callable[[int], None] | None = None,
-    ) -> Survey:
-        """Compare the declared tables with ``tables`` (the registry's, at ``marks``) outside the
-        registry's lock (``sql.survey``); starts the reconciliation interval again."""
-        if not isinstance(self.dialect, PostgresCapture):
-            raise SourceError(f"{self._where()}: only a PostgreSQL capture is surveyed")
-        self._reconciled_at = time.monotonic()
-        self._heal()
-        try:
-            with self._connect() as conn, conn.begin():
-                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-                return survey(conn, self.dialect, self.bound, tables, marks, progress)
-        except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot survey ({failure_reason(exc)})") from exc
 
     def committed(self) -> None:
         """The registry now holds what the last ``read`` returned (called under its lock)."""

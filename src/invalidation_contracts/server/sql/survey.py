@@ -11,19 +11,22 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ...protocol.problems import ProtocolError
-from ..capture.records import QuarantineEntry, key_text, row_value
+from ..capture.records import CaptureBatch, Captured, QuarantineEntry, key_text, row_value
+from ..capture.steps import SourceError
 from ..capture.survey import Survey, TableSurvey
 from ..tables import Snapshot, freeze
-from .capture import PostgresCapture
+from .capture import CaptureDialect, PostgresCapture
 from .declare import BoundTable
+from .engine import failure_reason
 
 SURVEY_CHUNK = 10_000
 """Rows fetched per round trip of a survey's cursor (and between two ``progress`` calls)."""
@@ -98,7 +101,7 @@ def reread(
                     continue
                 found: dict[str, Any] = {}
                 given = {"keys": list(_key_arrays(keys, len(table.key)))}
-                for rendered, row in conn.execute(text(dialect.keyed_sql(table)), given):
+                for rendered, row in conn.execute(text(_keyed_sql(conn, dialect, table)), given):
                     key = str(rendered)
                     try:
                         key = key_text(rendered)
@@ -117,6 +120,76 @@ def reread(
             raise
         return None
     return rows, unreadable
+
+
+class Surveyed:
+    """``SQLSource``'s survey: its periodic reconciliation beside the worker (PostgreSQL)."""
+
+    dialect: CaptureDialect
+    bound: dict[str, BoundTable]
+    _reconciled_at: float
+
+    @property
+    def surveys(self) -> bool:
+        """Whether the periodic reconciliation is a survey (else a full read under the lock)."""
+        return isinstance(self.dialect, PostgresCapture)
+
+    def survey(self, tables: Mapping[str, Snapshot], marks: Mapping[str, str]) -> Survey:
+        """Compare the tables with the registry's ``tables`` at ``marks`` outside its lock."""
+        assert isinstance(self.dialect, PostgresCapture), "only PostgreSQL is surveyed"
+        self._reconciled_at = time.monotonic()  # the interval starts again
+        self._heal()
+        return run_survey(self._connect, self.dialect, self.bound, tables, marks, self._where())
+
+    def _heal(self) -> None:
+        raise NotImplementedError
+
+    def _connect(self, *, write: bool = False) -> Connection:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError
+
+
+def run_survey(
+    connect: Callable[[], Connection],
+    dialect: PostgresCapture,
+    bound: Mapping[str, BoundTable],
+    tables: Mapping[str, Snapshot],
+    marks: Mapping[str, str],
+    where: str,
+) -> Survey:
+    """``survey`` in a read-only transaction of its own on ``connect()`` (a read snapshot)."""
+    try:
+        with connect() as conn, conn.begin():
+            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+            return survey(conn, dialect, bound, tables, marks)
+    except SQLAlchemyError as exc:
+        raise SourceError(f"{where}: cannot survey ({failure_reason(exc)})") from exc
+
+
+def recheck_batch(
+    conn: Connection,
+    dialect: PostgresCapture,
+    bound: Mapping[str, BoundTable],
+    recheck: Mapping[str, frozenset[str]],
+    head: int,
+    records: Iterable[Captured],
+) -> CaptureBatch:
+    """The records read, with ``recheck``'s rows read again in the same snapshot (``reread``)."""
+    again = reread(conn, dialect, bound, recheck)
+    rows, aside = again if again is not None else (None, [])
+    return CaptureBatch(head, tuple(records), rechecked=rows, recheck_unreadable=tuple(aside))
+
+
+def _keyed_sql(conn: Connection, dialect: PostgresCapture, table: BoundTable) -> str:
+    """``select_sql`` of the rows whose key, as a JSON array, is one of ``:keys`` (text[])."""
+    quote = conn.dialect.identifier_preparer.quote
+    refs = ", ".join(f"t.{quote(c.name)}" for c in table.key)
+    return (
+        f"{dialect.select_sql(table)}"
+        f" WHERE jsonb_build_array({refs}) = ANY(CAST(:keys AS text[])::jsonb[])"
+    )
 
 
 def _key_arrays(keys: Iterable[str], columns: int) -> Iterable[str]:

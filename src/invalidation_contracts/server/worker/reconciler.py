@@ -76,7 +76,7 @@ class Reconciler:
         try:
             found = source.survey(state.tables, marks)
             source.mark_verified(found.verified)
-            logger.warning(
+            logger.info(
                 "%s: surveyed %d rows in %.1f s; %d candidates to recheck",
                 name,
                 found.read,
