@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from typing import Protocol
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import SQLAlchemyError
 
 from ..capture.records import QuarantineEntry
+from ..capture.steps import SourceError
+from .engine import failure_reason
 
 logger = logging.getLogger(__name__)
 
@@ -86,3 +90,56 @@ class QuarantineTable:
             )
         )
         return [QuarantineEntry(t, k, r, None if i is None else int(i)) for t, k, r, i in result]
+
+
+class _HasQuarantine(Protocol):
+    @property
+    def quarantine(self) -> QuarantineTable: ...
+
+
+class Quarantining:
+    """``SQLSource``'s quarantine: setting entries aside, releasing them, listing them."""
+
+    dialect: _HasQuarantine
+
+    def set_aside(self, entries: Iterable[QuarantineEntry], *, replace: Iterable[str] = ()) -> None:
+        """Quarantine ``entries``; ``replace``: tables read in full (these are all there is)."""
+        entries, replace = list(entries), list(replace)
+        if not entries and not replace:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                if replace:
+                    self.dialect.quarantine.clear_tables(conn, replace)
+                self.dialect.quarantine.add(conn, entries)
+        except SQLAlchemyError as exc:
+            raise SourceError(
+                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
+            ) from exc
+
+    def release(self, pairs: Iterable[tuple[str, str]]) -> None:
+        """Clear the quarantine of rows (table, key) a carriable write has replaced."""
+        pairs = list(pairs)
+        if not pairs:
+            return
+        try:
+            with self._connect(write=True) as conn, conn.begin():
+                self.dialect.quarantine.clear(conn, pairs)
+        except SQLAlchemyError as exc:
+            raise SourceError(
+                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
+            ) from exc
+
+    def quarantined(self) -> list[QuarantineEntry]:
+        """What the contract could not carry and set aside (for the admin routes and readiness)."""
+        try:
+            with self._connect() as conn, conn.begin():
+                return self.dialect.quarantine.entries(conn)
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
+
+    def _connect(self, *, write: bool = False) -> Connection:
+        raise NotImplementedError
+
+    def _where(self) -> str:
+        raise NotImplementedError

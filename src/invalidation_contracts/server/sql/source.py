@@ -29,6 +29,7 @@ from .consumed import ConsumedCapture
 from .declare import BoundTable, Declarations, bind, newly_broken, rebind
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
+from .quarantine import Quarantining
 from .rewrite import current_images
 from .survey import Surveyed, recheck_batch
 from .upsert import RowWriter
@@ -42,7 +43,7 @@ DEFAULT_BATCH_RECORDS = 2_000
 commits: the watchdog never undoes finished work, and readers see progress)."""
 
 
-class SQLSource(Surveyed):
+class SQLSource(Surveyed, Quarantining):
     """The declared tables of one database (SQLite or PostgreSQL) and their change capture."""
 
     def __init__(
@@ -232,42 +233,6 @@ class SQLSource(Surveyed):
             logger.warning(
                 "%s: cannot record the verified digests (%s)", self.name, failure_reason(exc)
             )
-
-    def set_aside(self, entries: Iterable[QuarantineEntry], *, replace: Iterable[str] = ()) -> None:
-        """Quarantine ``entries``; ``replace``: tables read in full (these are all there is)."""
-        entries, replace = list(entries), list(replace)
-        if not entries and not replace:
-            return
-        try:
-            with self._connect(write=True) as conn, conn.begin():
-                if replace:
-                    self.dialect.quarantine.clear_tables(conn, replace)
-                self.dialect.quarantine.add(conn, entries)
-        except SQLAlchemyError as exc:
-            raise SourceError(
-                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
-            ) from exc
-
-    def release(self, pairs: Iterable[tuple[str, str]]) -> None:
-        """Clear the quarantine of rows (table, key) a carriable write has replaced."""
-        pairs = list(pairs)
-        if not pairs:
-            return
-        try:
-            with self._connect(write=True) as conn, conn.begin():
-                self.dialect.quarantine.clear(conn, pairs)
-        except SQLAlchemyError as exc:
-            raise SourceError(
-                f"{self._where()}: cannot quarantine ({failure_reason(exc)})"
-            ) from exc
-
-    def quarantined(self) -> list[QuarantineEntry]:
-        """What the contract could not carry and set aside (for the admin routes and readiness)."""
-        try:
-            with self._connect() as conn, conn.begin():
-                return self.dialect.quarantine.entries(conn)
-        except SQLAlchemyError as exc:
-            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
 
     def head(self) -> int:
         """The capture's head: a number that moves whenever a record commits (cheap to read)."""
