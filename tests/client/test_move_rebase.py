@@ -19,7 +19,9 @@ from invalidation_contracts.client import calls as memory_calls
 from invalidation_contracts.client.limits import Limits
 from invalidation_contracts.client.shared import moves as moves_module
 from invalidation_contracts.client.shared.layout import TURN_KEY
+from invalidation_contracts.client.shared.rebase import merge_state
 from invalidation_contracts.client.shared.steps import Wait
+from invalidation_contracts.client.state import OriginState
 from invalidation_contracts.client.stores import CheckOp, StoreError
 from invalidation_contracts.client.transaction import CallRunner
 from invalidation_contracts.client.values import Observed
@@ -86,8 +88,16 @@ Call = tuple[str, str]
 
 def steps(m: FixMemory, call: Call) -> Generator[Any, Any, Observation]:
     name, table = call
-    what = observed([], moved=True) if name == "move" else observed([(name, table)])
-    return memory_calls.observe(m._core, ORIGIN, what, operation="op")
+    if name == "evict":  # an operator eviction of the table beside the move
+        return memory_calls.evict(m._core, ORIGIN, table=table)
+    return memory_calls.observe(m._core, ORIGIN, steps_observed(call), operation="op")
+
+
+def sequential_run(m: FixMemory, call: Call) -> Observation:
+    name, table = call
+    if name == "evict":
+        return m.evict(ORIGIN, table=table)
+    return m.observe(ORIGIN, steps_observed(call), operation="op")
 
 
 def interleave(
@@ -123,18 +133,20 @@ def interleave(
     return done
 
 
-def outcome(m: FixMemory, observations: list[Observation]) -> tuple[list[str], list[tuple]]:
+def outcome(m: FixMemory, observations: list[Observation]) -> tuple[list[str], list[tuple], list]:
+    """The live fixes, the evictions the calls reported, and the tombstones as numbered."""
+    tombs = sorted((t.sequence, t.entry.key.type, t.reason.value) for t in m.tombstones(ORIGIN))
     evicted = [
         (e.key.type, e.reason.value)
         for obs in observations
         for e in obs.events
         if isinstance(e, Evicted)
     ]
-    return sorted(e.key.type for e in m.entries(ORIGIN)), sorted(evicted)
+    return sorted(e.key.type for e in m.entries(ORIGIN)), sorted(evicted), tombs
 
 
 writes = st.lists(
-    st.tuples(st.sampled_from(["side", "side", "catalog"]), st.integers(0, 1)),
+    st.tuples(st.sampled_from(["side", "side", "catalog", "evict"]), st.integers(0, 1)),
     min_size=1,
     max_size=4,
 )
@@ -159,9 +171,7 @@ def test_writers_interleaved_with_a_move_end_as_the_sequential_run_in_commit_ord
 
         oracle_store = InMemoryStore()
         sequential = seeded(oracle_store)
-        runs = [
-            sequential.observe(ORIGIN, steps_observed(calls[i]), operation="op") for i in committed
-        ]
+        runs = [sequential_run(sequential, calls[i]) for i in committed]
         expected = outcome(sequential, runs)
         for m in (*writers, mover, reader, sequential):
             m.close()
@@ -238,7 +248,7 @@ def test_a_move_that_lost_its_commit_to_a_small_fix_commits_as_computed(monkeypa
         store = InMemoryStore()
         seeded(store).close()
         observations = _move_past(store, ("side-fix", "side"), sizes)
-        entries, evicted = outcome(memory(store), observations)
+        entries, evicted, _ = outcome(memory(store), observations)
     assert entries == ["side-fix"]
     assert evicted == sorted((f"c{n}", "table-changed") for n in range(SEEDED))
     assert sizes and all(size < SEEDED for size in sizes)  # only the writer's fix was checked again
@@ -250,7 +260,35 @@ def test_a_fix_stored_on_the_moved_table_meanwhile_makes_the_move_compute_again(
         store = InMemoryStore()
         seeded(store).close()
         observations = _move_past(store, ("late", "catalog"), sizes)
-        entries, evicted = outcome(memory(store), observations)
+        entries, evicted, _ = outcome(memory(store), observations)
     assert entries == []
     assert ("late", "table-changed") in evicted and len(evicted) == SEEDED + 1
     assert SEEDED + 1 in sizes  # the rebase was refused: the move computed again on everything
+
+
+# -- the state merge ---------------------------------------------------------------------------
+
+
+def test_the_merge_keeps_each_sides_change_and_numbers_the_tombstones_after_theirs():
+    base = OriginState(known={"catalog": "1"}, next_serial=7, next_tombstone=3)
+    mine = OriginState(known={"catalog": "2"}, next_serial=7, next_tombstone=9)
+    theirs = OriginState(known={"catalog": "1"}, next_serial=12, next_tombstone=5)
+
+    merged = merge_state(base, mine, theirs)
+
+    assert merged is not None
+    assert (merged.known, merged.next_serial, merged.next_tombstone) == ({"catalog": "2"}, 12, 11)
+
+
+def test_a_decision_field_moved_in_between_refuses_the_merge():
+    base = OriginState(known={"catalog": "1"}, known_seq=0)
+    mine = OriginState(known={"catalog": "2"}, known_seq=1)
+    theirs = OriginState(known={"catalog": "1"}, known_seq=0, pending={"side": 0})
+
+    assert merge_state(base, mine, theirs) is None
+
+
+def test_serials_issued_on_both_sides_refuse_the_merge():
+    base, mine, theirs = OriginState(), OriginState(next_serial=2), OriginState(next_serial=3)
+
+    assert merge_state(base, mine, theirs) is None
