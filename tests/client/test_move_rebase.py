@@ -217,7 +217,7 @@ def _move_past(store: InMemoryStore, writer_fix: Call, sizes: list[int]) -> list
         if _is_write(ops):
             break
         effect = task.send(store.batch(ops))
-    wrote = writer.observe(ORIGIN, steps_observed(writer_fix), operation="op")
+    wrote = sequential_run(writer, writer_fix)
     sizes.clear()
     moved = _finish(store, task, ops)
     mover.close()
@@ -252,6 +252,19 @@ def test_a_move_that_lost_its_commit_to_a_small_fix_commits_as_computed(monkeypa
     assert entries == ["side-fix"]
     assert evicted == sorted((f"c{n}", "table-changed") for n in range(SEEDED))
     assert sizes and all(size < SEEDED for size in sizes)  # only the writer's fix was checked again
+
+
+def test_tombstones_written_meanwhile_number_the_moves_after_them(monkeypatch):
+    sizes = _full_computes(monkeypatch)
+    with recording(3):
+        store = InMemoryStore()
+        seeded(store).observe(ORIGIN, observed([("side-fix", "side")]), operation="op")
+        observations = _move_past(store, ("evict", "side"), sizes)
+        tombs = outcome(memory(store), observations)[2]
+    assert sizes and all(size < SEEDED for size in sizes)  # rebased, not computed again
+    assert tombs == [(1, "side-fix", "operator")] + [
+        (2 + n, f"c{n}", "table-changed") for n in range(SEEDED)
+    ]
 
 
 def test_a_fix_stored_on_the_moved_table_meanwhile_makes_the_move_compute_again(monkeypatch):
