@@ -10,7 +10,8 @@ zombie) until the end, the case that held every writer for the turn's 30 s TTL b
 
 Measured: every surviving writer's ``observe`` time for the calls started during the move (p50,
 p99, max), the mover's time, give-ups (``StoreError``), and stale serves: lookups by writers after
-the move committed that still return a fix on ``catalog``.
+the move committed that still return a fix on ``catalog``; and how long the mover held the
+origin's turn (from first taking it to its commit: what writers wait behind).
 
 ``python -m benchmarks.shared_move [sqlite|postgres ...] [--entries N] [--runs N]``
 """
@@ -115,12 +116,34 @@ def writer(where: str, entries: int, idx: int, out: str, moved: str, stop: str) 
 
 def mover(where: str, entries: int, out: str, moved: str) -> None:
     """Observe the answer that moves ``catalog`` (evicting its fixes); write the times."""
+    from invalidation_contracts.client import transaction
+
     memory = open_memory(where, entries)
+    taken: list[float] = []
+    take = transaction.take_turn
+
+    def timed(*args: Any, **kwargs: Any) -> Any:  # when the mover first holds the turn
+        turn = yield from take(*args, **kwargs)
+        taken.append(time.monotonic())
+        return turn
+
+    transaction.take_turn = timed  # type: ignore[assignment]
+    rebased: list[bool] = []
+    merge = getattr(transaction, "rebase", None)  # absent before the rebase (issue 38)
+    if merge is not None:
+
+        def counted(*args: Any) -> bool:
+            rebased.append(merge(*args))
+            return rebased[-1]
+
+        transaction.rebase = counted  # type: ignore[assignment]
     Path(moved + ".started").write_text("1")
     result: dict[str, Any] = {"t0": time.monotonic()}
     obs = memory.observe(ORIGIN, observed([], moved=True), operation="op")
     result["evicted"] = sum(1 for e in obs.events if e.kind == "evicted")
     result["t1"] = time.monotonic()
+    result["held"] = result["t1"] - taken[0] if taken else None
+    result["rebased"] = sum(rebased) if merge is not None else None
     Path(moved).write_text("1")
     Path(out).write_text(json.dumps(result))
     memory.close()
@@ -191,6 +214,8 @@ def one_run(where: str, work: Path, entries: int, writers: int, kill: bool) -> d
         "writers": writers,
         "killed": kill,
         "mover_s": (move["t1"] - move["t0"]) if move else None,
+        "turn_held_s": move.get("held"),
+        "rebased": move.get("rebased"),
         "evicted": move.get("evicted"),
         "calls": len(during),
         "p50_s": _pct(during, 0.5),
@@ -251,6 +276,7 @@ def report(results: list[dict[str, Any]]) -> str:
             f"{r['seeded']:,}",
             f"{r['writers']} (1 killed)",
             _ms(r["mover_s"]),
+            _ms(r["turn_held_s"]),
             str(r["calls"]),
             _ms(r["p50_s"]),
             f"**{_ms(r['p99_s'])}**",
@@ -273,6 +299,7 @@ def report(results: list[dict[str, Any]]) -> str:
                 "fixes moved",
                 "writers",
                 "move (ms)",
+                "turn held (ms)",
                 "writer calls during the move",
                 "p50 (ms)",
                 "p99 (ms)",

@@ -34,13 +34,26 @@ from .events import (
 )
 from .invalidation import Invalidation
 from .lesson import Lesson
-from .shared.layout import commit_ops, plan_commit
+from .shared import moves
+from .shared.index import OriginIndex
+from .shared.layout import (
+    JOURNAL_KEEP,
+    CommitPlan,
+    commit_ops,
+    generation_of,
+    journal_ops,
+    journalled,
+    plan_commit,
+)
 from .shared.ledger import Ledger
 from .shared.overlay import IndexOverlay
+from .shared.rebase import MAX_REBASES, rebase
 from .shared.replica import Replica, Replicas
 from .shared.steps import Steps
 from .shared.store import StoreConflict, StoreError
 from .shared.turn import take as take_turn
+from .state import OriginState
+from .stats import OriginStats
 
 logger = logging.getLogger("invalidation_contracts.client")
 T = TypeVar("T")
@@ -124,10 +137,12 @@ class CallRunner:
         """Compute ``work`` on a current replica and commit it; again if another writer won —
         then holding the origin's turn (``shared.turn``), so it commits next: no starvation."""
         turn: dict[str, Any] | None = None
+        rebases = 0
         for _ in range(MAX_CONFLICTS):
             replica = yield from self.fresh(origin)
             with self.lock:
                 base = replica.generation
+                start = replica.state
                 call = self._compute(replica, origin, episode, operation or "", work)
                 tx = call.tx
                 if turn is None and not (
@@ -144,28 +159,98 @@ class CallRunner:
                     _log(tx.events)
                     telemetry.record(origin, tx.stats, tx.events)
                     return call
-                flushed = replica.unflushed.copy()
-                total = replica.stats.plus(flushed).plus(tx.stats)
-                limits = self.admission.limits
-                plan = plan_commit(tx, base, replica.records, limits)
+                # a large eviction keeps its state as computed, to be rebased (``shared.rebase``)
+                mine = tx.state.copy() if len(tx.removed) >= moves.RECORD_MIN else None
+                flushed, total, plan = self._plan(replica, tx, base)
             if plan.record is not None and turn is None:
                 # a large eviction: announced in the turn before it commits (``client.shared.turn``)
                 turn = yield from take_turn(origin, self.clock, None, plan.record)
-            try:
-                yield commit_ops(tx, base, total, turn, limits, plan)
-            except StoreConflict:
-                self.replicas.suspect(origin)
-                turn = yield from take_turn(origin, self.clock, turn)
-                continue
-            self.replicas.committed(replica, tx, base, total, flushed, plan)
-            with self.lock:
-                self._hold(origin, call)
-            self.confirmations.settle(origin, call.confirms, call.tx.state)
-            self._done(tx)
-            _log(tx.events)
-            telemetry.record(origin, tx.stats, tx.events)
-            return call
+            while True:
+                try:
+                    yield commit_ops(tx, base, total, turn, self.admission.limits, plan)
+                except StoreConflict:
+                    self.replicas.suspect(origin)
+                    turn = yield from take_turn(origin, self.clock, turn)
+                    if mine is None or plan.record is None or rebases >= MAX_REBASES:
+                        break  # computed again, holding the turn
+                    rebases += 1
+                    moved = yield from self._rebase(origin, replica, call, work, base, start, mine)
+                    if moved is None:
+                        break
+                    base, start = moved
+                    with self.lock:
+                        mine = tx.state.copy()
+                        flushed, total, plan = self._plan(replica, tx, base)
+                    continue
+                self.replicas.committed(replica, tx, base, total, flushed, plan)
+                with self.lock:
+                    self._hold(origin, call)
+                self.confirmations.settle(origin, call.confirms, call.tx.state)
+                self._done(tx)
+                _log(tx.events)
+                telemetry.record(origin, tx.stats, tx.events)
+                return call
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
+
+    def _plan(
+        self, replica: Replica, tx: Ledger, base: int
+    ) -> tuple[OriginStats, OriginStats, CommitPlan]:
+        """The counters to write with ``tx`` at ``base`` and its commit plan (under the lock)."""
+        flushed = replica.unflushed.copy()
+        total = replica.stats.plus(flushed).plus(tx.stats)
+        return flushed, total, plan_commit(tx, base, replica.records, self.admission.limits)
+
+    def _rebase(
+        self,
+        origin: str,
+        replica: Replica,
+        call: Call[T],
+        work: Callable[[Ledger], T],
+        base: int,
+        start: OriginState,
+        mine: OriginState,
+    ) -> Steps[tuple[int, OriginState] | None]:
+        """Carry a computed large eviction over what was committed since ``base`` (this call
+        holds the turn now, so nothing more commits): the generation and state it then commits
+        on, or None when it must be computed again (``shared.rebase``).
+
+        The commits in between are read from the journal. The call's work is run again on the
+        entries they wrote, alone, from the state it was computed on: it must leave them as they
+        are (a fix stored meanwhile on the moved table, or one derived from another, is not).
+        """
+        tx = call.tx
+        now_replica = yield from self.fresh(origin)
+        now = now_replica.generation
+        if now_replica is not replica or replica.index is not tx.index.base:
+            return None  # reloaded, or folded by a commit of this process: compute again
+        if not base < now <= base + JOURNAL_KEEP:
+            return None
+        results = yield journal_ops(origin, base, now)
+        changes = journalled(results[3:])
+        if generation_of(results[0]) != now or changes is None or changes.records:
+            return None
+        touched = [*changes.written, *changes.removed]
+        with self.lock:
+            if replica.generation != now or any(i in replica.unreadable for i in touched):
+                return None
+            written = [replica.index.get(i) for i in changes.written]
+            entries = [e for e in written if e is not None]
+            if any(e.derived_from for e in entries):
+                return None
+            probe = Replica(
+                OriginIndex(sorted(entries, key=lambda e: e.serial)),
+                start,
+                OriginStats(),
+                base,
+                None,
+                announced=replica.announced,
+            )
+            again = self._compute(probe, origin, tx.episode, tx.operation, work, tx.now)
+            if again.tx.written or again.tx.removed:
+                return None
+            if not rebase(tx, start, mine, replica.state, touched):
+                return None
+            return now, replica.state
 
     def _hold(self, origin: str, call: Call[Any]) -> None:
         """Merge what a returning call did to the origin's held lessons (under the lock): the
@@ -233,13 +318,14 @@ class CallRunner:
         episode: int | None,
         operation: str,
         work: Callable[[Ledger], T],
+        now: float | None = None,
     ) -> Call[T]:
         tx = Ledger(
             origin,
             IndexOverlay(replica.index),
             replica.state.copy(),
             episode=episode if episode is not None else self.episodes.get(origin),
-            now=self.clock(),
+            now=self.clock() if now is None else now,
             cascade=self.invalidation.strategy.cascades,
             operation=operation,
         )
