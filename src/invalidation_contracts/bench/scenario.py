@@ -11,14 +11,11 @@ import tomllib
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .._deprecation import moved_names
-
-if TYPE_CHECKING:
-    pass
 
 
 class ScenarioError(ValueError):
