@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Generator, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -100,6 +101,18 @@ def sequential_run(m: FixMemory, call: Call) -> Observation:
     return m.observe(ORIGIN, steps_observed(call), operation="op")
 
 
+def answer(store: InMemoryStore, task: Generator[Any, Any, Any], effect: Any) -> Any:
+    """Answer one of ``task``'s effects from ``store`` (a wait at once, a batch with its result or
+    its error); the task's next effect, or StopIteration when it returns."""
+    if isinstance(effect, Wait):
+        return task.send([])
+    try:
+        result = store.batch(effect)
+    except StoreError as exc:
+        return task.throw(exc)
+    return task.send(result)
+
+
 def interleave(
     store: InMemoryStore, tasks: list[Generator[Any, Any, Any]], order: list[int]
 ) -> list[int]:
@@ -116,15 +129,7 @@ def interleave(
         i = sorted(pending)[pick % len(pending)]
         task, effect = pending.pop(i)
         try:
-            if isinstance(effect, Wait):
-                effect = task.send([])
-            else:
-                try:
-                    result = store.batch(effect)
-                except StoreError as exc:
-                    effect = task.throw(exc)
-                else:
-                    effect = task.send(result)
+            effect = answer(store, task, effect)
         except StopIteration as stop:
             tasks[i] = stop.value
             done.append(i)
@@ -229,54 +234,56 @@ def _finish(store: InMemoryStore, task: Generator[Any, Any, Observation], ops: l
     effect: Any = ops
     while True:
         try:
-            if isinstance(effect, Wait):
-                effect = task.send([])
-                continue
-            try:
-                result = store.batch(effect)
-            except StoreError as exc:
-                effect = task.throw(exc)
-            else:
-                effect = task.send(result)
+            effect = answer(store, task, effect)
         except StopIteration as stop:
             return stop.value  # type: ignore[no-any-return]
 
 
-def test_a_move_that_lost_its_commit_to_a_small_fix_commits_as_computed(monkeypatch):
+@dataclass
+class Rebase:
+    """A step test's store, with the index size of every call computed on it since the move."""
+
+    store: InMemoryStore
+    sizes: list[int]
+
+    def move_past(self, writer_fix: Call) -> tuple[list[str], list[tuple], list]:
+        """The outcome (:func:`outcome`) of a move that a writer's ``writer_fix`` committed past."""
+        return outcome(memory(self.store), _move_past(self.store, writer_fix, self.sizes))
+
+
+@pytest.fixture
+def rebase(monkeypatch: pytest.MonkeyPatch) -> Iterator[Rebase]:
+    """An empty store, moves recorded from three evictions on, full computes spied on."""
     sizes = _full_computes(monkeypatch)
     with recording(3):
-        store = InMemoryStore()
-        seeded(store).close()
-        observations = _move_past(store, ("side-fix", "side"), sizes)
-        entries, evicted, _ = outcome(memory(store), observations)
+        yield Rebase(InMemoryStore(), sizes)
+
+
+def test_a_move_that_lost_its_commit_to_a_small_fix_commits_as_computed(rebase):
+    seeded(rebase.store).close()
+    entries, evicted, _ = rebase.move_past(("side-fix", "side"))
     assert entries == ["side-fix"]
     assert evicted == sorted((f"c{n}", "table-changed") for n in range(SEEDED))
+    sizes = rebase.sizes
     assert sizes and all(size < SEEDED for size in sizes)  # only the writer's fix was checked again
 
 
-def test_tombstones_written_meanwhile_number_the_moves_after_them(monkeypatch):
-    sizes = _full_computes(monkeypatch)
-    with recording(3):
-        store = InMemoryStore()
-        seeded(store).observe(ORIGIN, observed([("side-fix", "side")]), operation="op")
-        observations = _move_past(store, ("evict", "side"), sizes)
-        tombs = outcome(memory(store), observations)[2]
+def test_tombstones_written_meanwhile_number_the_moves_after_them(rebase):
+    seeded(rebase.store).observe(ORIGIN, observed([("side-fix", "side")]), operation="op")
+    tombs = rebase.move_past(("evict", "side"))[2]
+    sizes = rebase.sizes
     assert sizes and all(size < SEEDED for size in sizes)  # rebased, not computed again
     assert tombs == [(1, "side-fix", "operator")] + [
         (2 + n, f"c{n}", "table-changed") for n in range(SEEDED)
     ]
 
 
-def test_a_fix_stored_on_the_moved_table_meanwhile_makes_the_move_compute_again(monkeypatch):
-    sizes = _full_computes(monkeypatch)
-    with recording(3):
-        store = InMemoryStore()
-        seeded(store).close()
-        observations = _move_past(store, ("late", "catalog"), sizes)
-        entries, evicted, _ = outcome(memory(store), observations)
+def test_a_fix_stored_on_the_moved_table_meanwhile_makes_the_move_compute_again(rebase):
+    seeded(rebase.store).close()
+    entries, evicted, _ = rebase.move_past(("late", "catalog"))
     assert entries == []
     assert ("late", "table-changed") in evicted and len(evicted) == SEEDED + 1
-    assert SEEDED + 1 in sizes  # the rebase was refused: the move computed again on everything
+    assert SEEDED + 1 in rebase.sizes  # the rebase was refused: the move computed again on all
 
 
 # -- the state merge ---------------------------------------------------------------------------
