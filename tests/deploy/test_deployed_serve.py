@@ -10,7 +10,6 @@ file sets ``--workers 2``, ``--metrics`` and ``--log-format json``; stderr is pa
 from __future__ import annotations
 
 import json
-import os
 import re
 import secrets
 import shutil
@@ -25,9 +24,9 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.service.conftest import TOKEN
-from tests.service.processes import free_port, wait_ready
+from tests.service.conftest import DRAFT, TOKEN
 from tests.support.otlp_receiver import Received, otlp_receiver
+from tests.support.processes import free_port, started
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.cli.launch import AppSpec
@@ -40,13 +39,6 @@ READER = "scrape-only-token"
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
 SCRAPER = {"Authorization": f"Bearer {READER}"}
 ROUTE = "/v1/subscriptions"
-DRAFT = {
-    "customer": "cus_northwind",
-    "plan": "plan_basic_monthly",
-    "payment_method_token": "acme_pm_visa_corporate",
-    "amount_cents": 1900,
-    "currency": "usd",
-}
 BOUND_S = 20.0
 
 
@@ -123,31 +115,15 @@ def deployed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployed]:
     overrides = ["--host", "127.0.0.1", "--port", str(port), "--db", str(where / "r.sqlite")]
     overrides += ["--metrics-token-file", str(reader)]
     env = {
-        **os.environ,
         "INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN,
         "OTEL_METRIC_EXPORT_INTERVAL": "300",  # ms: the test waits for the first exports
         "OTEL_BSP_SCHEDULE_DELAY": "100",
     }
     stderr = where / "stderr.log"
     with otlp_receiver() as (collector, received):
-        with stderr.open("wb") as err, (where / "stdout.log").open("wb") as out:
-            process = subprocess.Popen(
-                [*image_command(), *overrides, "--otlp", collector],
-                stdout=out,
-                stderr=err,
-                env=env,
-            )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            wait_ready(url, process, stderr)
+        command = [*image_command(), *overrides, "--otlp", collector]
+        with started(command, port, stderr, env=env, stdout=where / "stdout.log") as (url, _):
             yield Deployed(url, stderr, received)
-        finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
 
 
 def _traceparent() -> tuple[str, str, str]:

@@ -15,21 +15,14 @@ import httpx
 import pytest
 from tests.observe.conftest import ADMIN
 from tests.observe.test_prometheus_scrape import samples
-from tests.service.conftest import TOKEN
-from tests.service.processes import serving
+from tests.service.conftest import DRAFT, TOKEN
+from tests.support.processes import serving
 
 from invalidation_contracts.observe.workers import merge
 
 pytestmark = pytest.mark.workers
 
 ROUTE = "/v1/subscriptions"
-DRAFT = {
-    "customer": "cus_northwind",
-    "plan": "plan_basic_monthly",
-    "payment_method_token": "acme_pm_visa_corporate",
-    "amount_cents": 1900,
-    "currency": "usd",
-}
 SENT = 40
 BOUND_S = 30.0
 

@@ -20,8 +20,8 @@ import httpx
 import pytest
 from selenium.webdriver.support.ui import WebDriverWait
 from tests.service.conftest import TOKEN, running
-from tests.service.processes import serving
 from tests.support.acme_sqlite import acme_on_sqlite
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.observe import instrument

@@ -132,7 +132,7 @@ def test_a_plain_sql_write_from_another_process_is_a_captured_change(tmp_path: P
 
 @pytest.mark.workers
 def test_serve_with_two_workers_and_metrics_answers_every_scrape_from_some_worker(tmp_path):
-    from tests.service.processes import serving
+    from tests.support.processes import serving
 
     args = ["--domain", "acme_billing", "--db", str(tmp_path / "r.sqlite"), "--workers", "2"]
     env = {"INVALIDATION_CONTRACTS_ADMIN_TOKEN": TOKEN}

@@ -36,7 +36,7 @@ import pytest
 import yaml
 from tests.observe.test_alert_rules import RULES, alert_names
 from tests.service.conftest import TOKEN
-from tests.service.processes import free_port, serving
+from tests.support.processes import free_port, serving, stop
 
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.driver import DriftDriver
@@ -193,12 +193,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             _settle(found)
             yield found
         finally:
-            process.terminate()
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
+            stop(process)
 
 
 def _settle(stack: Stack) -> None:

@@ -18,6 +18,14 @@ from invalidation_contracts.server import Domain, Route, Rule, TableSpec, Violat
 from invalidation_contracts.server.http.app import create_app
 
 TOKEN = "s3cret-admin-token"
+#: A subscription draft for ``acme_billing``'s POST /v1/subscriptions (the served-process tests).
+DRAFT = {
+    "customer": "cus_northwind",
+    "plan": "plan_basic_monthly",
+    "payment_method_token": "acme_pm_visa_corporate",
+    "amount_cents": 1900,
+    "currency": "usd",
+}
 PLANS = {
     "basic": {"funding": "card"},
     "enterprise": {"funding": "invoice", "promo": "ENT10"},

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.service.processes import free_port
-from tests.service.test_header_timeout import DRAFT, MCP_INITIALIZE, _read_response, _wait_closed
+from tests.service.conftest import DRAFT
+from tests.service.test_header_timeout import MCP_INITIALIZE, _read_response, _wait_closed
+from tests.support.processes import free_port, stop, wait_ready
 
 from invalidation_contracts.protocol.problems import ProblemType
 
@@ -88,23 +89,10 @@ def _run(
         process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, preexec_fn=preexec)
     running = Running(process, port, log, "/mcp" if command == "serve-mcp" else ROUTE)
     try:
-        deadline = time.monotonic() + 60.0
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                running.get()
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.1)
+        wait_ready(f"http://127.0.0.1:{port}", process, log, running.get)
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process)
 
 
 SERVERS = {

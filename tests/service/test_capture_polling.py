@@ -25,7 +25,7 @@ import httpx
 import psycopg
 import pytest
 from tests.service.probes import ready_reports
-from tests.service.processes import serving
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables, sql_domain

@@ -19,8 +19,8 @@ import httpx
 import pytest
 from tests.observe.test_prometheus_scrape import samples
 from tests.service.conftest import TOKEN
-from tests.service.processes import serving
 from tests.service.test_header_timeout import DRAFT
+from tests.support.processes import serving
 
 pytestmark = pytest.mark.workers
 

@@ -26,9 +26,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from tests.service.probes import UNAVAILABLE, Probe, wait_every_worker_ready
-from tests.service.processes import serving
 from tests.support.acme_sqlite import acme_on_sqlite
 from tests.support.postgres import PostgresCluster, PostgresUnavailable
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.http.app import create_app

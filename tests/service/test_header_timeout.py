@@ -24,7 +24,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.service.processes import free_port, serving
+from tests.service.conftest import DRAFT
+from tests.support.processes import free_port, serving, started
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.protocol.problems import ProblemType
@@ -39,13 +40,6 @@ HELD = 300
 #: RSS a server may keep after the flood (allocator high-water marks, not per-connection state).
 RSS_SLACK_KB = 16 * 1024
 ROUTE = "/v1/subscriptions"
-DRAFT = {
-    "customer": "cus_northwind",
-    "plan": "plan_basic_monthly",
-    "payment_method_token": "acme_pm_visa_corporate",
-    "amount_cents": 1900,
-    "currency": "usd",
-}
 MCP_INITIALIZE = {
     "jsonrpc": "2.0",
     "id": 1,
@@ -142,33 +136,14 @@ def _serve_mcp(logs: Path) -> Iterator[Server]:
     command = [sys.executable, "-m", "invalidation_contracts.cli", "serve-mcp"]
     command += ["--domain", "acme_billing", "--transport", "http", "--port", str(port)]
     command += ["--header-timeout", str(TIMEOUT_S), "--body-timeout", str(TIMEOUT_S)]
-    log = logs / f"serve-mcp-{port}.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/mcp"
 
     def initialize() -> int:
         headers = {"Accept": "application/json, text/event-stream"}
         return httpx.post(url, json=MCP_INITIALIZE, headers=headers, timeout=10.0).status_code
 
-    try:
-        deadline = time.monotonic() + 60.0
-        while True:
-            assert process.poll() is None, log.read_text()[-3000:]
-            try:
-                initialize()
-                break
-            except httpx.TransportError:
-                assert time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.1)
+    with started(command, port, logs / f"serve-mcp-{port}.log", probe=initialize) as (_, process):
         yield Server("127.0.0.1", port, process.pid, initialize, "/mcp", "/mcp")
-    finally:
-        process.terminate()
-        try:
-            process.wait(20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
 
 
 SERVERS = {

@@ -24,9 +24,9 @@ from pathlib import Path
 import psycopg
 import pytest
 from tests.service.probes import Probe, ready_reports
-from tests.service.processes import serving
 from tests.service.test_capture_polling import feed_keys, leaders
 from tests.service.test_follower_faults import commit, rotate
+from tests.support.processes import serving
 from tests.support.relay import Relay, unix_socket
 
 from invalidation_contracts.domains import get_domain

@@ -21,8 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.service.probes import UNAVAILABLE, Probe, wait_every_worker_ready
-from tests.service.processes import serving
 from tests.service.test_follower_faults import commit, rotate
+from tests.support.processes import serving
 from tests.support.relay import Relay, unix_socket
 
 from invalidation_contracts.domains import get_domain

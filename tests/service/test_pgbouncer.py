@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 from tests.service.probes import Probe, ready_reports
-from tests.service.processes import free_port, serving
 from tests.service.test_capture_polling import feed_keys, leaders
 from tests.service.test_follower_faults import commit, rotate
 from tests.support.pgbouncer import PgBouncerUnavailable, pgbouncer
+from tests.support.processes import free_port, serving
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.ingest import SourceError

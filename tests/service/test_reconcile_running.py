@@ -19,9 +19,9 @@ import httpx
 import psycopg
 import pytest
 from tests.service.probes import Probe, ready_reports
-from tests.service.processes import serving
 from tests.service.test_follower_faults import commit, rotate
 from tests.support.postgres import PostgresCluster
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables

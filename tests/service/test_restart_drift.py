@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from tests.service.processes import free_port, serving
+from tests.support.processes import free_port, serving
 
 from invalidation_contracts.client import AsyncFixMemory, FixMemory
 from invalidation_contracts.client.entries import EvictionReason

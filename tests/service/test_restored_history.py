@@ -13,7 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from tests.service.processes import serving
+from tests.support.processes import serving
 from tests.support.sqlite_files import backup, restore
 
 from invalidation_contracts.domains import get_catalog, get_domain

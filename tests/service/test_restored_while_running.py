@@ -23,13 +23,13 @@ import httpx
 import psycopg
 import pytest
 from tests.service.agent import ORIGIN, Agent
-from tests.service.processes import serving
 from tests.service.test_restored_history_postgres import (
     assert_resync_required,
     copy_rows,
     dump,
     restore_dump,
 )
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_catalog
 from invalidation_contracts.server import Domain, Registry

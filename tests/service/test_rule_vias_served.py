@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
-from tests.service.processes import serving
+from tests.support.processes import serving
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.entries import EvictionReason

@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 from tests.service.agent import Agent
-from tests.service.processes import serving
 from tests.support.postgres import with_database
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.protocol.problems import PROBLEM_BASE

@@ -195,9 +195,9 @@ def test_a_watch_lost_with_its_server_says_so_and_resumes_from_its_seq(domain, s
 def test_every_worker_of_serve_workers_pushes_a_change_another_committed(tmp_path):
     """``serve --workers 2`` on one SQLite history: streams on whichever worker accepted them
     all hear of a reload committed through any worker, and an idle agent evicts its fix."""
-    from invalidation_contracts.domains import get_catalog
+    from tests.support.processes import serving
 
-    from .processes import serving
+    from invalidation_contracts.domains import get_catalog
 
     token = "watch-admin-token"
     args = ["--domain", "acme_billing", "--db", str(tmp_path / "registry.db"), "--workers", "2"]

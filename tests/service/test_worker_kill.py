@@ -35,7 +35,7 @@ import httpx
 import pytest
 from tests.service.agent import Agent
 from tests.service.probes import UNAVAILABLE, Probe, ready_reports
-from tests.service.processes import serving
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.server.sql import create_tables

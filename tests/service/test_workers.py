@@ -12,7 +12,7 @@ import httpx
 import pytest
 from tests.service.agent import Agent
 from tests.service.conftest import running
-from tests.service.processes import serving
+from tests.support.processes import serving
 
 from invalidation_contracts.domains import get_catalog, get_domain
 from invalidation_contracts.server.http.app import create_app

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from tests.support.processes import stop
+
 from invalidation_contracts.planners.local.assembly import cache_dir
 
 NODE_DIR = Path(__file__).parent / "node"
@@ -227,9 +229,4 @@ def serve_mcp_http(registry: Path, *extra: str) -> Iterator[str]:
         threading.Thread(target=process.stderr.read, daemon=True).start()
         yield url
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process, grace_s=10)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.postgres import with_database
+from tests.support.processes import stop
 
 START_TIMEOUT_S = 15.0
 
@@ -99,10 +100,5 @@ def pgbouncer(server_url: str, pool_mode: str) -> Iterator[str]:
         name, user = given.get("dbname", "postgres"), given.get("user", "postgres")
         yield with_database(f"postgresql://{user}@127.0.0.1:{port}/postgres", name)
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
+        stop(process, grace_s=10)
         shutil.rmtree(tmp, ignore_errors=True)
