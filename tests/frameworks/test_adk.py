@@ -5,15 +5,23 @@ memory learns, reuses, and drops what a rotation made stale."""
 from __future__ import annotations
 
 import itertools
-import shlex
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import StdioServerParameters
-from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
+from tests.frameworks.driver import (
+    Framework,
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_stdio_teaches_and_serves,
+    check_the_model_read_what_the_memory_could_not,
+    check_the_model_view,
+    declined,
+    over_session,
+)
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("google.adk")
@@ -27,13 +35,9 @@ from google.genai import types as genai  # noqa: E402
 
 from invalidation_contracts.adk import ContractMcpToolset, contract_toolset  # noqa: E402
 from invalidation_contracts.client import FixMemory  # noqa: E402
-from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
 from invalidation_contracts.client.events import (  # noqa: E402
-    Evicted,
-    Ignored,
     MemoryEvent,
     PatchSkipped,
-    Restamped,
 )
 from invalidation_contracts.mcp import connect  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
@@ -46,7 +50,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::UserWarning"),  # ADK's experimental-feature notices
 ]
 _ids = itertools.count(1)
-IC_CONTRACT = "io.github.invalidation-contracts/contract"
 
 
 def shown_text(response: dict[str, Any]) -> str:
@@ -120,32 +123,15 @@ async def episode(
     return planner
 
 
+ADK = Framework(over_session(ContractMcpToolset), episode)
+
+
 def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    growth = acme.family("governed-partner-growth").draft()
-    heard: list[MemoryEvent] = []
-
-    async def body() -> list[Planner]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                toolset = ContractMcpToolset(contract)
-                runs = [await episode(toolset, growth), await episode(toolset, growth)]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                runs += [await episode(toolset, growth), await episode(toolset, growth)]
-                return runs
-
-    learn, reuse, after, relearned = anyio.run(body)
-    (origin,) = memory.origins()
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert len(after.calls) == 2 and len(relearned.calls) == 1
-    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again(
+        ADK, server, provider, acme
+    )
 
 
 def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
@@ -156,9 +142,8 @@ def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme
             return await episode(toolset, acme.family("governed-partner-growth").draft())
 
     failure, success = anyio.run(body).shown
-    assert "SUMMERSALE25" in failure and '"success": true' in success
-    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
-        assert member not in failure and member not in success
+    assert '"success": true' in success
+    check_the_model_view(failure, success)
 
 
 def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
@@ -170,37 +155,13 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
         async with contract_toolset(params, memory) as toolset:
             return [await episode(toolset, growth), await episode(toolset, growth)]
 
-    learn, reuse = anyio.run(body)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+    check_stdio_teaches_and_serves(memory, *anyio.run(body))
 
 
 def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
-    drafts = [acme.family(name).draft() for name in families]
-    heard: list[MemoryEvent] = []
-
-    async def body() -> tuple[list[Planner], list[Planner]]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                toolset = ContractMcpToolset(contract)
-                learned = [await episode(toolset, d) for d in drafts]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                after = [await episode(toolset, d) for d in drafts]
-                return learned, after
-
-    learned, after = anyio.run(body)
-
-    assert [len(p.calls) for p in learned] == [2, 2, 2]
-    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
-    restamped = [e for e in heard if isinstance(e, Restamped)]
-    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
-    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others(ADK, server, provider, acme)
 
 
 @pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
@@ -208,23 +169,17 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
     memory = FixMemory("row")
     heard: list[MemoryEvent] = []
 
-    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
-        text = types.TextContent(type="text", text="declined: card blocked")
-        meta = {IC_CONTRACT: contract} if contract is not None else None
-        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
-
     async def body() -> Planner:
-        async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
+        server = scripted_server(acme, declined(contract))
+        async with connect(server, memory, listener=heard.append) as s:
             return await episode(
                 ContractMcpToolset(s), acme.family("governed-partner-growth").draft(), 3
             )
 
     planner = anyio.run(body)
 
-    assert planner.calls and len(planner.calls) >= 2  # the model read the rejection, retried
-    assert memory.entries("mcp://scripted") == []
-    if contract is not None:
-        assert any(isinstance(e, Ignored) for e in heard)
+    assert len(planner.calls) >= 2  # the model read the rejection, retried
+    check_the_model_read_what_the_memory_could_not(planner, memory, heard, contract)
 
 
 def reuse_runs(

@@ -5,14 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import shlex
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import StdioServerParameters
-from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
+from tests.frameworks.driver import (
+    Framework,
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_stdio_teaches_and_serves,
+    check_the_model_read_what_the_memory_could_not,
+    check_the_model_view,
+    declined,
+    over_session,
+)
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("langchain_core")
@@ -25,12 +33,8 @@ from langgraph.errors import GraphRecursionError  # noqa: E402
 from langgraph.prebuilt import create_react_agent  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
-from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
 from invalidation_contracts.client.events import (  # noqa: E402
-    Evicted,
-    Ignored,
     MemoryEvent,
-    Restamped,
 )
 from invalidation_contracts.langchain import contract_tools, load_contract_tools  # noqa: E402
 from invalidation_contracts.mcp import connect  # noqa: E402
@@ -43,7 +47,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
 _ids = itertools.count(1)
-IC_CONTRACT = "io.github.invalidation-contracts/contract"
 
 
 class Scripted(GenericFakeChatModel):
@@ -82,32 +85,15 @@ async def episode(tools: list[Any], draft: dict[str, Any]) -> Planner:
     return planner
 
 
+LANGCHAIN = Framework(over_session(load_contract_tools), episode)
+
+
 def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    growth = acme.family("governed-partner-growth").draft()
-    heard: list[MemoryEvent] = []
-
-    async def body() -> list[Planner]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                tools = load_contract_tools(contract)
-                runs = [await episode(tools, growth), await episode(tools, growth)]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                runs += [await episode(tools, growth), await episode(tools, growth)]
-                return runs
-
-    learn, reuse, after, relearned = anyio.run(body)
-    (origin,) = memory.origins()
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert len(after.calls) == 2 and len(relearned.calls) == 1
-    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again(
+        LANGCHAIN, server, provider, acme
+    )
 
 
 def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
@@ -118,9 +104,8 @@ def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme
             return await episode(tools, acme.family("governed-partner-growth").draft())
 
     failure, success = anyio.run(body).shown
-    assert "SUMMERSALE25" in failure and '"success": true' in success
-    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
-        assert member not in failure and member not in success
+    assert '"success": true' in success
+    check_the_model_view(failure, success)
 
 
 def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
@@ -132,37 +117,15 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
         async with contract_tools(params, memory) as tools:
             return [await episode(tools, growth), await episode(tools, growth)]
 
-    learn, reuse = anyio.run(body)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+    check_stdio_teaches_and_serves(memory, *anyio.run(body))
 
 
 def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
-    drafts = [acme.family(name).draft() for name in families]
-    heard: list[MemoryEvent] = []
-
-    async def body() -> tuple[list[Planner], list[Planner]]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                tools = load_contract_tools(contract)
-                learned = [await episode(tools, d) for d in drafts]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                after = [await episode(tools, d) for d in drafts]
-                return learned, after
-
-    learned, after = anyio.run(body)
-
-    assert [len(p.calls) for p in learned] == [2, 2, 2]
-    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
-    restamped = [e for e in heard if isinstance(e, Restamped)]
-    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
-    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others(
+        LANGCHAIN, server, provider, acme
+    )
 
 
 @pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
@@ -170,13 +133,8 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
     memory = FixMemory("row")
     heard: list[MemoryEvent] = []
 
-    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
-        text = types.TextContent(type="text", text="declined: card blocked")
-        meta = {IC_CONTRACT: contract} if contract is not None else None
-        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
-
     async def body() -> Planner:
-        server = scripted_server(acme, answer)
+        server = scripted_server(acme, declined(contract))
         async with connect(server, memory, listener=heard.append) as session:
             planner = Planner(acme.family("governed-partner-growth").draft())
             model = Scripted(messages=iter(()), planner=planner)
@@ -185,12 +143,7 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
                 await agent.ainvoke({"messages": [("user", "go")]}, {"recursion_limit": 4})
             return planner
 
-    planner = anyio.run(body)
-
-    assert planner.shown and "declined: card blocked" in planner.shown[0]
-    assert memory.entries("mcp://scripted") == []
-    if contract is not None:
-        assert any(isinstance(e, Ignored) for e in heard)
+    check_the_model_read_what_the_memory_could_not(anyio.run(body), memory, heard, contract)
 
 
 def reuse_runs(server: Any, draft: dict[str, Any], apply: str) -> list[Planner]:

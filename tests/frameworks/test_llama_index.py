@@ -5,15 +5,23 @@ MCP server; the memory learns, reuses, and drops what a rotation made stale."""
 from __future__ import annotations
 
 import itertools
-import shlex
 from collections.abc import Sequence
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
 from mcp import StdioServerParameters
-from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
+from tests.frameworks.driver import (
+    Framework,
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_stdio_teaches_and_serves,
+    check_the_model_read_what_the_memory_could_not,
+    check_the_model_view,
+    declined,
+    over_session,
+)
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("llama_index.core")
@@ -30,13 +38,9 @@ from llama_index.core.tools import FunctionTool  # noqa: E402
 from workflows.errors import WorkflowRuntimeError  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
-from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
 from invalidation_contracts.client.events import (  # noqa: E402
-    Evicted,
-    Ignored,
     MemoryEvent,
     PatchSkipped,
-    Restamped,
 )
 from invalidation_contracts.llama_index import (  # noqa: E402
     ContractToolError,
@@ -53,7 +57,6 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::DeprecationWarning"),
 ]
 _ids = itertools.count(1)
-IC_CONTRACT = "io.github.invalidation-contracts/contract"
 
 
 def scripted(planner: Planner, blind: bool = False) -> MockFunctionCallingLLM:
@@ -90,32 +93,19 @@ async def episode(
     return planner
 
 
+async def _spec_tools(contract: Any) -> list[FunctionTool]:
+    return await ContractToolSpec(contract).to_tool_list_async()
+
+
+LLAMA_INDEX = Framework(over_session(_spec_tools), episode)
+
+
 def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    growth = acme.family("governed-partner-growth").draft()
-    heard: list[MemoryEvent] = []
-
-    async def body() -> list[Planner]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                tools = await ContractToolSpec(contract).to_tool_list_async()
-                runs = [await episode(tools, growth), await episode(tools, growth)]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                runs += [await episode(tools, growth), await episode(tools, growth)]
-                return runs
-
-    learn, reuse, after, relearned = anyio.run(body)
-    (origin,) = memory.origins()
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert len(after.calls) == 2 and len(relearned.calls) == 1
-    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again(
+        LLAMA_INDEX, server, provider, acme
+    )
 
 
 def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
@@ -126,9 +116,8 @@ def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme
             return await episode(tools, acme.family("governed-partner-growth").draft())
 
     failure, success = anyio.run(body).shown
-    assert "SUMMERSALE25" in failure and '"success": true' in success
-    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
-        assert member not in failure and member not in success
+    assert '"success": true' in success
+    check_the_model_view(failure, success)
 
 
 def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
@@ -140,53 +129,26 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
         async with contract_tools(params, memory) as tools:
             return [await episode(tools, growth), await episode(tools, growth)]
 
-    learn, reuse = anyio.run(body)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+    check_stdio_teaches_and_serves(memory, *anyio.run(body))
 
 
 def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
-    drafts = [acme.family(name).draft() for name in families]
-    heard: list[MemoryEvent] = []
-
-    async def body() -> tuple[list[Planner], list[Planner]]:
-        async with running_http(server) as url:
-            async with connect(url, memory, watch_listener=heard.append) as contract:
-                tools = await ContractToolSpec(contract).to_tool_list_async()
-                learned = [await episode(tools, d) for d in drafts]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                await contract.caught_up(seq)
-                after = [await episode(tools, d) for d in drafts]
-                return learned, after
-
-    learned, after = anyio.run(body)
-
-    assert [len(p.calls) for p in learned] == [2, 2, 2]
-    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
-    restamped = [e for e in heard if isinstance(e, Restamped)]
-    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
-    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others(
+        LLAMA_INDEX, server, provider, acme
+    )
 
 
 @pytest.mark.parametrize("contract", [["a", "list"], None], ids=["malformed-meta", "no-problem"])
 def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract):
     memory = FixMemory("row")
     heard: list[MemoryEvent] = []
-
-    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
-        text = types.TextContent(type="text", text="declined: card blocked")
-        meta = {IC_CONTRACT: contract} if contract is not None else None
-        return types.CallToolResult(content=[text], is_error=True, _meta=meta)
-
     planner = Planner(acme.family("governed-partner-growth").draft())
 
     async def body() -> None:
-        async with connect(scripted_server(acme, answer), memory, listener=heard.append) as s:
+        server = scripted_server(acme, declined(contract))
+        async with connect(server, memory, listener=heard.append) as s:
             agent = FunctionAgent(
                 tools=await ContractToolSpec(s).to_tool_list_async(), llm=scripted(planner)
             )
@@ -195,10 +157,7 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
 
     anyio.run(body)
 
-    assert planner.shown and "declined: card blocked" in planner.shown[0]
-    assert memory.entries("mcp://scripted") == []
-    if contract is not None:
-        assert any(isinstance(e, Ignored) for e in heard)
+    check_the_model_read_what_the_memory_could_not(planner, memory, heard, contract)
 
 
 def test_a_rejected_call_raises_contract_tool_error_carrying_the_model_view(server, acme):

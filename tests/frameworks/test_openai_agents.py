@@ -5,15 +5,24 @@ server; the memory learns, reuses, and drops what a rotation made stale."""
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import mcp_types as types
 import pytest
 from mcp.server.lowlevel import Server
-from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
+from tests.frameworks.driver import (
+    Framework,
+    Listener,
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_stdio_teaches_and_serves,
+    check_the_model_view,
+    declined,
+)
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("agents")
@@ -29,8 +38,7 @@ from openai.types.responses import (  # noqa: E402
 )
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
-from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, MemoryEvent, Restamped  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.openai_agents import (  # noqa: E402
     ContractMCPServerStdio,
@@ -99,35 +107,22 @@ async def episode(server: Any, draft: dict[str, Any]) -> Planner:
     return planner
 
 
+@asynccontextmanager
+async def _streamable(url: str, memory: FixMemory, listener: Listener) -> AsyncIterator[Any]:
+    mcp = ContractMCPServerStreamableHttp({"url": url}, memory=memory, watch_listener=listener)
+    async with mcp:
+        yield mcp, mcp.contract
+
+
+AGENTS_SDK = Framework(_streamable, episode)
+
+
 def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    growth = acme.family("governed-partner-growth").draft()
-    heard: list[MemoryEvent] = []
-
-    async def body() -> list[Planner]:
-        async with running_http(server) as url:
-            mcp = ContractMCPServerStreamableHttp(
-                {"url": url}, memory=memory, watch_listener=heard.append
-            )
-            async with mcp:
-                runs = [await episode(mcp, growth), await episode(mcp, growth)]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                assert mcp.contract is not None
-                await mcp.contract.caught_up(seq)
-                runs += [await episode(mcp, growth), await episode(mcp, growth)]
-                return runs
-
-    learn, reuse, after, relearned = anyio.run(body)
-    (origin,) = memory.origins()
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert len(after.calls) == 2 and len(relearned.calls) == 1
-    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again(
+        AGENTS_SDK, server, provider, acme
+    )
 
 
 def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
@@ -138,12 +133,9 @@ def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme
             async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as mcp:
                 return await episode(mcp, acme.family("governed-partner-growth").draft())
 
-    planner = anyio.run(body)
-
-    (failure, success) = planner.shown
-    assert "SUMMERSALE25" in failure and '"success": true' in success
-    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
-        assert member not in failure and member not in success
+    failure, success = anyio.run(body).shown
+    assert '"success": true' in success
+    check_the_model_view(failure, success)
 
 
 def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
@@ -156,51 +148,22 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
         async with ContractMCPServerStdio(params, memory=memory, sdk=timeout) as mcp:
             return [await episode(mcp, growth), await episode(mcp, growth)]
 
-    learn, reuse = anyio.run(body)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+    check_stdio_teaches_and_serves(memory, *anyio.run(body))
 
 
 def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
-    drafts = [acme.family(name).draft() for name in families]
-    heard: list[MemoryEvent] = []
-
-    async def body() -> tuple[list[Planner], list[Planner]]:
-        async with running_http(server) as url:
-            mcp = ContractMCPServerStreamableHttp(
-                {"url": url}, memory=memory, watch_listener=heard.append
-            )
-            async with mcp:
-                learned = [await episode(mcp, d) for d in drafts]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                assert mcp.contract is not None
-                await mcp.contract.caught_up(seq)
-                after = [await episode(mcp, d) for d in drafts]
-                return learned, after
-
-    learned, after = anyio.run(body)
-
-    assert [len(p.calls) for p in learned] == [2, 2, 2]
-    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
-    restamped = [e for e in heard if isinstance(e, Restamped)]
-    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
-    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others(
+        AGENTS_SDK, server, provider, acme
+    )
 
 
 def test_an_error_without_a_problem_document_still_reaches_the_model(acme):
     memory = FixMemory("row")
 
-    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
-        text = types.TextContent(type="text", text="declined: card blocked")
-        return types.CallToolResult(content=[text], is_error=True)
-
     async def body() -> Planner:
-        async with running_http(scripted_server(acme, answer)) as url:
+        async with running_http(scripted_server(acme, declined(None))) as url:
             async with ContractMCPServerStreamableHttp({"url": url}, memory=memory) as mcp:
                 planner = Planner(acme.family("governed-partner-growth").draft())
                 agent = Agent(name="billing", model=Scripted(planner), mcp_servers=[mcp])

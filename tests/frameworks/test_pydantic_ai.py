@@ -4,13 +4,23 @@ against a real MCP server; the memory learns, reuses, and drops what a rotation 
 from __future__ import annotations
 
 import json
-import shlex
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
-import mcp_types as types
 import pytest
-from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner, rotate
+from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
+from tests.frameworks.driver import (
+    Framework,
+    Listener,
+    check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_stdio_teaches_and_serves,
+    check_the_model_read_what_the_memory_could_not,
+    check_the_model_view,
+    declined,
+)
 from tests.mcp.scripted import scripted_server
 
 pytest.importorskip("pydantic_ai")
@@ -28,9 +38,7 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.function import AgentInfo, FunctionModel  # noqa: E402
 
 from invalidation_contracts.client import FixMemory  # noqa: E402
-from invalidation_contracts.client.entries import EvictionReason  # noqa: E402
-from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent, Restamped  # noqa: E402
-from invalidation_contracts.mcp import names  # noqa: E402
+from invalidation_contracts.client.events import Evicted, MemoryEvent  # noqa: E402
 from invalidation_contracts.mcp.serve import running_http  # noqa: E402
 from invalidation_contracts.pydantic_ai import ContractToolset  # noqa: E402
 
@@ -62,34 +70,24 @@ async def episode(toolset: ContractToolset, draft: dict[str, Any]) -> Planner:
     return planner
 
 
+@asynccontextmanager
+async def _toolset(url: str, memory: FixMemory, listener: Listener) -> AsyncIterator[Any]:
+    toolset = ContractToolset(url, memory, watch_listener=listener)
+    async with toolset:
+        yield toolset, toolset.contract
+
+
+PYDANTIC_AI = Framework(_toolset, episode)
+
+
 def test_a_fix_learned_in_one_run_is_applied_in_the_next_and_dropped_after_a_rotation(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    growth = acme.family("governed-partner-growth").draft()
-    heard: list[MemoryEvent] = []
+    runs = check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again(
+        PYDANTIC_AI, server, provider, acme
+    )
 
-    async def body() -> list[Planner]:
-        async with running_http(server) as url:
-            toolset = ContractToolset(url, memory, watch_listener=heard.append)
-            async with toolset:
-                runs = [await episode(toolset, growth), await episode(toolset, growth)]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                assert toolset.contract is not None
-                await toolset.contract.caught_up(seq)
-                runs += [await episode(toolset, growth), await episode(toolset, growth)]
-                return runs
-
-    learn, reuse, after, relearned = anyio.run(body)
-    (origin,) = memory.origins()
-
-    assert len(learn.calls) == 2 and len(reuse.calls) == 1  # reused: patched in, one call
-    assert len(after.calls) == 2  # nothing stale injected after the rotation
-    assert "WINTERLAUNCH26" in after.shown[0] and len(relearned.calls) == 1
-    assert [e.reason for e in heard if isinstance(e, Evicted)] == [EvictionReason.ROW_CHANGED]
-    assert [e.suggestion.parameters for e in memory.entries(origin)] == [
-        {"promo_code": "WINTERLAUNCH26"}
-    ]
+    assert "WINTERLAUNCH26" in runs[2].shown[0]  # the new fix, taught after the rotation
 
 
 def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme):
@@ -102,9 +100,8 @@ def test_the_model_is_shown_the_model_view_and_no_contract_metadata(server, acme
     planner = anyio.run(body)
 
     retry_text, success_text = planner.shown
-    assert "SUMMERSALE25" in retry_text and json.loads(success_text)["success"] is True
-    for member in ("table_versions", "contract_seq", "rules_version", '"scope"', '"patch"'):
-        assert member not in retry_text and member not in success_text
+    assert json.loads(success_text)["success"] is True
+    check_the_model_view(retry_text, success_text)
 
 
 def test_in_model_mode_the_fixes_are_in_the_instructions_and_the_model_applies_them(server, acme):
@@ -143,64 +140,30 @@ def test_over_stdio_a_serve_mcp_child_teaches_and_serves_a_fix(acme):
         async with toolset:
             return [await episode(toolset, growth), await episode(toolset, growth)]
 
-    learn, reuse = anyio.run(body)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert memory.origins() == ["mcp+stdio:" + shlex.join([PYTHON, *SERVE_MCP])]  # the target
+    check_stdio_teaches_and_serves(memory, *anyio.run(body))
 
 
 def test_a_malformed_meta_contract_is_ignored_and_the_model_still_gets_the_answer(acme):
     memory = FixMemory("row")
     heard: list[MemoryEvent] = []
 
-    def answer(arguments: dict[str, Any]) -> types.CallToolResult:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text="declined: card blocked")],
-            is_error=True,
-            _meta={names.CONTRACT: "garbage"},
-        )
-
     async def body() -> Planner:
-        async with running_http(scripted_server(acme, answer)) as url:
+        async with running_http(scripted_server(acme, declined("garbage"))) as url:
             async with ContractToolset(url, memory, listener=heard.append) as toolset:
                 planner = Planner(acme.family("governed-partner-growth").draft())
                 with pytest.raises(Exception, match="retries"):
                     await Agent(scripted(planner), toolsets=[toolset], retries=1).run("go")
                 return planner
 
-    planner = anyio.run(body)
-
-    assert planner.shown and "declined: card blocked" in planner.shown[0]
-    assert any(isinstance(e, Ignored) for e in heard)
-    assert memory.entries("mcp://scripted") == []
+    check_the_model_read_what_the_memory_could_not(anyio.run(body), memory, heard, "garbage")
 
 
 def test_a_rotation_evicts_the_changed_row_and_restamps_the_rows_it_left_alone(
     server, provider, acme
 ):
-    memory = FixMemory("row")
-    families = ("governed-partner-growth", "control-partner-starter", "control-agency-pro")
-    drafts = [acme.family(name).draft() for name in families]
-    heard: list[MemoryEvent] = []
-
-    async def body() -> tuple[list[Planner], list[Planner]]:
-        async with running_http(server) as url:
-            toolset = ContractToolset(url, memory, watch_listener=heard.append)
-            async with toolset:
-                learned = [await episode(toolset, d) for d in drafts]
-                seq = await anyio.to_thread.run_sync(rotate, acme, provider)
-                assert toolset.contract is not None
-                await toolset.contract.caught_up(seq)
-                after = [await episode(toolset, d) for d in drafts]
-                return learned, after
-
-    learned, after = anyio.run(body)
-
-    assert [len(p.calls) for p in learned] == [2, 2, 2]
-    evicted = [e.reason for e in heard if isinstance(e, Evicted)]
-    restamped = [e for e in heard if isinstance(e, Restamped)]
-    assert (evicted, len(restamped)) == ([EvictionReason.ROW_CHANGED], 2)  # 1 right, 0 wrong
-    assert [len(p.calls) for p in after] == [2, 1, 1]  # nothing stale; the kept two reused
+    check_a_rotation_evicts_the_changed_row_and_restamps_the_others(
+        PYDANTIC_AI, server, provider, acme
+    )
 
 
 def test_a_fix_on_a_field_not_patchable_is_in_the_instructions_in_client_mode(server, acme):
