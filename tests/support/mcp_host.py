@@ -12,38 +12,29 @@ usage: python mcp_host.py
 
 from __future__ import annotations
 
-import json
-import sys
 import warnings
 from typing import Any
-from urllib.parse import urlencode
 
 import anyio
 import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.client.subscriptions import listen
+from mcp_host_lines import Heard, serve_lines
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 
-class Host:
+class Host(Heard):
     """One client, the notifications it heard, and the commands over it."""
 
     def __init__(self, tasks: anyio.abc.TaskGroup) -> None:
+        super().__init__()
         self.tasks = tasks
         self.client: Client | None = None
-        self.updates: list[str] = []
-        self.notes: list[dict[str, Any]] = []
-        self.heard = anyio.Event()
         self._closing: anyio.Event | None = None
 
     async def on_message(self, message: Any) -> None:
         if isinstance(message, types.ResourceUpdatedNotification):
             self._hear(str(message.params.uri), message.params.meta)
-
-    def _hear(self, uri: str, meta: dict[str, Any] | None = None) -> None:
-        self.updates.append(uri)
-        self.notes.append({"uri": uri, "meta": meta or {}})
-        self.heard.set()
 
     async def connect(self, cmd: dict[str, Any]) -> dict[str, Any]:
         if cmd["transport"] == "stdio":
@@ -116,26 +107,11 @@ class Host:
                 if getattr(event, "uri", None) is not None:
                     self._hear(str(event.uri))
 
-    async def updates_of(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        with anyio.move_on_after(cmd["timeout_ms"] / 1000):
-            while cmd["uri"] not in self.updates:
-                self.heard = anyio.Event()
-                await self.heard.wait()
-        heard, self.updates = self.updates, []
-        notes, self.notes = self.notes, []
-        return {"updates": heard, "notes": notes}
-
     async def read(self, cmd: dict[str, Any]) -> dict[str, Any]:
         assert self.client is not None
         (content, *_) = (await self.client.read_resource(cmd["uri"])).contents
         assert isinstance(content, types.TextResourceContents)
         return {"mimeType": content.mime_type, "text": content.text}
-
-    async def poll(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        """The events mode: read ``contract://events`` after ``cursor``, the page parsed."""
-        query = urlencode({k: cmd[k] for k in ("cursor", "limit") if cmd.get(k)})
-        read = await self.read({"uri": "contract://events" + (f"?{query}" if query else "")})
-        return {"mimeType": read["mimeType"], "page": json.loads(read["text"])}
 
     async def close(self, cmd: dict[str, Any]) -> dict[str, Any]:
         if self._closing is not None:
@@ -145,26 +121,7 @@ class Host:
 
 async def main() -> None:
     async with anyio.create_task_group() as tasks:
-        host = Host(tasks)
-        ops = {
-            "connect": host.connect,
-            "list": host.list,
-            "call": host.call,
-            "subscribe": host.subscribe,
-            "updates": host.updates_of,
-            "read": host.read,
-            "poll": host.poll,
-            "close": host.close,
-        }
-        while line := await anyio.to_thread.run_sync(sys.stdin.readline):
-            try:
-                cmd = json.loads(line)
-                answer = {"ok": True, **(await ops[cmd["op"]](cmd))}
-            except Exception as exc:  # noqa: BLE001 - the driver reads the error
-                answer = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-            sys.stdout.write(json.dumps(answer, default=str) + "\n")
-            sys.stdout.flush()
-        await host.close({})
+        await serve_lines(Host(tasks))
         tasks.cancel_scope.cancel()
 
 
