@@ -342,7 +342,7 @@ class PostgresCapture(CaptureDialect):
                 "SELECT count(*)::text || ':' || coalesce(sum(hashtextextended(k || r, 0)), 0)"
                 f" FROM ({self.select_sql(table)}) AS s (k, r)"
             ).one()
-            out[table.name] = str(digest) + _others_tag(table)
+            out[table.name] = str(digest) + table.others_tag
         return out
 
     def has_table(self, conn: Connection, name: str) -> bool:
@@ -579,16 +579,6 @@ END $ic$"""
             " WHERE tx::xid8 < CAST(CAST(:upto AS bigint) AS text)::xid8 RETURNING 1)"
             f" UPDATE {self.trimmed} SET total = total + (SELECT count(*) FROM d) WHERE id = 1"
         )
-
-
-def _others_tag(table: BoundTable) -> str:
-    """The table's other columns, in its digest: registry rows keep their values there
-    (``capture.survey.with_undeclared``), so a column dropped or added makes the table's
-    verified digest stale and the next reconciliation reads it."""
-    if not table.others:
-        return ""
-    names = ",".join(sorted(c.name for c in table.others))
-    return ":" + hashlib.sha256(names.encode("utf-8")).hexdigest()[:8]
 
 
 def _digest(table: BoundTable) -> str:

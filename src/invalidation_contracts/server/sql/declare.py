@@ -9,6 +9,7 @@ a type a reference table cannot carry as JSON exactly (decimals, dates, bytes, U
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -50,6 +51,16 @@ class BoundTable:
     others: tuple[Column, ...] = ()
     """The table's other columns in the database (neither key nor declared) of a kind a row can
     hold: another code version may declare them (``undeclared``, ``reading``)."""
+
+    @property
+    def others_tag(self) -> str:
+        """The other columns, for the table's digest: registry rows keep their values there
+        (``capture.survey.with_undeclared``), so a column dropped or added makes the table's
+        verified digest stale and the next reconciliation reads it."""
+        if not self.others:
+            return ""
+        names = ",".join(sorted(c.name for c in self.others))
+        return ":" + hashlib.sha256(names.encode("utf-8")).hexdigest()[:8]
 
     def reading(self, names: Iterable[str]) -> BoundTable:
         """This table read with those of its other columns ``names`` lists too (another
