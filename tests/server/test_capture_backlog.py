@@ -5,7 +5,7 @@ the position it holds back (real PostgreSQL)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import psycopg
 import pytest
@@ -159,6 +159,37 @@ def test_a_running_worker_catches_up_says_so_and_serves_again_by_itself(database
         assert runtime.follower is not None and runtime.follower.stalls == 0
     finally:
         runtime.close()
+
+
+def test_a_burst_over_a_full_log_leaves_the_running_worker_ready_in_the_same_epoch(
+    database: str,
+) -> None:
+    """The fault suite's burst: the change log at capacity, then 300 single-row commits while the
+    worker runs; it consumes them all and is ready again by itself, in the same history."""
+    runtime = open_worker(database, batch=50, log_capacity=20, max_lag_s=1.0, heartbeat_s=0.5)
+    try:
+        runtime.start()
+        commit_each(database, 30)  # the log is full
+
+        def caught_up() -> bool:
+            return runtime.health().ready and served_rows(runtime) == database_rows(database)
+
+        eventually(caught_up)
+        epoch, seq = runtime.registry.state.epoch, runtime.registry.state.seq
+        commit_each(database, 300, start=1000)
+        eventually(caught_up)
+        state = runtime.registry.state
+        assert state.epoch == epoch and state.seq == seq + 300, "one change set per commit"
+        assert runtime.follower is not None and runtime.follower.stalls == 0
+    finally:
+        runtime.close()
+
+
+def eventually(predicate: Callable[[], bool], bound_s: float = 60.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the bound"
+        time.sleep(0.02)
 
 
 def test_records_of_a_table_this_worker_does_not_declare_are_skipped(database: str) -> None:

@@ -115,19 +115,29 @@ def refusal(client: TestClient) -> dict[str, Any]:
     return body
 
 
+def epoch_of_a_ready_worker(client: TestClient) -> str:
+    """The worker's epoch; it says it is ready (a set-aside table is no outage)."""
+    ready = client.get("/contract/ready")
+    assert ready.status_code == 200 and ready.json()["ready"], ready.text
+    return str(client.get("/contract/versions").json()["contract_epoch"])
+
+
 def test_a_changed_column_refuses_its_tables_routes_at_the_next_reconciliation_and_recovers(
     database: str, serve: Callable[[], TestClient]
 ) -> None:
     client = serve()  # one worker through every change (each one behaviour: refuse, recover)
     assert status(client, "plans") == status(client, "regions") == 200
+    epoch = epoch_of_a_ready_worker(client)
     for change, (broken, fixed) in CHANGES.items():
         alter(database, broken)
         eventually(lambda: status(client, "plans") == 503)
         refusal(client)
         assert status(client, "regions") == 200, f"{change}: the other table's routes serve"
+        assert epoch_of_a_ready_worker(client) == epoch
         alter(database, fixed)
         eventually(lambda: status(client, "plans") == 200)
         assert status(client, "regions") == 200
+        assert epoch_of_a_ready_worker(client) == epoch, f"{change}: the history is whole"
 
 
 def test_a_worker_started_after_a_rename_serves_the_other_tables(

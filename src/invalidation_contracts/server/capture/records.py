@@ -84,6 +84,9 @@ class CaptureBatch:
     candidate absent is absent from the database); None when not read (postponed)."""
     recheck_unreadable: tuple[QuarantineEntry, ...] = ()
     """With a recheck: candidate rows the contract cannot carry (left to the quarantine)."""
+    undeclared: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    """With a full read or a recheck: per table, the columns the database table has that this
+    worker does not declare (another version's); a registry row's values there are kept."""
 
 
 @dataclass(frozen=True, slots=True)

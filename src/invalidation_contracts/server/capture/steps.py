@@ -23,7 +23,7 @@ from ..tables import thaw
 from ..transitions import TableChange
 from .records import DELETE, UPSERT, change_sets, gap, key_text, merged, screen
 from .source import surveyed
-from .survey import Recheck
+from .survey import Recheck, with_undeclared
 from .survey import recheck as recheck_changes
 
 if TYPE_CHECKING:
@@ -129,7 +129,8 @@ def _consume(
     elif batch.contents is None or batch.skipped:
         batch = source.read(None, full=True)
     if batch.contents is not None:
-        reconcile(tx, source, _carried(tx, batch.contents, batch.unreadable), reason)
+        contents = _carried(tx, batch.contents, batch.unreadable)
+        reconcile(tx, source, contents, reason, batch.undeclared)
         source.set_aside(batch.unreadable, replace=tuple(batch.contents))
         source.mark_verified(
             {name: (batch.digests[name], _mark(tx, name)) for name in batch.digests}
@@ -150,13 +151,20 @@ def _mark(tx: RegistryTransaction, name: str) -> str:
 
 
 def reconcile(
-    tx: RegistryTransaction, source: ChangeSource, contents: Mapping[str, Any], reason: str | None
+    tx: RegistryTransaction,
+    source: ChangeSource,
+    contents: Mapping[str, Any],
+    reason: str | None,
+    undeclared: Mapping[str, frozenset[str]] | None = None,
 ) -> None:
     """Move every table that differs from ``contents`` (the database) to it: one change set,
-    the exact row diff, labelled ``reconciled``. Nothing differs: nothing happens."""
+    the exact row diff, labelled ``reconciled``. Nothing differs: nothing happens.
+    ``undeclared``: per table, the columns whose registry values are kept (another version's)."""
     changes: dict[str, TableChange] = {}
-    for name, rows in contents.items():
+    for name, read in contents.items():
         current = tx.state.tables[name]
+        kept = (undeclared or {}).get(name, frozenset())
+        rows = {key: with_undeclared(row, current.rows.get(key), kept) for key, row in read.items()}
         if not source.snapshot(name, current.version, rows).same_content(current):
             changes[name] = TableChange(rows, replace=True, reconciled=True)
     if not changes:
@@ -181,7 +189,9 @@ def _recheck(
     what still differs is reconciled (one change set, the exact row diff)."""
     assert batch.rechecked is not None
     aside = [(entry.table, entry.key) for entry in batch.recheck_unreadable]
-    changes = recheck_changes(tx.state.tables, recheck.candidates, batch.rechecked, aside)
+    changes = recheck_changes(
+        tx.state.tables, recheck.candidates, batch.rechecked, aside, batch.undeclared
+    )
     recheck.done = True
     if batch.recheck_unreadable:
         source.set_aside(batch.recheck_unreadable)

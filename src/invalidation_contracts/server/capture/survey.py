@@ -11,24 +11,42 @@ what still differs into an ordinary change set labelled ``reconciled`` (``rechec
 
 A table the survey found equal, row for row, to the registry's version is recorded as verified at
 that version with the digest of the same snapshot: that digest is the registry's content there.
+
+Two code versions may declare different columns of one table (a rolling or canary deploy that adds
+one): a worker compares and writes only the columns it declares and keeps the registry row's values
+of the table's other columns (``with_undeclared``), so two versions never rewrite each other's rows
+back and forth. A column dropped from the table is not kept: its values leave at the next
+reconciliation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ...protocol.problems import ProtocolError
-from ..tables import Snapshot, freeze, same_json
+from ..tables import Snapshot, freeze, same_json, thaw
 from ..transitions import TableChange
+
+
+def with_undeclared(row: Any, held: Any, kept: Collection[str]) -> Any:
+    """``row`` as this worker read it (every column it declares, NULL included), with the values
+    ``held`` (the registry's row) has in columns ``kept``: the table's columns this worker does
+    not declare, which another version may (it wrote them; they are its to change)."""
+    if not kept or not isinstance(row, Mapping) or not isinstance(held, Mapping):
+        return row
+    extra = {c: thaw(v) for c, v in held.items() if c in kept and c not in row}
+    return {**row, **extra} if extra else row
 
 
 @dataclass
 class TableSurvey:
-    """One table's comparison, fed the database's rows (key text → plain row) chunk by chunk."""
+    """One table's comparison, fed the database's rows (key text → plain row) chunk by chunk;
+    ``kept``: its columns this worker does not declare (``with_undeclared``)."""
 
     current: Snapshot
+    kept: frozenset[str] = frozenset()
     differing: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     unreadable: int = 0
@@ -37,12 +55,13 @@ class TableSurvey:
         current = self.current.rows
         for key, value in rows:
             self.seen.add(key)
+            held = current.get(key)
             try:
-                frozen = freeze(value, f"{self.current.name}[{key!r}]")
+                where = f"{self.current.name}[{key!r}]"
+                frozen = freeze(with_undeclared(value, held, self.kept), where)
             except ProtocolError:  # the capture's quarantine deals with it, not a survey
                 self.unreadable += 1
                 continue
-            held = current.get(key)
             if held is None or not same_json(frozen, held):
                 self.differing.add(key)
 
@@ -86,10 +105,12 @@ def recheck(
     candidates: Mapping[str, frozenset[str]],
     rows: Mapping[str, Mapping[str, Any]],
     unreadable: Iterable[tuple[str, str]] = (),
+    undeclared: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, TableChange]:
     """The reconciled change of each table: ``rows`` (the candidates read again under the lock,
     key → row; a candidate absent from them is absent from the database) against ``tables``.
-    ``unreadable`` (table, key): rows the contract cannot carry, left to the quarantine."""
+    ``unreadable`` (table, key): rows the contract cannot carry, left to the quarantine;
+    ``undeclared``: per table, the columns kept (``with_undeclared``)."""
     changes: dict[str, TableChange] = {}
     aside = set(unreadable)
     for name, every in candidates.items():
@@ -97,7 +118,11 @@ def recheck(
         if current is None:
             continue
         keys = {key for key in every if (name, key) not in aside}
-        found = rows.get(name, {})
+        kept = (undeclared or {}).get(name, ())
+        found = {
+            key: with_undeclared(row, current.rows.get(key), kept)
+            for key, row in rows.get(name, {}).items()
+        }
         upsert = {
             key: found[key] for key in keys if key in found and not current.holds({key: found[key]})
         }

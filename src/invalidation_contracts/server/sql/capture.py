@@ -342,7 +342,7 @@ class PostgresCapture(CaptureDialect):
                 "SELECT count(*)::text || ':' || coalesce(sum(hashtextextended(k || r, 0)), 0)"
                 f" FROM ({self.select_sql(table)}) AS s (k, r)"
             ).one()
-            out[table.name] = str(digest)
+            out[table.name] = str(digest) + table.others_tag
         return out
 
     def has_table(self, conn: Connection, name: str) -> bool:

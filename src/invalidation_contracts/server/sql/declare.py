@@ -9,9 +9,10 @@ a type a reference table cannot carry as JSON exactly (decimals, dates, bytes, U
 
 from __future__ import annotations
 
+import hashlib
 import logging
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Engine
@@ -47,6 +48,26 @@ class BoundTable:
     sql: SQLTable
     key: tuple[Column, ...]
     columns: tuple[Column, ...]
+    others: tuple[Column, ...] = ()
+    """The table's other columns in the database (neither key nor declared) of a kind a row can
+    hold: another code version may declare them (``undeclared``, ``reading``)."""
+
+    @property
+    def others_tag(self) -> str:
+        """The other columns, for the table's digest: registry rows keep their values there
+        (``capture.survey.with_undeclared``), so a column dropped or added makes the table's
+        verified digest stale and the next reconciliation reads it."""
+        if not self.others:
+            return ""
+        names = ",".join(sorted(c.name for c in self.others))
+        return ":" + hashlib.sha256(names.encode("utf-8")).hexdigest()[:8]
+
+    def reading(self, names: Iterable[str]) -> BoundTable:
+        """This table read with those of its other columns ``names`` lists too (another
+        version's, named by the installed capture's row images)."""
+        wanted = set(names)
+        extra = tuple(c for c in self.others if c.name in wanted)
+        return replace(self, columns=self.columns + extra) if extra else self
 
     @property
     def where(self) -> str:
@@ -119,7 +140,28 @@ def bind(engine: Engine, name: str, table: SQLTable) -> BoundTable:
                 "an integer"
             )
     columns = tuple(Column(c, _kind(where, c, reflected)) for c in names)
-    return BoundTable(name, table, key, columns)
+    return BoundTable(name, table, key, columns, _others(reflected, {*key_names, *names}))
+
+
+def _others(reflected: Mapping[str, Mapping[str, object]], taken: set[str]) -> tuple[Column, ...]:
+    """The reflected columns not in ``taken`` whose type a row can hold."""
+    out = []
+    for name, column in reflected.items():
+        sql_type = column["type"]
+        kind = kind_of(sql_type) if isinstance(sql_type, TypeEngine) else None
+        if name not in taken and kind is not None:
+            out.append(Column(name, kind))
+    return tuple(out)
+
+
+def undeclared(bound: Mapping[str, BoundTable]) -> dict[str, frozenset[str]]:
+    """Per bound table with any, its database columns this worker does not declare (a registry
+    row's values there are another version's: kept, not compared)."""
+    return {
+        name: frozenset(c.name for c in table.others)
+        for name, table in bound.items()
+        if table.others
+    }
 
 
 def _kind(where: str, column: str, reflected: Mapping[str, Mapping[str, object]]) -> str:

@@ -40,7 +40,7 @@ from ..capture.source import Wakeup
 from ..capture.steps import SourceError
 from ..domain import SQLTable
 from .capture import DEFAULT_CAPTURE_SCHEMA, PostgresCapture, literal
-from .declare import BoundTable
+from .declare import BoundTable, undeclared
 from .engine import failure_reason
 from .install import DEFAULT_LOCK_TIMEOUT_S, InstallMode
 from .rewrite import current_images
@@ -258,6 +258,7 @@ class LogicalSource(SQLSource):
             digests,
             frozenset(skipped),
             lost=lost,
+            undeclared=undeclared(self.bound),
         )
 
     def _changes(

@@ -7,6 +7,11 @@ the later one may have the lower xid, or be consumed in a later read). Reading e
 again in the same snapshot makes the order irrelevant: whatever order records are applied in, each
 key ends at its image in that snapshot, and a record consumed twice changes nothing. A TRUNCATE
 is followed by the table's current rows.
+
+The images are read with this worker's declared columns and those of the table's other columns
+the records' own images name: the installed capture is the newest version's (``db upgrade``), so
+an older worker consuming it carries the newer version's columns too, current, instead of
+stripping them from the rows that version serves.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ def current_images(
     """``records`` with every upsert/delete's image replaced by the row's current one."""
     wanted: dict[str, set[str]] = {}
     truncated: set[str] = set()
+    named: dict[str, set[str]] = {}
     for record in records:
         if record.table not in bound:
             continue
@@ -42,10 +48,13 @@ def current_images(
             wanted.setdefault(record.table, set()).add(record.key)
         elif record.op == TRUNCATE:
             truncated.add(record.table)
+        if bound[record.table].others:
+            named.setdefault(record.table, set()).update(_columns(record.row))
+    read = {name: table.reading(named.get(name, ())) for name, table in bound.items()}
     now: dict[str, dict[str, str]] = {}
     for name, keys in wanted.items():
-        now[name] = _rows(conn, dialect, bound[name], sorted(keys))
-    full = {name: _all(conn, dialect, bound[name]) for name in sorted(truncated)}
+        now[name] = _rows(conn, dialect, read[name], sorted(keys))
+    full = {name: _all(conn, dialect, read[name]) for name in sorted(truncated)}
     out: list[Captured] = []
     for record in records:
         if record.table not in bound:
@@ -93,6 +102,15 @@ def _rows(
 
 def _all(conn: Connection, dialect: CaptureDialect, table: BoundTable) -> dict[str, str]:
     return {key: row for key, row in conn.exec_driver_sql(dialect.select_sql(table))}
+
+
+def _columns(image: str | None) -> list[str]:
+    """The columns a record's row image names (none when it is not a JSON object)."""
+    try:
+        row = json.loads(image) if image is not None else None
+    except (ValueError, RecursionError):  # a bad image is the quarantine's to name
+        return []
+    return list(row) if isinstance(row, dict) else []
 
 
 def _plain(key: str, width: int) -> bool:

@@ -26,7 +26,7 @@ from ..domain import SQLTable
 from ..tables import Snapshot, freeze
 from .capture import DEFAULT_CAPTURE_SCHEMA, CaptureDialect, PostgresCapture, capture_dialect
 from .consumed import ConsumedCapture
-from .declare import BoundTable, Declarations, bind, newly_broken, rebind
+from .declare import BoundTable, Declarations, bind, newly_broken, rebind, undeclared
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .quarantine import Quarantining
@@ -200,7 +200,13 @@ class SQLSource(Surveyed, Quarantining):
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
         self._reconciled_at = time.monotonic()
         return CaptureBatch(
-            head, tuple(records), contents, tuple(unreadable), digests, frozenset(skipped)
+            head,
+            tuple(records),
+            contents,
+            tuple(unreadable),
+            digests,
+            frozenset(skipped),
+            undeclared=undeclared(self.bound),
         )
 
     def committed(self) -> None:

@@ -25,7 +25,7 @@ from ..capture.steps import SourceError
 from ..capture.survey import Survey, TableSurvey
 from ..tables import Snapshot, freeze
 from .capture import CaptureDialect, PostgresCapture
-from .declare import BoundTable
+from .declare import BoundTable, undeclared
 from .engine import failure_reason
 
 SURVEY_CHUNK = 10_000
@@ -60,7 +60,7 @@ def survey(
         name, mark = table.name, marks[table.name]
         if verified.get(name) == (digests[name], mark):
             continue
-        compared = TableSurvey(tables[name])
+        compared = TableSurvey(tables[name], kept=frozenset(c.name for c in table.others))
         cursor = conn.execution_options(stream_results=True, max_row_buffer=SURVEY_CHUNK)
         for chunk in cursor.exec_driver_sql(dialect.select_sql(table)).partitions(SURVEY_CHUNK):
             rows: list[tuple[str, Any]] = []
@@ -179,7 +179,13 @@ def recheck_batch(
     """The records read, with ``recheck``'s rows read again in the same snapshot (``reread``)."""
     again = reread(conn, dialect, bound, recheck)
     rows, aside = again if again is not None else (None, [])
-    return CaptureBatch(head, tuple(records), rechecked=rows, recheck_unreadable=tuple(aside))
+    return CaptureBatch(
+        head,
+        tuple(records),
+        rechecked=rows,
+        recheck_unreadable=tuple(aside),
+        undeclared=undeclared(bound),
+    )
 
 
 def _keyed_sql(conn: Connection, dialect: PostgresCapture, table: BoundTable) -> str:
