@@ -45,7 +45,10 @@ def waiting_backend(url: str, bound_s: float = 10.0) -> int:
 
 
 def test_a_survey_hung_on_a_silent_link_fails_within_its_bound_and_the_next_one_runs(
-    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    postgres_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setattr(survey_module, "SURVEY_STALL_S", STALL_S)
     with psycopg.connect(postgres_url, autocommit=True) as db:
