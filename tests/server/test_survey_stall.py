@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -46,7 +45,6 @@ def waiting_backend(url: str, bound_s: float = 10.0) -> int:
 
 def test_a_survey_hung_on_a_silent_link_fails_within_its_bound_and_the_next_one_runs(
     postgres_url: str,
-    tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
