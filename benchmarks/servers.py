@@ -63,9 +63,14 @@ def free_port() -> int:
 
 @contextmanager
 def process(
-    command: Sequence[str], port: int, env: Mapping[str, str] | None = None
+    command: Sequence[str],
+    port: int,
+    env: Mapping[str, str] | None = None,
+    *,
+    ready_s: float = 90.0,
 ) -> Iterator[Server]:
-    """Run ``command`` (a server on ``port``) until the block ends; yield it once it answers.
+    """Run ``command`` (a server on ``port``) until the block ends; yield it once it answers
+    (within ``ready_s``).
 
     ``RuntimeError`` with the end of its stderr if it never does.
     """
@@ -79,7 +84,7 @@ def process(
         )
         try:
             try:
-                loadgen.wait_ready(port, timeout_s=90.0)
+                loadgen.wait_ready(port, timeout_s=ready_s)
             except TimeoutError:
                 log.seek(0)
                 tail = log.read().decode("utf-8", "replace")[-2000:]
@@ -95,11 +100,12 @@ def process(
 
 
 @contextmanager
-def serve_command(*args: str) -> Iterator[Server]:
-    """``invalidation-contracts serve ARGS`` on a free loopback port."""
+def serve_command(*args: str, ready_s: float = 90.0) -> Iterator[Server]:
+    """``invalidation-contracts serve ARGS`` on a free loopback port (answering within
+    ``ready_s``)."""
     port = free_port()
     command = [sys.executable, "-m", "invalidation_contracts.cli", "serve", *args]
-    with process([*command, "--port", str(port)], port) as ready:
+    with process([*command, "--port", str(port)], port, ready_s=ready_s) as ready:
         yield ready
 
 

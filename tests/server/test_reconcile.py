@@ -289,3 +289,59 @@ def test_a_recheck_waits_out_no_migration_lock_it_is_postponed(triggers: Worker)
         assert worker.state.tables["carriers"].rows["dhl"]["successor"] == "ups"
     assert ingest(worker.runtime.registry, worker.source, recheck=recheck) is True
     assert recheck.done and worker.state.tables["zones"].rows["NO"]["surcharge"] == 7
+
+
+def test_a_worker_start_reconciles_a_bypass_beside_the_other_workers_not_under_the_lock(
+    triggers: Worker,
+) -> None:
+    """A start reads the tables outside the registry's lock: another worker commits meanwhile,
+    and only the bypassed row becomes a reconciled change set (issue 41)."""
+    import threading
+
+    first, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    before = first.state
+    stop, restart = pdb.bypass("zones")
+    pdb.script(stop, "UPDATE zones SET surcharge = 1999 WHERE country = 'NO'", restart)
+    source = pdb.source(shipping(), reconcile_interval_s=None)
+    surveyed: list[Survey] = []
+    committed_s: list[float] = []
+    real = source.survey  # type: ignore[attr-defined]
+
+    def survey_while_another_worker_commits(tables, marks):  # type: ignore[no-untyped-def]
+        pdb.script("UPDATE carriers SET successor = 'ups' WHERE code = 'dhl'")  # captured
+        started = time.monotonic()
+        other = threading.Thread(target=ingest, args=(first.runtime.registry, first.source))
+        other.start()
+        other.join(10)
+        committed_s.append(time.monotonic() - started)
+        surveyed.append(real(tables, marks))
+        return surveyed[-1]
+
+    source.survey = survey_while_another_worker_commits  # type: ignore[attr-defined]
+    second = open_runtime(shipping(), store=pdb.url, database=source)
+    try:
+        assert surveyed, "the start surveyed the tables"
+        assert committed_s[0] < 5.0, "the other worker committed while the start read"
+        assert first.state.tables["carriers"].rows["dhl"]["successor"] == "ups"
+        state = second.registry.state
+        assert state.tables["zones"].rows["NO"]["surcharge"] == 1999
+        feed = second.registry.changes(before.seq, epoch=before.epoch)
+        assert sorted((r.table, r.key) for r in feed.rows) == [("carriers", "dhl"), ("zones", "NO")]
+        assert [t.reconciled for t in feed.tables if t.table == "zones"] == [True]
+        assert [t.reconciled for t in feed.tables if t.table == "carriers"] == [None]
+    finally:
+        second.close()
+
+
+def test_a_second_worker_start_reads_no_row_of_an_unchanged_database(triggers: Worker) -> None:
+    """The first start's load marks its digests verified: a later start reads no table."""
+    pdb = triggers.pdb  # type: ignore[attr-defined]
+    source = pdb.source(shipping(), reconcile_interval_s=None)
+    surveyed: list[Survey] = []
+    real = source.survey  # type: ignore[attr-defined]
+    source.survey = lambda t, m: surveyed.append(real(t, m)) or surveyed[-1]  # type: ignore[attr-defined]
+    second = open_runtime(shipping(), store=pdb.url, database=source)
+    try:
+        assert [s.read for s in surveyed] == [0]
+    finally:
+        second.close()

@@ -79,6 +79,32 @@ def ingest(
             progress(more)
 
 
+def start(registry: Registry, source: ChangeSource) -> Recheck | None:
+    """A worker's start on an opened registry: consume the backlog, then reconcile.
+
+    A surveyed source is reconciled outside the registry's lock (``capture.survey``): each
+    table's digest is computed in the database, a table verified at the registry's version is not
+    read, the others are compared chunk by chunk beside the other workers, and only the rows
+    that differ are read again, and applied, under the lock. Returns a recheck that a
+    migration's lock postponed (the follower finishes it), else None. Any other source reads
+    every table under the lock (``ingest(verify=True)``).
+    """
+    surveyed_source = surveyed(source)
+    if surveyed_source is None:
+        ingest(registry, source, verify=True)
+        return None
+    ingest(registry, source)  # the records captured while no worker ran, in batches
+    state = registry.state
+    marks = {name: f"{state.epoch}/{table.version}" for name, table in state.tables.items()}
+    found = surveyed_source.survey(state.tables, marks)
+    surveyed_source.mark_verified(found.verified)
+    if not found.candidates:
+        return None
+    pending = Recheck(found.candidates)
+    ingest(registry, source, recheck=pending)
+    return None if pending.done else pending
+
+
 def consume(
     tx: RegistryTransaction, source: ChangeSource, *, verify: bool = False
 ) -> list[tuple[str | None, Mapping[str, ReloadResult]]]:

@@ -69,6 +69,7 @@ class SQLSource(Surveyed, Quarantining):
         self.reconcile_interval_s = reconcile_interval_s
         self.batch_records = batch_records
         self._reconciled_at = time.monotonic()
+        self._loaded: dict[str, str] = {}
         self.install: InstallMode = install
         self.lock_timeout_s = lock_timeout_s
         self._owned = not isinstance(database, Engine)
@@ -145,6 +146,7 @@ class SQLSource(Surveyed, Quarantining):
         batch = self.read(None, full=True)
         assert batch.contents is not None
         self.set_aside(batch.unreadable, replace=tuple(batch.contents))
+        self._loaded = dict(batch.digests)  # what `mark_loaded` vouches for, once registered
         snapshots = {
             name: self.snapshot(name, self.declared[name].version, rows)
             for name, rows in batch.contents.items()

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Connection
@@ -28,11 +29,19 @@ from .capture import CaptureDialect, PostgresCapture
 from .declare import BoundTable, undeclared
 from .engine import failure_reason
 
+if TYPE_CHECKING:
+    from ..state import RegistryState
+
 SURVEY_CHUNK = 10_000
 """Rows fetched per round trip of a survey's cursor (and between two ``progress`` calls)."""
 SURVEY_LOCK_TIMEOUT_S = 30.0
 """How long a survey waits for a table's lock (a migration's ACCESS EXCLUSIVE) before it gives up
 until the next interval: it waits beside the worker, which serves on."""
+SURVEY_STALL_S = 60.0
+"""How long a survey's read may go without an answer (no chunk, no digest) before its connection
+is broken from outside: a link that acknowledges but never answers (no FIN, no RST, keepalives
+answered by a proxy) fails the survey, which is logged, instead of holding every later one. Above
+``SURVEY_LOCK_TIMEOUT_S``: a lock waited for answers (an error) within it."""
 RECHECK_LOCK_TIMEOUT_S = 0.5
 """How long the recheck under the registry's lock waits for a table's lock before it is
 postponed to the next round (the records are consumed meanwhile)."""
@@ -53,6 +62,8 @@ def survey(
     declared = [bound[name] for name in tables if name in bound]
     digests = dialect.digests(conn, declared)
     verified = dialect.verified(conn)
+    if progress is not None:
+        progress(0)
     candidates: dict[str, frozenset[str]] = {}
     equal: dict[str, tuple[str, str]] = {}
     read = 0
@@ -128,6 +139,7 @@ class Surveyed:
     dialect: CaptureDialect
     bound: dict[str, BoundTable]
     _reconciled_at: float
+    _loaded: dict[str, str]
 
     @property
     def surveys(self) -> bool:
@@ -140,6 +152,21 @@ class Surveyed:
         self._reconciled_at = time.monotonic()  # the interval starts again
         self._heal()
         return run_survey(self._connect, self.dialect, self.bound, tables, marks, self._where())
+
+    def mark_loaded(self, state: RegistryState) -> None:
+        """After ``load`` initialised a registry now at ``state``: the digests read in the load's
+        snapshot are the registry's tables at their versions (verified: the start's survey reads
+        nothing). Only once, and only for the tables still at the version loaded."""
+        loaded, self._loaded = self._loaded, {}
+        marks = {
+            name: (digest, f"{state.epoch}/{state.tables[name].version}")
+            for name, digest in loaded.items()
+            if name in state.tables and state.changed_at.get(name, 0) == 0
+        }
+        self.mark_verified(marks)
+
+    def mark_verified(self, marks: Mapping[str, tuple[str, str]]) -> None:
+        raise NotImplementedError
 
     def _heal(self) -> None:
         raise NotImplementedError
@@ -159,13 +186,57 @@ def run_survey(
     marks: Mapping[str, str],
     where: str,
 ) -> Survey:
-    """``survey`` in a read-only transaction of its own on ``connect()`` (a read snapshot)."""
+    """``survey`` in a read-only transaction of its own on ``connect()`` (a read snapshot),
+    its connection broken when no answer comes for ``SURVEY_STALL_S`` (``StallGuard``)."""
+    guard: StallGuard | None = None
     try:
-        with connect() as conn, conn.begin():
-            conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-            return survey(conn, dialect, bound, tables, marks)
+        with connect() as conn:
+            guard = StallGuard(conn, SURVEY_STALL_S)
+            with guard, conn.begin():
+                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                return survey(conn, dialect, bound, tables, marks, guard.turn)
     except SQLAlchemyError as exc:
-        raise SourceError(f"{where}: cannot survey ({failure_reason(exc)})") from exc
+        reason = failure_reason(exc)
+        if guard is not None and guard.broke:
+            reason = f"no answer for {guard.bound_s:g} s; its connection was broken"
+        raise SourceError(f"{where}: cannot survey ({reason})") from exc
+
+
+class StallGuard:
+    """Breaks ``conn``'s socket from a thread of its own when ``turn`` was not called for
+    ``bound_s`` seconds while the block runs: a read that hangs on a silent link fails."""
+
+    def __init__(self, conn: Connection, bound_s: float) -> None:
+        self.bound_s = bound_s
+        self.broke = False
+        self._dbapi = conn.connection.dbapi_connection
+        self._last = time.monotonic()
+        self._done = threading.Event()
+        self._thread = threading.Thread(
+            target=self._watch, name="invalidation-contracts-survey-guard", daemon=True
+        )
+
+    def turn(self, _read: int = 0) -> None:
+        """An answer came (a chunk, the digests): the bound starts again."""
+        self._last = time.monotonic()
+
+    def __enter__(self) -> StallGuard:
+        self._last = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def _watch(self) -> None:
+        from ..store.postgres import break_connection
+
+        while not self._done.wait(min(1.0, self.bound_s / 4)):
+            if time.monotonic() - self._last > self.bound_s and self._dbapi is not None:
+                self.broke = True
+                break_connection(self._dbapi)  # type: ignore[arg-type]
+                return
 
 
 def recheck_batch(

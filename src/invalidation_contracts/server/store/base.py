@@ -36,6 +36,7 @@ from . import evolve, reader, writer
 from .crashpoints import crash_point
 from .dialect import Connection, DB_co, Dialect, SQLLoader, Statements, StorageError
 from .highwater import HighWater, Mark
+from .reader import Loaded
 
 if TYPE_CHECKING:
     from ..capture.source import Wakeup
@@ -82,22 +83,41 @@ class SQLRegistryStore(Generic[DB_co]):
                 raise StorageError(
                     f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
                 ) from exc
-            with self._moving() as move:
-                s, meta = move.s, move.s.meta()
-                if "domain" not in meta:
-                    loaded = writer.initialise(s, domain, load_sql)
-                else:
-                    restored = self._restored(s, meta)
-                    if restored is None:
-                        self._marks.cover(*_head(meta))
-                    loaded = writer.load_or_repair(s, domain, meta, restored)
-                move.to(loaded.state.epoch, loaded.state.seq)
+            loaded = self._read_stored(domain)
+            if loaded is None:
+                loaded = self._open_locked(domain, load_sql)
         self._tables = frozenset(loaded.state.tables)
         registry = Registry.restore(
             loaded.state, loaded.records, floor=loaded.floor, log_capacity=log_capacity
         )
         registry.attach(self)
         return registry
+
+    def _read_stored(self, domain: Domain) -> Loaded | None:
+        """The stored registry read in one read-only snapshot, without the writers' lock: a large
+        one takes a while, and the workers serving beside it keep committing meanwhile. None when
+        opening it writes something (a new store, a table added, a restore, a lost history)."""
+        with self._transaction(write=False) as s:
+            meta = s.meta()
+            if meta.get("domain") != domain.name:
+                return None
+            if self._restored(s, meta) is not None or not self._marks.covers(*_head(meta)):
+                return None
+            return writer.load_stored(s, domain, meta)
+
+    def _open_locked(self, domain: Domain, load_sql: SQLLoader | None) -> Loaded:
+        """Initialise, evolve or repair the stored registry under the writers' lock."""
+        with self._moving() as move:
+            s, meta = move.s, move.s.meta()
+            if "domain" not in meta:
+                loaded = writer.initialise(s, domain, load_sql)
+            else:
+                restored = self._restored(s, meta)
+                if restored is None:
+                    self._marks.cover(*_head(meta))
+                loaded = writer.load_or_repair(s, domain, meta, restored)
+            move.to(loaded.state.epoch, loaded.state.seq)
+        return loaded
 
     def remove_tables(self, names: Sequence[str]) -> int:
         """Remove stored tables no version of the domain serves any more (``db remove-table``):

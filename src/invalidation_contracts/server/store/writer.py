@@ -142,6 +142,21 @@ def save_records(
     s.set_meta(seq=after.seq, log_floor=floor)
 
 
+def load_stored(
+    s: Statements[Connection], domain: Domain, meta: Mapping[str, str]
+) -> Loaded | None:
+    """The stored registry of ``domain`` as it stands, read only; None when opening it needs a
+    write (a table added, lost or inconsistent history: ``load_or_repair`` under the lock)."""
+    snapshots, changed_at = read_tables(s)
+    if set(domain.tables) - set(snapshots):
+        return None
+    stored = StoredTables(snapshots, changed_at, read_rules(s, snapshots))
+    try:
+        return read_history(s, meta, stored)
+    except HistoryLost:
+        return None
+
+
 def load_or_repair(
     s: Statements[Connection], domain: Domain, meta: Mapping[str, str], restored: str | None = None
 ) -> Loaded:

@@ -46,6 +46,11 @@ class Reconciler:
             self._running[name] = thread
         thread.start()
 
+    def adopt(self, name: str, recheck: Recheck) -> None:
+        """A recheck found elsewhere (a start's survey, postponed by a lock): the next round's."""
+        with self._lock:
+            self._found.setdefault(name, recheck)
+
     def pending(self, name: str) -> Recheck | None:
         """The candidates of source ``name`` waiting to be read again under the lock."""
         with self._lock:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 from ...protocol.models import ReloadResult
 from ...protocol.problems import ProblemType, ProtocolError
 from ..capture.steps import SourceError, consume, ingest, trim
+from ..capture.steps import start as start_source
 from ..config import WorkerConfig, WorkerOptions
 from ..domain import Domain
 from ..origin import change_origin
@@ -252,6 +253,7 @@ def open_runtime(
     sources = (source,) if source is not None else ()
     owned = False
     opened = None
+    postponed = None
     try:
         if source is not None:
             source.open()
@@ -269,7 +271,10 @@ def open_runtime(
                 domain, log_capacity=capacity, load_sql=_loader(source) if source else None
             )
             if source is not None:
-                ingest(registry, source, verify=True)
+                mark_loaded = getattr(source, "mark_loaded", None)
+                if mark_loaded is not None:  # this worker initialised the registry: verified
+                    mark_loaded(registry.state)
+                postponed = start_source(registry, source)
     except BaseException:
         if owned and opened is not None:
             opened.close()
@@ -287,6 +292,8 @@ def open_runtime(
             max_lag_s=config.max_lag_s,
             stall_timeout_s=config.stall_timeout_s,
         )
+        if source is not None and postponed is not None:
+            follower.reconciler.adopt(source.name, postponed)
     return Runtime(registry, opened, sources, follower, owned)
 
 
