@@ -103,6 +103,7 @@ class RegistryTransaction(TableVerbs):
         """Called once the transaction's changes are committed and visible (under the lock)."""
         self._store = store
         self._known_positions = positions
+        self._stored: dict[str, int | None] = {}  # read once: the transaction holds the lock
         self._log = log
 
     @property
@@ -146,7 +147,9 @@ class RegistryTransaction(TableVerbs):
         if source in self.positions:
             return self.positions[source]
         if self._store is not None:
-            return self._store.position(source)
+            if source not in self._stored:
+                self._stored[source] = self._store.position(source)
+            return self._stored[source]
         return self._known_positions.get(source)
 
     def set_position(self, source: str, position: int) -> None:

@@ -68,6 +68,15 @@ class CaptureLead(PostgresListener):
             self._configure({"idle_session_timeout": str(int(LEAD_IDLE_TIMEOUT_S * 1000))})
         return self.leader
 
+    @property
+    def head(self) -> int | None:
+        """The head the last look read (as ``ChangeSource.head`` returns it; None: no look yet
+        since this worker took the lead)."""
+        head = self._head
+        if not self.leader or not isinstance(head, bytes | None):
+            return None  # not leading, or no look yet (_UNSEEN)
+        return int(head) if head is not None else 0
+
     def changed(self) -> bool:
         """Whether the capture's head moved since the last look (True at the first look of a
         new leader: records committed while nobody led are consumed at once). Never for a

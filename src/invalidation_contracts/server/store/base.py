@@ -168,7 +168,8 @@ class SQLRegistryStore(Generic[DB_co]):
             yield write
             if write.saved is not None:
                 move.to(*write.saved_at)
-                self._dialect.committed(move.s.db, write.saved)
+                if move.moved:  # a write of positions alone serves nothing new: no wake-up
+                    self._dialect.committed(move.s.db, write.saved)
             elif renewed is not None:
                 self._dialect.committed(move.s.db, renewed)
 
@@ -184,7 +185,7 @@ class SQLRegistryStore(Generic[DB_co]):
         with self._transaction(write=False) as s:
             meta = s.meta()
             if self._restored(s, meta, state) is None and self._marks.covers(*_head(meta)):
-                return reader.catch_up(s, state)
+                return reader.catch_up(s, state, meta)
         with self._moving() as move:  # a head not marked yet, or a restore
             renewed = self._settle(move, state)
             caught = reader.catch_up(move.s, state)

@@ -132,6 +132,7 @@ class Statements(Generic[DB_co]):
         self.db = db
         self.where = dialect.where
         self._names = {name: dialect.table(name) for name in TABLES}
+        self._meta: dict[str, str] | None = None
 
     def _format(self, sql: str) -> str:
         return self.dialect.placeholders(sql.format(**self._names))
@@ -146,9 +147,15 @@ class Statements(Generic[DB_co]):
             self.db.cursor().executemany(self._format(sql), batch)
 
     def meta(self) -> dict[str, str]:
-        return {name: value for name, value in self.run("SELECT name, value FROM {meta}")}
+        """The meta rows, read once per transaction (each step of a write asks again; only
+        ``set_meta`` writes them, and nobody else can inside this transaction's snapshot or
+        under its lock)."""
+        if self._meta is None:
+            self._meta = {name: value for name, value in self.run("SELECT name, value FROM {meta}")}
+        return dict(self._meta)
 
     def set_meta(self, **values: object) -> None:
+        self._meta = None
         self.run_many(
             "INSERT INTO {meta} (name, value) VALUES (?, ?)"
             " ON CONFLICT (name) DO UPDATE SET value = excluded.value",

@@ -226,8 +226,8 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
 
     def _identify(self, db: psycopg.Connection[TupleRow]) -> tuple[str, int]:
         """The cluster and this transaction's id (which it assigns: writers only)."""
-        (xid,) = _one(db.execute("SELECT pg_current_xact_id()::text"))
-        return self._cluster(db), int(xid)
+        xid, cluster = _one(db.execute("SELECT pg_current_xact_id()::text, (" + _CLUSTER + ")"))
+        return str(cluster), int(xid)
 
     @staticmethod
     def _cluster(db: psycopg.Connection[TupleRow]) -> str:

@@ -148,8 +148,13 @@ def read_history(
     return Loaded(state, tuple(records), floor)
 
 
-def catch_up(s: Statements[Connection], state: RegistryState) -> Catchup | None:
-    meta = s.meta()
+def catch_up(
+    s: Statements[Connection], state: RegistryState, meta: Mapping[str, str] | None = None
+) -> Catchup | None:
+    """What was committed after ``state`` (None: nothing); ``meta``: the head already read in
+    this transaction (saves a round trip)."""
+    if meta is None:
+        meta = s.meta()
     try:
         epoch, seq, floor = meta["epoch"], int(meta["seq"]), int(meta["log_floor"])
     except (KeyError, ValueError):

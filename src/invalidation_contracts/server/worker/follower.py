@@ -210,7 +210,11 @@ class Follower:
                 self._ingest(source, recheck=recheck)  # catches up under the write lock
                 if getattr(source, "contiguous", True):  # the position is the head read
                     self._seen[source.name] = self.registry.position(source.name) or 0
-                else:  # positions and heads differ in kind: the next round reads the head
+                elif (looked := self.wakeups.looked(source.name)) is not None:
+                    # positions and heads differ in kind, but the lead's look that woke this
+                    # round read the head before the ingest: what it counted is consumed
+                    self._seen[source.name] = looked
+                else:  # the next round reads the head
                     self._seen.pop(source.name, None)
                 ingested = True
                 continue

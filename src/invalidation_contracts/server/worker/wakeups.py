@@ -67,6 +67,12 @@ class Wakeups:
         round that is not told it moved need not read it)."""
         return _polls((self.listeners or {}).get(name))
 
+    def looked(self, name: str) -> int | None:
+        """The capture head of source ``name`` at this worker's last look as its leader (None:
+        it does not lead it, or has not looked)."""
+        listener = (self.listeners or {}).get(name)
+        return getattr(listener, "head", None) if _polls(listener) else None
+
     def polling(self) -> bool:
         """Whether some database cannot wake this worker (SQLite it cannot watch): it then polls
         them all every poll interval, and a round may skip reading (``QuietCheck``)."""
