@@ -74,6 +74,7 @@ def instrument(
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
     observed._undo.append(scores.close)
+    scores.attach(service.registry, service.domain.routes)
     telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(
