@@ -16,9 +16,10 @@ the fold; this module keeps the rows and the order):
   not once per request. An event checked on a served state this worker has not reached waits.
   The figures read lag the requests by at most ``SETTLE_S + FOLD_S + FLUSH_S``; an event written
   later than ``SETTLE_S`` after its request (a worker stalled that long) folds late, out of order.
-- SQLite: a file of its own beside the registry file (``<registry>-clients``, WAL, synchronous
-  NORMAL: a score is telemetry, and a commit on the registry file would wake every worker's
-  follower and fsync); PostgreSQL: the tables ``client_scores`` and ``client_events`` in the
+- SQLite: a file of its own in a folder beside the registry file
+  (``<registry>-clients/scores.sqlite``, WAL, synchronous NORMAL: a score is telemetry; its own
+  folder, as every write in the registry's folder wakes every worker's follower, inotify
+  watching the folder); PostgreSQL: the tables ``client_scores`` and ``client_events`` in the
   registry's schema, one advisory transaction lock per fold.
 
 Bounded, with a floor a key-minting flood cannot push real clients below: a new key is a
@@ -242,7 +243,9 @@ class SharedScores:
             _create(self._db, "DOUBLE PRECISION", "BIGSERIAL PRIMARY KEY")
             self._reader: _Database = _Postgres(url, name)
         else:
-            path = str(Path(target)) + "-clients"
+            folder = Path(str(Path(target)) + "-clients")
+            folder.mkdir(exist_ok=True)
+            path = str(folder / "scores.sqlite")
             self._db = _SQLite(path)
             _create(self._db, "REAL", "INTEGER PRIMARY KEY")
             self._reader = _SQLite(path)
