@@ -71,6 +71,8 @@ def instrument(
         tracer_provider=tracer_provider,
         journal=journal,
     )
+    if exposition is not None:
+        telemetry.zero_in(exposition)
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
     observed._undo.append(scores.close)
