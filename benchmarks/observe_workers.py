@@ -4,8 +4,9 @@ Two ``serve --workers 4`` of acme billing on SQLite registries, loaded in interl
 order alternating by round) with the failures mix (every draft answered 422) over 8 keep-alive
 connections, so every worker serves; the instrumented one is scraped once per slot (one scrape
 merges every worker's published file). CPU is read from ``/proc/<pid>/task/*/schedstat`` of the
-parent and of every worker (nanoseconds, every thread, the workers' publishing threads
-included); the figure is the median of per-round on/off ratios. A standalone script (not a
+parent and of every worker (nanoseconds, every thread, the workers' publishing and flush threads
+included); the figure is the median of per-round on/off ratios. A third server, ``--metrics
+--client-scores worker``, is loaded in the same rounds: the cost of the shared scores apart. A standalone script (not a
 registered study): ``python -m benchmarks.observe_workers [--rounds N] [--round-s S]``.
 """
 
@@ -54,24 +55,28 @@ def _cpu_since(pid: int, before: dict[tuple[int, str], int]) -> float:
 def run(rounds: int, round_s: float) -> dict[str, object]:
     path = get_catalog(DOMAIN).route.path
     bodies = request_mixes()["failures"]
-    per_request: dict[str, list[float]] = {"off": [], "on": []}
+    per_request: dict[str, list[float]] = {"off": [], "on": [], "on_worker_scores": []}
     with tempfile.TemporaryDirectory() as folder:
         common = ["--domain", DOMAIN, "--workers", str(WORKERS)]
         with (
             serve_command(*common, "--db", f"{folder}/off.sqlite") as off,
             serve_command(*common, "--db", f"{folder}/on.sqlite", "--metrics") as on,
+            serve_command(
+                *common, "--db", f"{folder}/own.sqlite", "--metrics", "--client-scores", "worker"
+            ) as own,
         ):
-            servers = {"off": off, "on": on}
+            servers = {"off": off, "on": on, "on_worker_scores": own}
+            names = list(servers)
             for server in servers.values():
                 loadgen.run_side_by_side([server.port], path, bodies, CONNECTIONS, round_s)
             for r in range(rounds):
-                for name in ("off", "on") if r % 2 == 0 else ("on", "off"):
+                for name in names[r % 3 :] + names[: r % 3]:
                     server = servers[name]
                     before = _cpu(server.pid)
                     (trial,) = loadgen.run_side_by_side(
                         [server.port], path, bodies, CONNECTIONS, round_s
                     )
-                    if name == "on":
+                    if name != "off":
                         reply = httpx.get(
                             f"http://127.0.0.1:{server.port}/contract/metrics",
                             headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
@@ -80,6 +85,8 @@ def run(rounds: int, round_s: float) -> dict[str, object]:
                     used = _cpu_since(server.pid, before)
                     per_request[name].append(used / max(1, len(trial.latencies_s)))
     ratios = [h / lo for lo, h in zip(per_request["off"], per_request["on"], strict=True)]
+    own = per_request["on_worker_scores"]
+    worker_ratios = [h / lo for lo, h in zip(per_request["off"], own, strict=True)]
     return {
         "workers": WORKERS,
         "connections": CONNECTIONS,
@@ -88,6 +95,8 @@ def run(rounds: int, round_s: float) -> dict[str, object]:
         "cpu_per_request_us": {k: 1e6 * median(v) for k, v in per_request.items()},
         "ratio": median(ratios),
         "ratios": ratios,
+        "ratio_worker_scores": median(worker_ratios),
+        "ratios_worker_scores": worker_ratios,
         "target": TARGET,
     }
 

@@ -53,6 +53,13 @@ def drive(clients: list[TestClient]) -> None:
         worker.post(path, json=body, headers=headers)
 
 
+def settle(*scores: SharedScores) -> None:
+    """Every worker writes what it buffered, then one folds all of it (no settling wait)."""
+    for each in scores:
+        each.flush()
+    scores[0].fold(everything=True)
+
+
 def test_two_workers_sharing_the_registry_score_a_client_as_one_worker_does(tmp_path):
     alone = ClientScores()
     with workers([alone], None) as one:
@@ -61,6 +68,7 @@ def test_two_workers_sharing_the_registry_score_a_client_as_one_worker_does(tmp_
     shared = [SharedScores(path), SharedScores(path)]
     with workers(shared, path) as two:
         drive(two)
+        settle(*shared)
     expected = alone.figures(_key("a"))
     assert expected is not None and expected.stale_values_sent == 1 and expected.retries == 3
     assert shared[0].figures(_key("a")) == expected
@@ -81,6 +89,7 @@ def test_a_flood_of_fresh_keys_never_pushes_a_repeat_client_out(tmp_path):
         for i in range(60, 80):
             for _ in range(2):
                 client.post(ORDERS, json=GOOD, headers={"X-Client": f"flood-{i}"})
+        settle(scores)
     kept = scores.snapshot()
     assert all(_key(name) in kept for name in real)  # busier than any flood key: kept
     assert len(kept) <= 4 + 8
@@ -96,6 +105,7 @@ def test_a_busier_repeat_key_takes_the_place_of_a_less_busy_kept_client(tmp_path
             client.post(ORDERS, json=GOOD, headers={"X-Client": "quiet"})
         for _ in range(3):
             client.post(ORDERS, json=GOOD, headers={"X-Client": "busy"})
+        settle(scores)
     assert set(scores.snapshot()) == {_key("busy")}
     assert scores.totals() == ClientFigures(requests=5, episodes=5, first_try=5)
 

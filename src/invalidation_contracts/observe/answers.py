@@ -81,6 +81,17 @@ class AnswerCounters:
                 instrument, callbacks=[self._reader(name)], unit=unit, description=description
             )
 
+    def zero(self, routes: Iterable[str], statuses: Iterable[int]) -> None:
+        """Report responses and contract bytes of each route with each status at 0 from the
+        start (refusals by suggestion type appear with their first refusal: a policy does not
+        declare the types it may find)."""
+        with self._lock:
+            for route in routes:
+                for status in statuses:
+                    labels = (("http.route", route), ("http.status_code", status))
+                    self._totals["responses"].setdefault(labels, 0)
+                    self._totals["contract_bytes"].setdefault(labels, 0)
+
     def refused(self, route: Route[Any], refusal: Outcome) -> None:
         """Count a 422 answer: one addition to its document's record."""
         content = refusal.content

@@ -71,9 +71,12 @@ def instrument(
         tracer_provider=tracer_provider,
         journal=journal,
     )
+    if exposition is not None:
+        telemetry.zero_in(exposition)
     scores = scores if scores is not None else ClientScores()
     observed = Observability(telemetry, exposition, scores)
     observed._undo.append(scores.close)
+    scores.attach(service.registry, service.domain.routes)
     telemetry.watch_scores(scores)
     telemetry.check_hooks.append(
         lambda route, request, state, refusal: scores.checked(

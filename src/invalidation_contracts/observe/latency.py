@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from .._extras import missing
@@ -43,6 +43,16 @@ class RequestDurations:
         self._lock = threading.Lock()
         self._series: dict[tuple[str, str], tuple[list[int], list[float]]] = {}
 
+    def zero(self, routes: Iterable[str], statuses: Iterable[int]) -> None:
+        """Report each route with each status at 0 from the start (a series that appears at
+        its first request reads ``increase() = 0`` in Prometheus)."""
+        with self._lock:
+            for route in routes:
+                for status in statuses:
+                    self._series.setdefault(
+                        (route, str(status)), ([0] * (len(self.buckets) + 1), [0.0])
+                    )
+
     def observe(self, route: str, status: int, seconds: float) -> None:
         """Count one request of ``route`` answered ``status`` that took ``seconds``."""
         index = bisect.bisect_left(self.buckets, seconds)
@@ -68,6 +78,36 @@ class RequestDurations:
                 running += count
                 cumulative.append((_bound(bound), running))
             family.add_metric(list(labels), cumulative, total)
+        yield family
+
+
+class UntilRecorded:
+    """A collector: one OpenTelemetry histogram's series at 0 (every bucket, its sum and count)
+    until the histogram's first record, so Prometheus sees the first observation as an increase
+    (the SDK exports a histogram only from its first record and has no form that starts at 0).
+    ``labels`` are the ones the OpenTelemetry exporter writes for the series (its scope's
+    included), so the series is the same one before and after."""
+
+    def __init__(
+        self, name: str, documentation: str, buckets: Iterable[float], labels: Mapping[str, str]
+    ) -> None:
+        self.name, self.documentation = name, documentation
+        self.buckets, self.labels = tuple(buckets), dict(labels)
+        self.recorded = False
+
+    def describe(self) -> list[HistogramMetricFamily]:
+        """No names claimed: the exporter's own family takes this name after the first record."""
+        return []
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        if self.recorded:
+            return
+        family = HistogramMetricFamily(self.name, self.documentation, labels=list(self.labels))
+        family.add_metric(
+            list(self.labels.values()),
+            [(_bound(b), 0) for b in (*self.buckets, float("inf"))],
+            0.0,
+        )
         yield family
 
 

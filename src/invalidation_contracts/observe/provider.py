@@ -45,11 +45,19 @@ ORIGINS = ("captured", "admin", "reconciled", "direct")
 
 if TYPE_CHECKING:
     from ..server.worker.contract import ContractWorker
+    from .latency import UntilRecorded
+    from .prometheus import PrometheusExposition
     from .scoring import Scores
 
 logger = logging.getLogger(__name__)
 
 SCOPE = "invalidation_contracts.server"
+LAG_DESCRIPTION = (
+    "Seconds from a change set's commit to the shared history until this worker serves it (each "
+    "change set, on every worker; the writer's own is its commit time)."
+)
+ANSWERED = (200, 422)
+"""The statuses a domain route answers a valid request with: reported at 0 from the start."""
 """The instrumentation scope of every provider instrument."""
 _TRACER_RECHECK_S = 1.0
 """How often the global tracer provider is looked up again while it is the API's proxy."""
@@ -120,15 +128,40 @@ class ProviderTelemetry:
         self.lag = meter.create_histogram(
             "invalidation_contracts.worker.lag",
             unit="s",
-            description="Seconds from a change set's commit to the shared history until this "
-            "worker serves it (each change set, on every worker; the writer's own is its commit "
-            "time).",
+            description=LAG_DESCRIPTION,
             explicit_bucket_boundaries_advisory=LAG_BUCKETS_S,
         )
+        self._lag_zero: UntilRecorded | None = None
         self.answers = AnswerCounters(meter)
         """Responses, refusals and contract bytes (``observe.answers``)."""
+        self.answers.zero(self.paths, ANSWERED)
         watch_worker(meter, service, self.worker)
         self._warned = False
+
+    @property
+    def paths(self) -> list[str]:
+        """The domain's route templates."""
+        return [route.path for route in self.service.domain.routes]
+
+    def zero_in(self, exposition: PrometheusExposition) -> None:
+        """Report at 0 in ``exposition`` what the SDK exports only from its first record: the
+        lag histogram (until this worker serves its first change set) and the request
+        durations of the domain's routes."""
+        from .latency import UntilRecorded
+
+        exposition.durations.zero(self.paths, ANSWERED)
+        self._lag_zero = UntilRecorded(
+            "invalidation_contracts_worker_lag_seconds",
+            LAG_DESCRIPTION,
+            LAG_BUCKETS_S,
+            {
+                "otel_scope_name": SCOPE,
+                "otel_scope_schema_url": "",
+                "otel_scope_version": __version__,
+                "worker": self.worker,
+            },
+        )
+        exposition.registry.register(self._lag_zero)
 
     # -- what a Provider tells (server.provider.Telemetry) ---------------------------------------
 
@@ -271,6 +304,8 @@ class ProviderTelemetry:
         for record in self.service.registry.log.between(before.seq, after.seq):
             if record.committed_at is not None:
                 self.lag.record(max(0.0, now - record.committed_at), worker)
+                if self._lag_zero is not None:
+                    self._lag_zero.recorded = True
 
     def _feed(self, before: RegistryState, after: RegistryState) -> ChangesFeed | None:
         """The change log between the two states (None: another epoch, or beyond the log)."""

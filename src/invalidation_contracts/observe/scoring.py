@@ -37,15 +37,18 @@ import dataclasses
 import heapq
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..server.domain import Route
 from ..server.policies import Finding
 from ..server.provider import current_fix
 from ..server.state import RegistryState
 from .lessons import Lessons, RefusalLesson, Taught, ValueKey, freeze, same_object, value_key
+
+if TYPE_CHECKING:
+    from ..server.registry import Registry
 
 DEFAULT_MAX_ATTEMPTS = 5
 """The retry budget assumed for a client (the harness scenarios' default ``max_attempts``)."""
@@ -55,6 +58,10 @@ BUSY_CAP = 64
 """Requests past which clients count as equally busy (eviction then goes by recency alone)."""
 JUDGED_PER_FIX = 8
 """Drafts whose judgement is kept per taught fix while the served state stays the same."""
+
+
+Checked = tuple[Route[Any], Mapping[str, Any], RegistryState, RefusalLesson | None]
+"""One policy check to fold: the route, the request, the state it was checked on, its lesson."""
 
 
 class Scores(Protocol):
@@ -73,6 +80,9 @@ class Scores(Protocol):
         findings: tuple[Finding, ...],
         document: bytes | None = None,
     ) -> None: ...
+
+    def attach(self, registry: Registry, routes: Sequence[Route[Any]]) -> None:
+        """Begin scoring for the worker that serves ``registry`` and ``routes``."""
 
     def totals(self) -> ClientFigures: ...
 
@@ -187,17 +197,12 @@ class ClientScores:
         self,
         data: Mapping[str, Any] | None,
         figures: ClientFigures,
-        route: Route[Any],
-        request: Mapping[str, Any],
-        state: RegistryState,
-        findings: tuple[Finding, ...],
-        document: bytes | None = None,
+        events: Iterable[Checked],
     ) -> dict[str, Any]:
-        """``checked`` for a client kept elsewhere (``observe.shared``): its state as ``data``
-        (``None``: a new client) and ``figures`` (updated in place) in, its new state out. The
-        client is not kept here."""
+        """``checked`` for a client kept elsewhere (``observe.shared``), over its ``events`` in
+        order: its state as ``data`` (``None``: a new client) and ``figures`` (updated in
+        place) in, its new state out. The client is not kept here."""
         with self._lock:
-            lesson = self._lessons.of(findings, document) if findings else None
             known = _Client(figures=figures)
             for type_, scope, parameters, policy, when in (data or {}).get("taught", ()):
                 fix = Taught.build(type_, scope, parameters, policy)
@@ -205,7 +210,8 @@ class ClientScores:
                 known.when[fix.key] = when
             known.streak = dict((data or {}).get("streak", {}))
             known.clock = int((data or {}).get("clock", 0))
-            self._fold(known, route, request, state, lesson)
+            for route, request, state, lesson in events:
+                self._fold(known, route, request, state, lesson)
             return {
                 "streak": known.streak,
                 "clock": known.clock,
@@ -214,6 +220,16 @@ class ClientScores:
                     for f in known.taught.values()
                 ],
             }
+
+    def lesson(self, findings: tuple[Finding, ...], document: bytes | None) -> RefusalLesson | None:
+        """What a check's ``findings`` (answered as ``document``) taught (None: it passed)."""
+        if not findings:
+            return None
+        with self._lock:
+            return self._lessons.of(findings, document)
+
+    def attach(self, registry: Registry, routes: Sequence[Route[Any]]) -> None:
+        """Nothing to begin (a ``SharedScores`` starts its flush thread)."""
 
     def close(self) -> None:
         """Nothing to release (a shared store's ``SharedScores`` has a connection)."""
