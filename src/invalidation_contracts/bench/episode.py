@@ -14,6 +14,7 @@ the artifact, and how each event is labelled, is ``bench.records``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -76,6 +77,8 @@ class EpisodeLoop:
         self.planner = planner
         self.oracle = oracle
         self.records = EpisodeRecords(scenario, agent.memory, agent.origin, writer, oracle)
+        self._schemas: dict[type[Any], dict[str, Any]] = {}
+        """Each request model's JSON Schema, made once a run (pydantic builds it anew per call)."""
         self._target(catalog.route)
         self._call_failures = 0
         """Planner calls failed in a row (``PlannerCallError``); ``max_attempts`` stop the run."""
@@ -133,7 +136,10 @@ class EpisodeLoop:
         answers."""
         self.route = route
         self.operation = self.agent.channel.operation(route)
-        self.request_schema: dict[str, Any] = route.request_model.model_json_schema()
+        model = route.request_model
+        if model not in self._schemas:
+            self._schemas[model] = model.model_json_schema()
+        self.request_schema: dict[str, Any] = copy.deepcopy(self._schemas[model])
 
     async def _begin(self, episode: int) -> None:
         """Fetch what the memory wants before the episode (resync detection), as an agent does.
