@@ -212,12 +212,14 @@ def test_a_value_nested_too_deeply_does_not_stop_a_worker_from_starting(
 ) -> None:
     depth = 3000 if pdb.kind == "postgres" else MAX_JSON_DEPTH + 2  # SQLite refuses 3000
     pdb.script(f"INSERT INTO poison VALUES ('deep', 1, 1.0, '{nested(depth)}')")
+    epoch = worker.registry.state.epoch
     worker.close()
     store = str(tmp_path / "registry.sqlite") if pdb.kind == "sqlite" else pdb.url
     again = open_runtime(poisoned(), store=store, database=pdb.url)
     try:
         assert "deep" not in rows(again)
         assert quarantined(again) == [("poison", "deep")]
+        assert again.registry.state.epoch == epoch, "the history is kept"
     finally:
         again.close()
 

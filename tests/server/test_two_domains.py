@@ -72,11 +72,14 @@ def test_each_domains_writes_reach_its_own_contract_within_the_lag_bound(
     database: str, providers: dict[str, Runtime]
 ) -> None:
     shop, parts = providers["shop"], providers["parts"]
+    epochs = [shop.registry.state.epoch, parts.registry.state.epoch]
     for n in range(1, 6):  # every write, not only those before one leader trims the capture
         write(database, "items", n)
         write(database, "parts", n)
         within_lag_bound(lambda n=n: served(shop, "items") == n and served(parts, "parts") == n)
     assert shop.registry.state.seq == parts.registry.state.seq == 5
+    assert [shop.registry.state.epoch, parts.registry.state.epoch] == epochs
+    assert shop.health().ready and parts.health().ready
 
 
 def test_a_write_to_one_domain_never_reaches_the_others_contract(

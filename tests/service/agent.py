@@ -50,10 +50,13 @@ class Recorder(httpx.BaseTransport):
 class Agent:
     """Solves tasks against the servers at ``urls``, learning fixes in a row-granularity memory."""
 
-    def __init__(self, urls: Sequence[str], *, keepalive: bool = True) -> None:
+    def __init__(self, urls: Sequence[str], *, keepalive: bool = True, watch: bool = False) -> None:
+        """``watch``: keep a watch stream open (a drift is evicted before the next request)."""
         self.memory = FixMemory("row")
         self.recorder = Recorder(urls, keepalive=keepalive)
-        transport = ContractTransport(self.memory, self.recorder, origin_of=lambda _: ORIGIN)
+        transport = ContractTransport(
+            self.memory, self.recorder, origin_of=lambda _: ORIGIN, watch=watch
+        )
         self.http = httpx.Client(transport=transport, base_url=ORIGIN, timeout=30.0)
 
     def solve(self, draft: dict[str, Any], path: str = "/v1/subscriptions") -> int:
