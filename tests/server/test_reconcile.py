@@ -345,3 +345,26 @@ def test_a_second_worker_start_reads_no_row_of_an_unchanged_database(triggers: W
         assert [s.read for s in surveyed] == [0]
     finally:
         second.close()
+
+
+def test_a_stored_registry_opens_while_another_worker_holds_the_writers_lock(
+    triggers: Worker,
+) -> None:
+    """Opening a stored registry needs no write: it does not wait for the writers' lock."""
+    import threading
+
+    from invalidation_contracts.server.store import open_store
+
+    first, pdb = triggers, triggers.pdb  # type: ignore[attr-defined]
+    assert first.runtime.store is not None
+    opened: list[int] = []
+    with open_store(pdb.url) as store:
+
+        def open_registry() -> None:
+            opened.append(store.open_registry(shipping(), load_sql=lambda: ({}, {})).state.seq)
+
+        with first.runtime.store.writing():  # another worker mid-commit, the lock held
+            other = threading.Thread(target=open_registry, daemon=True)
+            other.start()
+            other.join(5.0)
+            assert opened == [first.state.seq], "the open waited for the writers' lock"

@@ -124,6 +124,8 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
             refusal = session_refusal(db, second)
         if refusal is not None:
             raise StorageError(f"{self.where} {refusal}")
+        if self._prepared(db):  # nothing to create: no wait for the writers' lock
+            return
         s = sql.Identifier(self.schema)
         statements = [
             sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(s),
@@ -176,6 +178,20 @@ class PostgresDialect(Dialect[psycopg.Connection[TupleRow]]):
                 f"{self.where}: registry schema version {version!r}; this library reads "
                 f"version {SCHEMA_VERSION}"
             )
+
+    def _prepared(self, db: psycopg.Connection[TupleRow]) -> bool:
+        """Whether every table of this schema version exists (the last one created, and the
+        version row written in the same transaction), read without a lock."""
+        last = f"{sql.Identifier(self.schema).as_string(db)}.positions"
+        (exists,) = _one(db.execute("SELECT to_regclass(%s) IS NOT NULL", (last,)))
+        if not exists:
+            return False
+        row = db.execute(
+            sql.SQL("SELECT value FROM {}.meta WHERE name = 'schema_version'").format(
+                sql.Identifier(self.schema)
+            )
+        ).fetchone()
+        return row is not None and row[0] == SCHEMA_VERSION
 
     def begin_write(self, db: psycopg.Connection[TupleRow]) -> None:
         db.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
