@@ -153,18 +153,3 @@ def test_the_flush_threads_alone_bring_every_worker_s_checks_into_the_totals(tmp
     assert shared[0].figures(_key("r")) == ClientFigures(
         requests=20, episodes=4, retries=16, refused=20
     )
-
-
-def test_a_check_waits_for_the_folding_worker_to_reach_the_state_it_was_checked_on(tmp_path):
-    """An event of a served seq the folding worker has not adopted yet stays written, and folds
-    once that worker serves it (stale values are judged on the state the request saw)."""
-    path = str(tmp_path / "history.sqlite")
-    ahead, behind = SharedScores(path, flush_s=3600), SharedScores(path, flush_s=3600)
-    with workers([ahead, behind], path) as (new, old):
-        new.post("/admin/reload-table", json=STALE_RUN[5][2], headers=ADMIN)
-        new.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
-        ahead.flush()
-        assert behind.fold(everything=True) == 0  # seq 1 not served by this worker yet
-        old.app.state.service.registry.sync()
-        assert behind.fold(everything=True) == 1
-    assert behind.totals().requests == 1
