@@ -6,8 +6,9 @@ connections, so every worker serves; the instrumented one is scraped once per sl
 merges every worker's published file). CPU is read from ``/proc/<pid>/task/*/schedstat`` of the
 parent and of every worker (nanoseconds, every thread, the workers' publishing and flush threads
 included); the figure is the median of per-round on/off ratios. A third server, ``--metrics
---client-scores worker``, is loaded in the same rounds: the cost of the shared scores apart. A standalone script (not a
-registered study): ``python -m benchmarks.observe_workers [--rounds N] [--round-s S]``.
+--client-scores worker``, is loaded in the same rounds: the cost of the shared scores apart. A
+standalone script (not a registered study): ``python -m benchmarks.observe_workers [--rounds N]
+[--round-s S]``.
 """
 
 from __future__ import annotations

@@ -74,6 +74,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
         "idle-timeout": 120,
         "protect-graph": True,
         "envelope": "inline",
+        "log-format": "json",
         "signing-key": ["/etc/ic/k1.pem"],
         "opaque-key-env": "OPAQUE_SECRET",
     },

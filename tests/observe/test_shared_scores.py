@@ -5,6 +5,7 @@ out (``observe.shared``). SQLite here; PostgreSQL in ``test_shared_scores_postgr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -114,3 +115,41 @@ def test_the_scores_live_beside_the_registry_not_in_its_file(tmp_path):
     path = tmp_path / "history.sqlite"
     SharedScores(str(path)).close()
     assert Path(str(path) + "-clients").exists()
+
+
+def test_a_killed_worker_loses_only_the_checks_it_had_not_flushed(tmp_path):
+    """A worker writes its buffer every ``flush_s``: killed, it loses at most that interval."""
+    path = str(tmp_path / "history.sqlite")
+    killed = SharedScores(path, flush_s=3600)  # its flush thread never gets to write
+    survivor = SharedScores(path, flush_s=3600)
+    with workers([killed, survivor], path) as (dying, living):
+        for _ in range(3):
+            dying.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+        killed.flush()  # its last flush before the kill
+        for _ in range(2):
+            dying.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+        killed._buffer.clear()  # killed: what it buffered is gone
+        living.post(ORDERS, json=GOOD, headers={"X-Client": "a"})
+        settle(survivor)
+    assert survivor.totals() == ClientFigures(requests=4, episodes=4, first_try=4)
+
+
+def test_the_flush_threads_alone_bring_every_worker_s_checks_into_the_totals(tmp_path):
+    """No one calls ``flush``: each worker's thread writes and one of them folds, and the
+    registry-wide totals equal what the workers were sent, within a bounded wait."""
+    path = str(tmp_path / "history.sqlite")
+    timing = {"flush_s": 0.02, "fold_s": 0.05, "settle_s": 0.1}
+    shared = [SharedScores(path, **timing), SharedScores(path, **timing)]
+    with workers(shared, path) as clients:
+        for i in range(20):
+            clients[i % 2].post(ORDERS, json=GOOD, headers={"X-Client": f"c{i % 3}"})
+            clients[i % 2].post(ORDERS, json={"plan": "basic"}, headers={"X-Client": "r"})
+        deadline = time.monotonic() + 10
+        while shared[1].totals().requests < 40 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    totals = shared[0].totals()
+    assert totals.requests == 40 and totals.refused == 20
+    assert sum(f.requests for f in shared[1].snapshot().values()) == 40
+    assert shared[0].figures(_key("r")) == ClientFigures(
+        requests=20, episodes=4, retries=16, refused=20
+    )

@@ -51,6 +51,18 @@ class Received:
             for metric in scope.metrics
         }
 
+    def metric_resources(self, attribute: str) -> set[str]:
+        """The string values of resource ``attribute`` across every metrics export."""
+        with self.lock:
+            found = list(self.requests["/v1/metrics"])
+        return {
+            kept.value.string_value
+            for request in found
+            for resource in request.resource_metrics
+            for kept in resource.resource.attributes
+            if kept.key == attribute
+        }
+
     def spans(self) -> list[Any]:
         with self.lock:
             found = list(self.requests["/v1/traces"])

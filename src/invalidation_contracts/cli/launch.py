@@ -120,6 +120,7 @@ class AppSpec:
                 name,
                 shared_dir=Path(shared) if shared else None,
                 readers=() if otlp is None else (otlp.metric_reader,),
+                resource=None if otlp is None else otlp.resource,
             )
         scores = None
         if shared and self.store is not None and self.shared_scores:  # one client, any worker

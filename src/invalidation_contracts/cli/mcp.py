@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
@@ -14,6 +13,7 @@ from .options import (
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_log_format,
     _add_trust_options,
     _admin_token,
     _cannot_listen,
@@ -21,7 +21,9 @@ from .options import (
     _level,
     _port,
     _trust_options,
+    _use_log_format,
 )
+from .say import PREFIX, say
 
 if TYPE_CHECKING:
     from .command import Subparsers
@@ -88,6 +90,7 @@ def register(sub: Subparsers) -> None:
         help="where a tool result carries the contract: its _meta, the model shown only the "
         "model view (default), or inline in its content (0.1's wire form, for 0.1 clients)",
     )
+    _add_log_format(p)
     _add_trust_options(p, " (as for serve)")
     add_config_option(p)
     p.set_defaults(handler=_serve_mcp)
@@ -98,6 +101,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
     from ..mcp.http import HttpOptions, is_loopback
     from ..mcp.serve import open_backend, parse_tool_names, serve_mcp
 
+    _use_log_format(args)
     try:
         tool_names = parse_tool_names(args.tool_name)
         domain = get_domain(args.domain)
@@ -123,7 +127,7 @@ def _serve_mcp(args: argparse.Namespace) -> int:
         max_connections=args.max_connections,
     )
     store, notice = _history(args, domain.name)
-    print(notice, file=sys.stderr)
+    say(notice)
     try:
         backend, close = open_backend(domain, level=args.level, store=store, trust=trust)
     except MissingExtra:
@@ -141,6 +145,8 @@ def _serve_mcp(args: argparse.Namespace) -> int:
             envelope=args.envelope,
             http=http,
             protect_graph=args.protect_graph,
+            announce=lambda line: say(PREFIX + line),
+            json_logs=args.log_format == "json",
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from exc

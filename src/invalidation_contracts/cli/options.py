@@ -150,6 +150,28 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     return _bearer_token(args.admin_token_file, ADMIN_TOKEN_ENV, "admin token")
 
 
+def _add_log_format(p: argparse.ArgumentParser) -> None:
+    """``--log-format`` (serve, serve-mcp): what the server's stderr lines are."""
+    from ..json_logs import LOG_FORMATS
+
+    p.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text (default), or json: one JSON object a line on stderr (time, level, logger, "
+        "message; trace_id and span_id of a request that carries a W3C traceparent)",
+    )
+
+
+def _use_log_format(args: argparse.Namespace) -> None:
+    """Switch this process's stderr lines to JSON for ``--log-format json`` (call it before
+    anything is said)."""
+    if args.log_format == "json":
+        from .say import use_json_lines
+
+        use_json_lines()
+
+
 def _add_metrics_token(p: argparse.ArgumentParser) -> None:
     from ..server.auth import METRICS_TOKEN_ENV
 

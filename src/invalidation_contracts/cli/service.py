@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._extras import MissingExtra
-from ..json_logs import LOG_FORMATS
 from ..private_files import PrivateFileError, write_private
 from .command import CommandError, UsageError
 from .config_file import add_config_option
@@ -21,6 +20,7 @@ from .options import (
     _add_admin_token,
     _add_header_timeout,
     _add_history,
+    _add_log_format,
     _add_metrics_token,
     _add_trust_options,
     _admin_token,
@@ -31,9 +31,10 @@ from .options import (
     _metrics_token,
     _port,
     _trust_options,
+    _use_log_format,
     _workers,
 )
-from .say import say, use_json_lines
+from .say import say
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -181,13 +182,7 @@ def register(sub: Subparsers) -> None:
         help="instrument the contract and push its metrics and spans over OTLP/HTTP to URL "
         "(e.g. http://collector:4318; URL/v1/metrics and URL/v1/traces; the otlp extra)",
     )
-    p.add_argument(
-        "--log-format",
-        choices=LOG_FORMATS,
-        default="text",
-        help="text (default), or json: one JSON object a line on stderr (time, level, logger, "
-        "message; trace_id and span_id of a request that carries a W3C traceparent)",
-    )
+    _add_log_format(p)
     _add_trust_options(p, "; repeat to rotate (the key id is the file's stem; the last one signs)")
     add_config_option(p)
     p.set_defaults(handler=_serve)
@@ -261,8 +256,7 @@ def _serve(args: argparse.Namespace) -> int:
     from ..server.store import StorageError
     from .launch import FACTORY, SPEC_ENV, AppSpec
 
-    if args.log_format == "json":
-        use_json_lines()  # before anything is said
+    _use_log_format(args)
     if args.otlp is not None:
         _otlp_url(args.otlp)
     if args.workers > 1 and args.ephemeral:

@@ -59,16 +59,27 @@ def serve_mcp(
     envelope: str = "meta",
     http: HttpOptions | None = None,
     protect_graph: bool = False,
+    json_logs: bool = False,
 ) -> None:
     """Serve ``backend`` until the client (stdio) or a signal (HTTP) ends it.
 
     ``port`` 0 binds a free port; ``announce`` is told ``serving MCP at URL`` once the socket
-    listens (default: a line on stderr). ``OSError`` if ``host:port`` cannot be bound.
+    listens (default: a line on stderr). ``json_logs``: the process logs JSON lines already
+    (``--log-format json``): uvicorn keeps that configuration and each request's W3C
+    ``traceparent`` reaches the lines it logs. ``OSError`` if ``host:port`` cannot be bound.
     """
     server = contract_server(
         backend, name=name, tool_names=tool_names, envelope=envelope, protect_graph=protect_graph
     )
-    serve_server(server, transport=transport, host=host, port=port, announce=announce, http=http)
+    serve_server(
+        server,
+        transport=transport,
+        host=host,
+        port=port,
+        announce=announce,
+        http=http,
+        json_logs=json_logs,
+    )
 
 
 def serve_server(
@@ -79,6 +90,7 @@ def serve_server(
     port: int = 8000,
     announce: Announce | None = None,
     http: HttpOptions | None = None,
+    json_logs: bool = False,
 ) -> None:
     """Serve any SDK ``Server`` as ``serve_mcp`` serves a domain's (the proxy serves its own
     so): over stdio until the client closes it, or streamable HTTP guarded by ``http``."""
@@ -89,27 +101,36 @@ def serve_server(
         raise ValueError(f"transport must be stdio or http, not {transport!r}")
     import uvicorn
 
-    config = _uvicorn_config(server, host, http)  # ValueError before binding
+    config = _uvicorn_config(server, host, http, json_logs=json_logs)  # ValueError before binding
     raise_file_limit()
     with listen(host, port) as listener:
         (announce or _stderr)(f"serving MCP at {_url(host, listener)}")
         uvicorn.Server(config).run(sockets=[listener])
 
 
-def _uvicorn_config(server: Server[Any], host: str, http: HttpOptions | None) -> uvicorn.Config:
+def _uvicorn_config(
+    server: Server[Any], host: str, http: HttpOptions | None, *, json_logs: bool = False
+) -> uvicorn.Config:
     """The uvicorn configuration both entry points serve ``server`` with: the guarded app
-    (``ValueError`` for options that cannot guard ``host``) under the read timeouts."""
+    (``ValueError`` for options that cannot guard ``host``) under the read timeouts;
+    ``json_logs``: keep the process's JSON logging (``serve``'s ``--log-format json`` path)."""
     from ..header_timeout import server_config
+    from ..json_logs import RequestTrace
 
     options = http or HttpOptions()
+    app: Any = http_app(server, host, options)
+    logging: dict[str, Any] = {}
+    if json_logs:
+        app, logging["log_config"] = RequestTrace(app), None
     return server_config(
-        http_app(server, host, options),
+        app,
         header_timeout_s=options.header_timeout_s,
         body_timeout_s=options.body_timeout_s,
         body_deadline_s=options.body_deadline_s,
         max_connections=options.max_connections,
         log_level="warning",
         lifespan="on",
+        **logging,
     )
 
 

@@ -4,8 +4,10 @@
 ms (the SDK's default: 60 s) to ``URL/v1/metrics``, and a tracer provider whose batch processor
 exports to ``URL/v1/traces`` (``OTEL_BSP_*`` tune it). Both run on the SDK's background threads
 with bounded queues: a collector that is down never slows a request, its data is dropped. The
-resource names the service and the worker process (``service.instance.id``), so the series of
-``serve --workers N`` stay apart. ``shutdown`` (also at interpreter exit) flushes both, bounded.
+resource names the service and the worker process (``service.instance.id``: the pid, the
+Prometheus ``worker`` label's value), so the series of ``serve --workers N`` stay apart; with
+``--metrics`` too, the exposition's meter provider takes this resource. ``shutdown`` (also at
+interpreter exit) flushes both, bounded.
 """
 
 from __future__ import annotations

@@ -42,11 +42,13 @@ class PrometheusExposition:
         *,
         shared_dir: Path | None = None,
         readers: Sequence[MetricReader] = (),
+        resource: Resource | None = None,
     ) -> None:
         """``shared_dir``: a folder the workers of one ``serve --workers N`` share; ``render``
         then answers every worker's metrics, each series labelled with its ``worker``
         (``observe.workers``). ``readers``: more readers of the same meter provider (e.g. the
-        OTLP exporter's, ``observe.otlp``)."""
+        OTLP exporter's, ``observe.otlp``); ``resource``: the meter provider's (default: the
+        service's name; ``OtlpPipeline.resource`` adds the worker's ``service.instance.id``)."""
         self.registry = CollectorRegistry(auto_describe=True)
         self.durations = RequestDurations()
         """Request seconds by route and status, measured by ``latency.TimedRequests``."""
@@ -55,7 +57,7 @@ class PrometheusExposition:
         self.reader = PrometheusMetricReader(registry=self.registry)
         self.meter_provider = MeterProvider(
             metric_readers=[self.reader, *readers],
-            resource=Resource.create({"service.name": service_name}),
+            resource=resource or Resource.create({"service.name": service_name}),
         )
         self.workers: WorkerFiles | None = None
         if shared_dir is not None:

@@ -140,8 +140,9 @@ class ProviderTelemetry:
 
     @property
     def paths(self) -> list[str]:
-        """The domain's route templates."""
-        return [route.path for route in self.service.domain.routes]
+        """The domain's route templates (none for a worker without a domain: a bare runtime)."""
+        domain = getattr(self.service, "domain", None)
+        return [] if domain is None else [route.path for route in domain.routes]
 
     def zero_in(self, exposition: PrometheusExposition) -> None:
         """Report at 0 in ``exposition`` what the SDK exports only from its first record: the
