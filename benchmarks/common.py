@@ -8,7 +8,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,6 +27,7 @@ __all__ = [
     "median",
     "ms",
     "pct",
+    "postgres_cluster",
     "slope",
     "time_calls",
     "time_once",
@@ -55,6 +57,19 @@ class StudyResult:
     figures: list[Path] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
+
+
+@contextmanager
+def postgres_cluster() -> Iterator[Any]:
+    """A PostgreSQL server for one study's run (``tests.support.postgres.PostgresCluster``:
+    embedded, or the external one the tests' environment names), stopped after it."""
+    from tests.support.postgres import PostgresCluster
+
+    cluster = PostgresCluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 def machine() -> dict[str, Any]:

@@ -43,7 +43,7 @@ from invalidation_contracts.domains import get_domain
 from invalidation_contracts.server.sql import create_tables
 
 from . import production
-from .common import Check, StudyResult, markdown_table
+from .common import Check, StudyResult, markdown_table, postgres_cluster
 from .servers import serve_command
 
 NAME = "provider_ops"
@@ -65,19 +65,14 @@ QUICK = Size(rows=5_000, idle_s=5.0, trials=5, write_s=2.0)
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
-    from tests.support.postgres import PostgresCluster
-
     size = QUICK if quick else FULL
-    cluster = PostgresCluster.start()
     data: dict[str, Any] = {}
-    try:
+    with postgres_cluster() as cluster:
         data["reconcile"] = reconcile(cluster.database(), size)
         data["idle"] = idle(cluster.database(), size)
         data["propagation_alone"] = propagation(cluster.database(), None, size)
         data["propagation"] = propagation(cluster.database(), cluster.database(), size)
         data["capture"] = capture(cluster.database(), size)
-    finally:
-        cluster.stop()
     return _report(data, size)
 
 

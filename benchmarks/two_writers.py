@@ -26,7 +26,7 @@ from typing import Any
 
 from invalidation_contracts.server import SQLTable
 
-from .common import Check, StudyResult, _commit, markdown_table
+from .common import Check, StudyResult, _commit, markdown_table, postgres_cluster
 
 NAME = "two_writers"
 TITLE = "Two writers on two tables: capture throughput and cross-table waits"
@@ -157,13 +157,10 @@ def _make(url: str, rows: int) -> None:
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
-    from tests.support.postgres import PostgresCluster
-
     from invalidation_contracts.server.sql.source import SQLSource
 
     size = QUICK if quick else FULL
-    cluster = PostgresCluster.start()
-    try:
+    with postgres_cluster() as cluster:
         plain, captured = cluster.database(), cluster.database()
         _make(plain, size.rows)
         _make(captured, size.rows)
@@ -180,8 +177,6 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
             for db, url in (("uncaptured", plain), ("captured", captured))
             for hold in (False, True)
         }
-    finally:
-        cluster.stop()
     base, with_capture = (
         statistics.median(rates["uncaptured"]),
         statistics.median(rates["captured"]),

@@ -20,7 +20,13 @@ from tests.frameworks.conftest import PYTHON, SERVE_MCP, Planner, rotate
 
 from invalidation_contracts.client import FixMemory
 from invalidation_contracts.client.entries import EvictionReason
-from invalidation_contracts.client.events import Evicted, Ignored, MemoryEvent, Restamped
+from invalidation_contracts.client.events import (
+    Evicted,
+    Ignored,
+    MemoryEvent,
+    PatchSkipped,
+    Restamped,
+)
 from invalidation_contracts.domains.catalog import DomainCatalog
 from invalidation_contracts.mcp import connect, names
 from invalidation_contracts.mcp.serve import running_http
@@ -156,3 +162,53 @@ def check_the_model_read_what_the_memory_could_not(
     assert memory.entries("mcp://scripted") == []
     if contract is not None:
         assert any(isinstance(e, Ignored) for e in heard)
+
+
+#: Opens an agent's tools on ``url`` afresh for one run: ``memory``, the ``apply`` mode, and the
+#: listener of the memory's events.
+FreshOpener = Callable[[str, FixMemory, str, Listener], AbstractAsyncContextManager[Any]]
+
+
+def reuse_runs(
+    open_fresh: FreshOpener,
+    run: Callable[[Any, dict[str, Any]], Awaitable[Planner]],
+    server: Any,
+    draft: dict[str, Any],
+    apply: str,
+    heard: list[MemoryEvent],
+) -> list[Planner]:
+    """Two runs of ``draft``'s task with ``apply``, each on tools opened afresh (a new agent
+    process would): one to learn, one to reuse."""
+    memory = FixMemory("row")
+
+    async def body() -> list[Planner]:
+        runs = []
+        async with running_http(server) as url:
+            for _ in range(2):
+                async with open_fresh(url, memory, apply, heard.append) as tools:
+                    runs.append(await run(tools, draft))
+        return runs
+
+    return anyio.run(body)
+
+
+def check_the_model_applied_the_fix_it_read(learn: Planner, reuse: Planner) -> None:
+    """In ``model`` mode the second run's first call already carries the fix it was shown."""
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+
+
+def check_the_model_applied_the_unpatchable_fix(learn: Planner, reuse: Planner) -> None:
+    """A fix on a field the client may not patch is shown, and the model applies it."""
+    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
+    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"  # read, applied
+
+
+def check_an_unpatchable_fix_unread_is_a_patch_skipped_event(
+    learn: Planner, reuse: Planner, heard: list[MemoryEvent]
+) -> None:
+    """A model that reads no descriptions sends the draft unpatched: rejected, retried, and the
+    client says why it did not patch (never silent)."""
+    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
+    assert (len(learn.calls), len(reuse.calls)) == (2, 2)  # sent unpatched, rejected, retried
+    assert [e.detail for e in skipped] == ["no patch; left to the planner"]  # never silent

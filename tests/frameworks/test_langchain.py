@@ -13,13 +13,17 @@ from mcp import StdioServerParameters
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
 from tests.frameworks.driver import (
     Framework,
+    Listener,
     check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
     check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
     check_stdio_teaches_and_serves,
+    check_the_model_applied_the_fix_it_read,
+    check_the_model_applied_the_unpatchable_fix,
     check_the_model_read_what_the_memory_could_not,
     check_the_model_view,
     declined,
     over_session,
+    reuse_runs,
 )
 from tests.mcp.scripted import scripted_server
 
@@ -146,38 +150,25 @@ def test_a_result_the_memory_cannot_read_still_reaches_the_model(acme, contract)
     check_the_model_read_what_the_memory_could_not(anyio.run(body), memory, heard, contract)
 
 
-def reuse_runs(server: Any, draft: dict[str, Any], apply: str) -> list[Planner]:
-    """Two runs of ``draft``'s task with ``apply``, each with tools loaded afresh (a new agent
-    process would): one to learn, one to reuse."""
-    memory = FixMemory("row")
-
-    async def body() -> list[Planner]:
-        runs = []
-        async with running_http(server) as url:
-            for _ in range(2):
-                async with contract_tools(url, memory, apply=apply) as tools:
-                    runs.append(await episode(tools, draft))
-        return runs
-
-    return anyio.run(body)
+def _fresh(url: str, memory: FixMemory, apply: str, listener: Listener) -> Any:
+    """LangChain's tools loaded afresh for one run."""
+    return contract_tools(url, memory, apply=apply, listener=listener)
 
 
 def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
     growth = acme.family("governed-partner-growth").draft()
 
-    learn, reuse = reuse_runs(server, growth, "model")
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+    check_the_model_applied_the_fix_it_read(
+        *reuse_runs(_fresh, episode, server, growth, "model", [])
+    )
 
 
 def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
     funding = acme.family("funding-enterprise-annual").draft()
 
-    learn, reuse = reuse_runs(server, funding, "client")
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
+    check_the_model_applied_the_unpatchable_fix(
+        *reuse_runs(_fresh, episode, server, funding, "client", [])
+    )
 
 
 def test_a_call_rewrites_the_description_so_tools_bound_earlier_show_what_it_taught(server, acme):

@@ -4,6 +4,7 @@ MCP server; the memory learns, reuses, and drops what a rotation made stale."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -14,13 +15,18 @@ from mcp import StdioServerParameters
 from tests.frameworks.conftest import PYTHON, SERVE_MCP, TOOL, Planner
 from tests.frameworks.driver import (
     Framework,
+    Listener,
     check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
     check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
+    check_an_unpatchable_fix_unread_is_a_patch_skipped_event,
     check_stdio_teaches_and_serves,
+    check_the_model_applied_the_fix_it_read,
+    check_the_model_applied_the_unpatchable_fix,
     check_the_model_read_what_the_memory_could_not,
     check_the_model_view,
     declined,
     over_session,
+    reuse_runs,
 )
 from tests.mcp.scripted import scripted_server
 
@@ -40,7 +46,6 @@ from workflows.errors import WorkflowRuntimeError  # noqa: E402
 from invalidation_contracts.client import FixMemory  # noqa: E402
 from invalidation_contracts.client.events import (  # noqa: E402
     MemoryEvent,
-    PatchSkipped,
 )
 from invalidation_contracts.llama_index import (  # noqa: E402
     ContractToolError,
@@ -182,52 +187,35 @@ def test_the_contracts_resources_are_never_made_tools(server):
     assert anyio.run(body) == [TOOL]
 
 
-def reuse_runs(
-    server: Any, draft: dict[str, Any], apply: str, heard: list[MemoryEvent], blind: bool = False
-) -> list[Planner]:
-    """Two runs of ``draft``'s task with ``apply``, each with tools loaded afresh (a new agent
-    process would): one to learn, one to reuse."""
-    memory = FixMemory("row")
-
-    async def body() -> list[Planner]:
-        runs = []
-        async with running_http(server) as url:
-            for _ in range(2):
-                options = {"apply": apply, "listener": heard.append}
-                async with contract_tools(url, memory, **options) as tools:
-                    runs.append(await episode(tools, draft, blind=blind))
-        return runs
-
-    return anyio.run(body)
+def _fresh(url: str, memory: FixMemory, apply: str, listener: Listener) -> Any:
+    """LlamaIndex's tools loaded afresh for one run."""
+    return contract_tools(url, memory, apply=apply, listener=listener)
 
 
 def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_applies_it(server, acme):
     growth = acme.family("governed-partner-growth").draft()
 
-    learn, reuse = reuse_runs(server, growth, "model", [])
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+    check_the_model_applied_the_fix_it_read(
+        *reuse_runs(_fresh, episode, server, growth, "model", [])
+    )
 
 
 def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
     funding = acme.family("funding-enterprise-annual").draft()
 
-    learn, reuse = reuse_runs(server, funding, "client", [])
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"  # read, applied
+    check_the_model_applied_the_unpatchable_fix(
+        *reuse_runs(_fresh, episode, server, funding, "client", [])
+    )
 
 
 def test_a_fix_the_client_cannot_patch_into_a_call_is_a_patch_skipped_event(server, acme):
     funding = acme.family("funding-enterprise-annual").draft()
     heard: list[MemoryEvent] = []
 
-    learn, reuse = reuse_runs(server, funding, "client", heard, blind=True)
+    blind = functools.partial(episode, blind=True)
+    learn, reuse = reuse_runs(_fresh, blind, server, funding, "client", heard)
 
-    skipped = [e for e in heard if isinstance(e, PatchSkipped)]
-    assert (len(learn.calls), len(reuse.calls)) == (2, 2)  # sent unpatched, rejected, retried
-    assert [e.detail for e in skipped] == ["no patch; left to the planner"]  # never silent
+    check_an_unpatchable_fix_unread_is_a_patch_skipped_event(learn, reuse, heard)
 
 
 def test_a_call_rewrites_the_description_so_the_next_model_request_shows_what_it_taught(

@@ -20,6 +20,8 @@ from tests.frameworks.driver import (
     check_a_fix_is_reused_then_dropped_after_a_rotation_and_learned_again,
     check_a_rotation_evicts_the_changed_row_and_restamps_the_others,
     check_stdio_teaches_and_serves,
+    check_the_model_applied_the_fix_it_read,
+    check_the_model_applied_the_unpatchable_fix,
     check_the_model_view,
     declined,
 )
@@ -231,18 +233,12 @@ def test_in_model_mode_the_tool_description_shows_the_fix_and_the_next_run_appli
     growth = acme.family("governed-partner-growth").draft()
     heard: list[MemoryEvent] = []
 
-    learn, reuse = reuse_runs(server, growth, "model", heard)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["promo_code"] == "SUMMERSALE25"  # the model applied what it read
+    check_the_model_applied_the_fix_it_read(*reuse_runs(server, growth, "model", heard))
 
 
 def test_a_fix_on_a_field_not_patchable_is_shown_to_the_model_in_client_mode(server, acme):
     funding = acme.family("funding-enterprise-annual").draft()
     heard: list[MemoryEvent] = []
 
-    learn, reuse = reuse_runs(server, funding, "client", heard)
-
-    assert (len(learn.calls), len(reuse.calls)) == (2, 1)
-    assert reuse.calls[0]["payment_method_token"] == "acme_pm_visa_credit"
+    check_the_model_applied_the_unpatchable_fix(*reuse_runs(server, funding, "client", heard))
     assert not [e for e in heard if isinstance(e, Evicted)]  # no re-learning churn

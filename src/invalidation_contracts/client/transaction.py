@@ -154,11 +154,7 @@ class CallRunner:
                 ):
                     replica.unflushed.add(tx.stats)
                     self._hold(origin, call)
-                    self.confirmations.settle(origin, call.confirms, call.tx.state)
-                    self._done(tx)
-                    _log(tx.events)
-                    telemetry.record(origin, tx.stats, tx.events)
-                    return call
+                    return self._returned(origin, call)
                 # a large eviction keeps its state as computed, to be rebased (``shared.rebase``)
                 mine = tx.state.copy() if len(tx.removed) >= moves.RECORD_MIN else None
                 flushed, total, plan = self._plan(replica, tx, base)
@@ -185,11 +181,7 @@ class CallRunner:
                 self.replicas.committed(replica, tx, base, total, flushed, plan)
                 with self.lock:
                     self._hold(origin, call)
-                self.confirmations.settle(origin, call.confirms, call.tx.state)
-                self._done(tx)
-                _log(tx.events)
-                telemetry.record(origin, tx.stats, tx.events)
-                return call
+                return self._returned(origin, call)
         raise StoreError(f"{origin}: gave up after {MAX_CONFLICTS} writes lost to other writers")
 
     def _plan(
@@ -283,6 +275,16 @@ class CallRunner:
             self._lessons[origin] = held
         else:
             self._lessons.pop(origin, None)
+
+    def _returned(self, origin: str, call: Call[T]) -> Call[T]:
+        """A call is returning (its lessons held): settle its confirmations, report its events
+        once, log them and count them; the call."""
+        tx = call.tx
+        self.confirmations.settle(origin, call.confirms, tx.state)
+        self._done(tx)
+        _log(tx.events)
+        telemetry.record(origin, tx.stats, tx.events)
+        return call
 
     def _done(self, tx: Ledger) -> None:
         """A call returned: the unreadable entries it reported are not reported again."""

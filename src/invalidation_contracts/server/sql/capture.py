@@ -374,6 +374,10 @@ class PostgresCapture(CaptureDialect):
             f"CREATE TABLE IF NOT EXISTS {self.capture} (id bigint PRIMARY KEY,"
             " tx text NOT NULL, table_name text NOT NULL, op text NOT NULL, key text, row text)"
         )
+        self._install_ledgers(conn)
+
+    def _install_ledgers(self, conn: Connection) -> None:
+        """The quarantine, and the tables of the triggers installed and the digests verified."""
         conn.exec_driver_sql(self.quarantine.create_sql())
         conn.exec_driver_sql(
             f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"

@@ -69,15 +69,7 @@ class LogicalCapture(PostgresCapture):
     def install_base(self, conn: Connection) -> None:
         s = self._quote(self.schema)
         conn.exec_driver_sql(f"CREATE SCHEMA IF NOT EXISTS {s}")
-        conn.exec_driver_sql(self.quarantine.create_sql())
-        conn.exec_driver_sql(
-            f"CREATE TABLE IF NOT EXISTS {self.installed_table} (table_name text PRIMARY KEY,"
-            " digest text NOT NULL)"
-        )
-        conn.exec_driver_sql(
-            f"CREATE TABLE IF NOT EXISTS {self.verified_table} (table_name text PRIMARY KEY,"
-            " digest text NOT NULL, mark text NOT NULL)"
-        )
+        self._install_ledgers(conn)
         if not conn.execute(
             text("SELECT count(*) FROM pg_publication WHERE pubname = :p"), {"p": self.publication}
         ).scalar_one():

@@ -77,12 +77,7 @@ class SQLRegistryStore(Generic[DB_co]):
             raise StorageError(f"domain {domain.name!r} has SQL tables; pass their loader")
         self._capacity = log_capacity
         with self._lock:
-            try:
-                self._dialect.prepare(self._connection())
-            except self._dialect.errors as exc:
-                raise StorageError(
-                    f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
-                ) from exc
+            self._prepare()
             loaded = self._read_stored(domain)
             if loaded is None:
                 loaded = self._open_locked(domain, load_sql)
@@ -119,17 +114,22 @@ class SQLRegistryStore(Generic[DB_co]):
             move.to(loaded.state.epoch, loaded.state.seq)
         return loaded
 
+    def _prepare(self) -> None:
+        """Bring the store's schema to this version (under the lock); a store it cannot read is
+        a ``StorageError`` naming it."""
+        try:
+            self._dialect.prepare(self._connection())
+        except self._dialect.errors as exc:
+            raise StorageError(
+                f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
+            ) from exc
+
     def remove_tables(self, names: Sequence[str]) -> int:
         """Remove stored tables no version of the domain serves any more (``db remove-table``):
         one change set each, in the same history; running workers drop them as they follow.
         Returns the new seq. Opening a worker never removes a table (``store.evolve``)."""
         with self._lock:
-            try:
-                self._dialect.prepare(self._connection())
-            except self._dialect.errors as exc:
-                raise StorageError(
-                    f"{self.where}: cannot read the registry store ({self._dialect.reason(exc)})"
-                ) from exc
+            self._prepare()
             with self._moving() as move:
                 if "domain" not in move.s.meta():
                     raise StorageError(f"{self.where} holds no registry")
