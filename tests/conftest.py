@@ -7,6 +7,7 @@
   Under ``CI=true`` such a test that is skipped is reported as a failure: every landing must
   prove the real path, not skip it.
 - ``postgres_url``: a fresh database on a real PostgreSQL server that the suite starts itself.
+- Under xdist, the files of grid-sized studies start first (``tests/support/schedule.py``).
 - ``XDG_STATE_HOME`` points at a temporary directory for the whole run (subprocesses inherit it):
   ``serve`` and ``serve-mcp`` keep their default histories there, never in the user's state dir.
 """
@@ -42,6 +43,16 @@ REAL_COMPONENT_MARKERS = (
     "pgbouncer",
     "prometheus",
 )
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """Under ``--dist loadfile`` (addopts), the files of grid-sized studies start first
+    (``tests/support/schedule.py``): the run ends when its longest file does."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from tests.support.schedule import LongFilesFirst
+
+    return LongFilesFirst(config, log)
 
 
 def _tau2_installed() -> bool:

@@ -183,7 +183,7 @@ ALLOWED: dict[str, str] = {
     "server/datafiles.py::read_data.->": JSON_OUT,
     "server/http/errors.py::read_json.->": JSON_OUT,
     "server/http/errors.py::parse_json.->": JSON_OUT,
-    "server/http/openapi.py::inline_schema.resolve.->": JSON_OUT,
+    "server/http/openapi.py::_inlined.resolve.->": JSON_OUT,
     "server/sql/upsert.py::_key.->": "a row's key: one column's value, or the list of several",
     "server/store/dialect.py::Cursor.fetchone.->": DB_ROW,
     "server/store/reader.py::decode_row.->": JSON_OUT,

@@ -1,18 +1,32 @@
 """docs/without-contract.md is what the harness wrote: its table is the report's "Without a
-contract" table of the command the page names (rerun under ``study`` by test_docs_commands, which
-calls ``check_without_contract`` on what it wrote), and its figure is shipped."""
+contract" table of the command the page names (rerun as written under ``study`` here, in a file
+of its own: under xdist's ``--dist loadfile`` a file is one worker's job, so this grid and the
+paper grid of test_docs_commands run side by side), and its figure is shipped."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+import pytest
 
 from invalidation_contracts.bench.artifacts import read_runs
 from invalidation_contracts.bench.frontier import HEADERS, contractless_table
 from invalidation_contracts.bench.metrics import aggregate
 
-from .snippets import ROOT
+from .runner import folder
+from .snippets import ROOT, commands, shell_blocks
 
 PAGE = (ROOT / "docs" / "without-contract.md").read_text(encoding="utf-8")
+#: The page's grid: the contract-less policies on the five shipped streams and the two τ² airline
+#: streams.
+WITHOUT_CONTRACT = (
+    "invalidation-contracts run --scenario payments-rotations-1 --scenario payments-rotations-2 "
+    "--scenario payments-rotations-3 --scenario payments-drifted --scenario recipes-drifted "
+    "--scenario tau2-airline-drifted --scenario tau2-airline-seats "
+    "--planner simulated:exact --arm none --arm naive --arm row --arm naive@none --arm ttl@none "
+    "--arm verify@none --arm learned@none --seeds 0,1,2 --out results/without-contract"
+)
 
 
 def check_without_contract(results: Path) -> None:
@@ -48,3 +62,16 @@ def test_the_page_quotes_the_report_table_for_every_stream_and_arm() -> None:
 def test_the_page_shows_the_frontier_figure() -> None:
     assert "](images/without-contract-frontier.png)" in PAGE
     assert (ROOT / "docs" / "images" / "without-contract-frontier.png").stat().st_size > 0
+
+
+@pytest.mark.study
+@pytest.mark.tau2
+def test_the_pages_grid_runs_as_written_and_writes_the_table_and_figure_the_page_shows(
+    tmp_path: Path,
+) -> None:
+    [command] = [
+        c for b in shell_blocks() for c in commands(b.body) if " ".join(c.words) == WITHOUT_CONTRACT
+    ]
+    with folder(tmp_path, list(sys.path)) as here:
+        here.run(command, timeout=900)
+        check_without_contract(here.path / "results" / "without-contract")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 from fastapi import FastAPI
@@ -61,7 +63,13 @@ def request_body(model: type[BaseModel], *, inline: bool = False) -> dict[str, A
 
 
 def inline_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model``'s JSON Schema with every definition written in place."""
+    """``model``'s JSON Schema with every definition written in place (a fresh copy each call:
+    pydantic's schema is made once per model, not once per app)."""
+    return copy.deepcopy(_inlined(model))
+
+
+@functools.cache
+def _inlined(model: type[BaseModel]) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/$defs/{model}")
     defs = schema.pop("$defs", {})
 
