@@ -1,15 +1,19 @@
 """Anonymous slow connections against ``serve --workers 4``: a legitimate client's p99 (issue 42).
 
-A flooder process (its open-file soft limit raised to the hard one) holds ``--slow`` anonymous
-connections to the server open, half slowloris (a request line, then one header byte every
-``DRIP_S``) and half slow-body (a ``POST`` announcing 1 MiB, then one body byte every ``DRIP_S``),
-reopening any the server closes. Meanwhile a legitimate client sends ``--requests`` drafts of the
-domain route one after another, each on a fresh connection (a new client, the case a connection
-cap hurts), with a ``TIMEOUT_S`` limit. Rounds alternate: no flood, flood, no flood, flood ...
-(ratios within one run). Reported: the legitimate p50/p99 with and without the flood, their
-ratio (target ≤ 2×), timeouts and non-2xx/422 answers (target 0), and how many slow connections
-were open while the legitimate requests ran. A standalone script (not a registered study):
-``python -m benchmarks.flood [--slow 1000] [--requests 300] [--rounds 4]``.
+A flooder process (its open-file soft limit raised to the hard one, its priority lowered by
+``--flooder-nice``, 0 by default) holds ``--slow`` anonymous connections to the server open, half
+slowloris (a request line, then one header byte every ``DRIP_S``) and half slow-body (a ``POST``
+of the domain route, the route that reads a body, announcing 1 MiB, then one body byte every
+``DRIP_S``), reopening any the server closes. Meanwhile a legitimate client sends drafts of that
+route one after another for ``--round-s`` seconds (long enough to meet the header timeout's cuts
+and the flooder's reopening), each on a fresh connection (keep-alive off: a new client, the case
+a connection cap hurts) through one ``httpx.Client`` (building a client per request, TLS context
+and all, timed the client's CPU, not the server), with a ``TIMEOUT_S`` limit. Rounds alternate:
+no flood, flood, no flood, flood ... (ratios within one run). Reported: the legitimate p50, p99,
+p99.9 and max with and without the flood, the p99 ratio (target ≤ 2×), timeouts and answers other
+than 200/422 (target 0), the workers' CPU seconds a second in each round, and how many slow
+connections were open while the legitimate requests ran. A standalone script (not a registered
+study): ``python -m benchmarks.flood [--slow 1000] [--round-s 30] [--rounds 4] [--flooder-nice 0]``.
 """
 
 from __future__ import annotations
