@@ -1,7 +1,8 @@
 # The provider as a container: `serve --config` with deploy/serve.toml, JSON logs on stderr,
 # metrics at /contract/metrics (docs/operators.md, "Deploying"). Build: docker build -t
-# invalidation-contracts .   Run: see docs/operators.md.
-FROM python:3.12.8-slim-bookworm
+# invalidation-contracts .   Run: see docs/operators.md. Base: the 3.12.8-slim-bookworm tag
+# pinned by its digest (docs/decisions.md, "The base image by digest").
+FROM python:3.12.8-slim-bookworm@sha256:2199a62885a12290dc9c5be3ca0681d367576ab7bf037da120e564723292a2f0
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

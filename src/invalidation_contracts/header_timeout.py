@@ -165,9 +165,14 @@ def server_config(
 
 
 class _Deadline:
-    """One of a connection's read deadlines: armed, re-armed on progress, cancelled."""
+    """One of a connection's read deadlines: armed, moved on progress, cancelled.
 
-    __slots__ = ("_handle", "_loop", "_on_expiry", "seconds")
+    Progress only moves the due time later (a float); the timer already scheduled stays where it
+    is and, firing early, re-arms itself at the moved time. A byte trickled in schedules no timer
+    (no heap push, no cancelled handle left in the loop's heap): a slow connection costs O(1) per
+    byte and one pending timer per deadline, whatever it sends (issue 42)."""
+
+    __slots__ = ("_due", "_handle", "_loop", "_on_expiry", "seconds")
 
     def __init__(
         self, loop: asyncio.AbstractEventLoop, seconds: float, on_expiry: Callable[[], None]
@@ -175,6 +180,7 @@ class _Deadline:
         self._loop = loop
         self._on_expiry = on_expiry
         self._handle: asyncio.TimerHandle | None = None
+        self._due = 0.0
         self.seconds = seconds
 
     @property
@@ -184,7 +190,8 @@ class _Deadline:
     def arm(self) -> None:
         """Start the clock, unless it already runs for this request's head."""
         if self._handle is None:
-            self._handle = self._loop.call_later(self.seconds, self._expire)
+            self._due = self._loop.time() + self.seconds
+            self._handle = self._loop.call_at(self._due, self._fire)
 
     def cancel(self) -> None:
         if self._handle is not None:
@@ -193,19 +200,25 @@ class _Deadline:
 
     def restart(self) -> None:
         """A fresh period from now (progress was made)."""
-        self.cancel()
-        self.arm()
+        if self._handle is None:
+            self.arm()
+            return
+        self._due = self._loop.time() + self.seconds
+        if self._due < self._handle.when():  # sooner than the timer set: set it again
+            self._handle.cancel()
+            self._handle = self._loop.call_at(self._due, self._fire)
 
     def extend(self, seconds: float) -> None:
         """Move an armed deadline ``seconds`` later (arm it if it is not)."""
         if self._handle is None:
             self.arm()
-            return
-        when = self._handle.when() + seconds
-        self._handle.cancel()
-        self._handle = self._loop.call_at(when, self._expire)
+        else:
+            self._due += seconds
 
-    def _expire(self) -> None:
+    def _fire(self) -> None:
+        if self._handle is not None and self._due > self._handle.when():
+            self._handle = self._loop.call_at(self._due, self._fire)  # moved since: wait on
+            return
         self._handle = None
         self._on_expiry()
 
