@@ -26,7 +26,7 @@ import httpx
 import pytest
 from tests.service.agent import ORIGIN, Agent
 from tests.service.probes import Probe, ready_reports
-from tests.service.processes import serving
+from tests.support.processes import serving
 from tests.service.test_follower_faults import commit
 from tests.support import canary
 
