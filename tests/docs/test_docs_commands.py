@@ -390,6 +390,7 @@ def test_every_synopsis_has_a_runnable_example_on_its_page() -> None:
 
 
 @pytest.mark.study
+@pytest.mark.timeout(1200)  # the command may take its 900 s; the suite's 600 s would cut it first
 @pytest.mark.parametrize(
     "command",
     [

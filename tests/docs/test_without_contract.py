@@ -66,6 +66,7 @@ def test_the_page_shows_the_frontier_figure() -> None:
 
 @pytest.mark.study
 @pytest.mark.tau2
+@pytest.mark.timeout(1200)  # the command may take its 900 s; the suite's 600 s would cut it first
 def test_the_pages_grid_runs_as_written_and_writes_the_table_and_figure_the_page_shows(
     tmp_path: Path,
 ) -> None:
