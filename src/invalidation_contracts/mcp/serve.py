@@ -21,7 +21,7 @@ from ..server.provider import Provider
 from ..server.trust import TrustOptions
 from ..sockets import listen, raise_file_limit
 from .backend import ContractBackend, ProviderBackend
-from .http import HttpOptions, http_app
+from .http import ASGIApp, HttpOptions, http_app
 from .server import contract_server, run_stdio
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _uvicorn_config(
     from ..json_logs import RequestTrace
 
     options = http or HttpOptions()
-    app: Any = http_app(server, host, options)
+    app: ASGIApp = http_app(server, host, options)
     logging: dict[str, Any] = {}
     if json_logs:
         app, logging["log_config"] = RequestTrace(app), None

@@ -30,7 +30,7 @@ from ..tables import Snapshot, freeze, same_json, thaw
 from ..transitions import TableChange
 
 
-def with_undeclared(row: Any, held: Any, kept: Collection[str]) -> Any:
+def with_undeclared(row: object, held: object, kept: Collection[str]) -> object:
     """``row`` as this worker read it (every column it declares, NULL included), with the values
     ``held`` (the registry's row) has in columns ``kept``: the table's columns this worker does
     not declare, which another version may (it wrote them; they are its to change)."""
