@@ -26,9 +26,9 @@ import httpx
 import pytest
 from tests.service.agent import ORIGIN, Agent
 from tests.service.probes import Probe, ready_reports
-from tests.support.processes import serving
 from tests.service.test_follower_faults import commit
 from tests.support import canary
+from tests.support.processes import serving
 
 from invalidation_contracts.cli import main
 from invalidation_contracts.domains import get_catalog, get_domain
