@@ -186,6 +186,21 @@ def test_an_unreadable_row_does_not_block_a_worker_from_starting(
         again.close()
 
 
+@pytest.mark.parametrize("pdb", BACKENDS[1:], indirect=True)  # only PostgreSQL is surveyed
+def test_a_survey_quarantines_a_bypassed_row_it_cannot_carry(
+    pdb: ProviderDB, worker: Runtime
+) -> None:
+    pdb.script(
+        "DROP TRIGGER ic_capture ON poison",
+        "INSERT INTO poison VALUES ('big', 9007199254740993, 1.0, NULL)",
+    )
+    state, [source] = worker.registry.state, worker.sources
+    marks = {name: f"{state.epoch}/{t.version}" for name, t in state.tables.items()}
+    source.survey(state.tables, marks)  # type: ignore[attr-defined]
+    assert quarantined(worker) == [("poison", "big")], "reported, not silently left out"
+    assert "big" not in rows(worker)
+
+
 def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...protocol.problems import ProtocolError
 from ..tables import Snapshot, freeze, same_json, thaw
 from ..transitions import TableChange
+
+if TYPE_CHECKING:
+    from .records import QuarantineEntry
 
 
 def with_undeclared(row: object, held: object, kept: Collection[str]) -> object:
@@ -50,6 +53,8 @@ class TableSurvey:
     differing: set[str] = field(default_factory=set)
     seen: set[str] = field(default_factory=set)
     unreadable: int = 0
+    aside: list[tuple[str, str]] = field(default_factory=list)
+    """The rows it cannot carry: (key, why), for the quarantine."""
 
     def feed(self, rows: Iterable[tuple[str, Any]]) -> None:
         current = self.current.rows
@@ -59,8 +64,9 @@ class TableSurvey:
             try:
                 where = f"{self.current.name}[{key!r}]"
                 frozen = freeze(with_undeclared(value, held, self.kept), where)
-            except ProtocolError:  # the capture's quarantine deals with it, not a survey
+            except ProtocolError as exc:  # not compared: set aside (quarantined) by the caller
                 self.unreadable += 1
+                self.aside.append((key, exc.detail))
                 continue
             if held is None or not same_json(frozen, held):
                 self.differing.add(key)
@@ -90,6 +96,8 @@ class Survey:
     verified: Mapping[str, tuple[str, str]]
     read: int = 0
     """Rows read (for the log and the benchmark)."""
+    unreadable: tuple[QuarantineEntry, ...] = ()
+    """Rows the contract cannot carry (a write that bypassed the capture): to quarantine."""
 
 
 @dataclass

@@ -29,7 +29,6 @@ from .consumed import ConsumedCapture
 from .declare import BoundTable, Declarations, bind, newly_broken, rebind, undeclared
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
-from .quarantine import Quarantining
 from .rewrite import current_images
 from .survey import Surveyed, recheck_batch
 from .upsert import RowWriter
@@ -43,7 +42,7 @@ DEFAULT_BATCH_RECORDS = 2_000
 commits: the watchdog never undoes finished work, and readers see progress)."""
 
 
-class SQLSource(Surveyed, Quarantining):
+class SQLSource(Surveyed):
     """The declared tables of one database (SQLite or PostgreSQL) and their change capture."""
 
     def __init__(

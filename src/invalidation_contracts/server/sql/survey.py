@@ -28,6 +28,7 @@ from ..tables import Snapshot, freeze
 from .capture import CaptureDialect, PostgresCapture
 from .declare import BoundTable, undeclared
 from .engine import failure_reason
+from .quarantine import Quarantining
 
 if TYPE_CHECKING:
     from ..state import RegistryState
@@ -66,6 +67,7 @@ def survey(
         progress(0)
     candidates: dict[str, frozenset[str]] = {}
     equal: dict[str, tuple[str, str]] = {}
+    aside: list[QuarantineEntry] = []
     read = 0
     for table in declared:
         name, mark = table.name, marks[table.name]
@@ -76,19 +78,25 @@ def survey(
         for chunk in cursor.exec_driver_sql(dialect.select_sql(table)).partitions(SURVEY_CHUNK):
             rows: list[tuple[str, Any]] = []
             for rendered, row in chunk:
+                key = rendered if isinstance(rendered, str) else str(rendered)
                 try:
-                    rows.append((key_text(rendered), row_value(row)))
-                except ProtocolError:
+                    key = key_text(rendered)
+                    rows.append((key, row_value(row)))
+                except ProtocolError as exc:  # as ``read_tables`` names it, for the quarantine
                     compared.unreadable += 1
+                    aside.append(QuarantineEntry(name, key, f"{table.where}: {exc.detail}"))
             compared.feed(rows)
             read += len(chunk)
             if progress is not None:
                 progress(read)
+        aside.extend(
+            QuarantineEntry(name, key, f"{table.where}: {why}") for key, why in compared.aside
+        )
         if compared.equal:
             equal[name] = (digests[name], mark)
         elif compared.candidates():
             candidates[name] = compared.candidates()
-    return Survey(candidates, equal, read)
+    return Survey(candidates, equal, read, tuple(aside))
 
 
 def reread(
@@ -133,7 +141,7 @@ def reread(
     return rows, unreadable
 
 
-class Surveyed:
+class Surveyed(Quarantining):
     """``SQLSource``'s survey: its periodic reconciliation beside the worker (PostgreSQL)."""
 
     dialect: CaptureDialect
@@ -151,7 +159,9 @@ class Surveyed:
         assert isinstance(self.dialect, PostgresCapture), "only PostgreSQL is surveyed"
         self._reconciled_at = time.monotonic()  # the interval starts again
         self._heal()
-        return run_survey(self._connect, self.dialect, self.bound, tables, marks, self._where())
+        found = run_survey(self._connect, self.dialect, self.bound, tables, marks, self._where())
+        self.set_aside(found.unreadable)  # a bypass wrote what the capture would have refused
+        return found
 
     def mark_loaded(self, state: RegistryState) -> None:
         """After ``load`` initialised a registry now at ``state``: the digests read in the load's
@@ -169,12 +179,6 @@ class Surveyed:
         raise NotImplementedError
 
     def _heal(self) -> None:
-        raise NotImplementedError
-
-    def _connect(self, *, write: bool = False) -> Connection:
-        raise NotImplementedError
-
-    def _where(self) -> str:
         raise NotImplementedError
 
 
