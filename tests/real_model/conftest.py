@@ -25,14 +25,11 @@ SPEC = f"local:{MODEL}"
 SHORT_SCENARIO = """
 name = "payments-short"
 domain = "acme_billing"
-description = "Four payments episodes for the real-model smoke test."
+description = "Three payments episodes for the real-model smoke test: learn, another, reuse."
 max_attempts = 3
 level = 6
 stale_slots = []
-schedule = [
-    "governed-partner-growth", "plain-starter-monthly", "governed-partner-growth",
-    "funding-enterprise-annual",
-]
+schedule = ["governed-partner-growth", "plain-starter-monthly", "governed-partner-growth"]
 """
 
 

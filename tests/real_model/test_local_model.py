@@ -1,6 +1,6 @@
 """A real model end to end: llama.cpp serving Qwen2.5-Coder-0.5B, driven through the shipped CLI.
 
-Bounded for two CPU cores: one preflight round, then a four-episode stream on one arm, twice with
+Bounded for two CPU cores: one preflight round, then a three-episode stream on one arm, twice with
 the same seed. Those three are studies (``pytest -m study``, CI's second step); the killed-server
 test is the smoke every default run does. Marked ``real_model``: under ``CI=true`` a skip (model
 unobtainable) is a failure.
