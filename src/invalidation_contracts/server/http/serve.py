@@ -18,7 +18,6 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.supervisors import Multiprocess
 
 from ...header_timeout import server_config
 from ...sockets import (
@@ -29,6 +28,7 @@ from ...sockets import (
     raise_file_limit,
 )
 from ...sockets import listen as tcp_listener
+from .supervisor import Supervisor
 
 #: Seconds a stopping server waits for open responses (watch streams never end by themselves).
 GRACEFUL_SHUTDOWN_S = 5
@@ -108,7 +108,7 @@ def serve(
         if workers == 1:
             uvicorn.Server(config).run(sockets=[listener])
         else:
-            Multiprocess(config, sockets=[listener]).run()
+            Supervisor(config, sockets=[listener]).run()
 
 
 @contextlib.asynccontextmanager
