@@ -211,9 +211,9 @@ def test_a_verified_digest_spares_reading_a_table_and_a_bypass_still_shows(pg: P
 # -- the survey: a reconciliation outside the registry's lock (issue 41) ------------------------
 
 
-@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=PG_SOURCES)
 def triggers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worker]:
-    """A worker over PostgreSQL's trigger capture (the surveyed source), not started."""
+    """A worker over a surveyed source (PostgreSQL's triggers or logical decoding)."""
     for pdb in provider_db(request, tmp_path):
         pdb.script(*SCHEMA)
         w = Worker(pdb, pdb.url, interval=None)
