@@ -24,7 +24,8 @@ Its start and periodic reconciliation are a survey (``sql.survey``), as the trig
 the survey compares rows with the registry, not positions, so the slot's positions (LSNs, not
 record ids) do not matter to it; the candidates are read again in the snapshot the slot's changes'
 images are read in, under the registry's lock. A lost slot still reads every table in that
-snapshot (it trusts no digest).
+snapshot when a full read was asked for; else (a running worker) its new slot's changes are
+consumed and a survey that trusts no verified digest is due at once (``Surveyed.survey_soon``).
 """
 
 from __future__ import annotations
@@ -220,6 +221,11 @@ class LogicalSource(SQLSource):
         except SlotGone:
             lost = self._ensure_slot()
         try:
+            if lost is not None and not full and after is not None:
+                # what no slot decoded is found by a survey beside the worker (trusting no
+                # verified digest), not by reading every table under the registry's lock
+                self.survey_soon(lost)
+                return self._read(after, full=False, marks=None, limit=limit, lost=None)
             return self._read(after, full=True, marks=marks, limit=limit, lost=lost)
         except SlotGone:
             raise SourceError(f"{self._where()}: the slot {self.slot!r} keeps vanishing") from None

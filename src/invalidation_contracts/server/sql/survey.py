@@ -10,6 +10,7 @@ a migration holding a table's ACCESS EXCLUSIVE lock postpones the recheck, never
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
 import time
@@ -33,6 +34,7 @@ from .quarantine import Quarantining
 if TYPE_CHECKING:
     from ..state import RegistryState
 
+logger = logging.getLogger(__name__)
 SURVEY_CHUNK = 10_000
 """Rows fetched per round trip of a survey's cursor (and between two ``progress`` calls)."""
 SURVEY_LOCK_TIMEOUT_S = 30.0
@@ -56,13 +58,16 @@ def survey(
     tables: Mapping[str, Snapshot],
     marks: Mapping[str, str],
     progress: Callable[[int], None] | None = None,
+    *,
+    trusted: bool = True,
 ) -> Survey:
     """Compare every declared table in ``tables`` (the registry's, at ``marks``) with the
-    database, in ``conn``'s one snapshot (a read-only transaction the caller began)."""
+    database, in ``conn``'s one snapshot (a read-only transaction the caller began); with
+    ``trusted`` False, a table verified at its mark is read all the same."""
     conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(SURVEY_LOCK_TIMEOUT_S * 1000)}ms'")
     declared = [bound[name] for name in tables if name in bound]
     digests = dialect.digests(conn, declared)
-    verified = dialect.verified(conn)
+    verified = dialect.verified(conn) if trusted else {}
     if progress is not None:
         progress(0)
     candidates: dict[str, frozenset[str]] = {}
@@ -148,6 +153,7 @@ class Surveyed(Quarantining):
     bound: dict[str, BoundTable]
     _reconciled_at: float
     _loaded: dict[str, str]
+    _distrust: bool = False
 
     @property
     def surveys(self) -> bool:
@@ -158,10 +164,21 @@ class Surveyed(Quarantining):
         """Compare the tables with the registry's ``tables`` at ``marks`` outside its lock."""
         assert isinstance(self.dialect, PostgresCapture), "only PostgreSQL is surveyed"
         self._reconciled_at = time.monotonic()  # the interval starts again
+        distrust = self._distrust
         self._heal()
-        found = run_survey(self._connect, self.dialect, self.bound, tables, marks, self._where())
+        found = run_survey(
+            self._connect, self.dialect, self.bound, tables, marks, self._where(), not distrust
+        )
+        self._distrust = False
         self.set_aside(found.unreadable)  # a bypass wrote what the capture would have refused
         return found
+
+    def survey_soon(self, why: str) -> None:
+        """The capture cannot vouch for what it missed (a lost replication slot): the next
+        survey is due at once and reads every table, trusting no verified digest."""
+        self._distrust = True
+        self._reconciled_at = float("-inf")
+        logger.warning("%s: %s; every table is surveyed", self._where(), why)
 
     def mark_loaded(self, state: RegistryState) -> None:
         """After ``load`` initialised a registry now at ``state``: the digests read in the load's
@@ -189,16 +206,18 @@ def run_survey(
     tables: Mapping[str, Snapshot],
     marks: Mapping[str, str],
     where: str,
+    trusted: bool = True,
 ) -> Survey:
     """``survey`` in a read-only transaction of its own on ``connect()`` (a read snapshot),
-    its connection broken when no answer comes for ``SURVEY_STALL_S`` (``StallGuard``)."""
+    its connection broken when no answer comes for ``SURVEY_STALL_S`` (``StallGuard``);
+    ``trusted``: whether a table verified at its mark may be skipped."""
     guard: StallGuard | None = None
     try:
         with connect() as conn:
             guard = StallGuard(conn, SURVEY_STALL_S)
             with guard, conn.begin():
                 conn.exec_driver_sql("SET TRANSACTION READ ONLY")
-                return survey(conn, dialect, bound, tables, marks, guard.turn)
+                return survey(conn, dialect, bound, tables, marks, guard.turn, trusted=trusted)
     except SQLAlchemyError as exc:
         reason = failure_reason(exc)
         if guard is not None and guard.broke:
