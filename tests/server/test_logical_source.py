@@ -113,9 +113,7 @@ def test_a_lost_slot_is_reconciled_by_a_survey_in_the_same_epoch_not_skipped(
 
     read_in_full: list[object] = []
     real_read_all = logical.read_all
-    monkeypatch.setattr(
-        logical, "read_all", lambda *a: read_in_full.append(a) or real_read_all(*a)
-    )
+    monkeypatch.setattr(logical, "read_all", lambda *a: read_in_full.append(a) or real_read_all(*a))
     old = worker.registry.state
     logical_source = source(worker)
     pdb.query(f"SELECT pg_drop_replication_slot('{logical_source.slot}')")

@@ -246,7 +246,7 @@ class LogicalSource(SQLSource):
                 records = current_images(conn, self.dialect, self.bound, records)
                 if recheck and not more and not full and lost is None:
                     # the candidates' rows in the snapshot the records' images were read in
-                    return recheck_batch(conn, self.dialect, self.bound, recheck, head, records)
+                    return recheck_batch(conn, self._logical, self.bound, recheck, head, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, lost=lost)
                 # a lost slot trusts no verified digest: every table is read

@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import text
-from sqlalchemy.engine import Connection
+from sqlalchemy import event, text
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from ...protocol.problems import ProtocolError
@@ -227,12 +227,20 @@ def run_survey(
 
 class StallGuard:
     """Breaks ``conn``'s socket from a thread of its own when ``turn`` was not called for
-    ``bound_s`` seconds while the block runs: a read that hangs on a silent link fails."""
+    ``bound_s`` seconds while the block runs: a read that hangs on a silent link fails.
+    With ``engine`` (and no ``conn``): every connection this thread checks out of it in the
+    block (``stall_bound``)."""
 
-    def __init__(self, conn: Connection, bound_s: float) -> None:
+    def __init__(
+        self, conn: Connection | None, bound_s: float, *, engine: Engine | None = None
+    ) -> None:
         self.bound_s = bound_s
         self.broke = False
-        self._dbapi = conn.connection.dbapi_connection
+        self._dbapis: list[object] = []
+        if conn is not None and conn.connection.dbapi_connection is not None:
+            self._dbapis.append(conn.connection.dbapi_connection)
+        self._engine = engine
+        self._owner = threading.get_ident()
         self._last = time.monotonic()
         self._done = threading.Event()
         self._thread = threading.Thread(
@@ -244,22 +252,38 @@ class StallGuard:
         self._last = time.monotonic()
 
     def __enter__(self) -> StallGuard:
+        if self._engine is not None:
+            event.listen(self._engine, "checkout", self._checked_out)
         self._last = time.monotonic()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._engine is not None:
+            event.remove(self._engine, "checkout", self._checked_out)
         self._done.set()
         self._thread.join()
+
+    def _checked_out(self, dbapi: object, _record: object, _proxy: object) -> None:
+        if threading.get_ident() == self._owner:
+            self._dbapis.append(dbapi)
 
     def _watch(self) -> None:
         from ..store.postgres import break_connection
 
         while not self._done.wait(min(1.0, self.bound_s / 4)):
-            if time.monotonic() - self._last > self.bound_s and self._dbapi is not None:
+            if time.monotonic() - self._last > self.bound_s and self._dbapis:
                 self.broke = True
-                break_connection(self._dbapi)  # type: ignore[arg-type]
+                for dbapi in list(self._dbapis):
+                    break_connection(dbapi)  # type: ignore[arg-type]
                 return
+
+
+def stall_bound(engine: Engine) -> StallGuard:
+    """A ``StallGuard`` over the connections the calling thread checks out of ``engine`` in the
+    block, at ``SURVEY_STALL_S``: a reconciliation's other steps (``_heal``: the declarations
+    checked, the capture reinstalled) hang no longer than its reads."""
+    return StallGuard(None, SURVEY_STALL_S, engine=engine)
 
 
 def recheck_batch(
