@@ -160,6 +160,34 @@ def test_sqlite_writes_with_the_trigger_dropped_are_reconciled(tmp_path: Path) -
         worker.close()
 
 
+def test_a_sqlite_worker_start_reconciles_a_bypass_without_reading_a_table_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite start is a survey too (issue 41): every row compared beside the registry's
+    lock, only the differing rows read again, and applied, under it."""
+    from invalidation_contracts.server.sql import source as source_module
+
+    pdb = ProviderDB("sqlite", f"sqlite:///{tmp_path / 'p.db'}", str(tmp_path / "p.db"))
+    pdb.script(*SCHEMA)
+    store = str(tmp_path / "registry.sqlite")
+    first = Worker(pdb, store, interval=None)
+    before = first.state
+    first.close()
+    pdb.script(
+        "DROP TRIGGER ic_capture_carriers_update",
+        "UPDATE carriers SET successor = 'ups' WHERE code = 'tnt'",
+    )
+    read_in_full: list[object] = []
+    real = source_module.read_tables
+    monkeypatch.setattr(source_module, "read_tables", lambda *a: read_in_full.append(a) or real(*a))
+    second = Worker(pdb, store, interval=None)
+    try:
+        assert read_in_full == [], "no table was read in full under the registry's lock"
+        assert_reconciled(second, before.seq, before.epoch, [("tnt", "changed")])
+    finally:
+        second.close()
+
+
 def test_a_running_worker_reconciles_periodically_by_itself(
     pdb: ProviderDB, tmp_path: Path
 ) -> None:

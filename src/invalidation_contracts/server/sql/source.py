@@ -188,7 +188,7 @@ class SQLSource(Surveyed):
                     records = self.dialect.records(conn, after) if after is not None else []
                 if not self.dialect.contiguous:
                     records = current_images(conn, self.dialect, self.bound, records)
-                if recheck and not more and isinstance(self.dialect, PostgresCapture):
+                if recheck and not more:
                     return recheck_batch(conn, self.dialect, self.bound, recheck, head, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
@@ -230,8 +230,11 @@ class SQLSource(Surveyed):
                 logger.error("%s: the change capture is not live: %s", self.name, why)
 
     def reconcile_due(self) -> bool:
-        """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never)."""
+        """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never),
+        or a survey the capture asked for (``survey_soon``)."""
         interval = self.reconcile_interval_s
+        if self._distrust:
+            return True
         return interval is not None and time.monotonic() - self._reconciled_at >= interval
 
     def mark_verified(self, marks: Mapping[str, tuple[str, str]]) -> None:

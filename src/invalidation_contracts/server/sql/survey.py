@@ -53,7 +53,7 @@ _INTEGER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 def survey(
     conn: Connection,
-    dialect: PostgresCapture,
+    dialect: CaptureDialect,
     bound: Mapping[str, BoundTable],
     tables: Mapping[str, Snapshot],
     marks: Mapping[str, str],
@@ -64,7 +64,8 @@ def survey(
     """Compare every declared table in ``tables`` (the registry's, at ``marks``) with the
     database, in ``conn``'s one snapshot (a read-only transaction the caller began); with
     ``trusted`` False, a table verified at its mark is read all the same."""
-    conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(SURVEY_LOCK_TIMEOUT_S * 1000)}ms'")
+    if isinstance(dialect, PostgresCapture):
+        conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{int(SURVEY_LOCK_TIMEOUT_S * 1000)}ms'")
     declared = [bound[name] for name in tables if name in bound]
     digests = dialect.digests(conn, declared)
     verified = dialect.verified(conn) if trusted else {}
@@ -75,8 +76,8 @@ def survey(
     aside: list[QuarantineEntry] = []
     read = 0
     for table in declared:
-        name, mark = table.name, marks[table.name]
-        if verified.get(name) == (digests[name], mark):
+        name, mark, digest = table.name, marks[table.name], digests.get(table.name)
+        if digest is not None and verified.get(name) == (digest, mark):
             continue
         compared = TableSurvey(tables[name], kept=frozenset(c.name for c in table.others))
         cursor = conn.execution_options(stream_results=True, max_row_buffer=SURVEY_CHUNK)
@@ -97,16 +98,16 @@ def survey(
         aside.extend(
             QuarantineEntry(name, key, f"{table.where}: {why}") for key, why in compared.aside
         )
-        if compared.equal:
-            equal[name] = (digests[name], mark)
-        elif compared.candidates():
+        if compared.equal and digest is not None:
+            equal[name] = (digest, mark)
+        if compared.candidates():
             candidates[name] = compared.candidates()
     return Survey(candidates, equal, read, tuple(aside))
 
 
 def reread(
     conn: Connection,
-    dialect: PostgresCapture,
+    dialect: CaptureDialect,
     bound: Mapping[str, BoundTable],
     candidates: Mapping[str, frozenset[str]],
 ) -> tuple[dict[str, dict[str, Any]], list[QuarantineEntry]] | None:
@@ -114,36 +115,52 @@ def reread(
     ``conn``'s snapshot; None when a table's lock was not granted in time (postponed)."""
     rows: dict[str, dict[str, Any]] = {}
     unreadable: list[QuarantineEntry] = []
+    if not isinstance(dialect, PostgresCapture):  # SQLite: a reader waits for no lock
+        _reread(conn, dialect, bound, candidates, rows, unreadable)
+        return rows, unreadable
     try:
         with conn.begin_nested():
             conn.exec_driver_sql(
                 f"SET LOCAL lock_timeout = '{int(RECHECK_LOCK_TIMEOUT_S * 1000)}ms'"
             )
-            for name, keys in candidates.items():
-                table = bound.get(name)
-                if table is None:
-                    continue
-                found: dict[str, Any] = {}
-                given = {"keys": list(_key_arrays(keys, len(table.key)))}
-                for rendered, row in conn.execute(text(_keyed_sql(conn, dialect, table)), given):
-                    key = str(rendered)
-                    try:
-                        key = key_text(rendered)
-                        value = row_value(row)
-                        freeze(value, f"{name}[{key!r}]")
-                    except ProtocolError as exc:
-                        unreadable.append(
-                            QuarantineEntry(name, key, f"{table.where}: {exc.detail}")
-                        )
-                        continue
-                    found[key] = value
-                rows[name] = found
+            _reread(conn, dialect, bound, candidates, rows, unreadable)
             conn.exec_driver_sql("SET LOCAL lock_timeout = DEFAULT")
     except OperationalError as exc:
         if "lock timeout" not in str(exc):
             raise
         return None
     return rows, unreadable
+
+
+def _reread(
+    conn: Connection,
+    dialect: CaptureDialect,
+    bound: Mapping[str, BoundTable],
+    candidates: Mapping[str, frozenset[str]],
+    rows: dict[str, dict[str, Any]],
+    unreadable: list[QuarantineEntry],
+) -> None:
+    """``reread``'s reads: each table's candidates by key, into ``rows`` and ``unreadable``."""
+    for name, keys in candidates.items():
+        table = bound.get(name)
+        if table is None:
+            continue
+        found: dict[str, Any] = {}
+        arrays = list(_key_arrays(keys, len(table.key)))
+        given: dict[str, object] = {"keys": arrays}
+        if not isinstance(dialect, PostgresCapture):  # one JSON array of the arrays
+            given = {"keys": "[" + ",".join(arrays) + "]"}
+        for rendered, row in conn.execute(text(_keyed_sql(conn, dialect, table)), given):
+            key = str(rendered)
+            try:
+                key = key_text(rendered)
+                value = row_value(row)
+                freeze(value, f"{name}[{key!r}]")
+            except ProtocolError as exc:
+                unreadable.append(QuarantineEntry(name, key, f"{table.where}: {exc.detail}"))
+                continue
+            found[key] = value
+        rows[name] = found
 
 
 class Surveyed(Quarantining):
@@ -154,15 +171,17 @@ class Surveyed(Quarantining):
     _reconciled_at: float
     _loaded: dict[str, str]
     _distrust: bool = False
+    name: str
 
     @property
     def surveys(self) -> bool:
-        """Whether the periodic reconciliation is a survey (else a full read under the lock)."""
-        return isinstance(self.dialect, PostgresCapture)
+        """Whether the start's and periodic reconciliation is a survey (else a full read under
+        the lock): PostgreSQL (digests in the database) and SQLite (every row read beside the
+        worker, compared in Python)."""
+        return True
 
     def survey(self, tables: Mapping[str, Snapshot], marks: Mapping[str, str]) -> Survey:
         """Compare the tables with the registry's ``tables`` at ``marks`` outside its lock."""
-        assert isinstance(self.dialect, PostgresCapture), "only PostgreSQL is surveyed"
         self._reconciled_at = time.monotonic()  # the interval starts again
         distrust = self._distrust
         self._heal()
@@ -174,11 +193,10 @@ class Surveyed(Quarantining):
         return found
 
     def survey_soon(self, why: str) -> None:
-        """The capture cannot vouch for what it missed (a lost replication slot): the next
-        survey is due at once and reads every table, trusting no verified digest."""
+        """The capture cannot vouch for what it missed (a gap, a lost replication slot): the
+        next survey is due at once and reads every table, trusting no verified digest."""
         self._distrust = True
-        self._reconciled_at = float("-inf")
-        logger.warning("%s: %s; every table is surveyed", self._where(), why)
+        logger.warning("%s: %s; every table is surveyed beside the worker", self.name, why)
 
     def mark_loaded(self, state: RegistryState) -> None:
         """After ``load`` initialised a registry now at ``state``: the digests read in the load's
@@ -201,7 +219,7 @@ class Surveyed(Quarantining):
 
 def run_survey(
     connect: Callable[[], Connection],
-    dialect: PostgresCapture,
+    dialect: CaptureDialect,
     bound: Mapping[str, BoundTable],
     tables: Mapping[str, Snapshot],
     marks: Mapping[str, str],
@@ -216,7 +234,8 @@ def run_survey(
         with connect() as conn:
             guard = StallGuard(conn, SURVEY_STALL_S)
             with guard, conn.begin():
-                conn.exec_driver_sql("SET TRANSACTION READ ONLY")
+                if isinstance(dialect, PostgresCapture):
+                    conn.exec_driver_sql("SET TRANSACTION READ ONLY")
                 return survey(conn, dialect, bound, tables, marks, guard.turn, trusted=trusted)
     except SQLAlchemyError as exc:
         reason = failure_reason(exc)
@@ -288,7 +307,7 @@ def stall_bound(engine: Engine) -> StallGuard:
 
 def recheck_batch(
     conn: Connection,
-    dialect: PostgresCapture,
+    dialect: CaptureDialect,
     bound: Mapping[str, BoundTable],
     recheck: Mapping[str, frozenset[str]],
     head: int,
@@ -306,10 +325,15 @@ def recheck_batch(
     )
 
 
-def _keyed_sql(conn: Connection, dialect: PostgresCapture, table: BoundTable) -> str:
-    """``select_sql`` of the rows whose key, as a JSON array, is one of ``:keys`` (text[])."""
+def _keyed_sql(conn: Connection, dialect: CaptureDialect, table: BoundTable) -> str:
+    """``select_sql`` of the rows whose key, as a JSON array, is one of ``:keys`` (PostgreSQL:
+    text[]; SQLite: one JSON array of them, its key columns compared value by value)."""
     quote = conn.dialect.identifier_preparer.quote
     refs = ", ".join(f"t.{quote(c.name)}" for c in table.key)
+    if not isinstance(dialect, PostgresCapture):
+        parts = ", ".join(f"json_extract(k.value, '$[{i}]')" for i in range(len(table.key)))
+        keyed = f"({refs}) IN (SELECT {parts} FROM json_each(:keys) AS k)"
+        return f"{dialect.select_sql(table)} WHERE {keyed}"
     return (
         f"{dialect.select_sql(table)}"
         f" WHERE jsonb_build_array({refs}) = ANY(CAST(:keys AS text[])::jsonb[])"
