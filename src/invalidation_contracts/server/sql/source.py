@@ -30,7 +30,7 @@ from .declare import BoundTable, Declarations, bind, newly_broken, rebind, undec
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
-from .survey import Surveyed, recheck_batch, stall_bound
+from .survey import RESURVEY_S, Surveyed, recheck_batch, stall_bound
 from .upsert import RowWriter
 
 logger = logging.getLogger(__name__)
@@ -233,8 +233,8 @@ class SQLSource(Surveyed):
         """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never),
         or a survey the capture asked for (``survey_soon``)."""
         interval = self.reconcile_interval_s
-        if self._distrust:
-            return True
+        if self._distrust:  # asked for: at once, then every RESURVEY_S while one fails
+            return time.monotonic() - self._reconciled_at >= RESURVEY_S
         return interval is not None and time.monotonic() - self._reconciled_at >= interval
 
     def mark_verified(self, marks: Mapping[str, tuple[str, str]]) -> None:

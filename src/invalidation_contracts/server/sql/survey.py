@@ -45,6 +45,8 @@ SURVEY_STALL_S = 60.0
 is broken from outside: a link that acknowledges but never answers (no FIN, no RST, keepalives
 answered by a proxy) fails the survey, which is logged, instead of holding every later one. Above
 ``SURVEY_LOCK_TIMEOUT_S``: a lock waited for answers (an error) within it."""
+RESURVEY_S = 5.0
+"""How soon a survey the capture asked for (``survey_soon``) is tried again after one failed."""
 RECHECK_LOCK_TIMEOUT_S = 0.5
 """How long the recheck under the registry's lock waits for a table's lock before it is
 postponed to the next round (the records are consumed meanwhile)."""
@@ -196,6 +198,7 @@ class Surveyed(Quarantining):
         """The capture cannot vouch for what it missed (a gap, a lost replication slot): the
         next survey is due at once and reads every table, trusting no verified digest."""
         self._distrust = True
+        self._reconciled_at = float("-inf")
         logger.warning("%s: %s; every table is surveyed beside the worker", self.name, why)
 
     def mark_loaded(self, state: RegistryState) -> None:
