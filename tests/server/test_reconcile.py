@@ -212,6 +212,33 @@ def test_a_running_worker_reconciles_periodically_by_itself(
         worker.close()
 
 
+def test_a_running_sqlite_worker_surveys_a_capture_gap_by_itself_with_no_interval(
+    tmp_path: Path,
+) -> None:
+    """A gap (records someone deleted) makes a survey due at once, beside the lock, even with no
+    periodic reconciliation: the row the gap hid is reconciled by the follower (issue 41)."""
+    pdb = ProviderDB("sqlite", f"sqlite:///{tmp_path / 'p.db'}", str(tmp_path / "p.db"))
+    pdb.script(*SCHEMA)
+    worker = Worker(pdb, str(tmp_path / "registry.sqlite"), interval=None)
+    worker.runtime.start()
+    try:
+        before = worker.state
+        pdb.script(
+            "UPDATE zones SET surcharge = 1 WHERE country = 'SE'",
+            "UPDATE zones SET surcharge = 2 WHERE country = 'NO'",
+            "DELETE FROM ic_capture WHERE key LIKE '%SE%'",  # lost: a gap before NO's record
+        )
+        deadline = time.monotonic() + 10
+        while worker.state.tables["zones"].rows["SE"]["surcharge"] != 1:
+            assert time.monotonic() < deadline, "the gap's rows were never surveyed"
+            time.sleep(0.05)
+        feed = worker.runtime.registry.changes(before.seq, epoch=before.epoch)
+        assert [t.reconciled for t in feed.tables] == [None, True], "NO captured, SE surveyed"
+        assert [(r.key, r.op) for r in feed.rows] == [("NO", "changed"), ("SE", "changed")]
+    finally:
+        worker.close()
+
+
 def test_an_unchanged_table_is_reconciled_without_a_change(worker: Worker) -> None:
     before = worker.state
     assert reconcile(worker) is False
