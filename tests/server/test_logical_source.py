@@ -103,13 +103,28 @@ def test_a_read_the_registry_did_not_commit_leaves_the_slot_where_it_was(
         again.close()
 
 
-def test_a_lost_slot_is_reconciled_in_the_same_epoch_not_skipped(
-    pdb: ProviderDB, worker: Runtime
+def test_a_lost_slot_is_reconciled_by_a_survey_in_the_same_epoch_not_skipped(
+    pdb: ProviderDB, worker: Runtime, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The rows no slot decoded are found by a survey outside the registry's lock (issue 41),
+    which trusts no verified digest; the lock's read is only the new slot's changes."""
+    from invalidation_contracts.server.capture.survey import Recheck
+    from invalidation_contracts.server.sql import logical
+
+    read_in_full: list[object] = []
+    real_read_all = logical.read_all
+    monkeypatch.setattr(logical, "read_all", lambda *a: read_in_full.append(a) or real_read_all(*a))
     old = worker.registry.state
-    pdb.query(f"SELECT pg_drop_replication_slot('{source(worker).slot}')")
+    logical_source = source(worker)
+    pdb.query(f"SELECT pg_drop_replication_slot('{logical_source.slot}')")
     pdb.script("UPDATE plans SET funding = 'lost' WHERE id = 'pro'")  # no slot saw it
-    assert ingest(worker.registry, worker.sources[0]) is True
+    ingest(worker.registry, logical_source)
+    assert read_in_full == [], "no table was read under the registry's lock"
+    assert logical_source.reconcile_due(), "a survey is due at once"
+    marks = {"plans": f"{old.epoch}/{old.tables['plans'].version}"}
+    found = logical_source.survey(worker.registry.state.tables, marks)
+    assert found.candidates == {"plans": frozenset({"pro"})}
+    assert ingest(worker.registry, logical_source, recheck=Recheck(found.candidates)) is True
     state = worker.registry.state
     assert (state.epoch, state.seq) == (old.epoch, old.seq + 1)
     feed = worker.registry.changes(old.seq, epoch=old.epoch)

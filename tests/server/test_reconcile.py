@@ -160,6 +160,34 @@ def test_sqlite_writes_with_the_trigger_dropped_are_reconciled(tmp_path: Path) -
         worker.close()
 
 
+def test_a_sqlite_worker_start_reconciles_a_bypass_without_reading_a_table_under_the_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A SQLite start is a survey too (issue 41): every row compared beside the registry's
+    lock, only the differing rows read again, and applied, under it."""
+    from invalidation_contracts.server.sql import source as source_module
+
+    pdb = ProviderDB("sqlite", f"sqlite:///{tmp_path / 'p.db'}", str(tmp_path / "p.db"))
+    pdb.script(*SCHEMA)
+    store = str(tmp_path / "registry.sqlite")
+    first = Worker(pdb, store, interval=None)
+    before = first.state
+    first.close()
+    pdb.script(
+        "DROP TRIGGER ic_capture_carriers_update",
+        "UPDATE carriers SET successor = 'ups' WHERE code = 'tnt'",
+    )
+    read_in_full: list[object] = []
+    real = source_module.read_tables
+    monkeypatch.setattr(source_module, "read_tables", lambda *a: read_in_full.append(a) or real(*a))
+    second = Worker(pdb, store, interval=None)
+    try:
+        assert read_in_full == [], "no table was read in full under the registry's lock"
+        assert_reconciled(second, before.seq, before.epoch, [("tnt", "changed")])
+    finally:
+        second.close()
+
+
 def test_a_running_worker_reconciles_periodically_by_itself(
     pdb: ProviderDB, tmp_path: Path
 ) -> None:
@@ -180,6 +208,33 @@ def test_a_running_worker_reconciles_periodically_by_itself(
         while worker.state.seq == before.seq and time.monotonic() < deadline:
             time.sleep(0.05)
         assert_reconciled(worker, before.seq, before.epoch, [("DE", "removed")])
+    finally:
+        worker.close()
+
+
+def test_a_running_sqlite_worker_surveys_a_capture_gap_by_itself_with_no_interval(
+    tmp_path: Path,
+) -> None:
+    """A gap (records someone deleted) makes a survey due at once, beside the lock, even with no
+    periodic reconciliation: the row the gap hid is reconciled by the follower (issue 41)."""
+    pdb = ProviderDB("sqlite", f"sqlite:///{tmp_path / 'p.db'}", str(tmp_path / "p.db"))
+    pdb.script(*SCHEMA)
+    worker = Worker(pdb, str(tmp_path / "registry.sqlite"), interval=None)
+    worker.runtime.start()
+    try:
+        before = worker.state
+        pdb.script(
+            "UPDATE zones SET surcharge = 1 WHERE country = 'SE'",
+            "UPDATE zones SET surcharge = 2 WHERE country = 'NO'",
+            "DELETE FROM ic_capture WHERE key LIKE '%SE%'",  # lost: a gap before NO's record
+        )
+        deadline = time.monotonic() + 10
+        while worker.state.tables["zones"].rows["SE"]["surcharge"] != 1:
+            assert time.monotonic() < deadline, "the gap's rows were never surveyed"
+            time.sleep(0.05)
+        feed = worker.runtime.registry.changes(before.seq, epoch=before.epoch)
+        assert [t.reconciled for t in feed.tables] == [None, True], "NO captured, SE surveyed"
+        assert [(r.key, r.op) for r in feed.rows] == [("NO", "changed"), ("SE", "changed")]
     finally:
         worker.close()
 
@@ -211,9 +266,9 @@ def test_a_verified_digest_spares_reading_a_table_and_a_bypass_still_shows(pg: P
 # -- the survey: a reconciliation outside the registry's lock (issue 41) ------------------------
 
 
-@pytest.fixture(params=[pytest.param("postgres", marks=pytest.mark.postgres)])
+@pytest.fixture(params=PG_SOURCES)
 def triggers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Worker]:
-    """A worker over PostgreSQL's trigger capture (the surveyed source), not started."""
+    """A worker over a surveyed source (PostgreSQL's triggers or logical decoding)."""
     for pdb in provider_db(request, tmp_path):
         pdb.script(*SCHEMA)
         w = Worker(pdb, pdb.url, interval=None)

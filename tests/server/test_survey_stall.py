@@ -1,7 +1,7 @@
 """A reconciliation's survey hung on a link that acknowledges but never answers (no FIN, no RST:
 a proxy that stopped forwarding one flow) fails within its bound, is logged, and the next survey
-runs (issue 41). The provider's database is reached through ``tests.support.relay``, which
-silences the survey's own backend while PostgreSQL answers it."""
+runs (issue 41); so does its first step, the capture's reinstall. The provider's database is
+reached through ``tests.support.relay``, which silences one backend while PostgreSQL answers it."""
 
 from __future__ import annotations
 
@@ -75,6 +75,42 @@ def test_a_survey_hung_on_a_silent_link_fails_within_its_bound_and_the_next_one_
             assert reconciler.pending("sql") is None
             reconciler.start(runtime.registry, source)  # the next pass runs, on a fresh flow
             reconciler.join(10.0)
+            found = reconciler.pending("sql")
+            assert found is not None and found.candidates == {"zones": frozenset({"NO"})}
+        finally:
+            runtime.close()
+
+
+def test_a_capture_reinstall_hung_on_a_silent_link_fails_within_the_bound_and_the_survey_runs(
+    postgres_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The survey's first step reinstalls a disabled trigger (``_heal``); its link hung there
+    is broken at the survey's bound, logged, and the survey still finds the bypass (issue 41)."""
+    monkeypatch.setattr(survey_module, "SURVEY_STALL_S", STALL_S)
+    with psycopg.connect(postgres_url, autocommit=True) as db:
+        db.execute("CREATE TABLE zones (country TEXT PRIMARY KEY, zone TEXT)")
+        db.execute("INSERT INTO zones VALUES ('NO', 'nordic'), ('DE', 'eu')")
+    socket_dir = postgres_url.split("host=", 1)[1].split("&", 1)[0]
+    with Relay(unix_socket(socket_dir)) as relay:
+        source = SQLSource(relay.url(postgres_url), zones().sql_tables, reconcile_interval_s=None)
+        runtime = open_runtime(zones(), store=postgres_url, database=source)
+        try:
+            with psycopg.connect(postgres_url, autocommit=True) as db:
+                db.execute("ALTER TABLE zones DISABLE TRIGGER ic_capture")  # left disabled
+                db.execute("UPDATE zones SET zone = 'bypassed' WHERE country = 'NO'")
+            reconciler = Reconciler()
+            with psycopg.connect(postgres_url) as migration:
+                migration.execute("LOCK TABLE zones IN ACCESS EXCLUSIVE MODE")
+                reconciler.start(runtime.registry, source)  # its heal waits for the table
+                relay.forget(backend=waiting_backend(postgres_url))  # its answers vanish
+            started = time.monotonic()
+            with caplog.at_level(logging.WARNING):
+                reconciler.join(STALL_S + 8.0)
+            assert not reconciler.running(), "the hung reinstall still blocks the survey"
+            assert time.monotonic() - started < STALL_S + 8.0
+            assert "the change capture is not live: no answer for 1.5 s" in caplog.text
             found = reconciler.pending("sql")
             assert found is not None and found.candidates == {"zones": frozenset({"NO"})}
         finally:

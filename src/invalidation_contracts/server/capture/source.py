@@ -165,7 +165,7 @@ class ChangeSource(Protocol):
 
 class SurveyedSource(ChangeSource, Protocol):
     """A source whose periodic reconciliation runs as a survey beside the worker, outside the
-    registry's lock (``capture.survey``; ``server.sql.SQLSource`` on PostgreSQL)."""
+    registry's lock (``capture.survey``; ``server.sql.SQLSource``, PostgreSQL or SQLite)."""
 
     @property
     def surveys(self) -> bool:
@@ -174,6 +174,11 @@ class SurveyedSource(ChangeSource, Protocol):
 
     def survey(self, tables: Mapping[str, Snapshot], marks: Mapping[str, str]) -> Survey:
         """Compare the tables with the registry's ``tables`` at ``marks``, outside its lock."""
+        ...
+
+    def survey_soon(self, why: str) -> None:
+        """The capture cannot vouch for what it missed (a gap, a lost slot): a survey that
+        trusts no verified digest is due at once."""
         ...
 
     def read(

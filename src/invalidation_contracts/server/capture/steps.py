@@ -141,6 +141,11 @@ def _consume(
     reason = "the capture position is unknown" if after is None else batch.lost
     if reason is None and after is not None and source.contiguous:
         reason = gap(after, batch)
+    if reason is not None and not full and surveyed_source is not None:
+        # A gap: the records read are applied, and what they miss is found by a survey beside
+        # the worker (due at once), not by reading every table under the registry's lock.
+        surveyed_source.survey_soon(reason)
+        reason = None
     applied: list[tuple[str | None, Mapping[str, ReloadResult]]] = []
     if reason is None:
         # Records of a table this worker does not declare (a newer version's, installed by

@@ -19,6 +19,13 @@ snapshot (``rewrite.current_images``, as the trigger capture's PostgreSQL record
 transaction not yet visible in that snapshot (its commit logged, not yet visible) stops the batch
 before it, and the batch is read again. The position (a ``pg_lsn`` as an integer) is the WAL
 flushed when the snapshot was taken: every transaction committed before it was decoded.
+
+Its start and periodic reconciliation are a survey (``sql.survey``), as the trigger capture's:
+the survey compares rows with the registry, not positions, so the slot's positions (LSNs, not
+record ids) do not matter to it; the candidates are read again in the snapshot the slot's changes'
+images are read in, under the registry's lock. A lost slot still reads every table in that
+snapshot when a full read was asked for; else (a running worker) its new slot's changes are
+consumed and a survey that trusts no verified digest is due at once (``Surveyed.survey_soon``).
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from .install import DEFAULT_LOCK_TIMEOUT_S, InstallMode
 from .rewrite import current_images
 from .slot import ReplicationSlot, SlotGone
 from .source import DEFAULT_BATCH_RECORDS, DEFAULT_RECONCILE_INTERVAL_S, SQLSource, read_all
+from .survey import recheck_batch
 from .upsert import RowWriter
 
 try:  # logical decoding reads PostgreSQL only: its driver is this module's extra
@@ -192,11 +200,6 @@ class LogicalSource(SQLSource):
         super().open()
         self._ensure_slot()
 
-    @property
-    def surveys(self) -> bool:
-        """No: a slot's positions are not the triggers' (its reconciliation reads in full)."""
-        return False
-
     def read(
         self,
         after: int | None,
@@ -207,14 +210,22 @@ class LogicalSource(SQLSource):
         recheck: Mapping[str, frozenset[str]] | None = None,
     ) -> CaptureBatch:
         """The slot's changes committed after ``after`` (up to about ``limit``, whole
-        transactions) and, with ``full`` or a lost slot, every table in the same snapshot."""
+        transactions) and, with ``full`` or a lost slot, every table in the same snapshot;
+        ``recheck``: a survey's candidates too, read again in that snapshot (``sql.survey``)."""
         if full and marks is not None:
             self._heal()
         try:
-            return self._read(after, full=full, marks=marks, limit=limit, lost=None)
+            return self._read(
+                after, full=full, marks=marks, limit=limit, lost=None, recheck=recheck
+            )
         except SlotGone:
             lost = self._ensure_slot()
         try:
+            if lost is not None and not full and after is not None:
+                # what no slot decoded is found by a survey beside the worker (trusting no
+                # verified digest), not by reading every table under the registry's lock
+                self.survey_soon(lost)
+                return self._read(after, full=False, marks=None, limit=limit, lost=None)
             return self._read(after, full=True, marks=marks, limit=limit, lost=lost)
         except SlotGone:
             raise SourceError(f"{self._where()}: the slot {self.slot!r} keeps vanishing") from None
@@ -227,11 +238,15 @@ class LogicalSource(SQLSource):
         marks: Mapping[str, str] | None,
         limit: int | None,
         lost: str | None,
+        recheck: Mapping[str, frozenset[str]] | None = None,
     ) -> CaptureBatch:
         try:
             with self._connect() as conn, conn.begin():
                 head, records, more = self._changes(conn, after, limit)
                 records = current_images(conn, self.dialect, self.bound, records)
+                if recheck and not more and not full and lost is None:
+                    # the candidates' rows in the snapshot the records' images were read in
+                    return recheck_batch(conn, self._logical, self.bound, recheck, head, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, lost=lost)
                 # a lost slot trusts no verified digest: every table is read

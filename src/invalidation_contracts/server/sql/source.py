@@ -30,7 +30,7 @@ from .declare import BoundTable, Declarations, bind, newly_broken, rebind, undec
 from .engine import failure_reason, make_engine
 from .install import DEFAULT_LOCK_TIMEOUT_S, CaptureOutdated, InstallMode, ensure_installed
 from .rewrite import current_images
-from .survey import Surveyed, recheck_batch
+from .survey import RESURVEY_S, Surveyed, recheck_batch, stall_bound
 from .upsert import RowWriter
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,7 @@ class SQLSource(Surveyed):
                     records = self.dialect.records(conn, after) if after is not None else []
                 if not self.dialect.contiguous:
                     records = current_images(conn, self.dialect, self.bound, records)
-                if recheck and not more and isinstance(self.dialect, PostgresCapture):
+                if recheck and not more:
                     return recheck_batch(conn, self.dialect, self.bound, recheck, head, records)
                 if not full or more:
                     return CaptureBatch(head, tuple(records), more=more, backlog=backlog)
@@ -217,16 +217,24 @@ class SQLSource(Surveyed):
 
     def _heal(self) -> None:
         """Before reconciling: reinstall triggers a table swap dropped or an operator disabled
-        (writes after this are captured; writes before it are in the snapshot read next)."""
-        try:
-            rebind(*self._declarations)
-            self.upgrade(mode=self.install)
-        except (SourceError, SQLAlchemyError) as exc:
-            logger.error("%s: the change capture is not live: %s", self.name, exc)
+        (writes after this are captured; writes before it are in the snapshot read next).
+        Bounded as a survey's reads are (``stall_bound``): a hung link fails it, logged."""
+        with stall_bound(self.engine) as guard:
+            try:
+                rebind(*self._declarations)
+                self.upgrade(mode=self.install)
+            except (SourceError, SQLAlchemyError) as exc:
+                why: object = exc
+                if guard.broke:
+                    why = f"no answer for {guard.bound_s:g} s; its connection was broken"
+                logger.error("%s: the change capture is not live: %s", self.name, why)
 
     def reconcile_due(self) -> bool:
-        """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never)."""
+        """Whether the periodic reconciliation is due (``reconcile_interval_s``; None: never),
+        or a survey the capture asked for (``survey_soon``)."""
         interval = self.reconcile_interval_s
+        if self._distrust:  # asked for: at once, then every RESURVEY_S while one fails
+            return time.monotonic() - self._reconciled_at >= RESURVEY_S
         return interval is not None and time.monotonic() - self._reconciled_at >= interval
 
     def mark_verified(self, marks: Mapping[str, tuple[str, str]]) -> None:
