@@ -68,13 +68,15 @@ def process(
     env: Mapping[str, str] | None = None,
     *,
     ready_s: float = 90.0,
+    log_to: Path | None = None,
 ) -> Iterator[Server]:
     """Run ``command`` (a server on ``port``) until the block ends; yield it once it answers
-    (within ``ready_s``).
+    (within ``ready_s``). ``log_to``: its stderr kept in that file (else discarded at the end).
 
     ``RuntimeError`` with the end of its stderr if it never does.
     """
-    with tempfile.TemporaryFile() as log:
+    kept = log_to.open("w+b") if log_to is not None else tempfile.TemporaryFile()
+    with kept as log:
         proc = subprocess.Popen(
             list(command),
             stdin=subprocess.DEVNULL,
@@ -100,12 +102,14 @@ def process(
 
 
 @contextmanager
-def serve_command(*args: str, ready_s: float = 90.0) -> Iterator[Server]:
+def serve_command(
+    *args: str, ready_s: float = 90.0, log_to: Path | None = None
+) -> Iterator[Server]:
     """``invalidation-contracts serve ARGS`` on a free loopback port (answering within
-    ``ready_s``)."""
+    ``ready_s``; its stderr kept in ``log_to`` when given)."""
     port = free_port()
     command = [sys.executable, "-m", "invalidation_contracts.cli", "serve", *args]
-    with process([*command, "--port", str(port)], port, ready_s=ready_s) as ready:
+    with process([*command, "--port", str(port)], port, ready_s=ready_s, log_to=log_to) as ready:
         yield ready
 
 

@@ -22,6 +22,7 @@ class Seen:
     sent: float
     status: int
     seq: int | None
+    detail: str | None = None  # a 503's problem detail: why the worker could not vouch
 
 
 @dataclass
@@ -62,7 +63,9 @@ class Probe:
                     self._stop.wait(0.02)
                     continue
                 try:
-                    self.seen.append(Seen(sent, answer.status_code, _stamped_seq(answer)))
+                    seq = _stamped_seq(answer)
+                    detail = answer.json().get("detail") if seq is None else None
+                    self.seen.append(Seen(sent, answer.status_code, seq, detail))
                 except AssertionError as failure:
                     self.failure = failure
                     return
@@ -72,6 +75,10 @@ class Probe:
         """Stamped answers older than ``seq`` to requests sent past the lag bound."""
         bound = committed_at + DEFAULT_MAX_LAG_S
         return [s for s in self.seen if s.sent > bound and s.seq is not None and s.seq < seq]
+
+    def unavailable(self) -> list[Seen]:
+        """The answers that were 503, in the order they were sent."""
+        return [s for s in self.seen if s.status == 503]
 
     def stamped_between(self, start: float, end: float) -> list[Seen]:
         return [s for s in self.seen if start < s.sent < end and s.status != 503]
