@@ -82,3 +82,19 @@ def test_the_capture_leaders_heartbeat_does_not_consume_again_what_its_look_woke
     write(postgres_url, 3)
     follower.check(everything=True)  # a record committed since the look is consumed
     assert consumed == [source.name]
+
+
+def test_the_quarantine_release_runs_after_the_registry_commit(
+    runtime: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runtime.sources[0]
+    served_at_release: list[int] = []
+
+    def release(pairs: list[tuple[str, str]]) -> None:
+        served_at_release.append(runtime.registry.state.tables["plans"].rows["basic"]["n"])
+
+    monkeypatch.setattr(source, "release", release)
+    write(postgres_url, 4)
+    assert ingest(runtime.registry, source) is True
+    assert served_at_release == [4]  # committed and served before the source was written to
+
