@@ -98,3 +98,24 @@ def test_the_quarantine_release_runs_after_the_registry_commit(
     assert ingest(runtime.registry, source) is True
     assert served_at_release == [4]  # committed and served before the source was written to
 
+
+def test_a_heartbeat_takes_no_registry_lock_for_a_capture_the_leader_consumed(
+    runtime: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follower = runtime.follower
+    assert follower is not None
+    source = runtime.sources[0]
+    follower.check(everything=True)  # the head this worker saw
+    write(postgres_url, 5)
+    assert ingest(runtime.registry, source) is True  # the leader's round: consumed, trimmed
+    consumed: list[str] = []
+
+    def counted(source: ChangeSource, head: int | None = None, recheck: Recheck | None = None):
+        consumed.append(source.name)
+
+    monkeypatch.setattr(follower, "_ingest", counted)
+    follower.check(everything=True)  # the head moved, but nothing waits
+    assert consumed == []
+    write(postgres_url, 6)
+    follower.check(everything=True)  # a record waits: consumed (a stuck leader's included)
+    assert consumed == [source.name]
