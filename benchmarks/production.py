@@ -209,56 +209,59 @@ async def _watched(ports: Sequence[int], writer: _Writer, trials: int) -> list[l
 
 
 class _Watch:
-    """One worker's ``GET /contract/watch`` stream: the last position told, and when."""
+    """One worker's ``GET /contract/watch`` stream: each position told, and when. A stream the
+    worker ends (it cannot vouch for its state: an ``error`` event, or a 503 at the start) is
+    opened again, as a watching agent would, and tells the current position at once."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    def __init__(self, port: int) -> None:
+        self.port = port
         self.told: list[tuple[int, float]] = []  # (position, when its event arrived)
         self.moved = asyncio.Event()
-        self.task = asyncio.ensure_future(self._read())
+        self.writer: asyncio.StreamWriter | None = None
+        self.task = asyncio.ensure_future(self._follow())
 
     @classmethod
     async def open(cls, port: int) -> _Watch:
-        """A stream that told its first position (retried while the worker answers 503)."""
-        deadline = time.perf_counter() + 60
-        while True:
-            reader, writer = await asyncio.open_connection(loadgen.LOOPBACK, port)
-            writer.write(b"GET /contract/watch?timeout=3600 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
-            await writer.drain()
-            head = await reader.readuntil(b"\r\n\r\n")
-            if head.startswith(b"HTTP/1.1 200"):
-                stream = cls(reader, writer)
-                await stream.after(-1)
-                return stream
-            writer.close()
-            if time.perf_counter() > deadline:
-                raise TimeoutError("a worker never opened a watch stream")
-            await asyncio.sleep(0.05)
+        """A stream that told its first position (bounded: 60 s)."""
+        stream = cls(port)
+        await stream.after(-1, bound_s=60)
+        return stream
 
-    async def _read(self) -> None:
-        # SSE over chunked encoding: chunk-size lines are skipped; ``id:`` is the position
-        while line := await self.reader.readline():
-            if line.startswith(b"id:"):
-                self.told.append((int(line[3:]), time.perf_counter()))
-                self.moved.set()
-            elif line.startswith(b"event: error"):
-                break
-        self.moved.set()  # ended: ``after`` raises
+    async def _follow(self) -> None:
+        request = b"GET /contract/watch?timeout=3600 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+        while True:
+            try:
+                reader, self.writer = await asyncio.open_connection(loadgen.LOOPBACK, self.port)
+                self.writer.write(request)
+                await self.writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+                # SSE over chunked encoding: chunk-size lines are skipped; ``id:`` is the seq
+                while head.startswith(b"HTTP/1.1 200") and (line := await reader.readline()):
+                    if line.startswith(b"id:"):
+                        self.told.append((int(line[3:]), time.perf_counter()))
+                        self.moved.set()
+                    elif line.startswith(b"event: error"):
+                        break
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            if self.writer is not None:
+                self.writer.close()
+            await asyncio.sleep(0.05)
 
     @property
     def seq(self) -> int:
         return self.told[-1][0] if self.told else -1
 
-    async def after(self, seq: int) -> float:
-        """When this stream first told a position after ``seq`` (bounded)."""
-        deadline = time.perf_counter() + 30
+    async def after(self, seq: int, bound_s: float = 30.0) -> float:
+        """When this stream first told a position after ``seq``."""
+        deadline = time.perf_counter() + bound_s
         while True:
             self.moved.clear()
             later = next((at for told, at in self.told if told > seq), None)
             if later is not None:
                 return later
             if self.task.done() or time.perf_counter() > deadline:
-                raise TimeoutError("a worker's watch stream ended or never saw the change")
+                raise TimeoutError("a worker's watch stream never told the change")
             try:
                 await asyncio.wait_for(self.moved.wait(), 1.0)
             except TimeoutError:
@@ -266,7 +269,8 @@ class _Watch:
 
     def close(self) -> None:
         self.task.cancel()
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
 
 
 async def _settled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
