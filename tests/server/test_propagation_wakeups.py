@@ -119,3 +119,20 @@ def test_a_heartbeat_takes_no_registry_lock_for_a_capture_the_leader_consumed(
     write(postgres_url, 6)
     follower.check(everything=True)  # a record waits: consumed (a stuck leader's included)
     assert consumed == [source.name]
+
+
+def test_a_failed_transaction_still_announces_what_its_catch_up_adopted(
+    runtime: Runtime, postgres_url: str
+) -> None:
+    other = open_runtime(plans(), store=postgres_url, database=postgres_url)
+    try:
+        write(postgres_url, 7)
+        assert ingest(other.registry, other.sources[0]) is True  # another worker's commit
+    finally:
+        other.close()
+    told: list[int] = []
+    runtime.registry.subscribe(lambda before, after: told.append(after.seq))
+    with pytest.raises(RuntimeError), runtime.registry.transaction():
+        raise RuntimeError("the consuming round fails after the catch-up")
+    assert runtime.registry.state.tables["plans"].rows["basic"]["n"] == 7  # served
+    assert told == [runtime.registry.state.seq]  # and its watchers told
