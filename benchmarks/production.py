@@ -91,22 +91,34 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
 # -- 1. propagation --------------------------------------------------------------------------
 
 
-def propagation(database: str, store: str, size: Size) -> dict[str, Any]:
-    return propagate(database, store, size.workers, size.propagation_trials)
+PROBES = ("poll", "watch")
+"""How "a worker has the change" is seen: ``poll`` asks ``GET /contract/versions`` on a keep-alive
+connection every millisecond (the workers' own request loop is then part of the load: ~1,000
+requests/s per worker); ``watch`` holds one ``GET /contract/watch`` stream per worker and takes
+the arrival of its ``versions`` event for the new position (what a watching agent sees; the
+probe itself loads nothing)."""
+
+
+def propagation(database: str, store: str, size: Size, *, probe: str = "poll") -> dict[str, Any]:
+    return propagate(database, store, size.workers, size.propagation_trials, probe=probe)
 
 
 def propagate(
-    database: str, store: str, workers: int, trials: int, *serve_args: str
+    database: str, store: str, workers: int, trials: int, *serve_args: str, probe: str = "poll"
 ) -> dict[str, Any]:
     """COMMIT → ``workers`` ``serve`` processes (``serve_args`` added to each, e.g. a
-    ``--capture``), ``trials`` times; the slowest worker per trial, as quantiles."""
+    ``--capture``), ``trials`` times; the slowest worker per trial, as quantiles. ``probe``:
+    how a worker's move is seen (``PROBES``)."""
+    if probe not in PROBES:
+        raise ValueError(f"probe must be one of {PROBES}, not {probe!r}")
     create_tables(database, get_domain(DOMAIN))
     args = ("--domain", DOMAIN, "--database", database, "--db", store, *serve_args)
     with ExitStack() as stack:
         ports = [stack.enter_context(serve_command(*args)).port for _ in range(workers)]
         writer = _writer(database)
         try:
-            samples = asyncio.run(_propagate(ports, writer, trials))
+            measure = _propagate if probe == "poll" else _watched
+            samples = asyncio.run(measure(ports, writer, trials))
         finally:
             writer.close()
     slowest = [max(trial) for trial in samples]
@@ -117,6 +129,7 @@ def propagate(
         "p99_ms": 1000 * _quantile(slowest, 0.99),
         "max_ms": 1000 * max(slowest),
         "per_worker_p50_ms": 1000 * _quantile(every, 0.5),
+        "probe": probe,
     }
 
 
@@ -169,6 +182,95 @@ async def _propagate(ports: Sequence[int], writer: _Writer, trials: int) -> list
         for _, w in conns:
             w.close()
     return samples
+
+
+async def _watched(ports: Sequence[int], writer: _Writer, trials: int) -> list[list[float]]:
+    """Per trial, each worker's seconds from the writer's COMMIT to its watch stream's event for
+    a later position (one stream per worker, opened before the first trial)."""
+    streams = [await _Watch.open(port) for port in ports]
+    loop = asyncio.get_running_loop()
+    samples = []
+    try:
+        for trial in range(trials):
+            before = [stream.seq for stream in streams]
+
+            def commit(code: str = f"WATCHED{trial}") -> float:
+                writer.commit(code)
+                return time.perf_counter()
+
+            committed = await loop.run_in_executor(None, commit)
+            seen = await asyncio.gather(*(s.after(b) for s, b in zip(streams, before, strict=True)))
+            samples.append([t - committed for t in seen])
+            await asyncio.sleep(0.05)
+    finally:
+        for stream in streams:
+            stream.close()
+    return samples
+
+
+class _Watch:
+    """One worker's ``GET /contract/watch`` stream: each position told, and when. A stream the
+    worker ends (it cannot vouch for its state: an ``error`` event, or a 503 at the start) is
+    opened again, as a watching agent would, and tells the current position at once."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.told: list[tuple[int, float]] = []  # (position, when its event arrived)
+        self.moved = asyncio.Event()
+        self.writer: asyncio.StreamWriter | None = None
+        self.task = asyncio.ensure_future(self._follow())
+
+    @classmethod
+    async def open(cls, port: int) -> _Watch:
+        """A stream that told its first position (bounded: 60 s)."""
+        stream = cls(port)
+        await stream.after(-1, bound_s=60)
+        return stream
+
+    async def _follow(self) -> None:
+        request = b"GET /contract/watch?timeout=3600 HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n"
+        while True:
+            try:
+                reader, self.writer = await asyncio.open_connection(loadgen.LOOPBACK, self.port)
+                self.writer.write(request)
+                await self.writer.drain()
+                head = await reader.readuntil(b"\r\n\r\n")
+                # SSE over chunked encoding: chunk-size lines are skipped; ``id:`` is the seq
+                while head.startswith(b"HTTP/1.1 200") and (line := await reader.readline()):
+                    if line.startswith(b"id:"):
+                        self.told.append((int(line[3:]), time.perf_counter()))
+                        self.moved.set()
+                    elif line.startswith(b"event: error"):
+                        break
+            except (OSError, asyncio.IncompleteReadError):
+                pass
+            if self.writer is not None:
+                self.writer.close()
+            await asyncio.sleep(0.05)
+
+    @property
+    def seq(self) -> int:
+        return self.told[-1][0] if self.told else -1
+
+    async def after(self, seq: int, bound_s: float = 30.0) -> float:
+        """When this stream first told a position after ``seq``."""
+        deadline = time.perf_counter() + bound_s
+        while True:
+            self.moved.clear()
+            later = next((at for told, at in self.told if told > seq), None)
+            if later is not None:
+                return later
+            if self.task.done() or time.perf_counter() > deadline:
+                raise TimeoutError("a worker's watch stream never told the change")
+            try:
+                await asyncio.wait_for(self.moved.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    def close(self) -> None:
+        self.task.cancel()
+        if self.writer is not None:
+            self.writer.close()
 
 
 async def _settled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:

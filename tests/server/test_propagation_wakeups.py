@@ -82,3 +82,57 @@ def test_the_capture_leaders_heartbeat_does_not_consume_again_what_its_look_woke
     write(postgres_url, 3)
     follower.check(everything=True)  # a record committed since the look is consumed
     assert consumed == [source.name]
+
+
+def test_the_quarantine_release_runs_after_the_registry_commit(
+    runtime: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = runtime.sources[0]
+    served_at_release: list[int] = []
+
+    def release(pairs: list[tuple[str, str]]) -> None:
+        served_at_release.append(runtime.registry.state.tables["plans"].rows["basic"]["n"])
+
+    monkeypatch.setattr(source, "release", release)
+    write(postgres_url, 4)
+    assert ingest(runtime.registry, source) is True
+    assert served_at_release == [4]  # committed and served before the source was written to
+
+
+def test_a_heartbeat_takes_no_registry_lock_for_a_capture_the_leader_consumed(
+    runtime: Runtime, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    follower = runtime.follower
+    assert follower is not None
+    source = runtime.sources[0]
+    follower.check(everything=True)  # the head this worker saw
+    write(postgres_url, 5)
+    assert ingest(runtime.registry, source) is True  # the leader's round: consumed, trimmed
+    consumed: list[str] = []
+
+    def counted(source: ChangeSource, head: int | None = None, recheck: Recheck | None = None):
+        consumed.append(source.name)
+
+    monkeypatch.setattr(follower, "_ingest", counted)
+    follower.check(everything=True)  # the head moved, but nothing waits
+    assert consumed == []
+    write(postgres_url, 6)
+    follower.check(everything=True)  # a record waits: consumed (a stuck leader's included)
+    assert consumed == [source.name]
+
+
+def test_a_failed_transaction_still_announces_what_its_catch_up_adopted(
+    runtime: Runtime, postgres_url: str
+) -> None:
+    other = open_runtime(plans(), store=postgres_url, database=postgres_url)
+    try:
+        write(postgres_url, 7)
+        assert ingest(other.registry, other.sources[0]) is True  # another worker's commit
+    finally:
+        other.close()
+    told: list[int] = []
+    runtime.registry.subscribe(lambda before, after: told.append(after.seq))
+    with pytest.raises(RuntimeError), runtime.registry.transaction():
+        raise RuntimeError("the consuming round fails after the catch-up")
+    assert runtime.registry.state.tables["plans"].rows["basic"]["n"] == 7  # served
+    assert told == [runtime.registry.state.seq]  # and its watchers told

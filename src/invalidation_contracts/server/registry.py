@@ -288,14 +288,22 @@ class Registry(TableVerbs):
                 tx = RegistryTransaction(self._state, None, self._positions, self._log)
                 yield tx
             else:
-                with history.writing() as store:
-                    self._adopt(store.catch_up(self._state))
-                    adopted = self._state
-                    tx = RegistryTransaction(self._state, store, {}, self._log)
-                    yield tx
-                    if tx.changed:
-                        tx.records = stamped(tx.records, time.time())  # the commit-to-serve lag
-                        store.save(tx.base, tx.state, tx.records, tx.positions)
+                try:
+                    with history.writing() as store:
+                        self._adopt(store.catch_up(self._state))
+                        adopted = self._state
+                        tx = RegistryTransaction(self._state, store, {}, self._log)
+                        yield tx
+                        if tx.changed:
+                            tx.records = stamped(tx.records, time.time())  # commit-to-serve lag
+                            store.save(tx.base, tx.state, tx.records, tx.positions)
+                except BaseException:
+                    # what the catch-up adopted is served: its watchers are told even though
+                    # this transaction failed (else they wait for their stream's heartbeat)
+                    if adopted is not before:
+                        with change_origin("adopted"):
+                            self._announce(before, adopted)
+                    raise
             self._publish(tx)
             for callback in tx.committed:
                 callback()

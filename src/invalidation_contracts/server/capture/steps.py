@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, Literal
 
 from ...protocol.models import ReloadResult
@@ -154,7 +155,9 @@ def _consume(
         sets = change_sets(good, by_transaction=source.by_transaction)
         applied = _apply(tx, source, sets)
         source.set_aside(bad)
-        source.release(_written(good, bad))
+        # after the registry commit (its NOTIFY wakes the other workers first); not at all if
+        # the transaction fails (its records are read again, and released then)
+        tx.committed.append(partial(_release, source, _written(good, bad)))
         if recheck is not None and batch.rechecked is not None:
             _recheck(tx, source, recheck, batch)
     elif batch.contents is None or batch.skipped:
@@ -267,6 +270,17 @@ def _apply(
             raise SourceError(
                 f"{source.name}: a captured change cannot be served: {exc.detail}"
             ) from None
+
+
+def _release(source: ChangeSource, pairs: list[tuple[str, str]]) -> None:
+    """Clear the quarantine of rows a committed change set replaced; a failure is logged (the
+    registry has committed: the entry stays listed until the row's next write or a full read)."""
+    if not pairs:
+        return
+    try:
+        source.release(pairs)
+    except Exception as exc:
+        logger.warning("could not release quarantined rows %s: %s", pairs, exc)
 
 
 def _written(good: list[Captured], bad: list[QuarantineEntry]) -> list[tuple[str, str]]:

@@ -257,6 +257,21 @@ class SQLSource(Surveyed):
         except SQLAlchemyError as exc:
             raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
 
+    def drained(self) -> bool:
+        """Whether the trigger capture (PostgreSQL) holds no record: every one was consumed and
+        trimmed after its registry commit, so a round that finds the head moved has nothing to
+        consume (False where unknown: SQLite, logical decoding, which keeps no records table)."""
+        if type(self.dialect) is not PostgresCapture:
+            return False
+        from sqlalchemy import text
+
+        try:
+            with self._connect() as conn, conn.begin():
+                empty = f"SELECT NOT EXISTS (SELECT 1 FROM {self.dialect.capture})"
+                return bool(conn.execute(text(empty)).scalar_one())
+        except SQLAlchemyError as exc:
+            raise SourceError(f"{self._where()}: cannot read ({failure_reason(exc)})") from exc
+
     def write(
         self,
         name: str,

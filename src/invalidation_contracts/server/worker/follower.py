@@ -225,10 +225,13 @@ class Follower:
             due = getattr(source, "reconcile_due", None)  # the periodic reconciliation (ingest)
             if surveyed(source) is not None:  # surveyed beside the loop instead (_survey)
                 due = None
-            if head != self._seen.get(source.name) or (due is not None and due()):
+            reconcile = due is not None and due()
+            if not reconcile and head == self._seen.get(source.name):
+                continue
+            if reconcile or not _drained(source):  # else the leader consumed it all: no lock
                 self._ingest(source, head=head)
-                self._seen[source.name] = head
                 ingested = True
+            self._seen[source.name] = head
         if not ingested:
             self.registry.sync()
 
@@ -304,3 +307,10 @@ class Follower:
         self._stop.wait(
             backoff(self.record.failures, self.retry_base_s, self.retry_max_s, self._rng)
         )
+
+
+def _drained(source: ChangeSource) -> bool:
+    """Whether ``source``'s capture holds no record (all consumed and trimmed): a round that
+    finds its head moved then takes no registry lock to find nothing (False: unknown)."""
+    drained = getattr(source, "drained", None)
+    return drained is not None and bool(drained())
