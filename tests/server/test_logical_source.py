@@ -317,3 +317,34 @@ def test_a_consumer_killed_with_sigkill_under_writes_loses_no_change(pdb: Provid
         assert all(t.reconciled is None for t in feed.tables), "captured, nothing reconciled"
     finally:
         survivor.close()
+
+
+def test_a_slot_that_waits_for_a_transaction_elsewhere_names_it_and_is_made_once_it_ends(
+    postgres_cluster: PostgresCluster, postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import psycopg
+
+    from invalidation_contracts.server.sql.engine import make_engine
+    from invalidation_contracts.server.sql.slot import ReplicationSlot
+
+    elsewhere = postgres_cluster.database()
+    slot = ReplicationSlot(make_engine(postgres_url), f"ic_wait_{os.getpid()}")
+    made: list[bool] = []
+    with psycopg.connect(elsewhere) as held:
+        pid = held.execute("SELECT pg_backend_pid(), pg_current_xact_id()").fetchone()[0]
+        creating = threading.Thread(target=lambda: made.append(slot.ensure(report_every_s=0.3)))
+        creating.start()
+        deadline = time.monotonic() + 30
+        while f"pid {pid} in database" not in caplog.text:
+            assert time.monotonic() < deadline, "the wait was never reported"
+            assert creating.is_alive(), "the slot was made while a transaction it waits for ran"
+            time.sleep(0.05)
+        held.rollback()  # the transaction ends: the creation goes through
+        creating.join(30)
+    assert made == [True]
+    assert "idle in transaction" in caplog.text
+    try:
+        assert not slot.ensure()  # it exists (made once, nothing left of the cancelled tries)
+    finally:
+        slot.drop()
+        postgres_cluster.drop(elsewhere)
