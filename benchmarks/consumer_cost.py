@@ -15,6 +15,7 @@ log(cost) against log(L) over 1k…100k at most 0.1.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ FULL = Size(
     backlog=100_000,
 )
 QUICK = Size(lengths=(0, 1_000, 10_000), transactions=300, baseline_transactions=10, backlog=500)
+REPEATS = 3
+"""Runs per cell, the median reported: one run of 2,000 transactions (about 0.25 s) can take a
+collector pass over a 100,000-record log or a pause of this shared machine (one did: 264 µs
+against 120 µs in the two runs beside it)."""
 
 
 def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
@@ -59,7 +64,10 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
         for served in ("index", "scan (before)"):
             count = size.transactions if served == "index" else size.baseline_transactions
             costs[f"{kind}, {served}"] = {
-                length: _per_transaction(length, kind, served, count) for length in size.lengths
+                length: statistics.median(
+                    _per_transaction(length, kind, served, count) for _ in range(REPEATS)
+                )
+                for length in size.lengths
             }
     rows = [
         [label, *(f"{costs[label][length] * 1e6:,.1f}" for length in size.lengths)]
@@ -69,7 +77,9 @@ def run(quick: bool = False, out_dir: Path | None = None) -> StudyResult:
     md = (
         f"One table of {ROWS:,} rows; µs per captured transaction applied as `ingest` applies it, "
         f"with a change log of L records already held ({size.transactions:,} transactions per "
-        f"cell; the scan {size.baseline_transactions}). Log-log slope over L ≥ 1,000 beside "
+        f"cell; the scan {size.baseline_transactions}; each cell the median of {REPEATS} runs,"
+        " a pause of the collector or of the machine falling in one of them). Log-log slope over"
+        " L ≥ 1,000 beside "
         "each line:\n\n"
         + markdown_table(
             [
