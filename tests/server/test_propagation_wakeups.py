@@ -14,6 +14,7 @@ from invalidation_contracts.server.capture.source import ChangeSource
 from invalidation_contracts.server.capture.survey import Recheck
 from invalidation_contracts.server.sql.lead import CaptureLead
 from invalidation_contracts.server.store.postgres import PostgresRegistryStore, channel
+from invalidation_contracts.server.worker.follower import Follower
 from invalidation_contracts.server.worker.runtime import Runtime, ingest, open_runtime
 
 pytestmark = pytest.mark.postgres
@@ -40,6 +41,17 @@ def write(url: str, n: int) -> None:
 
 def heard(listener: psycopg.Connection[tuple[object, ...]]) -> list[str]:
     return [note.payload for note in listener.notifies(timeout=0.3)]
+
+
+def counted_ingests(follower: Follower, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the sources ``follower`` consumes from now on (it consumes nothing)."""
+    consumed: list[str] = []
+
+    def counted(source: ChangeSource, head: int | None = None, recheck: Recheck | None = None):
+        consumed.append(source.name)
+
+    monkeypatch.setattr(follower, "_ingest", counted)
+    return consumed
 
 
 def test_a_consumer_round_that_moves_only_the_capture_position_wakes_no_worker(
@@ -71,12 +83,7 @@ def test_the_capture_leaders_heartbeat_does_not_consume_again_what_its_look_woke
     assert lead.changed()  # the look that wakes the leader's round
     follower.check(everything=False, notified=frozenset({source.name}))
     assert runtime.registry.state.tables["plans"].rows["basic"]["n"] == 2
-    consumed: list[str] = []
-
-    def counted(source: ChangeSource, head: int | None = None, recheck: Recheck | None = None):
-        consumed.append(source.name)
-
-    monkeypatch.setattr(follower, "_ingest", counted)
+    consumed = counted_ingests(follower, monkeypatch)
     follower.check(everything=True)  # the heartbeat: the capture's head is where it looked
     assert consumed == []
     write(postgres_url, 3)
@@ -108,12 +115,7 @@ def test_a_heartbeat_takes_no_registry_lock_for_a_capture_the_leader_consumed(
     follower.check(everything=True)  # the head this worker saw
     write(postgres_url, 5)
     assert ingest(runtime.registry, source) is True  # the leader's round: consumed, trimmed
-    consumed: list[str] = []
-
-    def counted(source: ChangeSource, head: int | None = None, recheck: Recheck | None = None):
-        consumed.append(source.name)
-
-    monkeypatch.setattr(follower, "_ingest", counted)
+    consumed = counted_ingests(follower, monkeypatch)
     follower.check(everything=True)  # the head moved, but nothing waits
     assert consumed == []
     write(postgres_url, 6)
